@@ -1,0 +1,2309 @@
+//! Latency distributions for simulated critical sections.
+//!
+//! A distribution is written as text, the same in TOML profiles and on the command line. All
+//! values are in **milliseconds** (`f64`); every duration in the text carries a unit (see
+//! [`crate::units::parse_ms`]). Whitespace is allowed around tokens.
+//!
+//! | text | meaning |
+//! |------|---------|
+//! | `constant(2ms)`, `constant(value=2ms)` | always the same value |
+//! | `uniform(70ms,110ms)`, `uniform(min=70ms,max=110ms)` | uniform on `[min, max]` |
+//! | `normal(mean=50ms,sd=10ms)` | normal truncated at 0 (exact: negatives are resampled) |
+//! | `lognormal(median=20ms,p99=120ms)` | log-normal fitted to a median and a 99th percentile |
+//! | `lognormal(mu=3.0,sigma=0.5)` | log-normal with `ln(ms) ~ N(mu, sigma²)` |
+//! | `lognormal(mean=25ms,sd=10ms)` | log-normal with the given mean and standard deviation |
+//! | `exponential(30ms)`, `exponential(mean=30ms)`, `exponential(rate=0.1/ms)` | exponential |
+//! | `pareto(scale=10ms,shape=2.5)` | Pareto type I (`x ≥ scale`) |
+//! | `weibull(scale=20ms,shape=1.5)` | Weibull |
+//! | `mixture(0.99*constant(5ms),0.01*uniform(1s,3s))` | weighted mixture (weights sum to 1, may nest) |
+//! | `empirical(runs.csv)`, `empirical(file=runs.csv,column=durationMs,unit=ms)` | resampling of recorded values |
+//!
+//! `empirical` reads a CSV file with a header line when the text is parsed; the column defaults
+//! to `durationMs` and the unit (`us`, `ms` or `s`) to `ms`. A path containing `,`, `(`, `)`
+//! or `=` can be written in double quotes: `empirical(file="a,b.csv")`.
+//!
+//! ```
+//! use lockbench::dist::Dist;
+//! let d = Dist::parse("mixture(0.9*constant(5ms), 0.1*lognormal(median=20ms,p99=120ms))").unwrap();
+//! assert!(d.mean_ms().unwrap() > 5.0);
+//! assert_eq!(Dist::parse(&d.to_string()).unwrap(), d);
+//! ```
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rand::distr::weighted::WeightedIndex;
+use rand_distr::{Distribution, Exp, LogNormal, Normal, OpenClosed01, Pareto, Uniform, Weibull};
+
+use crate::units;
+
+/// The standard normal quantile at 0.99 (used to fit `lognormal(median=…,p99=…)`).
+pub const Z_P99: f64 = 2.326_347_874_040_840_8;
+
+/// The names of all distributions, as listed in error messages.
+const NAMES: &str =
+    "constant, uniform, normal, lognormal, exponential, pareto, weibull, mixture, empirical";
+
+/// Deepest nesting of `mixture(…)` accepted (guards the recursive parser).
+const MAX_DEPTH: usize = 16;
+
+/// Below this probability of a positive value, a truncated normal is refused at parse time.
+const MIN_NORMAL_MASS: f64 = 1e-6;
+
+/// A latency distribution, in milliseconds.
+///
+/// Build one with [`Dist::parse`]; draw from it through [`Dist::sampler`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dist {
+    /// Always `ms`.
+    Constant {
+        /// The value (ms).
+        ms: f64,
+    },
+    /// Uniform on `[lo, hi]`.
+    Uniform {
+        /// Lower bound (ms).
+        lo: f64,
+        /// Upper bound (ms), `≥ lo`.
+        hi: f64,
+    },
+    /// A normal distribution `N(mean, sd²)` truncated to `(0, ∞)` (conditioned on being positive).
+    Normal {
+        /// Mean of the untruncated normal (ms); may be negative.
+        mean: f64,
+        /// Standard deviation of the untruncated normal (ms), `> 0`.
+        sd: f64,
+    },
+    /// Log-normal: `ln(X in ms) ~ N(mu, sigma²)`.
+    LogNormal {
+        /// Mean of `ln(ms)`.
+        mu: f64,
+        /// Standard deviation of `ln(ms)`, `> 0`.
+        sigma: f64,
+    },
+    /// Exponential with the given mean.
+    Exponential {
+        /// Mean (ms), `> 0`.
+        mean: f64,
+    },
+    /// Pareto type I: `P(X > x) = (scale / x)^shape` for `x ≥ scale`.
+    Pareto {
+        /// Minimum value (ms), `> 0`.
+        scale: f64,
+        /// Tail index, `> 0` (the mean is finite only for `shape > 1`).
+        shape: f64,
+    },
+    /// Weibull: `P(X > x) = exp(-(x / scale)^shape)`.
+    Weibull {
+        /// Scale (ms), `> 0`.
+        scale: f64,
+        /// Shape, `> 0`.
+        shape: f64,
+    },
+    /// A weighted mixture; weights are in `(0, 1]` and sum to 1.
+    Mixture(Vec<(f64, Dist)>),
+    /// Uniform resampling of recorded values.
+    Empirical {
+        /// The canonical argument text (`file=…,column=…[,unit=…][,scale=…]`), printed by
+        /// `Display` as `empirical(<source>)`. The file is kept as written (relative paths are
+        /// resolved against the base given to [`Dist::parse_with_base`]).
+        source: String,
+        /// The values in ms, sorted ascending when produced by the parser.
+        values: Arc<Vec<f64>>,
+    },
+}
+
+/// Why a distribution text was refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DistError {
+    /// The text does not follow the grammar, or a parameter is out of range.
+    #[error("in `{spec}` at column {column}: {message}\n    {spec}\n    {caret}", caret = caret_line(*column))]
+    Syntax {
+        /// The full text that was parsed.
+        spec: String,
+        /// 1-based column (in characters) of the offending part.
+        column: usize,
+        /// What is wrong and what would be valid.
+        message: String,
+    },
+    /// The data file of an `empirical(…)` distribution cannot be used.
+    #[error("in `{spec}`: file `{file}`{location}: {message}", location = data_location(*line, column.as_deref()))]
+    Data {
+        /// The full text that was parsed.
+        spec: String,
+        /// The file, as resolved.
+        file: String,
+        /// 1-based line of the file, when the problem is on one line.
+        line: Option<u64>,
+        /// The CSV column, e.g. ``column 2 (`durationMs`)``, when the problem is in one cell.
+        column: Option<String>,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn caret_line(column: usize) -> String {
+    format!("{}^", " ".repeat(column.saturating_sub(1)))
+}
+
+fn data_location(line: Option<u64>, column: Option<&str>) -> String {
+    match (line, column) {
+        (Some(l), Some(c)) => format!(", line {l}, {c}"),
+        (Some(l), None) => format!(", line {l}"),
+        (None, Some(c)) => format!(", {c}"),
+        (None, None) => String::new(),
+    }
+}
+
+impl Dist {
+    /// Parses a distribution text (see the [module documentation](self) for the grammar).
+    ///
+    /// `empirical(…)` files are read now; relative paths are resolved against the current
+    /// directory.
+    pub fn parse(text: &str) -> Result<Dist, DistError> {
+        Dist::parse_with_base(text, None)
+    }
+
+    /// Parses a distribution text, resolving relative `empirical(…)` paths against `base`
+    /// (e.g. the directory of the profile that contains the text).
+    pub fn parse_with_base(text: &str, base: Option<&Path>) -> Result<Dist, DistError> {
+        let mut p = Parser {
+            src: text,
+            pos: 0,
+            base,
+            depth: 0,
+        };
+        let d = p.dist()?;
+        p.skip_ws();
+        if p.pos < text.len() {
+            return Err(p.err(
+                p.pos,
+                format!("unexpected {} after the distribution", p.found()),
+            ));
+        }
+        Ok(d)
+    }
+
+    /// Builds a sampler (prebuilt `rand_distr` objects; cheap to clone).
+    ///
+    /// A hand-built `Dist` with invalid parameters (which the parser refuses) does not panic:
+    /// it degrades to a nearby well-defined sampler, e.g. a constant.
+    pub fn sampler(&self) -> Sampler {
+        Sampler {
+            kind: SamplerKind::new(self),
+        }
+    }
+
+    /// The analytic mean in ms; `None` if infinite (e.g. Pareto with `shape ≤ 1`) or undefined.
+    ///
+    /// For the truncated normal this is the truncated mean `μ + σ·φ(α)/Q(α)`, `α = -μ/σ`.
+    pub fn mean_ms(&self) -> Option<f64> {
+        let m = match self {
+            Dist::Constant { ms } => *ms,
+            Dist::Uniform { lo, hi } => 0.5 * (lo + hi),
+            Dist::Normal { mean, sd } => {
+                let alpha = -mean / sd;
+                let tail = normal_sf(alpha);
+                if tail <= 0.0 {
+                    return None;
+                }
+                mean + sd * normal_pdf(alpha) / tail
+            }
+            Dist::LogNormal { mu, sigma } => (mu + 0.5 * sigma * sigma).exp(),
+            Dist::Exponential { mean } => *mean,
+            Dist::Pareto { scale, shape } => {
+                if *shape <= 1.0 {
+                    return None;
+                }
+                shape * scale / (shape - 1.0)
+            }
+            Dist::Weibull { scale, shape } => scale * ln_gamma(1.0 + 1.0 / shape).exp(),
+            Dist::Mixture(parts) => {
+                let mut sum = 0.0;
+                for (w, d) in parts {
+                    sum += w * d.mean_ms()?;
+                }
+                sum
+            }
+            Dist::Empirical { values, .. } => {
+                if values.is_empty() {
+                    return None;
+                }
+                values.iter().sum::<f64>() / values.len() as f64
+            }
+        };
+        m.is_finite().then_some(m)
+    }
+
+    /// The analytic survival function `P(X > t_ms)`; `None` only if `t_ms` is NaN.
+    ///
+    /// Exact for every variant; for `empirical` it is the fraction of values above `t_ms`,
+    /// for mixtures the weighted sum of the components.
+    pub fn survival(&self, t: f64) -> Option<f64> {
+        if t.is_nan() {
+            return None;
+        }
+        let s = match self {
+            Dist::Constant { ms } => indicator(t < *ms),
+            Dist::Uniform { lo, hi } => {
+                if t < *lo {
+                    1.0
+                } else if t >= *hi {
+                    0.0
+                } else {
+                    (hi - t) / (hi - lo)
+                }
+            }
+            Dist::Normal { mean, sd } => {
+                if t <= 0.0 {
+                    1.0
+                } else {
+                    let tail = normal_sf(-mean / sd);
+                    if tail > 0.0 {
+                        (normal_sf((t - mean) / sd) / tail).min(1.0)
+                    } else {
+                        0.0
+                    }
+                }
+            }
+            Dist::LogNormal { mu, sigma } => {
+                if t <= 0.0 {
+                    1.0
+                } else {
+                    normal_sf((t.ln() - mu) / sigma)
+                }
+            }
+            Dist::Exponential { mean } => {
+                if t <= 0.0 {
+                    1.0
+                } else {
+                    (-t / mean).exp()
+                }
+            }
+            Dist::Pareto { scale, shape } => {
+                if t < *scale {
+                    1.0
+                } else {
+                    (scale / t).powf(*shape)
+                }
+            }
+            Dist::Weibull { scale, shape } => {
+                if t <= 0.0 {
+                    1.0
+                } else {
+                    (-(t / scale).powf(*shape)).exp()
+                }
+            }
+            Dist::Mixture(parts) => {
+                let mut sum = 0.0;
+                for (w, d) in parts {
+                    sum += w * d.survival(t)?;
+                }
+                sum.clamp(0.0, 1.0)
+            }
+            Dist::Empirical { values, .. } => {
+                if values.is_empty() {
+                    return Some(0.0);
+                }
+                let above = if values.is_sorted() {
+                    values.len() - values.partition_point(|v| *v <= t)
+                } else {
+                    values.iter().filter(|v| **v > t).count()
+                };
+                above as f64 / values.len() as f64
+            }
+        };
+        Some(s)
+    }
+
+    /// The `p`-quantile in ms (the smallest `x` with `P(X ≤ x) ≥ p`).
+    ///
+    /// Closed forms for every parametric variant; the empirical quantile for `empirical`;
+    /// bisection on [`Dist::survival`] for mixtures. `None` for `p` outside `[0, 1]` and when the
+    /// quantile is infinite (e.g. `p = 1` for unbounded distributions).
+    pub fn quantile(&self, p: f64) -> Option<f64> {
+        if !(0.0..=1.0).contains(&p) {
+            return None;
+        }
+        let q = match self {
+            Dist::Constant { ms } => *ms,
+            Dist::Uniform { lo, hi } => lo + p * (hi - lo),
+            Dist::Normal { mean, sd } => {
+                let tail = normal_sf(-mean / sd);
+                let z = -normal_quantile((1.0 - p) * tail);
+                (mean + sd * z).max(0.0)
+            }
+            Dist::LogNormal { mu, sigma } => (mu + sigma * normal_quantile(p)).exp(),
+            Dist::Exponential { mean } => -mean * (-p).ln_1p(),
+            Dist::Pareto { scale, shape } => scale * (1.0 - p).powf(-1.0 / shape),
+            Dist::Weibull { scale, shape } => scale * (-(-p).ln_1p()).powf(1.0 / shape),
+            Dist::Mixture(parts) => return mixture_quantile(self, parts, p),
+            Dist::Empirical { values, .. } => {
+                if values.is_empty() {
+                    return None;
+                }
+                let n = values.len();
+                let k = ((p * n as f64).ceil() as usize).clamp(1, n) - 1;
+                if values.is_sorted() {
+                    values[k]
+                } else {
+                    let mut sorted = values.to_vec();
+                    sorted.sort_by(f64::total_cmp);
+                    sorted[k]
+                }
+            }
+        };
+        q.is_finite().then_some(q)
+    }
+
+    /// Multiplies every time value by `factor` (for log-normal, `mu += ln(factor)`).
+    ///
+    /// `factor` must be finite and `≥ 0`; `0` gives `constant(0ms)`; any other factor returns
+    /// an unchanged copy. For `empirical`, the values are multiplied and the source text gets a
+    /// `scale=` argument, so the text still describes the result (up to rounding).
+    pub fn scaled(&self, factor: f64) -> Dist {
+        if !factor.is_finite() || factor < 0.0 {
+            return self.clone();
+        }
+        if factor == 0.0 {
+            return Dist::Constant { ms: 0.0 };
+        }
+        match self {
+            Dist::Constant { ms } => Dist::Constant { ms: ms * factor },
+            Dist::Uniform { lo, hi } => Dist::Uniform {
+                lo: lo * factor,
+                hi: hi * factor,
+            },
+            Dist::Normal { mean, sd } => Dist::Normal {
+                mean: mean * factor,
+                sd: sd * factor,
+            },
+            Dist::LogNormal { mu, sigma } => Dist::LogNormal {
+                mu: mu + factor.ln(),
+                sigma: *sigma,
+            },
+            Dist::Exponential { mean } => Dist::Exponential {
+                mean: mean * factor,
+            },
+            Dist::Pareto { scale, shape } => Dist::Pareto {
+                scale: scale * factor,
+                shape: *shape,
+            },
+            Dist::Weibull { scale, shape } => Dist::Weibull {
+                scale: scale * factor,
+                shape: *shape,
+            },
+            Dist::Mixture(parts) => {
+                Dist::Mixture(parts.iter().map(|(w, d)| (*w, d.scaled(factor))).collect())
+            }
+            Dist::Empirical { source, values } => {
+                let source = match EmpiricalSpec::from_source(source) {
+                    Some(mut spec) => {
+                        spec.scale *= factor;
+                        spec.to_string()
+                    }
+                    None => format!("{source},scale={factor}"),
+                };
+                Dist::Empirical {
+                    source,
+                    values: Arc::new(values.iter().map(|v| v * factor).collect()),
+                }
+            }
+        }
+    }
+
+    /// `false` for `empirical` and for mixtures that contain one.
+    pub fn is_parametric(&self) -> bool {
+        match self {
+            Dist::Empirical { .. } => false,
+            Dist::Mixture(parts) => parts.iter().all(|(_, d)| d.is_parametric()),
+            _ => true,
+        }
+    }
+}
+
+fn indicator(b: bool) -> f64 {
+    if b { 1.0 } else { 0.0 }
+}
+
+/// Bisection on the mixture's survival function, bracketed by the components' quantiles.
+fn mixture_quantile(whole: &Dist, parts: &[(f64, Dist)], p: f64) -> Option<f64> {
+    let mut lo = f64::INFINITY;
+    let mut hi = f64::NEG_INFINITY;
+    for (_, d) in parts {
+        let q = d.quantile(p)?;
+        lo = lo.min(q);
+        hi = hi.max(q);
+    }
+    if !(lo.is_finite() && hi.is_finite()) {
+        return None;
+    }
+    // Invariant: P(X ≤ lo) < p ≤ P(X ≤ hi), except that `lo` may already be the answer.
+    if whole.survival(lo)? <= 1.0 - p {
+        return Some(lo);
+    }
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if mid <= lo || mid >= hi {
+            break;
+        }
+        if whole.survival(mid)? <= 1.0 - p {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
+impl fmt::Display for Dist {
+    /// Canonical text that [`Dist::parse`] turns back into an equal `Dist`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Dist::Constant { ms } => write!(f, "constant({ms}ms)"),
+            Dist::Uniform { lo, hi } => write!(f, "uniform(min={lo}ms,max={hi}ms)"),
+            Dist::Normal { mean, sd } => write!(f, "normal(mean={mean}ms,sd={sd}ms)"),
+            Dist::LogNormal { mu, sigma } => write!(f, "lognormal(mu={mu},sigma={sigma})"),
+            Dist::Exponential { mean } => write!(f, "exponential(mean={mean}ms)"),
+            Dist::Pareto { scale, shape } => write!(f, "pareto(scale={scale}ms,shape={shape})"),
+            Dist::Weibull { scale, shape } => write!(f, "weibull(scale={scale}ms,shape={shape})"),
+            Dist::Mixture(parts) => {
+                f.write_str("mixture(")?;
+                for (i, (w, d)) in parts.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{w}*{d}")?;
+                }
+                f.write_str(")")
+            }
+            Dist::Empirical { source, .. } => write!(f, "empirical({source})"),
+        }
+    }
+}
+
+impl serde::Serialize for Dist {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Dist {
+    /// Parses the string form (relative `empirical` paths resolve against the current
+    /// directory; re-parse with [`Dist::parse_with_base`] to resolve them elsewhere).
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        Dist::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sampler
+// ---------------------------------------------------------------------------------------------
+
+/// Draws values (ms) from a [`Dist`]; built by [`Dist::sampler`], cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Sampler {
+    kind: SamplerKind,
+}
+
+#[derive(Debug, Clone)]
+enum SamplerKind {
+    Constant(f64),
+    Uniform(Uniform<f64>),
+    /// Truncated normal: rejection from `normal` when `tail = P(X > 0)` is not small,
+    /// otherwise inverse transform restricted to the positive part.
+    Normal {
+        normal: Normal<f64>,
+        mean: f64,
+        sd: f64,
+        tail: f64,
+    },
+    LogNormal(LogNormal<f64>),
+    Exponential(Exp<f64>),
+    Pareto(Pareto<f64>),
+    Weibull(Weibull<f64>),
+    Mixture {
+        index: WeightedIndex<f64>,
+        parts: Arc<[Sampler]>,
+    },
+    Empirical(Arc<Vec<f64>>),
+}
+
+/// Below this acceptance rate, the truncated normal uses inverse transform instead of rejection.
+const REJECTION_MIN_ACCEPTANCE: f64 = 0.05;
+/// Rejection attempts before falling back to inverse transform (keeps each draw bounded; both
+/// methods are exact, so the fallback does not bias the result).
+const REJECTION_MAX_TRIES: usize = 1000;
+
+fn nonneg(x: f64) -> f64 {
+    if x.is_nan() || x <= 0.0 {
+        0.0
+    } else {
+        x.min(f64::MAX)
+    }
+}
+
+impl SamplerKind {
+    fn new(d: &Dist) -> SamplerKind {
+        match d {
+            Dist::Constant { ms } => SamplerKind::Constant(nonneg(*ms)),
+            Dist::Uniform { lo, hi } => {
+                if lo == hi {
+                    return SamplerKind::Constant(nonneg(*lo));
+                }
+                match Uniform::new_inclusive(lo.min(*hi), lo.max(*hi)) {
+                    Ok(u) => SamplerKind::Uniform(u),
+                    Err(_) => SamplerKind::Constant(nonneg(*lo)),
+                }
+            }
+            Dist::Normal { mean, sd } => {
+                let tail = normal_sf(-mean / sd);
+                match Normal::new(*mean, *sd) {
+                    Ok(normal) if *sd > 0.0 && tail > 0.0 => SamplerKind::Normal {
+                        normal,
+                        mean: *mean,
+                        sd: *sd,
+                        tail,
+                    },
+                    _ => SamplerKind::Constant(nonneg(*mean)),
+                }
+            }
+            Dist::LogNormal { mu, sigma } => match LogNormal::new(*mu, *sigma) {
+                Ok(l) if *sigma > 0.0 => SamplerKind::LogNormal(l),
+                _ => SamplerKind::Constant(nonneg(mu.exp())),
+            },
+            Dist::Exponential { mean } => match Exp::new(1.0 / mean) {
+                Ok(e) if *mean > 0.0 && mean.is_finite() => SamplerKind::Exponential(e),
+                _ => SamplerKind::Constant(nonneg(*mean)),
+            },
+            Dist::Pareto { scale, shape } => match Pareto::new(*scale, *shape) {
+                Ok(p) => SamplerKind::Pareto(p),
+                Err(_) => SamplerKind::Constant(nonneg(*scale)),
+            },
+            Dist::Weibull { scale, shape } => match Weibull::new(*scale, *shape) {
+                Ok(w) => SamplerKind::Weibull(w),
+                Err(_) => SamplerKind::Constant(nonneg(*scale)),
+            },
+            Dist::Mixture(parts) => {
+                let weights = parts
+                    .iter()
+                    .map(|(w, _)| if w.is_finite() && *w > 0.0 { *w } else { 0.0 });
+                match WeightedIndex::new(weights) {
+                    Ok(index) => SamplerKind::Mixture {
+                        index,
+                        parts: parts.iter().map(|(_, d)| d.sampler()).collect(),
+                    },
+                    Err(_) => SamplerKind::Constant(0.0),
+                }
+            }
+            Dist::Empirical { values, .. } => SamplerKind::Empirical(Arc::clone(values)),
+        }
+    }
+}
+
+impl Sampler {
+    /// Draws one value in ms; never negative, never NaN.
+    pub fn sample_ms<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> f64 {
+        let x = match &self.kind {
+            SamplerKind::Constant(ms) => *ms,
+            SamplerKind::Uniform(u) => u.sample(rng),
+            SamplerKind::Normal {
+                normal,
+                mean,
+                sd,
+                tail,
+            } => {
+                if *tail >= REJECTION_MIN_ACCEPTANCE {
+                    for _ in 0..REJECTION_MAX_TRIES {
+                        let x = normal.sample(rng);
+                        if x > 0.0 {
+                            return x;
+                        }
+                    }
+                }
+                // Inverse transform on the positive part: P(Z > z) = v·tail, v ∈ (0, 1].
+                let v: f64 = OpenClosed01.sample(rng);
+                let z = -normal_quantile(v * tail);
+                mean + sd * z
+            }
+            SamplerKind::LogNormal(l) => l.sample(rng),
+            SamplerKind::Exponential(e) => e.sample(rng),
+            SamplerKind::Pareto(p) => p.sample(rng),
+            SamplerKind::Weibull(w) => w.sample(rng),
+            SamplerKind::Mixture { index, parts } => {
+                let i = index.sample(rng);
+                parts.get(i).map_or(0.0, |s| s.sample_ms(rng))
+            }
+            SamplerKind::Empirical(values) => {
+                use rand::seq::IndexedRandom;
+                values.choose(rng).copied().unwrap_or(0.0)
+            }
+        };
+        nonneg(x)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Special functions
+// ---------------------------------------------------------------------------------------------
+
+/// The complementary error function `erfc(x) = 1 - erf(x)`, accurate to about 1 ulp.
+///
+/// Port of the FreeBSD/Sun fdlibm `s_erf.c` rational approximations:
+///
+/// > Copyright (C) 1993 by Sun Microsystems, Inc. All rights reserved.
+/// > Developed at SunPro, a Sun Microsystems, Inc. business.
+/// > Permission to use, copy, modify, and distribute this software is freely granted,
+/// > provided that this notice is preserved.
+pub fn erfc(x: f64) -> f64 {
+    use fdlibm::*;
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    if x == f64::INFINITY {
+        return 0.0;
+    }
+    if x == f64::NEG_INFINITY {
+        return 2.0;
+    }
+    let ax = x.abs();
+    if ax < 0.84375 {
+        if ax < 2f64.powi(-56) {
+            return 1.0 - x;
+        }
+        let z = x * x;
+        let r = PP0 + z * (PP1 + z * (PP2 + z * (PP3 + z * PP4)));
+        let s = 1.0 + z * (QQ1 + z * (QQ2 + z * (QQ3 + z * (QQ4 + z * QQ5))));
+        let y = r / s;
+        if x < 0.25 {
+            return 1.0 - (x + x * y);
+        }
+        return 0.5 - (x - 0.5 + x * y);
+    }
+    if ax < 28.0 {
+        let e = erfc_mid(ax);
+        return if x < 0.0 { 2.0 - e } else { e };
+    }
+    if x < 0.0 { 2.0 } else { 0.0 }
+}
+
+/// `erfc(x)` for `0.84375 ≤ x < 28` (fdlibm `erfc2`).
+fn erfc_mid(x: f64) -> f64 {
+    use fdlibm::*;
+    if x < 1.25 {
+        let s = x - 1.0;
+        let p = PA0 + s * (PA1 + s * (PA2 + s * (PA3 + s * (PA4 + s * (PA5 + s * PA6)))));
+        let q = 1.0 + s * (QA1 + s * (QA2 + s * (QA3 + s * (QA4 + s * (QA5 + s * QA6)))));
+        return 1.0 - ERX - p / q;
+    }
+    let s = 1.0 / (x * x);
+    let (r, big_s) = if x < 1.0 / 0.35 {
+        (
+            RA0 + s * (RA1 + s * (RA2 + s * (RA3 + s * (RA4 + s * (RA5 + s * (RA6 + s * RA7)))))),
+            1.0 + s
+                * (SA1
+                    + s * (SA2
+                        + s * (SA3 + s * (SA4 + s * (SA5 + s * (SA6 + s * (SA7 + s * SA8))))))),
+        )
+    } else {
+        (
+            RB0 + s * (RB1 + s * (RB2 + s * (RB3 + s * (RB4 + s * (RB5 + s * RB6))))),
+            1.0 + s * (SB1 + s * (SB2 + s * (SB3 + s * (SB4 + s * (SB5 + s * (SB6 + s * SB7)))))),
+        )
+    };
+    // z = x with the low 32 bits cleared, so that z*z is exact.
+    let z = f64::from_bits(x.to_bits() & 0xffff_ffff_0000_0000);
+    (-z * z - 0.5625).exp() * ((z - x) * (z + x) + r / big_s).exp() / x
+}
+
+/// Coefficients of fdlibm `s_erf.c`, kept digit for digit as published.
+#[allow(clippy::excessive_precision)]
+mod fdlibm {
+    pub(super) const ERX: f64 = 8.45062911510467529297e-01;
+    pub(super) const PP0: f64 = 1.28379167095512558561e-01;
+    pub(super) const PP1: f64 = -3.25042107247001499370e-01;
+    pub(super) const PP2: f64 = -2.84817495755985104766e-02;
+    pub(super) const PP3: f64 = -5.77027029648944159157e-03;
+    pub(super) const PP4: f64 = -2.37630166566501626084e-05;
+    pub(super) const QQ1: f64 = 3.97917223959155352819e-01;
+    pub(super) const QQ2: f64 = 6.50222499887672944485e-02;
+    pub(super) const QQ3: f64 = 5.08130628187576562776e-03;
+    pub(super) const QQ4: f64 = 1.32494738004321644526e-04;
+    pub(super) const QQ5: f64 = -3.96022827877536812320e-06;
+    pub(super) const PA0: f64 = -2.36211856075265944077e-03;
+    pub(super) const PA1: f64 = 4.14856118683748331666e-01;
+    pub(super) const PA2: f64 = -3.72207876035701323847e-01;
+    pub(super) const PA3: f64 = 3.18346619901161753674e-01;
+    pub(super) const PA4: f64 = -1.10894694282396677476e-01;
+    pub(super) const PA5: f64 = 3.54783043256182359371e-02;
+    pub(super) const PA6: f64 = -2.16637559486879084300e-03;
+    pub(super) const QA1: f64 = 1.06420880400844228286e-01;
+    pub(super) const QA2: f64 = 5.40397917702171048937e-01;
+    pub(super) const QA3: f64 = 7.18286544141962662868e-02;
+    pub(super) const QA4: f64 = 1.26171219808761642112e-01;
+    pub(super) const QA5: f64 = 1.36370839120290507362e-02;
+    pub(super) const QA6: f64 = 1.19844998467991074170e-02;
+    pub(super) const RA0: f64 = -9.86494403484714822705e-03;
+    pub(super) const RA1: f64 = -6.93858572707181764372e-01;
+    pub(super) const RA2: f64 = -1.05586262253232909814e+01;
+    pub(super) const RA3: f64 = -6.23753324503260060396e+01;
+    pub(super) const RA4: f64 = -1.62396669462573470355e+02;
+    pub(super) const RA5: f64 = -1.84605092906711035994e+02;
+    pub(super) const RA6: f64 = -8.12874355063065934246e+01;
+    pub(super) const RA7: f64 = -9.81432934416914548592e+00;
+    pub(super) const SA1: f64 = 1.96512716674392571292e+01;
+    pub(super) const SA2: f64 = 1.37657754143519042600e+02;
+    pub(super) const SA3: f64 = 4.34565877475229228821e+02;
+    pub(super) const SA4: f64 = 6.45387271733267880336e+02;
+    pub(super) const SA5: f64 = 4.29008140027567833386e+02;
+    pub(super) const SA6: f64 = 1.08635005541779435134e+02;
+    pub(super) const SA7: f64 = 6.57024977031928170135e+00;
+    pub(super) const SA8: f64 = -6.04244152148580987438e-02;
+    pub(super) const RB0: f64 = -9.86494292470009928597e-03;
+    pub(super) const RB1: f64 = -7.99283237680523006574e-01;
+    pub(super) const RB2: f64 = -1.77579549177547519889e+01;
+    pub(super) const RB3: f64 = -1.60636384855821916062e+02;
+    pub(super) const RB4: f64 = -6.37566443368389627722e+02;
+    pub(super) const RB5: f64 = -1.02509513161107724954e+03;
+    pub(super) const RB6: f64 = -4.83519191608651397019e+02;
+    pub(super) const SB1: f64 = 3.03380607434824582924e+01;
+    pub(super) const SB2: f64 = 3.25792512996573918826e+02;
+    pub(super) const SB3: f64 = 1.53672958608443695994e+03;
+    pub(super) const SB4: f64 = 3.19985821950859553908e+03;
+    pub(super) const SB5: f64 = 2.55305040643316442583e+03;
+    pub(super) const SB6: f64 = 4.74528541206955367215e+02;
+    pub(super) const SB7: f64 = -2.24409524465858183362e+01;
+}
+
+/// The standard normal survival function `P(Z > z)`.
+pub fn normal_sf(z: f64) -> f64 {
+    0.5 * erfc(z / std::f64::consts::SQRT_2)
+}
+
+fn normal_pdf(z: f64) -> f64 {
+    const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
+    INV_SQRT_2PI * (-0.5 * z * z).exp()
+}
+
+/// The standard normal quantile `Φ⁻¹(p)`: Acklam's rational approximation refined by one
+/// Halley step (close to full double precision). `-∞` for `p ≤ 0`, `+∞` for `p ≥ 1`, NaN for NaN.
+#[allow(clippy::excessive_precision)] // Acklam's coefficients as published
+pub fn normal_quantile(p: f64) -> f64 {
+    if p.is_nan() {
+        return f64::NAN;
+    }
+    if p <= 0.0 {
+        return f64::NEG_INFINITY;
+    }
+    if p >= 1.0 {
+        return f64::INFINITY;
+    }
+    if p > 0.5 {
+        // 1 - p is exact here; the lower tail is computed with full relative precision.
+        return -normal_quantile(1.0 - p);
+    }
+    const A: [f64; 6] = [
+        -3.969683028665376e+01,
+        2.209460984245205e+02,
+        -2.759285104469687e+02,
+        1.383577518672690e+02,
+        -3.066479806614716e+01,
+        2.506628277459239e+00,
+    ];
+    const B: [f64; 5] = [
+        -5.447609879822406e+01,
+        1.615858368580409e+02,
+        -1.556989798598866e+02,
+        6.680131188771972e+01,
+        -1.328068155288572e+01,
+    ];
+    const C: [f64; 6] = [
+        -7.784894002430293e-03,
+        -3.223964580411365e-01,
+        -2.400758277161838e+00,
+        -2.549732539343734e+00,
+        4.374664141464968e+00,
+        2.938163982698783e+00,
+    ];
+    const D: [f64; 4] = [
+        7.784695709041462e-03,
+        3.224671290700398e-01,
+        2.445134137142996e+00,
+        3.754408661907416e+00,
+    ];
+    const P_LOW: f64 = 0.02425;
+    let x = if p < P_LOW {
+        let q = (-2.0 * p.ln()).sqrt();
+        (((((C[0] * q + C[1]) * q + C[2]) * q + C[3]) * q + C[4]) * q + C[5])
+            / ((((D[0] * q + D[1]) * q + D[2]) * q + D[3]) * q + 1.0)
+    } else {
+        let q = p - 0.5;
+        let r = q * q;
+        (((((A[0] * r + A[1]) * r + A[2]) * r + A[3]) * r + A[4]) * r + A[5]) * q
+            / (((((B[0] * r + B[1]) * r + B[2]) * r + B[3]) * r + B[4]) * r + 1.0)
+    };
+    // One Halley step on Φ(x) - p, with Φ(x) = erfc(-x/√2)/2.
+    let e = 0.5 * erfc(-x / std::f64::consts::SQRT_2) - p;
+    let u = e * (2.0 * std::f64::consts::PI).sqrt() * (0.5 * x * x).exp();
+    let refined = x - u / (1.0 + 0.5 * x * u);
+    if refined.is_finite() { refined } else { x }
+}
+
+/// `ln Γ(x)` for `x > 0` (Lanczos, g = 7, n = 9; relative error ~1e-15).
+fn ln_gamma(x: f64) -> f64 {
+    const G: f64 = 7.0;
+    const COEF: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x < 0.5 {
+        // Reflection: Γ(x)Γ(1-x) = π / sin(πx).
+        let pi = std::f64::consts::PI;
+        return (pi / (pi * x).sin()).abs().ln() - ln_gamma(1.0 - x);
+    }
+    let x = x - 1.0;
+    let mut a = COEF[0];
+    for (i, c) in COEF.iter().enumerate().skip(1) {
+        a += c / (x + i as f64);
+    }
+    let t = x + G + 0.5;
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (x + 0.5) * t.ln() - t + a.ln()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parser
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Constant,
+    Uniform,
+    Normal,
+    LogNormal,
+    Exponential,
+    Pareto,
+    Weibull,
+    Mixture,
+    Empirical,
+}
+
+impl Family {
+    fn from_name(name: &str) -> Option<Family> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "constant" => Family::Constant,
+            "uniform" => Family::Uniform,
+            "normal" => Family::Normal,
+            "lognormal" => Family::LogNormal,
+            "exponential" => Family::Exponential,
+            "pareto" => Family::Pareto,
+            "weibull" => Family::Weibull,
+            "mixture" => Family::Mixture,
+            "empirical" => Family::Empirical,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Family::Constant => "constant",
+            Family::Uniform => "uniform",
+            Family::Normal => "normal",
+            Family::LogNormal => "lognormal",
+            Family::Exponential => "exponential",
+            Family::Pareto => "pareto",
+            Family::Weibull => "weibull",
+            Family::Mixture => "mixture",
+            Family::Empirical => "empirical",
+        }
+    }
+
+    /// (accepted parameter names, names taken by position in order, usage examples)
+    fn params(
+        self,
+    ) -> (
+        &'static [&'static str],
+        &'static [&'static str],
+        &'static str,
+    ) {
+        match self {
+            Family::Constant => (
+                &["value"],
+                &["value"],
+                "`constant(2ms)` or `constant(value=2ms)`",
+            ),
+            Family::Uniform => (
+                &["min", "max"],
+                &["min", "max"],
+                "`uniform(70ms,110ms)` or `uniform(min=70ms,max=110ms)`",
+            ),
+            Family::Normal => (
+                &["mean", "sd"],
+                &["mean", "sd"],
+                "`normal(mean=50ms,sd=10ms)`",
+            ),
+            Family::LogNormal => (
+                &["median", "p99", "mu", "sigma", "mean", "sd"],
+                &[],
+                "`lognormal(median=20ms,p99=120ms)`, `lognormal(mu=3.0,sigma=0.5)` or \
+                 `lognormal(mean=25ms,sd=10ms)`",
+            ),
+            Family::Exponential => (
+                &["mean", "rate"],
+                &["mean"],
+                "`exponential(30ms)`, `exponential(mean=30ms)` or `exponential(rate=0.1/ms)`",
+            ),
+            Family::Pareto => (
+                &["scale", "shape"],
+                &["scale", "shape"],
+                "`pareto(scale=10ms,shape=2.5)`",
+            ),
+            Family::Weibull => (
+                &["scale", "shape"],
+                &["scale", "shape"],
+                "`weibull(scale=20ms,shape=1.5)`",
+            ),
+            Family::Mixture => (
+                &[],
+                &[],
+                "`mixture(0.99*constant(5ms),0.01*uniform(1s,3s))`",
+            ),
+            Family::Empirical => (
+                &["file", "column", "unit", "scale"],
+                &["file"],
+                "`empirical(runs.csv)` or `empirical(file=runs.csv,column=durationMs,unit=ms)`",
+            ),
+        }
+    }
+}
+
+/// One `name=value` (or positional `value`) argument.
+struct Arg<'a> {
+    name: Option<&'a str>,
+    name_at: usize,
+    value: &'a str,
+    value_at: usize,
+}
+
+/// The arguments of one distribution, resolved to parameter names.
+struct Params<'a> {
+    family: Family,
+    items: Vec<(&'static str, &'a str, usize)>,
+    /// Position of the closing `)` (where a missing parameter would go).
+    close_at: usize,
+}
+
+impl<'a> Params<'a> {
+    fn get(&self, name: &str) -> Option<(&'a str, usize)> {
+        self.items
+            .iter()
+            .find(|(n, _, _)| *n == name)
+            .map(|(_, v, at)| (*v, *at))
+    }
+
+    fn names(&self) -> Vec<&'static str> {
+        self.items.iter().map(|(n, _, _)| *n).collect()
+    }
+}
+
+struct Parser<'a> {
+    src: &'a str,
+    pos: usize,
+    base: Option<&'a Path>,
+    depth: usize,
+}
+
+impl<'a> Parser<'a> {
+    fn err(&self, at: usize, message: impl Into<String>) -> DistError {
+        let at = at.min(self.src.len());
+        DistError::Syntax {
+            spec: self.src.to_string(),
+            column: self.src.get(..at).map_or(at, |s| s.chars().count()) + 1,
+            message: message.into(),
+        }
+    }
+
+    fn rest(&self) -> &'a str {
+        self.src.get(self.pos..).unwrap_or("")
+    }
+
+    fn peek(&self) -> Option<char> {
+        self.rest().chars().next()
+    }
+
+    /// Describes what is at the current position, for "found …" in messages.
+    fn found(&self) -> String {
+        match self.peek() {
+            None => "the end of the text".to_string(),
+            Some(c) => format!("`{c}`"),
+        }
+    }
+
+    fn skip_ws(&mut self) {
+        while let Some(c) = self.peek() {
+            if !c.is_whitespace() {
+                break;
+            }
+            self.pos += c.len_utf8();
+        }
+    }
+
+    fn scan_while(&mut self, keep: impl Fn(char) -> bool) -> &'a str {
+        let start = self.pos;
+        while let Some(c) = self.peek() {
+            if !keep(c) {
+                break;
+            }
+            self.pos += c.len_utf8();
+        }
+        self.src.get(start..self.pos).unwrap_or("")
+    }
+
+    fn ident(&mut self) -> &'a str {
+        self.scan_while(|c| c.is_ascii_alphanumeric() || c == '_')
+    }
+
+    /// Parses a whole distribution: `name(args)`.
+    fn dist(&mut self) -> Result<Dist, DistError> {
+        self.skip_ws();
+        let name_at = self.pos;
+        if self.depth >= MAX_DEPTH {
+            return Err(self.err(
+                name_at,
+                format!("mixtures nested more than {MAX_DEPTH} deep"),
+            ));
+        }
+        let name = self.ident();
+        if name.is_empty() {
+            return Err(self.err(
+                name_at,
+                format!(
+                    "expected a distribution name ({NAMES}), found {}",
+                    self.found()
+                ),
+            ));
+        }
+        let Some(family) = Family::from_name(name) else {
+            return Err(self.err(
+                name_at,
+                format!("unknown distribution `{name}`; valid names are: {NAMES}"),
+            ));
+        };
+        self.skip_ws();
+        if self.peek() != Some('(') {
+            let (_, _, usage) = family.params();
+            return Err(self.err(
+                self.pos,
+                format!(
+                    "expected `(` after `{name}`, found {}; e.g. {usage}",
+                    self.found()
+                ),
+            ));
+        }
+        self.pos += 1;
+        if family == Family::Mixture {
+            self.depth += 1;
+            let d = self.mixture(name_at);
+            self.depth -= 1;
+            return d;
+        }
+        let (args, close_at) = self.args(family)?;
+        let params = self.resolve(family, args, close_at)?;
+        self.build(params)
+    }
+
+    /// Reads `arg, arg, …)` after the `(`; returns the arguments and the position of `)`.
+    fn args(&mut self, family: Family) -> Result<(Vec<Arg<'a>>, usize), DistError> {
+        let mut out = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(')') {
+            let close_at = self.pos;
+            self.pos += 1;
+            return Ok((out, close_at));
+        }
+        loop {
+            self.skip_ws();
+            let name_at = self.pos;
+            let id = self.ident();
+            self.skip_ws();
+            let name = if !id.is_empty() && self.peek() == Some('=') {
+                self.pos += 1;
+                self.skip_ws();
+                Some(id)
+            } else {
+                self.pos = name_at;
+                None
+            };
+            let value_at = self.pos;
+            let value = if self.peek() == Some('"') {
+                self.pos += 1;
+                let inner = self.scan_while(|c| c != '"');
+                if self.peek() != Some('"') {
+                    return Err(self.err(value_at, "unterminated `\"`: expected a closing quote"));
+                }
+                self.pos += 1;
+                inner
+            } else {
+                let start = self.pos;
+                let mut depth = 0usize;
+                while let Some(c) = self.peek() {
+                    match c {
+                        '(' => depth += 1,
+                        ')' if depth == 0 => break,
+                        ')' => depth -= 1,
+                        ',' if depth == 0 => break,
+                        _ => {}
+                    }
+                    self.pos += c.len_utf8();
+                }
+                let v = self.src.get(start..self.pos).unwrap_or("").trim_end();
+                if v.is_empty() {
+                    let (_, _, usage) = family.params();
+                    return Err(self.err(
+                        value_at,
+                        format!("expected a value, found {}; e.g. {usage}", self.found()),
+                    ));
+                }
+                v
+            };
+            out.push(Arg {
+                name,
+                name_at,
+                value,
+                value_at,
+            });
+            self.skip_ws();
+            match self.peek() {
+                Some(',') => self.pos += 1,
+                Some(')') => {
+                    let close_at = self.pos;
+                    self.pos += 1;
+                    return Ok((out, close_at));
+                }
+                None => {
+                    return Err(self.err(
+                        self.pos,
+                        format!("missing `)` to close `{}(`", family.name()),
+                    ));
+                }
+                Some(c) => {
+                    return Err(self.err(self.pos, format!("expected `,` or `)`, found `{c}`")));
+                }
+            }
+        }
+    }
+
+    /// Maps positional and named arguments to parameter names, refusing unknown or repeated ones.
+    fn resolve(
+        &self,
+        family: Family,
+        args: Vec<Arg<'a>>,
+        close_at: usize,
+    ) -> Result<Params<'a>, DistError> {
+        let (accepted, positional, usage) = family.params();
+        let fname = family.name();
+        let mut items: Vec<(&'static str, &'a str, usize)> = Vec::new();
+        let mut seen_named = false;
+        for (i, arg) in args.into_iter().enumerate() {
+            let (pname, at) = match arg.name {
+                Some(n) => {
+                    seen_named = true;
+                    let lower = n.to_ascii_lowercase();
+                    let Some(p) = accepted.iter().find(|a| **a == lower) else {
+                        return Err(self.err(
+                            arg.name_at,
+                            format!(
+                                "unknown parameter `{n}` for {fname}; accepted: {}; e.g. {usage}",
+                                accepted.join(", ")
+                            ),
+                        ));
+                    };
+                    (*p, arg.name_at)
+                }
+                None => {
+                    if seen_named {
+                        return Err(self.err(
+                            arg.value_at,
+                            format!(
+                                "a value without a name follows a named one; write `name=value` \
+                                 (accepted: {}); e.g. {usage}",
+                                accepted.join(", ")
+                            ),
+                        ));
+                    }
+                    let Some(p) = positional.get(i) else {
+                        let msg = if positional.is_empty() {
+                            format!(
+                                "{fname} parameters must be named ({}); e.g. {usage}",
+                                accepted.join(", ")
+                            )
+                        } else {
+                            format!(
+                                "too many values: {fname} takes {} without names; e.g. {usage}",
+                                positional.join(", ")
+                            )
+                        };
+                        return Err(self.err(arg.value_at, msg));
+                    };
+                    (*p, arg.value_at)
+                }
+            };
+            if items.iter().any(|(n, _, _)| *n == pname) {
+                return Err(self.err(at, format!("parameter `{pname}` is given twice")));
+            }
+            items.push((pname, arg.value, arg.value_at));
+        }
+        Ok(Params {
+            family,
+            items,
+            close_at,
+        })
+    }
+
+    fn missing(&self, params: &Params<'_>, needs: &str) -> DistError {
+        let (_, _, usage) = params.family.params();
+        self.err(
+            params.close_at,
+            format!("{} needs {needs}; e.g. {usage}", params.family.name()),
+        )
+    }
+
+    /// A required parameter.
+    fn need(
+        &self,
+        params: &Params<'a>,
+        name: &str,
+        needs: &str,
+    ) -> Result<(&'a str, usize), DistError> {
+        params.get(name).ok_or_else(|| self.missing(params, needs))
+    }
+
+    fn duration(&self, value: &str, at: usize) -> Result<f64, DistError> {
+        units::parse_ms(value).map_err(|e| {
+            let why = match e {
+                units::UnitError::NotADuration(_) => {
+                    "a number followed by a unit: us, ms, s, m, h".to_string()
+                }
+                other => other.to_string(),
+            };
+            self.err(
+                at,
+                format!("expected a duration like `250ms`, found `{value}` ({why})"),
+            )
+        })
+    }
+
+    /// A duration that may be negative (the mean of a truncated normal).
+    fn signed_duration(&self, value: &str, at: usize) -> Result<f64, DistError> {
+        match value.strip_prefix('-') {
+            Some(rest) => Ok(-self.duration(rest.trim_start(), at)?),
+            None => self.duration(value, at),
+        }
+    }
+
+    fn positive_duration(&self, value: &str, at: usize, what: &str) -> Result<f64, DistError> {
+        let v = self.duration(value, at)?;
+        if v > 0.0 {
+            Ok(v)
+        } else {
+            Err(self.err(at, format!("{what} must be > 0, found `{value}`")))
+        }
+    }
+
+    fn number(&self, value: &str, at: usize) -> Result<f64, DistError> {
+        match value.parse::<f64>() {
+            Ok(v) if v.is_finite() => Ok(v),
+            _ => Err(self.err(
+                at,
+                format!("expected a finite number like `2.5`, found `{value}`"),
+            )),
+        }
+    }
+
+    fn positive_number(&self, value: &str, at: usize, what: &str) -> Result<f64, DistError> {
+        let v = self.number(value, at)?;
+        if v > 0.0 {
+            Ok(v)
+        } else {
+            Err(self.err(at, format!("{what} must be > 0, found `{value}`")))
+        }
+    }
+
+    fn build(&self, params: Params<'a>) -> Result<Dist, DistError> {
+        match params.family {
+            Family::Constant => {
+                let (v, at) = self.need(&params, "value", "a value")?;
+                Ok(Dist::Constant {
+                    ms: self.duration(v, at)?,
+                })
+            }
+            Family::Uniform => {
+                let needs = "min= and max= (durations, min ≤ max)";
+                let (lo_s, lo_at) = self.need(&params, "min", needs)?;
+                let (hi_s, hi_at) = self.need(&params, "max", needs)?;
+                let lo = self.duration(lo_s, lo_at)?;
+                let hi = self.duration(hi_s, hi_at)?;
+                if lo > hi {
+                    return Err(self.err(
+                        hi_at,
+                        format!("uniform needs min ≤ max, but min is `{lo_s}` and max is `{hi_s}`"),
+                    ));
+                }
+                Ok(Dist::Uniform { lo, hi })
+            }
+            Family::Normal => {
+                let needs = "mean= and sd= (durations, sd > 0)";
+                let (m_s, m_at) = self.need(&params, "mean", needs)?;
+                let (sd_s, sd_at) = self.need(&params, "sd", needs)?;
+                let mean = self.signed_duration(m_s, m_at)?;
+                let sd = self.positive_duration(sd_s, sd_at, "sd")?;
+                let mass = normal_sf(-mean / sd);
+                if mass < MIN_NORMAL_MASS {
+                    return Err(self.err(
+                        m_at,
+                        format!(
+                            "normal is truncated at 0 and this one has almost no mass above 0 \
+                             (P(X > 0) = {mass:.3e}, needs ≥ {MIN_NORMAL_MASS:e}); raise the mean \
+                             or the sd"
+                        ),
+                    ));
+                }
+                Ok(Dist::Normal { mean, sd })
+            }
+            Family::LogNormal => self.lognormal(&params),
+            Family::Exponential => {
+                let needs = "exactly one of mean= (a duration) or rate= (e.g. `0.1/ms`)";
+                match (params.get("mean"), params.get("rate")) {
+                    (Some((v, at)), None) => Ok(Dist::Exponential {
+                        mean: self.positive_duration(v, at, "mean")?,
+                    }),
+                    (None, Some((v, at))) => {
+                        let rate = self.rate(v, at)?;
+                        Ok(Dist::Exponential { mean: 1.0 / rate })
+                    }
+                    (Some(_), Some((_, at))) => {
+                        Err(self.err(at, "exponential takes either mean= or rate=, not both"))
+                    }
+                    (None, None) => Err(self.missing(&params, needs)),
+                }
+            }
+            Family::Pareto | Family::Weibull => {
+                let needs = "scale= (a duration > 0) and shape= (a number > 0)";
+                let (sc_s, sc_at) = self.need(&params, "scale", needs)?;
+                let (sh_s, sh_at) = self.need(&params, "shape", needs)?;
+                let scale = self.positive_duration(sc_s, sc_at, "scale")?;
+                let shape = self.positive_number(sh_s, sh_at, "shape")?;
+                Ok(if params.family == Family::Pareto {
+                    Dist::Pareto { scale, shape }
+                } else {
+                    Dist::Weibull { scale, shape }
+                })
+            }
+            Family::Empirical => {
+                let spec = self.empirical_spec(&params)?;
+                let values = spec.load(self.src, self.base)?;
+                Ok(Dist::Empirical {
+                    source: spec.to_string(),
+                    values: Arc::new(values),
+                })
+            }
+            // Mixtures are parsed by `mixture`, never through `build`.
+            Family::Mixture => Err(self.err(params.close_at, "internal: mixture in build")),
+        }
+    }
+
+    /// `rate=0.1/ms` → 0.1 per ms.
+    fn rate(&self, value: &str, at: usize) -> Result<f64, DistError> {
+        let bad = || {
+            self.err(
+                at,
+                format!("expected a rate like `0.1/ms` or `20/s`, found `{value}`"),
+            )
+        };
+        let (num, unit) = value.split_once('/').ok_or_else(bad)?;
+        let num: f64 = num.trim().parse().map_err(|_| bad())?;
+        let per = units::parse_ms(&format!("1{}", unit.trim())).map_err(|_| bad())?;
+        let rate = num / per;
+        if rate.is_finite() && rate > 0.0 && (1.0 / rate).is_finite() {
+            Ok(rate)
+        } else {
+            Err(self.err(at, format!("rate must be > 0, found `{value}`")))
+        }
+    }
+
+    fn lognormal(&self, params: &Params<'a>) -> Result<Dist, DistError> {
+        let needs = "one pair of parameters: median= and p99=, mu= and sigma=, or mean= and sd=";
+        let mut names = params.names();
+        names.sort_unstable();
+        match names.as_slice() {
+            ["median", "p99"] => {
+                let (m_s, m_at) = self.need(params, "median", needs)?;
+                let (p_s, p_at) = self.need(params, "p99", needs)?;
+                let median = self.positive_duration(m_s, m_at, "median")?;
+                let p99 = self.duration(p_s, p_at)?;
+                if p99 <= median {
+                    return Err(self.err(
+                        p_at,
+                        format!(
+                            "lognormal needs p99 > median, but p99 is `{p_s}` and median is `{m_s}`"
+                        ),
+                    ));
+                }
+                let mu = median.ln();
+                let sigma = (p99.ln() - mu) / Z_P99;
+                Ok(Dist::LogNormal { mu, sigma })
+            }
+            ["mu", "sigma"] => {
+                let (mu_s, mu_at) = self.need(params, "mu", needs)?;
+                let (s_s, s_at) = self.need(params, "sigma", needs)?;
+                let mu = self.number(mu_s, mu_at)?;
+                let sigma = self.positive_number(s_s, s_at, "sigma")?;
+                Ok(Dist::LogNormal { mu, sigma })
+            }
+            ["mean", "sd"] => {
+                let (m_s, m_at) = self.need(params, "mean", needs)?;
+                let (sd_s, sd_at) = self.need(params, "sd", needs)?;
+                let mean = self.positive_duration(m_s, m_at, "mean")?;
+                let sd = self.positive_duration(sd_s, sd_at, "sd")?;
+                let cv = sd / mean;
+                let sigma2 = (cv * cv).ln_1p();
+                let sigma = sigma2.sqrt();
+                if !(sigma > 0.0 && sigma.is_finite()) {
+                    return Err(self.err(sd_at, "sd is too small relative to the mean"));
+                }
+                Ok(Dist::LogNormal {
+                    mu: mean.ln() - 0.5 * sigma2,
+                    sigma,
+                })
+            }
+            _ => {
+                let got = if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                };
+                Err(self.err(
+                    params.close_at,
+                    format!(
+                        "lognormal needs {needs} (got: {got}); e.g. {}",
+                        params.family.params().2
+                    ),
+                ))
+            }
+        }
+    }
+
+    fn empirical_spec(&self, params: &Params<'a>) -> Result<EmpiricalSpec, DistError> {
+        let (file, _) = self.need(params, "file", "file= (a CSV file with a header line)")?;
+        let column = params.get("column").map_or("durationMs", |(c, _)| c);
+        let unit = match params.get("unit") {
+            None => EmpiricalUnit::Ms,
+            Some((u, at)) => match u {
+                "us" | "µs" => EmpiricalUnit::Us,
+                "ms" => EmpiricalUnit::Ms,
+                "s" => EmpiricalUnit::S,
+                _ => {
+                    return Err(self.err(
+                        at,
+                        format!("unknown unit `{u}` for empirical values; use us, ms or s"),
+                    ));
+                }
+            },
+        };
+        let scale = match params.get("scale") {
+            None => 1.0,
+            Some((v, at)) => self.positive_number(v, at, "scale")?,
+        };
+        Ok(EmpiricalSpec {
+            file: file.to_string(),
+            column: column.to_string(),
+            unit,
+            scale,
+        })
+    }
+
+    /// Parses `w*dist, w*dist, …)` after `mixture(`.
+    fn mixture(&mut self, name_at: usize) -> Result<Dist, DistError> {
+        let mut parts = Vec::new();
+        loop {
+            self.skip_ws();
+            let w_at = self.pos;
+            let w_text =
+                self.scan_while(|c| c.is_ascii_digit() || matches!(c, '.' | 'e' | 'E' | '+' | '-'));
+            if w_text.is_empty() {
+                return Err(self.err(
+                    w_at,
+                    format!(
+                        "expected a weight like `0.25` followed by `*` and a distribution, found {}; \
+                         e.g. {}",
+                        self.found(),
+                        Family::Mixture.params().2
+                    ),
+                ));
+            }
+            let w = match w_text.parse::<f64>() {
+                Ok(w) if w.is_finite() => w,
+                _ => {
+                    return Err(self.err(
+                        w_at,
+                        format!("expected a weight like `0.25`, found `{w_text}`"),
+                    ));
+                }
+            };
+            if !(w > 0.0 && w <= 1.0) {
+                return Err(self.err(
+                    w_at,
+                    format!("a mixture weight must be in (0, 1], found `{w_text}`"),
+                ));
+            }
+            self.skip_ws();
+            if self.peek() != Some('*') {
+                return Err(self.err(
+                    self.pos,
+                    format!(
+                        "expected `*` after the weight `{w_text}`, found {}",
+                        self.found()
+                    ),
+                ));
+            }
+            self.pos += 1;
+            let d = self.dist()?;
+            parts.push((w, d));
+            self.skip_ws();
+            match self.peek() {
+                Some(',') => self.pos += 1,
+                Some(')') => {
+                    self.pos += 1;
+                    break;
+                }
+                None => return Err(self.err(self.pos, "missing `)` to close `mixture(`")),
+                Some(c) => {
+                    return Err(self.err(self.pos, format!("expected `,` or `)`, found `{c}`")));
+                }
+            }
+        }
+        let sum: f64 = parts.iter().map(|(w, _)| w).sum();
+        if (sum - 1.0).abs() > 1e-6 {
+            let terms: Vec<String> = parts.iter().map(|(w, _)| w.to_string()).collect();
+            return Err(self.err(
+                name_at,
+                format!(
+                    "mixture weights must sum to 1, but they sum to {sum} ({})",
+                    terms.join(" + ")
+                ),
+            ));
+        }
+        Ok(Dist::Mixture(parts))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Empirical data
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EmpiricalUnit {
+    Us,
+    Ms,
+    S,
+}
+
+impl EmpiricalUnit {
+    fn factor(self) -> f64 {
+        match self {
+            EmpiricalUnit::Us => 1e-3,
+            EmpiricalUnit::Ms => 1.0,
+            EmpiricalUnit::S => 1e3,
+        }
+    }
+}
+
+/// The arguments of `empirical(…)`; its `Display` is the canonical `source` text.
+#[derive(Debug, Clone, PartialEq)]
+struct EmpiricalSpec {
+    file: String,
+    column: String,
+    unit: EmpiricalUnit,
+    scale: f64,
+}
+
+/// Quotes a value when it would not survive the argument grammar unquoted.
+fn quote_if_needed(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.trim() == v
+        && !v.starts_with('"')
+        && !v.contains([',', '(', ')', '=', '"']);
+    if plain {
+        v.to_string()
+    } else {
+        format!("\"{v}\"")
+    }
+}
+
+impl fmt::Display for EmpiricalSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "file={},column={}",
+            quote_if_needed(&self.file),
+            quote_if_needed(&self.column)
+        )?;
+        match self.unit {
+            EmpiricalUnit::Us => f.write_str(",unit=us")?,
+            EmpiricalUnit::Ms => {}
+            EmpiricalUnit::S => f.write_str(",unit=s")?,
+        }
+        if self.scale != 1.0 {
+            write!(f, ",scale={}", self.scale)?;
+        }
+        Ok(())
+    }
+}
+
+impl EmpiricalSpec {
+    /// Re-reads a canonical `source` text (without touching the file).
+    fn from_source(source: &str) -> Option<EmpiricalSpec> {
+        let text = format!("empirical({source})");
+        let mut p = Parser {
+            src: &text,
+            pos: "empirical(".len(),
+            base: None,
+            depth: 0,
+        };
+        let (args, close_at) = p.args(Family::Empirical).ok()?;
+        p.skip_ws();
+        if p.pos != text.len() {
+            return None;
+        }
+        let params = p.resolve(Family::Empirical, args, close_at).ok()?;
+        p.empirical_spec(&params).ok()
+    }
+
+    /// Reads the column from the CSV file; values are sorted ascending.
+    fn load(&self, spec: &str, base: Option<&Path>) -> Result<Vec<f64>, DistError> {
+        let path = match base {
+            Some(b) if Path::new(&self.file).is_relative() => b.join(&self.file),
+            _ => PathBuf::from(&self.file),
+        };
+        let shown = path.display().to_string();
+        let fail = |line: Option<u64>, column: Option<String>, message: String| DistError::Data {
+            spec: spec.to_string(),
+            file: shown.clone(),
+            line,
+            column,
+            message,
+        };
+        let csv_fail = |e: csv::Error| {
+            let line = e.position().map(|p| p.line());
+            fail(line, None, e.to_string())
+        };
+        let mut reader = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_path(&path)
+            .map_err(|e| fail(None, None, format!("cannot read the file: {e}")))?;
+        let headers = reader.headers().map_err(csv_fail)?.clone();
+        if headers.iter().all(str::is_empty) {
+            return Err(fail(
+                Some(1),
+                None,
+                format!(
+                    "the file is empty: expected a header line naming the column `{}`",
+                    self.column
+                ),
+            ));
+        }
+        let Some(index) = headers.iter().position(|h| h == self.column) else {
+            let names: Vec<String> = headers.iter().map(|h| format!("`{h}`")).collect();
+            return Err(fail(
+                Some(1),
+                None,
+                format!(
+                    "the header has no column `{}`; its columns are {} (choose one with column=…)",
+                    self.column,
+                    names.join(", ")
+                ),
+            ));
+        };
+        let column_desc = format!("column {} (`{}`)", index + 1, self.column);
+        let factor = self.unit.factor() * self.scale;
+        let mut values = Vec::new();
+        for record in reader.records() {
+            let record = record.map_err(csv_fail)?;
+            let line = record.position().map(|p| p.line());
+            let cell_fail = |message: String| fail(line, Some(column_desc.clone()), message);
+            let Some(cell) = record.get(index) else {
+                return Err(cell_fail(format!(
+                    "the row has only {} field(s), so there is no value",
+                    record.len()
+                )));
+            };
+            if cell.is_empty() {
+                return Err(cell_fail(
+                    "the cell is empty: expected a number".to_string(),
+                ));
+            }
+            let v: f64 = match cell.parse() {
+                Ok(v) if f64::is_finite(v) => v,
+                _ => return Err(cell_fail(format!("`{cell}` is not a finite number"))),
+            };
+            if v < 0.0 {
+                return Err(cell_fail(format!(
+                    "`{cell}` is negative: durations must be ≥ 0"
+                )));
+            }
+            let ms = v * factor;
+            if !ms.is_finite() {
+                return Err(cell_fail(format!("`{cell}` is too large")));
+            }
+            values.push(ms);
+        }
+        if values.is_empty() {
+            return Err(fail(
+                None,
+                None,
+                format!(
+                    "the file has a header but no rows: expected values in column `{}`",
+                    self.column
+                ),
+            ));
+        }
+        values.sort_by(f64::total_cmp);
+        Ok(values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::SmallRng;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const N: usize = 200_000;
+
+    fn draws(d: &Dist, seed: u64, n: usize) -> Vec<f64> {
+        let s = d.sampler();
+        let mut rng = SmallRng::seed_from_u64(seed);
+        (0..n).map(|_| s.sample_ms(&mut rng)).collect()
+    }
+
+    fn mean_sd(xs: &[f64]) -> (f64, f64) {
+        let n = xs.len() as f64;
+        let m = xs.iter().sum::<f64>() / n;
+        let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
+        (m, v.sqrt())
+    }
+
+    /// A file in the temp directory, removed when dropped.
+    struct TempFile(PathBuf);
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    impl std::ops::Deref for TempFile {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    /// Writes `content` to a uniquely named CSV file in the temp directory.
+    fn temp_csv(tag: &str, content: &str) -> TempFile {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "lockbench-dist-{}-{tag}-{n}.csv",
+            std::process::id()
+        ));
+        std::fs::write(&path, content).expect("write temp csv");
+        TempFile(path)
+    }
+
+    fn empirical_fixture() -> (TempFile, Dist) {
+        let mut csv = String::from("worker,durationMs\n");
+        for i in 0..500 {
+            // A skewed set: many short values, a few long ones.
+            let v = if i % 50 == 0 {
+                400.0 + i as f64
+            } else {
+                (i % 37) as f64 * 1.5
+            };
+            csv.push_str(&format!("{i},{v}\n"));
+        }
+        let path = temp_csv("fixture", &csv);
+        let d = Dist::parse(&format!("empirical(file={})", path.display())).unwrap();
+        (path, d)
+    }
+
+    /// One or more of each variant; the file keeps the empirical source readable.
+    fn all_dists() -> (Vec<Dist>, TempFile) {
+        let (file, emp) = empirical_fixture();
+        let mut v: Vec<Dist> = [
+            "constant(2ms)",
+            "uniform(70ms,110ms)",
+            "normal(mean=50ms,sd=10ms)",
+            "normal(mean=5ms,sd=10ms)",
+            "normal(mean=-20ms,sd=5ms)",
+            "lognormal(median=20ms,p99=120ms)",
+            "lognormal(mu=3.0,sigma=0.5)",
+            "lognormal(mean=25ms,sd=10ms)",
+            "exponential(mean=30ms)",
+            "pareto(scale=10ms,shape=5)",
+            "weibull(scale=20ms,shape=1.5)",
+            "weibull(scale=20ms,shape=0.7)",
+            "mixture(0.99*constant(5ms),0.01*uniform(1s,3s))",
+            "mixture(0.5*exponential(10ms), 0.5*mixture(0.3*normal(mean=40ms,sd=5ms),0.7*weibull(scale=8ms,shape=2)))",
+        ]
+        .iter()
+        .map(|t| Dist::parse(t).unwrap())
+        .collect();
+        v.push(emp);
+        (v, file)
+    }
+
+    /// Every sampler's sample mean is within 5 standard errors of the analytic mean.
+    #[test]
+    fn sample_means_match_analytic_means() {
+        let (ds, _file) = all_dists();
+        for (i, d) in ds.iter().enumerate() {
+            let xs = draws(d, 42 + i as u64, N);
+            assert!(xs.iter().all(|x| x.is_finite() && *x >= 0.0), "{d}");
+            let (m, sd) = mean_sd(&xs);
+            let want = d.mean_ms().unwrap();
+            let tol = 5.0 * sd / (N as f64).sqrt() + 1e-9 * want.abs();
+            assert!(
+                (m - want).abs() <= tol,
+                "{d}: sample mean {m}, analytic {want}, tol {tol}"
+            );
+        }
+    }
+
+    /// `lognormal(median=20ms,p99=120ms)` has the right mu/sigma, and its samples have that
+    /// median and p99 (within 2%); `lognormal(mean=…,sd=…)` reproduces its mean and sd.
+    #[test]
+    fn lognormal_fits_median_and_p99() {
+        let d = Dist::parse("lognormal(median=20ms, p99=120ms)").unwrap();
+        let Dist::LogNormal { mu, sigma } = d else {
+            panic!("not a lognormal: {d:?}")
+        };
+        assert!((mu - 20f64.ln()).abs() < 1e-12);
+        assert!((sigma - 6f64.ln() / Z_P99).abs() < 1e-12);
+        assert!((d.quantile(0.5).unwrap() - 20.0).abs() < 1e-9);
+        assert!((d.quantile(0.99).unwrap() - 120.0).abs() < 1e-9);
+        let mut xs = draws(&d, 7, N);
+        xs.sort_by(f64::total_cmp);
+        let median = xs[N / 2];
+        let p99 = xs[N * 99 / 100];
+        assert!((median / 20.0 - 1.0).abs() < 0.02, "median {median}");
+        assert!((p99 / 120.0 - 1.0).abs() < 0.02, "p99 {p99}");
+
+        let d = Dist::parse("lognormal(mean=25ms,sd=10ms)").unwrap();
+        let (m, sd) = mean_sd(&draws(&d, 8, N));
+        assert!((d.mean_ms().unwrap() - 25.0).abs() < 1e-9);
+        assert!(
+            (m - 25.0).abs() < 5.0 * 10.0 / (N as f64).sqrt(),
+            "mean {m}"
+        );
+        assert!((sd / 10.0 - 1.0).abs() < 0.02, "sd {sd}");
+    }
+
+    /// The fraction of samples above t matches `survival(t)` within 5 standard errors, for every
+    /// variant (so the sampler and the analytic tail agree).
+    #[test]
+    fn sample_tail_fractions_match_survival() {
+        let (ds, _file) = all_dists();
+        for (i, d) in ds.iter().enumerate() {
+            let xs = draws(d, 1000 + i as u64, N);
+            let mut ts = vec![d.mean_ms().unwrap()];
+            ts.extend([0.5, 0.9, 0.99].iter().filter_map(|p| d.quantile(*p)));
+            for t in ts {
+                let s = d.survival(t).unwrap();
+                let frac = xs.iter().filter(|x| **x > t).count() as f64 / N as f64;
+                let se = (s * (1.0 - s) / N as f64).sqrt();
+                assert!(
+                    (frac - s).abs() <= 5.0 * se + 1e-12,
+                    "{d} at t={t}: sample {frac}, survival {s}, se {se}"
+                );
+            }
+        }
+    }
+
+    /// `survival(quantile(p)) = 1 - p` for continuous variants, including a mixture (bisection).
+    #[test]
+    fn quantile_inverts_survival() {
+        for text in [
+            "uniform(70ms,110ms)",
+            "normal(mean=5ms,sd=10ms)",
+            "normal(mean=-20ms,sd=5ms)",
+            "lognormal(mu=3.0,sigma=0.5)",
+            "exponential(30ms)",
+            "pareto(scale=10ms,shape=2.5)",
+            "weibull(scale=20ms,shape=1.5)",
+            "mixture(0.5*exponential(10ms),0.5*lognormal(median=50ms,p99=300ms))",
+        ] {
+            let d = Dist::parse(text).unwrap();
+            for p in [0.01, 0.25, 0.5, 0.9, 0.999] {
+                let q = d.quantile(p).unwrap();
+                let s = d.survival(q).unwrap();
+                assert!(
+                    (s - (1.0 - p)).abs() < 1e-9,
+                    "{text}: p={p} q={q} survival {s}"
+                );
+            }
+            assert_eq!(d.quantile(1.5), None);
+        }
+        let c = Dist::parse("constant(3ms)").unwrap();
+        assert_eq!(c.quantile(0.3), Some(3.0));
+        assert_eq!(c.survival(3.0), Some(0.0));
+        assert_eq!(c.survival(2.999), Some(1.0));
+        let m = Dist::parse("mixture(0.99*constant(5ms),0.01*uniform(1s,3s))").unwrap();
+        assert_eq!(m.quantile(0.5), Some(5.0));
+        assert!((m.survival(2000.0).unwrap() - 0.005).abs() < 1e-15);
+        assert_eq!(Dist::parse("exponential(1ms)").unwrap().quantile(1.0), None);
+        assert_eq!(
+            Dist::parse("pareto(scale=1ms,shape=0.5)")
+                .unwrap()
+                .mean_ms(),
+            None
+        );
+    }
+
+    /// The empirical distribution's tail and quantiles are those of the data.
+    #[test]
+    fn empirical_matches_its_data() {
+        let path = temp_csv("small", "durationMs,other\n3,x\n1,y\n2,z\n10,w\n");
+        let d = Dist::parse(&format!("empirical({})", path.display())).unwrap();
+        assert_eq!(d.mean_ms(), Some(4.0));
+        assert_eq!(d.survival(2.0), Some(0.5));
+        assert_eq!(d.quantile(0.0), Some(1.0));
+        assert_eq!(d.quantile(0.5), Some(2.0));
+        assert_eq!(d.quantile(0.51), Some(3.0));
+        assert_eq!(d.quantile(1.0), Some(10.0));
+        assert!(!d.is_parametric());
+        let us = Dist::parse(&format!("empirical(file={},unit=us)", path.display())).unwrap();
+        assert_eq!(us.mean_ms(), Some(0.004));
+    }
+
+    /// Same seed gives the same sequence; a different seed gives a different one.
+    #[test]
+    fn seeds_are_reproducible() {
+        let (ds, _file) = all_dists();
+        for d in ds.iter().filter(|d| !matches!(d, Dist::Constant { .. })) {
+            let a = draws(d, 99, 100);
+            assert_eq!(a, draws(d, 99, 100), "{d}");
+            assert_ne!(a, draws(d, 100, 100), "{d}");
+        }
+    }
+
+    /// `Display` prints text that parses back to an equal `Dist`, for every variant.
+    #[test]
+    fn display_round_trips() {
+        let (mut ds, _file) = all_dists();
+        ds.push(Dist::parse("exponential(rate=0.1/ms)").unwrap());
+        ds.push(Dist::parse("constant(0.3us)").unwrap());
+        ds.push(Dist::parse("uniform(5ms,5ms)").unwrap());
+        ds.push(Dist::parse("weibull(scale=1.7s,shape=0.123456789)").unwrap());
+        let (path, _) = empirical_fixture();
+        ds.push(Dist::parse(&format!("empirical(file={},unit=s)", path.display())).unwrap());
+        for d in &ds {
+            let text = d.to_string();
+            let back = Dist::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(&back, d, "{text}");
+        }
+        assert_eq!(
+            Dist::parse(" uniform( min = 70ms , max = 110ms ) ")
+                .unwrap()
+                .to_string(),
+            "uniform(min=70ms,max=110ms)"
+        );
+        assert_eq!(
+            Dist::parse("constant(value=2ms)").unwrap().to_string(),
+            "constant(2ms)"
+        );
+    }
+
+    /// Serde uses the text form (e.g. `dist = "lognormal(median=20ms,p99=120ms)"` in a profile).
+    #[test]
+    fn serde_uses_the_text_form() {
+        let d: Dist = serde_json::from_str("\"lognormal(median=20ms,p99=120ms)\"").unwrap();
+        assert!(matches!(d, Dist::LogNormal { .. }));
+        let json = serde_json::to_string(&d).unwrap();
+        assert_eq!(serde_json::from_str::<Dist>(&json).unwrap(), d);
+        let err = serde_json::from_str::<Dist>("\"gamma(2ms)\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown distribution `gamma`"), "{err}");
+    }
+
+    /// `scaled` multiplies every time value; log-normal shifts mu; the text follows.
+    #[test]
+    fn scaling_multiplies_time_values() {
+        let (ds, _file) = all_dists();
+        for d in ds {
+            let s = d.scaled(2.5);
+            let (m, ms) = (d.mean_ms().unwrap(), s.mean_ms().unwrap());
+            assert!((ms / m - 2.5).abs() < 1e-9 || m == 0.0, "{d}: {m} -> {ms}");
+            let q = d.quantile(0.9).unwrap();
+            let qs = s.quantile(0.9).unwrap();
+            assert!(
+                (qs - 2.5 * q).abs() <= 1e-9 * qs.max(1.0),
+                "{d}: {q} -> {qs}"
+            );
+            let back = Dist::parse(&s.to_string()).unwrap();
+            assert!((back.mean_ms().unwrap() / ms - 1.0).abs() < 1e-12, "{s}");
+        }
+        assert_eq!(
+            Dist::parse("lognormal(mu=1,sigma=0.5)")
+                .unwrap()
+                .scaled(1.0),
+            Dist::LogNormal {
+                mu: 1.0,
+                sigma: 0.5
+            }
+        );
+    }
+
+    fn parse_err(text: &str) -> String {
+        match Dist::parse(text) {
+            Ok(d) => panic!("`{text}` parsed as {d:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn syntax_column(text: &str) -> usize {
+        match Dist::parse(text) {
+            Err(DistError::Syntax { column, .. }) => column,
+            other => panic!("`{text}`: expected a syntax error, got {other:?}"),
+        }
+    }
+
+    /// An unknown name is refused with the list of valid names, pointing at the name.
+    #[test]
+    fn unknown_name_lists_valid_names() {
+        let e = parse_err("mixture(0.5*constant(1ms),0.5*gamma(2ms))");
+        assert!(e.contains("unknown distribution `gamma`"), "{e}");
+        assert!(e.contains("constant, uniform, normal, lognormal"), "{e}");
+        assert!(e.contains("column 31"), "{e}");
+        assert!(
+            e.contains("\n    mixture(0.5*constant(1ms),0.5*gamma(2ms))\n"),
+            "{e}"
+        );
+        assert!(e.ends_with(&format!("{}^", " ".repeat(30))), "{e}");
+    }
+
+    /// A malformed number or duration is reported at its column with what was expected.
+    #[test]
+    fn malformed_values_point_at_the_column() {
+        let e = parse_err("uniform(70ms,x)");
+        assert!(e.contains("at column 14"), "{e}");
+        assert!(
+            e.contains("expected a duration like `250ms`, found `x`"),
+            "{e}"
+        );
+        assert_eq!(syntax_column("uniform(70ms, 110)"), 15);
+        assert_eq!(syntax_column("pareto(scale=10ms,shape=2.x)"), 25);
+        assert_eq!(syntax_column("weibull(scale=20ms,shape=-1)"), 26);
+        assert_eq!(
+            syntax_column("mixture(0.5*constant(1ms),0.5x*constant(2ms))"),
+            30
+        );
+        assert_eq!(syntax_column("constant(2ms"), 13);
+        assert_eq!(syntax_column("constant(2ms) extra"), 15);
+        let e = parse_err("uniform(110ms,70ms)");
+        assert!(e.contains("uniform needs min ≤ max"), "{e}");
+        let e = parse_err("lognormal(median=20ms,p99=10ms)");
+        assert!(e.contains("p99 > median"), "{e}");
+        let e = parse_err("normal(mean=-100ms,sd=10ms)");
+        assert!(e.contains("almost no mass above 0"), "{e}");
+        let e = parse_err("uniform(min=1ms,maximum=2ms)");
+        assert!(
+            e.contains("unknown parameter `maximum`") && e.contains("accepted: min, max"),
+            "{e}"
+        );
+        let e = parse_err("lognormal(20ms,120ms)");
+        assert!(e.contains("must be named"), "{e}");
+    }
+
+    /// Mixture weights that do not sum to 1 are refused with their sum.
+    #[test]
+    fn mixture_weights_must_sum_to_one() {
+        let e = parse_err("mixture(0.9*constant(5ms),0.08*uniform(1s,3s))");
+        assert!(e.contains("sum to 0.98"), "{e}");
+        assert!(e.contains("0.9 + 0.08"), "{e}");
+        assert!(e.contains("column 1"), "{e}");
+        let e = parse_err("mixture(1.5*constant(5ms))");
+        assert!(e.contains("(0, 1]"), "{e}");
+        assert!(Dist::parse("mixture(0.3333333*constant(1ms),0.6666667*constant(2ms))").is_ok());
+    }
+
+    /// Missing parameters are refused with the required ones and an example.
+    #[test]
+    fn missing_parameters_are_named() {
+        let e = parse_err("uniform(min=70ms)");
+        assert!(e.contains("uniform needs min= and max="), "{e}");
+        let e = parse_err("normal(sd=3ms)");
+        assert!(e.contains("normal needs mean= and sd="), "{e}");
+        let e = parse_err("lognormal(median=20ms)");
+        assert!(
+            e.contains("median= and p99=") && e.contains("got: median"),
+            "{e}"
+        );
+        let e = parse_err("exponential()");
+        assert!(e.contains("exactly one of mean="), "{e}");
+        let e = parse_err("pareto(shape=2)");
+        assert!(e.contains("scale="), "{e}");
+        let e = parse_err("empirical(column=x)");
+        assert!(e.contains("file="), "{e}");
+    }
+
+    fn data_err(content: &str, tag: &str, extra: &str) -> (DistError, TempFile) {
+        let path = temp_csv(tag, content);
+        let e = Dist::parse(&format!("empirical(file={}{extra})", path.display())).unwrap_err();
+        (e, path)
+    }
+
+    /// Bad CSV files are refused naming the file, the line and the column.
+    #[test]
+    fn empirical_csv_errors_name_file_line_and_column() {
+        let (e, path) = data_err("id,durationMs\n1,2.5\n2,abc\n", "nonnum", "");
+        let text = e.to_string();
+        assert!(
+            matches!(&e, DistError::Data { line: Some(3), column: Some(c), .. } if c.contains("column 2")),
+            "{e:?}"
+        );
+        assert!(text.contains(&path.display().to_string()), "{text}");
+        assert!(
+            text.contains("line 3, column 2 (`durationMs`): `abc` is not a finite number"),
+            "{text}"
+        );
+
+        let (e, _) = data_err("id,durationMs\n1,2.5\n2,-4\n", "neg", "");
+        assert!(matches!(&e, DistError::Data { line: Some(3), .. }), "{e:?}");
+        assert!(e.to_string().contains("`-4` is negative"), "{e}");
+
+        let (e, _) = data_err("id,latency\n1,2.5\n", "nocol", "");
+        assert!(matches!(&e, DistError::Data { line: Some(1), .. }), "{e:?}");
+        assert!(
+            e.to_string()
+                .contains("no column `durationMs`; its columns are `id`, `latency`"),
+            "{e}"
+        );
+
+        let (e, _) = data_err("", "empty", "");
+        assert!(e.to_string().contains("the file is empty"), "{e}");
+
+        let (e, _) = data_err("durationMs\n", "norows", "");
+        assert!(e.to_string().contains("no rows"), "{e}");
+
+        let (e, _) = data_err("a,durationMs\n1,2\n3\n", "short", "");
+        assert!(matches!(&e, DistError::Data { line: Some(3), .. }), "{e:?}");
+
+        let e = Dist::parse("empirical(/nonexistent/lockbench/nope.csv)").unwrap_err();
+        assert!(
+            e.to_string().contains("/nonexistent/lockbench/nope.csv"),
+            "{e}"
+        );
+    }
+
+    /// Relative empirical paths resolve against the base directory.
+    #[test]
+    fn empirical_paths_resolve_against_base() {
+        let path = temp_csv("base", "durationMs\n4\n");
+        let name = path.file_name().unwrap().to_str().unwrap().to_string();
+        let d = Dist::parse_with_base(&format!("empirical({name})"), Some(&std::env::temp_dir()))
+            .unwrap();
+        assert_eq!(d.mean_ms(), Some(4.0));
+        assert_eq!(
+            d.to_string(),
+            format!("empirical(file={name},column=durationMs)")
+        );
+    }
+
+    /// erfc, normal_sf and normal_quantile agree with reference values.
+    #[test]
+    fn special_functions_match_reference_values() {
+        let close = |a: f64, b: f64, rel: f64| (a - b).abs() <= rel * b.abs();
+        assert_eq!(erfc(0.0), 1.0);
+        assert!(close(erfc(1.0), 0.157_299_207_050_285, 1e-13));
+        assert!(close(erfc(3.0), 2.209_049_699_858_544e-5, 1e-13));
+        assert!(close(erfc(0.5), 0.479_500_122_186_953_5, 1e-13));
+        assert!(close(erfc(-1.0), 1.842_700_792_949_715, 1e-13));
+        assert!(close(normal_sf(1.959_963_984_540_054), 0.025, 1e-12));
+        assert!(close(normal_sf(Z_P99), 0.01, 1e-12));
+        assert!(close(normal_quantile(0.99), 2.326_347_874_040_840_8, 1e-14));
+        assert!(close(normal_quantile(0.025), -1.959_963_984_540_054, 1e-13));
+        assert!(close(normal_quantile(1e-10), -6.361_340_902_404_056, 1e-12));
+        assert_eq!(normal_quantile(0.5), 0.0);
+        assert!(close(ln_gamma(5.0), 24f64.ln(), 1e-14));
+        assert!(close(ln_gamma(1.5).exp(), 0.886_226_925_452_758, 1e-14));
+    }
+
+    /// No text makes the parser panic: every prefix of valid and odd texts parses or errors.
+    #[test]
+    fn parser_never_panics() {
+        let texts = [
+            "mixture(0.5*normal(mean=-5ms,sd=10ms),0.5*mixture(0.2*constant(1µs),0.8*exponential(rate=2/s)))",
+            "empirical(file=\"a,b.csv\",column=\"x\")",
+            "lognormal(mean=1e308ms,sd=1e-308ms)",
+            "µµµ(((((",
+            "constant(NaNms)",
+            "exponential(rate=0/ms)",
+        ];
+        for t in texts {
+            for (i, _) in t.char_indices() {
+                let _ = Dist::parse(&t[..i]);
+            }
+        }
+        let deep = format!("{}constant(1ms){}", "mixture(1*".repeat(40), ")".repeat(40));
+        assert!(parse_err(&deep).contains("nested"));
+    }
+
+    /// Hand-built invalid distributions still sample finite non-negative values.
+    #[test]
+    fn invalid_hand_built_dists_sample_safely() {
+        let bad = [
+            Dist::Uniform { lo: 5.0, hi: 1.0 },
+            Dist::Normal {
+                mean: -1e9,
+                sd: 1.0,
+            },
+            Dist::Normal { mean: 1.0, sd: 0.0 },
+            Dist::LogNormal {
+                mu: f64::NAN,
+                sigma: -1.0,
+            },
+            Dist::Exponential { mean: -3.0 },
+            Dist::Pareto {
+                scale: 0.0,
+                shape: 1.0,
+            },
+            Dist::Weibull {
+                scale: 1.0,
+                shape: f64::NAN,
+            },
+            Dist::Mixture(vec![]),
+            Dist::Empirical {
+                source: "x".into(),
+                values: Arc::new(vec![]),
+            },
+        ];
+        for d in &bad {
+            for x in draws(d, 1, 100) {
+                assert!(x.is_finite() && x >= 0.0, "{d:?}: {x}");
+            }
+        }
+    }
+}

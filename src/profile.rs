@@ -1,0 +1,535 @@
+//! Profiles: TOML files describing a workload, validated into a [`Plan`] before any I/O.
+//!
+//! ```toml
+//! workers = 50                 # concurrent clients
+//! keys = 2                     # lock keys they contend for
+//! ttl = "100ms"                # PX of every acquisition
+//! duration = "5s"              # run length by time ... (or sections = 10000)
+//! dist = "lognormal(median=20ms,p99=120ms)"   # critical-section durations
+//! think = "constant(0ms)"      # pause between a release and the next attempt
+//! busy = "fail-fast"           # or "retry" (exponential backoff, full jitter)
+//! release = "token"            # del | token | delex
+//! connection = "per-worker"    # or "shared"
+//! seed = 42
+//! ```
+//!
+//! Every error names the file, the line and the field, and says what would be valid.
+
+use crate::dist::Dist;
+use crate::release::ReleaseMethod;
+use crate::units;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+/// A profile as written (every field optional; flags fill or override them).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Free-text name shown in reports.
+    pub name: Option<String>,
+    /// What the profile models and how it is scaled.
+    pub description: Option<String>,
+    /// Number of concurrent workers (clients).
+    pub workers: Option<usize>,
+    /// Number of lock keys.
+    pub keys: Option<usize>,
+    /// Fraction of attempts that go to key 0 (the hot key); the rest are uniform over all keys.
+    pub hot_key: Option<f64>,
+    /// Lock TTL (`PX`), with unit.
+    pub ttl: Option<String>,
+    /// Run length by time, with unit.
+    pub duration: Option<String>,
+    /// Run length by number of sections.
+    pub sections: Option<u64>,
+    /// Critical-section duration distribution.
+    pub dist: Option<String>,
+    /// Think time between a release and the next attempt (a distribution).
+    pub think: Option<String>,
+    /// `fail-fast` or `retry`.
+    pub busy: Option<String>,
+    /// Retry settings when `busy = "retry"`.
+    pub retry: Option<RetryProfile>,
+    /// Release method for `run`.
+    pub release: Option<String>,
+    /// Release methods for `compare`.
+    pub releases: Option<Vec<String>>,
+    /// `per-worker` or `shared`.
+    pub connection: Option<String>,
+    /// Seed of every random choice.
+    pub seed: Option<u64>,
+    /// `auto`, `spawn`, `url` or `memory`.
+    pub backend: Option<String>,
+    /// Redis URL for the `url` backend.
+    pub redis: Option<String>,
+    /// Simulated round trip of the memory backend.
+    pub memory_rtt: Option<String>,
+    /// Time allowed for one reply before it counts as a timeout error.
+    pub command_timeout: Option<String>,
+    /// Time allowed to open a connection.
+    pub connect_timeout: Option<String>,
+}
+
+/// `[retry]` table.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetryProfile {
+    /// First backoff ceiling.
+    pub base: Option<String>,
+    /// Largest backoff ceiling.
+    pub cap: Option<String>,
+    /// Give up after waiting this long for one acquisition.
+    pub max_wait: Option<String>,
+}
+
+/// What to do when the lock is busy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "policy", rename_all = "kebab-case")]
+pub enum BusyPolicy {
+    /// Count a rejection and move on to think time.
+    FailFast,
+    /// Retry with exponential backoff and full jitter until `max_wait_us`.
+    Retry {
+        /// First backoff ceiling, µs.
+        base_us: u64,
+        /// Largest backoff ceiling, µs.
+        cap_us: u64,
+        /// Give up after this long, µs.
+        max_wait_us: u64,
+    },
+}
+
+/// One connection per worker, or one multiplexed connection shared by all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionMode {
+    /// Independent clients, each with its own socket.
+    PerWorker,
+    /// One service process: all workers pipeline over one socket.
+    Shared,
+}
+
+impl ConnectionMode {
+    /// Name used in profiles and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PerWorker => "per-worker",
+            Self::Shared => "shared",
+        }
+    }
+}
+
+/// Where the lock store is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    /// `spawn` if `redis-server` is on PATH, else `memory` with a notice.
+    Auto,
+    /// A private `redis-server` child.
+    Spawn,
+    /// An existing server.
+    Url,
+    /// The in-process model.
+    Memory,
+}
+
+/// When a run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stop {
+    /// After this long (no new attempt starts after it; open sections finish).
+    Time {
+        /// Run length, µs.
+        duration_us: u64,
+    },
+    /// After this many sections have begun.
+    Sections {
+        /// Number of sections.
+        sections: u64,
+    },
+}
+
+/// A validated workload: everything a run needs, with defaults filled in.
+#[derive(Debug, Clone, Serialize)]
+pub struct Plan {
+    /// Name shown in reports.
+    pub name: String,
+    /// Concurrent workers.
+    pub workers: usize,
+    /// Lock keys.
+    pub keys: usize,
+    /// Fraction of attempts aimed at key 0, if set.
+    pub hot_key: Option<f64>,
+    /// TTL in ms (Redis `PX` is whole milliseconds).
+    pub ttl_ms: u64,
+    /// When the run ends.
+    pub stop: Stop,
+    /// Section durations.
+    pub dist: Dist,
+    /// Think time.
+    pub think: Dist,
+    /// Busy policy.
+    pub busy: BusyPolicy,
+    /// Release method of a `run`.
+    pub release: ReleaseMethod,
+    /// Release methods of a `compare`.
+    pub releases: Vec<ReleaseMethod>,
+    /// Connection mode.
+    pub connection: ConnectionMode,
+    /// Seed.
+    pub seed: u64,
+    /// Backend.
+    pub backend: BackendChoice,
+    /// Redis URL, only ever stored redacted.
+    #[serde(serialize_with = "ser_redacted")]
+    pub redis: Option<String>,
+    /// Memory model round trip, µs.
+    pub memory_rtt_us: u64,
+    /// Reply timeout, µs.
+    pub command_timeout_us: u64,
+    /// Connect timeout, µs.
+    pub connect_timeout_us: u64,
+    /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
+    /// so a shared profile cannot aim lockbench at a production server.
+    pub allow_remote: bool,
+}
+
+fn ser_redacted<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_ref()
+        .map(|u| crate::store::redis::redact_url(u))
+        .serialize(s)
+}
+
+/// A profile problem: where it is and what would be valid.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}{}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+pub struct ProfileError {
+    /// The profile file (or `command line`).
+    pub file: String,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The field at fault, when known.
+    pub field: Option<String>,
+    /// The field and what is wrong with it.
+    pub message: String,
+}
+
+impl Profile {
+    /// Reads and parses a profile file.
+    pub fn load(path: &Path) -> Result<(Profile, String), ProfileError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
+            file: file.clone(),
+            line: None,
+            field: None,
+            message: format!("cannot read the profile: {e}"),
+        })?;
+        Ok((Self::parse(&text, &file)?, text))
+    }
+
+    /// Parses profile text; `file` names it in errors.
+    pub fn parse(text: &str, file: &str) -> Result<Profile, ProfileError> {
+        toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| 1 + text[..s.start.min(text.len())].matches('\n').count());
+            ProfileError {
+                file: file.to_string(),
+                line,
+                field: None,
+                message: e.message().trim().to_string(),
+            }
+        })
+    }
+
+    /// Fields set in `over` replace those in `self`.
+    pub fn overlay(mut self, over: Profile) -> Profile {
+        // A run length given on top replaces the other kind of run length.
+        if over.sections.is_some() {
+            self.duration = None;
+        }
+        if over.duration.is_some() {
+            self.sections = None;
+        }
+        macro_rules! take {
+            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
+        }
+        take!(
+            name,
+            description,
+            workers,
+            keys,
+            hot_key,
+            ttl,
+            duration,
+            sections,
+            dist,
+            think,
+            busy,
+            retry,
+            release,
+            releases,
+            connection,
+            seed,
+            backend,
+            redis,
+            memory_rtt,
+            command_timeout,
+            connect_timeout
+        );
+        self
+    }
+
+    /// Validates into a [`Plan`]. `source` is the profile text (to find line numbers), `file`
+    /// its name, `base` the directory relative paths (empirical CSVs) are resolved against.
+    pub fn plan(
+        &self,
+        file: &str,
+        source: &str,
+        base: Option<&Path>,
+    ) -> Result<Plan, ProfileError> {
+        let err = |field: &str, message: String| ProfileError {
+            file: file.to_string(),
+            line: locate(source, field),
+            field: Some(field.to_string()),
+            message: format!("field `{field}`: {message}"),
+        };
+        let dur_us =
+            |field: &str, v: &Option<String>, default: &str| -> Result<u64, ProfileError> {
+                let text = v.as_deref().unwrap_or(default);
+                units::parse_ms(text)
+                    .map(units::ms_to_us)
+                    .map_err(|e| err(field, e.to_string()))
+            };
+        let dist = |field: &str, v: &Option<String>, default: &str| -> Result<Dist, ProfileError> {
+            Dist::parse_with_base(v.as_deref().unwrap_or(default), base)
+                .map_err(|e| err(field, e.to_string()))
+        };
+
+        let workers = self.workers.unwrap_or(10);
+        if !(1..=100_000).contains(&workers) {
+            return Err(err(
+                "workers",
+                format!("{workers} is not valid: use 1 to 100000"),
+            ));
+        }
+        let keys = self.keys.unwrap_or(1);
+        if !(1..=10_000_000).contains(&keys) {
+            return Err(err(
+                "keys",
+                format!("{keys} is not valid: use 1 to 10000000"),
+            ));
+        }
+        if let Some(h) = self.hot_key
+            && !(0.0..=1.0).contains(&h)
+        {
+            return Err(err(
+                "hot_key",
+                format!("{h} is not a fraction: use a number from 0 to 1"),
+            ));
+        }
+        let ttl_us = dur_us("ttl", &self.ttl, "100ms")?;
+        if ttl_us < 1000 || ttl_us % 1000 != 0 {
+            return Err(err(
+                "ttl",
+                format!(
+                    "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
+                    units::fmt_us(ttl_us)
+                ),
+            ));
+        }
+        let stop = match (&self.duration, self.sections) {
+            (Some(_), Some(_)) => {
+                return Err(err(
+                    "sections",
+                    "set either `duration` or `sections`, not both".to_string(),
+                ));
+            }
+            (_, Some(0)) => return Err(err("sections", "must be at least 1".to_string())),
+            (_, Some(n)) => Stop::Sections { sections: n },
+            (d, None) => {
+                let us = dur_us("duration", d, "5s")?;
+                if us == 0 {
+                    return Err(err(
+                        "duration",
+                        "must be longer than 0 (e.g. `5s`)".to_string(),
+                    ));
+                }
+                Stop::Time { duration_us: us }
+            }
+        };
+        let busy = match self.busy.as_deref().unwrap_or("fail-fast") {
+            "fail-fast" => BusyPolicy::FailFast,
+            "retry" => {
+                let r = self.retry.clone().unwrap_or_default();
+                let base_us = dur_us("base", &r.base, "1ms")?.max(1);
+                let cap_us = dur_us("cap", &r.cap, "100ms")?.max(base_us);
+                let max_wait_us = dur_us("max_wait", &r.max_wait, "5s")?;
+                BusyPolicy::Retry {
+                    base_us,
+                    cap_us,
+                    max_wait_us,
+                }
+            }
+            other => {
+                return Err(err(
+                    "busy",
+                    format!("`{other}` is not a policy: use \"fail-fast\" or \"retry\""),
+                ));
+            }
+        };
+        let method = |field: &str, s: &str| s.parse::<ReleaseMethod>().map_err(|m| err(field, m));
+        let release = method("release", self.release.as_deref().unwrap_or("token"))?;
+        let releases = match &self.releases {
+            Some(list) if list.is_empty() => {
+                return Err(err(
+                    "releases",
+                    "list at least one of del, token, delex".to_string(),
+                ));
+            }
+            Some(list) => {
+                let mut out = Vec::new();
+                for s in list {
+                    let m = method("releases", s)?;
+                    if !out.contains(&m) {
+                        out.push(m);
+                    }
+                }
+                out
+            }
+            None => vec![ReleaseMethod::Del, ReleaseMethod::Token],
+        };
+        let connection = match self.connection.as_deref().unwrap_or("per-worker") {
+            "per-worker" => ConnectionMode::PerWorker,
+            "shared" => ConnectionMode::Shared,
+            other => {
+                return Err(err(
+                    "connection",
+                    format!("`{other}` is not a mode: use \"per-worker\" or \"shared\""),
+                ));
+            }
+        };
+        let backend = match self.backend.as_deref() {
+            None if self.redis.is_some() => BackendChoice::Url,
+            None | Some("auto") => BackendChoice::Auto,
+            Some("spawn") => BackendChoice::Spawn,
+            Some("url") => BackendChoice::Url,
+            Some("memory") => BackendChoice::Memory,
+            Some(other) => {
+                return Err(err(
+                    "backend",
+                    format!("`{other}` is not a backend: use auto, spawn, url or memory"),
+                ));
+            }
+        };
+        if backend == BackendChoice::Url && self.redis.is_none() {
+            return Err(err(
+                "redis",
+                "the url backend needs a Redis URL (e.g. redis://127.0.0.1:6379)".to_string(),
+            ));
+        }
+        let command_timeout_us = dur_us("command_timeout", &self.command_timeout, "10s")?;
+        let connect_timeout_us = dur_us("connect_timeout", &self.connect_timeout, "5s")?;
+        if command_timeout_us == 0 || connect_timeout_us == 0 {
+            return Err(err(
+                "command_timeout",
+                "timeouts must be longer than 0".to_string(),
+            ));
+        }
+        Ok(Plan {
+            name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
+            workers,
+            keys,
+            hot_key: self.hot_key,
+            ttl_ms: ttl_us / 1000,
+            stop,
+            dist: dist("dist", &self.dist, "constant(10ms)")?,
+            think: dist("think", &self.think, "constant(0ms)")?,
+            busy,
+            release,
+            releases,
+            connection,
+            seed: self.seed.unwrap_or(1),
+            backend,
+            redis: self.redis.clone(),
+            memory_rtt_us: dur_us("memory_rtt", &self.memory_rtt, "0ms")?,
+            command_timeout_us,
+            connect_timeout_us,
+            allow_remote: false,
+        })
+    }
+}
+
+/// The 1-based line where `field = ...` is written, if it is.
+fn locate(source: &str, field: &str) -> Option<usize> {
+    source
+        .lines()
+        .position(|l| {
+            let l = l.trim_start();
+            l.strip_prefix(field)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| i + 1)
+}
+
+impl Plan {
+    /// Run length as a duration, if the run is time-limited.
+    pub fn run_time(&self) -> Option<Duration> {
+        match self.stop {
+            Stop::Time { duration_us } => Some(Duration::from_micros(duration_us)),
+            Stop::Sections { .. } => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(src: &str) -> Result<Plan, ProfileError> {
+        Profile::parse(src, "p.toml")?.plan("p.toml", src, None)
+    }
+
+    /// Defaults fill a minimal profile.
+    #[test]
+    fn minimal_profile_gets_defaults() {
+        let p = plan("workers = 3\n").unwrap();
+        assert_eq!(p.workers, 3);
+        assert_eq!(p.ttl_ms, 100);
+        assert_eq!(p.release, ReleaseMethod::Token);
+        assert_eq!(p.connection, ConnectionMode::PerWorker);
+    }
+
+    /// A typo in a field name is reported with its line and the valid names.
+    #[test]
+    fn unknown_field_names_line_and_valid_fields() {
+        let e = plan("workers = 3\nworkres = 4\n").unwrap_err();
+        let s = e.to_string();
+        assert!(s.starts_with("p.toml:2:"), "{s}");
+        assert!(s.contains("workres") && s.contains("workers"), "{s}");
+    }
+
+    /// A bad value names the file, line and field, and what would be valid.
+    #[test]
+    fn bad_values_name_line_field_and_fix() {
+        let e = plan("workers = 3\nttl = \"100\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.toml:2: field `ttl`"), "{e}");
+        assert!(e.contains("100ms"), "{e}");
+        let e = plan("\n\ndist = \"uniform(5ms)\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.toml:3: field `dist`"), "{e}");
+        let e = plan("busy = \"wait\"\n").unwrap_err().to_string();
+        assert!(e.contains("fail-fast") && e.contains("retry"), "{e}");
+        let e = plan("workers = \"ten\"\n").unwrap_err().to_string();
+        assert!(e.starts_with("p.toml:1:"), "{e}");
+        let e = plan("ttl = \"1500us\"\n").unwrap_err().to_string();
+        assert!(e.contains("whole milliseconds"), "{e}");
+        let e = plan("duration = \"1s\"\nsections = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not both"), "{e}");
+    }
+}

@@ -1,0 +1,206 @@
+//! Release methods and the classification of their replies.
+//!
+//! | method | command | what a stale release does |
+//! |---|---|---|
+//! | `del` | `GETDEL key` (same effect as `DEL`) | deletes whatever is there — possibly another holder's lock |
+//! | `token` | compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`) | refused; tells *expired* from *held-by-other* |
+//! | `delex` | `DELEX key IFEQ token` (Redis ≥ 8.4) | refused; cannot tell why |
+//!
+//! A naive holder writes a unique token too: the value does not change what `DEL` does, and
+//! `GETDEL` hands it back so a wrongful delete is attributed exactly.
+
+use crate::store::{CmdResult, LockConn};
+use std::fmt;
+use std::str::FromStr;
+
+/// How a holder releases its lock.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ReleaseMethod {
+    /// Unconditional delete: the bug.
+    Del,
+    /// Compare-and-delete in one atomic Lua step: the fix.
+    Token,
+    /// `DELEX key IFEQ token`, Redis ≥ 8.4.
+    Delex,
+}
+
+impl ReleaseMethod {
+    /// Every method, in report order.
+    pub const ALL: [ReleaseMethod; 3] = [Self::Del, Self::Token, Self::Delex];
+
+    /// The name used in profiles, flags and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Del => "del",
+            Self::Token => "token",
+            Self::Delex => "delex",
+        }
+    }
+}
+
+impl fmt::Display for ReleaseMethod {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ReleaseMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "del" => Ok(Self::Del),
+            "token" => Ok(Self::Token),
+            "delex" => Ok(Self::Delex),
+            other => Err(format!(
+                "unknown release method `{other}`: use del, token or delex"
+            )),
+        }
+    }
+}
+
+/// What a release did, as told by the server's reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseOutcome {
+    /// The holder's own lock was deleted.
+    Released,
+    /// `del` removed **another holder's** lock.
+    WrongfulDelete,
+    /// `del` found no key (it had expired): nothing deleted.
+    NothingDeleted,
+    /// A token-checked release refused: the key had expired.
+    RefusedExpired,
+    /// A token-checked release refused: another holder's token was there.
+    RefusedHeldByOther,
+    /// A token-checked release refused, the method cannot tell why (`delex`).
+    RefusedUnclassified,
+}
+
+impl ReleaseOutcome {
+    /// Stable snake_case name for CSV rows.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Released => "released",
+            Self::WrongfulDelete => "wrongful_delete",
+            Self::NothingDeleted => "nothing_deleted",
+            Self::RefusedExpired => "refused_expired",
+            Self::RefusedHeldByOther => "refused_held_by_other",
+            Self::RefusedUnclassified => "refused_unclassified",
+        }
+    }
+
+    /// The release found the holder's key gone (expired, or deleted by a naive holder): it was
+    /// stale.
+    pub fn is_stale(self) -> bool {
+        self != Self::Released
+    }
+
+    /// A token-checked release that deleted nothing.
+    pub fn is_refused(self) -> bool {
+        matches!(
+            self,
+            Self::RefusedExpired | Self::RefusedHeldByOther | Self::RefusedUnclassified
+        )
+    }
+
+    /// Parses [`ReleaseOutcome::name`] back.
+    pub fn from_name(s: &str) -> Option<Self> {
+        [
+            Self::Released,
+            Self::WrongfulDelete,
+            Self::NothingDeleted,
+            Self::RefusedExpired,
+            Self::RefusedHeldByOther,
+            Self::RefusedUnclassified,
+        ]
+        .into_iter()
+        .find(|o| o.name() == s)
+    }
+}
+
+/// Classifies the value `GETDEL` returned for a holder with token `own`.
+pub fn classify_getdel(removed: Option<&str>, own: &str) -> ReleaseOutcome {
+    match removed {
+        None => ReleaseOutcome::NothingDeleted,
+        Some(v) if v == own => ReleaseOutcome::Released,
+        Some(_) => ReleaseOutcome::WrongfulDelete,
+    }
+}
+
+/// Classifies the release script's reply (`1` deleted, `0` absent, `-1` held by another).
+pub fn classify_script(reply: i64) -> ReleaseOutcome {
+    match reply {
+        1 => ReleaseOutcome::Released,
+        0 => ReleaseOutcome::RefusedExpired,
+        _ => ReleaseOutcome::RefusedHeldByOther,
+    }
+}
+
+/// Classifies a `DELEX key IFEQ token` reply (`1` deleted, `0` refused).
+pub fn classify_delex(reply: i64) -> ReleaseOutcome {
+    if reply == 1 {
+        ReleaseOutcome::Released
+    } else {
+        ReleaseOutcome::RefusedUnclassified
+    }
+}
+
+/// Sends the release for `method` and classifies the server's reply.
+pub async fn release<C: LockConn>(
+    conn: &mut C,
+    method: ReleaseMethod,
+    key: &str,
+    token: &str,
+) -> CmdResult<ReleaseOutcome> {
+    Ok(match method {
+        ReleaseMethod::Del => classify_getdel(conn.getdel(key).await?.as_deref(), token),
+        ReleaseMethod::Token => classify_script(conn.release_script(key, token).await?),
+        ReleaseMethod::Delex => classify_delex(conn.delex(key, token).await?),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replies map to outcomes; only a foreign value removed by `del` is a wrongful delete.
+    #[test]
+    fn classifies_replies() {
+        assert_eq!(classify_getdel(Some("a"), "a"), ReleaseOutcome::Released);
+        assert_eq!(
+            classify_getdel(Some("b"), "a"),
+            ReleaseOutcome::WrongfulDelete
+        );
+        assert_eq!(classify_getdel(None, "a"), ReleaseOutcome::NothingDeleted);
+        assert_eq!(classify_script(1), ReleaseOutcome::Released);
+        assert_eq!(classify_script(0), ReleaseOutcome::RefusedExpired);
+        assert_eq!(classify_script(-1), ReleaseOutcome::RefusedHeldByOther);
+        assert_eq!(classify_delex(0), ReleaseOutcome::RefusedUnclassified);
+        assert!(ReleaseOutcome::WrongfulDelete.is_stale());
+        assert!(!ReleaseOutcome::WrongfulDelete.is_refused());
+        assert!(ReleaseOutcome::RefusedExpired.is_refused());
+        for o in [
+            ReleaseOutcome::Released,
+            ReleaseOutcome::RefusedUnclassified,
+        ] {
+            assert_eq!(ReleaseOutcome::from_name(o.name()), Some(o));
+        }
+    }
+
+    /// Method names parse and print the same; unknown ones say what is valid.
+    #[test]
+    fn method_names() {
+        for m in ReleaseMethod::ALL {
+            assert_eq!(m.name().parse::<ReleaseMethod>().unwrap(), m);
+        }
+        assert!(
+            "lua"
+                .parse::<ReleaseMethod>()
+                .unwrap_err()
+                .contains("del, token or delex")
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! A private `redis-server` child: free loopback port, no persistence, its own temporary
+//! directory, killed when dropped (so also after an error or Ctrl-C).
+
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// A running private server.
+pub struct SpawnedRedis {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+}
+
+/// Whether `redis-server` can be found on `PATH`.
+pub fn redis_server_available() -> bool {
+    find_on_path("redis-server").is_some()
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// What to do when `redis-server` is missing.
+pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (Debian/Ubuntu: \
+`apt-get install -y redis-server`), pass --redis URL for an existing server, or use \
+--backend memory for the in-process model";
+
+impl SpawnedRedis {
+    /// Starts a server and waits until it logs that it accepts connections.
+    pub async fn start() -> anyhow::Result<Self> {
+        let exe = find_on_path("redis-server").context(INSTALL_HINT)?;
+        // The port is picked by the OS; another process could grab it before redis binds it,
+        // in which case redis exits and we try a fresh one.
+        let mut last_err = None;
+        for _ in 0..5 {
+            match Self::try_start(&exe).await {
+                Ok(s) => return Ok(s),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
+    }
+
+    async fn try_start(exe: &PathBuf) -> anyhow::Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let dir = std::env::temp_dir().join(format!(
+            "lockbench-redis-{}-{port}-{}",
+            std::process::id(),
+            rand::random::<u32>()
+        ));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut child = Command::new(exe)
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .args(["--logfile", "", "--daemonize", "no", "--loglevel", "notice"])
+            .args(["--maxclients", "10000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {}", exe.display()))?;
+        let stdout = child.stdout.take().context("no stdout from redis-server")?;
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = Vec::new();
+        // Ready when the server says so; the log line is the synchronisation, not a sleep.
+        let ready = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let ok = line.contains("Ready to accept connections");
+                seen.push(line);
+                if ok {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false);
+        let server = Self { child, port, dir };
+        if !ready {
+            let tail = seen
+                .iter()
+                .rev()
+                .take(5)
+                .rev()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n");
+            drop(server);
+            bail!("redis-server did not become ready on port {port}:\n{tail}");
+        }
+        // Keep draining its log so the pipe never fills and blocks the server.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(server)
+    }
+
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Kills the server and waits for it to exit.
+    pub async fn stop(mut self) {
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+    }
+}
+
+impl Drop for SpawnedRedis {
+    fn drop(&mut self) {
+        // SIGKILL: nothing to persist, and SIGTERM would wait ~100 ms.
+        let _ = self.child.start_kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
