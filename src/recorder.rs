@@ -130,6 +130,8 @@ pub struct Counters {
     pub finished: AtomicU64,
     /// Sections with d > TTL.
     pub overruns: AtomicU64,
+    /// Sum of the excesses d − TTL of overruns, µs.
+    pub excess_total_us: AtomicU64,
     /// Releases that found the holder's key gone.
     pub stale_releases: AtomicU64,
     /// Stale releases sent by a section with d ≤ TTL (round trip, ms rounding, or a lock

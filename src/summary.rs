@@ -93,6 +93,8 @@ pub struct Summary {
     pub overruns: u64,
     /// overruns / sections.
     pub overrun_fraction: f64,
+    /// Sum of the excesses d − TTL over all overruns, ms.
+    pub excess_total_ms: f64,
     /// Releases sent after the holder's key was gone.
     pub stale_releases: u64,
     /// Stale releases of sections with d ≤ TTL.
@@ -202,6 +204,7 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
             0.0
         },
         overruns,
+        excess_total_ms: g(&c.excess_total_us) as f64 / 1000.0,
         overrun_fraction: if sections > 0 {
             overruns as f64 / sections as f64
         } else {

@@ -223,6 +223,7 @@ pub async fn run_worker<C: LockConn>(
             }
             if overrun {
                 c.overruns.fetch_add(1, Relaxed);
+                c.excess_total_us.fetch_add(excess, Relaxed);
                 values.push((Metric::Excess, excess));
             }
             rec.record_all(id, &values);

@@ -1,0 +1,61 @@
+//! Shared test helpers: a private redis-server per test, plans built from TOML, quiet options.
+#![allow(dead_code)]
+
+use lockbench::profile::{Plan, Profile};
+use lockbench::release::ReleaseMethod;
+use lockbench::runner::{RunOptions, RunOutcome, run_with};
+use lockbench::store::memory::MemoryStore;
+use lockbench::store::redis::{RedisConnector, Timeouts};
+use lockbench::store::spawn::{SpawnedRedis, redis_server_available};
+use std::path::Path;
+use std::time::Duration;
+
+/// Starts a private redis-server; fails (never skips) when it is not installed.
+pub async fn redis() -> SpawnedRedis {
+    assert!(
+        redis_server_available(),
+        "these tests need redis-server on PATH: install it with `apt-get install -y redis-server`"
+    );
+    SpawnedRedis::start().await.expect("start a private redis-server")
+}
+
+/// A validated plan from profile text.
+pub fn plan(toml: &str) -> Plan {
+    Profile::parse(toml, "test.toml")
+        .and_then(|p| p.plan("test.toml", toml, None))
+        .unwrap_or_else(|e| panic!("bad test profile: {e}"))
+}
+
+/// Quiet options writing into `dir`.
+pub fn opts(dir: &Path) -> RunOptions {
+    RunOptions {
+        out_dir: Some(dir.to_path_buf()),
+        quiet: true,
+        progress: false,
+        ..RunOptions::default()
+    }
+}
+
+/// Runs `plan` for `methods` against `server`.
+pub async fn run_redis(server: &SpawnedRedis, plan: &Plan, methods: &[ReleaseMethod], dir: &Path) -> RunOutcome {
+    let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
+    run_with(&c, "spawn", plan, methods, &opts(dir)).await.expect("run")
+}
+
+/// Runs `plan` for `methods` against a fresh memory model.
+pub async fn run_memory(plan: &Plan, methods: &[ReleaseMethod], dir: &Path) -> (RunOutcome, MemoryStore) {
+    let m = MemoryStore::new(Duration::from_micros(plan.memory_rtt_us), true);
+    let out = run_with(&m, "memory", plan, methods, &opts(dir)).await.expect("run");
+    (out, m)
+}
+
+/// A synchronous redis-rs connection for test assertions.
+pub fn sync_conn(server: &SpawnedRedis) -> redis::Connection {
+    redis::Client::open(server.url()).unwrap().get_connection().unwrap()
+}
+
+/// Reads events.csv as rows of (header → value).
+pub fn events(dir: &Path) -> Vec<lockbench::recorder::EventRow> {
+    let mut r = csv::Reader::from_path(dir.join("events.csv")).unwrap();
+    r.deserialize().map(|x| x.unwrap()).collect()
+}
