@@ -112,7 +112,7 @@ pub struct SummaryFile {
 /// Resolved backend, kept alive for the run (a spawned server dies with it).
 pub enum Backend {
     /// A private server we started.
-    Spawned(SpawnedRedis, RedisConnector),
+    Spawned(Box<SpawnedRedis>, RedisConnector),
     /// An existing server.
     Url(RedisConnector),
     /// The in-process model.
@@ -143,7 +143,7 @@ impl Backend {
             BackendChoice::Spawn => {
                 let server = SpawnedRedis::start().await?;
                 let conn = RedisConnector::new(&server.url(), timeouts, false)?;
-                Backend::Spawned(server, conn)
+                Backend::Spawned(Box::new(server), conn)
             }
             BackendChoice::Url => {
                 let url = plan

@@ -9,7 +9,11 @@ use lockbench::release::ReleaseMethod::{Del, Token};
 use lockbench::summary::Summary;
 
 fn assert_clean(s: &Summary) {
-    assert!(s.sections > 100, "too few sections to prove anything: {}", s.sections);
+    assert!(
+        s.sections > 100,
+        "too few sections to prove anything: {}",
+        s.sections
+    );
     assert_eq!(s.overruns, 0, "{}: overruns", s.variant);
     assert_eq!(s.stale_releases, 0, "{}: stale releases", s.variant);
     assert_eq!(s.refused_releases, 0, "{}: refused releases", s.variant);
@@ -81,20 +85,42 @@ const CONTENTION: &str = "workers = 20\nkeys = 1\nttl = \"20ms\"\ndist = \"const
 
 fn check_contention(s: &[Summary]) {
     let (del, token) = (&s[0], &s[1]);
-    assert_eq!((del.release.as_str(), token.release.as_str()), ("del", "token"));
+    assert_eq!(
+        (del.release.as_str(), token.release.as_str()),
+        ("del", "token")
+    );
     for v in s {
-        assert!(v.sections >= 20, "{}: too few sections ({})", v.variant, v.sections);
-        assert_eq!(v.overruns, v.sections, "{}: every 30ms section overruns a 20ms TTL", v.variant);
-        assert!(v.overlap_ms > 0.0 && v.overlap_incidents > 0, "{}: no overlap", v.variant);
+        assert!(
+            v.sections >= 20,
+            "{}: too few sections ({})",
+            v.variant,
+            v.sections
+        );
+        assert_eq!(
+            v.overruns, v.sections,
+            "{}: every 30ms section overruns a 20ms TTL",
+            v.variant
+        );
+        assert!(
+            v.overlap_ms > 0.0 && v.overlap_incidents > 0,
+            "{}: no overlap",
+            v.variant
+        );
         assert_eq!(v.errors, 0, "{:?}", v.first_errors);
     }
     // The bug, caught:
     assert!(del.wrongful_deletes > 0, "del made no wrongful delete");
     assert_eq!(del.refused_releases, 0);
     // The fix:
-    assert_eq!(token.wrongful_deletes, 0, "token release deleted another holder's lock");
+    assert_eq!(
+        token.wrongful_deletes, 0,
+        "token release deleted another holder's lock"
+    );
     assert!(token.refused_releases > 0, "no stale release was refused");
-    assert_eq!(token.refused_releases, token.refused_expired + token.refused_held_by_other);
+    assert_eq!(
+        token.refused_releases,
+        token.refused_expired + token.refused_held_by_other
+    );
     assert!(token.refused_held_by_other > 0);
     // Without wrongful deletes a newcomer only enters after the old key expired, so overlap
     // time is bounded by the excesses (plus, per incident, the acquire round trip: the key's

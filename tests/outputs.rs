@@ -19,28 +19,57 @@ fn schema() -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_json_matches_committed_schema() {
     let dir = tempfile::tempdir().unwrap();
-    let p = plan("workers = 8\nkeys = 1\nttl = \"5ms\"\ndist = \"uniform(1ms,10ms)\"\nsections = 200\n");
+    let p = plan(
+        "workers = 8\nkeys = 1\nttl = \"5ms\"\ndist = \"uniform(1ms,10ms)\"\nsections = 200\n",
+    );
     let _ = run_memory(&p, &[Del, Token], dir.path()).await;
     let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
     let validator = jsonschema::validator_for(&schema()).unwrap();
-    let errors: Vec<String> = validator.iter_errors(&json).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 
     let mut missing = json.clone();
-    missing["variants"][0].as_object_mut().unwrap().remove("wrongful_deletes");
+    missing["variants"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("wrongful_deletes");
     assert!(!validator.is_valid(&missing));
     let mut wrong = json.clone();
     wrong["variants"][0]["overlap_ms"] = serde_json::json!("a lot");
     assert!(!validator.is_valid(&wrong));
 
     // The other files of a run are there and consistent.
-    for f in ["manifest.json", "summary.csv", "events.csv", "durations.hgrm", "durations.hlog", "acquire-latency.hlog"] {
-        assert!(dir.path().join(f).exists() || dir.path().join(f.replace(".hgrm", "-del.hgrm")).exists(), "{f} missing");
+    for f in [
+        "manifest.json",
+        "summary.csv",
+        "events.csv",
+        "durations.hgrm",
+        "durations.hlog",
+        "acquire-latency.hlog",
+    ] {
+        assert!(
+            dir.path().join(f).exists()
+                || dir.path().join(f.replace(".hgrm", "-del.hgrm")).exists(),
+            "{f} missing"
+        );
     }
     let rows = events(dir.path());
-    let sections: u64 = json["variants"].as_array().unwrap().iter().map(|v| v["sections"].as_u64().unwrap()).sum();
-    assert_eq!(rows.len() as u64, sections, "one events.csv row per section");
+    let sections: u64 = json["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["sections"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        rows.len() as u64,
+        sections,
+        "one events.csv row per section"
+    );
     let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "header + one row per variant");
 }
@@ -74,7 +103,10 @@ async fn same_seed_same_intended_durations_and_compare_is_paired() {
     let mut compared = 0;
     for (w, a) in &del {
         let expected = intended_sequence(&sampler, 99, *w, a.len());
-        assert_eq!(a, &expected, "worker {w}: recorded durations are the seeded stream");
+        assert_eq!(
+            a, &expected,
+            "worker {w}: recorded durations are the seeded stream"
+        );
         for other in [&token, &again] {
             if let Some(b) = other.get(w) {
                 let n = a.len().min(b.len());
@@ -95,27 +127,55 @@ async fn foreign_keys_untouched_and_no_key_left_behind() {
     let server = redis().await;
     let mut c = sync_conn(&server);
     let _: () = c.set("app:session", "v1").unwrap();
-    let _: () = redis::cmd("SET").arg("app:cache").arg("v2").arg("PX").arg(600_000).query(&mut c).unwrap();
-    let _: () = c.set("lockbench:20000101T000000Z-0000:del:0", "other-run").unwrap();
+    let _: () = redis::cmd("SET")
+        .arg("app:cache")
+        .arg("v2")
+        .arg("PX")
+        .arg(600_000)
+        .query(&mut c)
+        .unwrap();
+    let _: () = c
+        .set("lockbench:20000101T000000Z-0000:del:0", "other-run")
+        .unwrap();
     let _: () = c.set("lockbenchx", "lookalike").unwrap();
     let before_pttl: i64 = c.pttl("app:cache").unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let p = plan("workers = 20\nkeys = 3\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"1s\"\nthink = \"constant(1ms)\"\n");
+    let p = plan(
+        "workers = 20\nkeys = 3\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"1s\"\nthink = \"constant(1ms)\"\n",
+    );
     let out = run_redis(&server, &p, &[Del, Token], dir.path()).await;
     assert!(out.summaries.iter().all(|s| s.sections > 0));
 
     let get = |c: &mut redis::Connection, k: &str| -> Option<String> { c.get(k).unwrap() };
     assert_eq!(get(&mut c, "app:session").as_deref(), Some("v1"));
     assert_eq!(get(&mut c, "app:cache").as_deref(), Some("v2"));
-    assert_eq!(get(&mut c, "lockbench:20000101T000000Z-0000:del:0").as_deref(), Some("other-run"));
+    assert_eq!(
+        get(&mut c, "lockbench:20000101T000000Z-0000:del:0").as_deref(),
+        Some("other-run")
+    );
     assert_eq!(get(&mut c, "lockbenchx").as_deref(), Some("lookalike"));
-    assert_eq!(c.pttl::<_, i64>("app:session").unwrap(), -1, "persistent key got a TTL");
+    assert_eq!(
+        c.pttl::<_, i64>("app:session").unwrap(),
+        -1,
+        "persistent key got a TTL"
+    );
     let after_pttl: i64 = c.pttl("app:cache").unwrap();
-    assert!(after_pttl > 0 && after_pttl <= before_pttl, "TTL changed: {before_pttl} -> {after_pttl}");
+    assert!(
+        after_pttl > 0 && after_pttl <= before_pttl,
+        "TTL changed: {before_pttl} -> {after_pttl}"
+    );
     let mut keys: Vec<String> = c.keys("*").unwrap();
     keys.sort();
-    assert_eq!(keys, ["app:cache", "app:session", "lockbench:20000101T000000Z-0000:del:0", "lockbenchx"]);
+    assert_eq!(
+        keys,
+        [
+            "app:cache",
+            "app:session",
+            "lockbench:20000101T000000Z-0000:del:0",
+            "lockbenchx"
+        ]
+    );
     assert!(out.manifest.key_prefix.starts_with("lockbench:2"));
 }
 
@@ -127,17 +187,31 @@ async fn demo_shows_real_replies_in_the_right_places() {
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut c = lockbench::store::Connector::connect(&conn).await.unwrap();
     let mut out = Vec::new();
-    let steps = lockbench::demo::stale_release(&mut c, "lockbench:test:demo", std::time::Duration::from_millis(50), &mut out)
-        .await
-        .unwrap();
+    let steps = lockbench::demo::stale_release(
+        &mut c,
+        "lockbench:test:demo",
+        std::time::Duration::from_millis(50),
+        &mut out,
+    )
+    .await
+    .unwrap();
     let replies = |act: &str| -> Vec<(String, String)> {
         steps
             .iter()
             .filter(|s| s.act == act)
-            .map(|s| (format!("{} {}", s.who, s.command.split_whitespace().next().unwrap()), s.reply.clone()))
+            .map(|s| {
+                (
+                    format!("{} {}", s.who, s.command.split_whitespace().next().unwrap()),
+                    s.reply.clone(),
+                )
+            })
             .collect()
     };
-    let pairs = |v: &[(&str, &str)]| v.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect::<Vec<_>>();
+    let pairs = |v: &[(&str, &str)]| {
+        v.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    };
     assert_eq!(
         replies("del"),
         pairs(&[
@@ -175,11 +249,15 @@ async fn demo_shows_real_replies_in_the_right_places() {
 async fn delex_needs_redis_8_4_and_works_where_supported() {
     let server = redis().await;
     let dir = tempfile::tempdir().unwrap();
-    let p = plan("workers = 10\nkeys = 1\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"600ms\"\nthink = \"constant(1ms)\"\n");
+    let p = plan(
+        "workers = 10\nkeys = 1\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"600ms\"\nthink = \"constant(1ms)\"\n",
+    );
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut probe = lockbench::store::Connector::connect(&conn).await.unwrap();
     let version = probe.server_version().await.unwrap();
-    let err = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await.unwrap_err();
+    let err = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path()))
+        .await
+        .unwrap_err();
     if lockbench::store::redis::version_tuple(&version).is_some_and(|v| v < (8, 4)) {
         let msg = err.to_string();
         assert!(msg.contains("8.4") && msg.contains("token"), "{msg}");

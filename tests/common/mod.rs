@@ -16,7 +16,9 @@ pub async fn redis() -> SpawnedRedis {
         redis_server_available(),
         "these tests need redis-server on PATH: install it with `apt-get install -y redis-server`"
     );
-    SpawnedRedis::start().await.expect("start a private redis-server")
+    SpawnedRedis::start()
+        .await
+        .expect("start a private redis-server")
 }
 
 /// A validated plan from profile text.
@@ -37,21 +39,37 @@ pub fn opts(dir: &Path) -> RunOptions {
 }
 
 /// Runs `plan` for `methods` against `server`.
-pub async fn run_redis(server: &SpawnedRedis, plan: &Plan, methods: &[ReleaseMethod], dir: &Path) -> RunOutcome {
+pub async fn run_redis(
+    server: &SpawnedRedis,
+    plan: &Plan,
+    methods: &[ReleaseMethod],
+    dir: &Path,
+) -> RunOutcome {
     let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    run_with(&c, "spawn", plan, methods, &opts(dir)).await.expect("run")
+    run_with(&c, "spawn", plan, methods, &opts(dir))
+        .await
+        .expect("run")
 }
 
 /// Runs `plan` for `methods` against a fresh memory model.
-pub async fn run_memory(plan: &Plan, methods: &[ReleaseMethod], dir: &Path) -> (RunOutcome, MemoryStore) {
+pub async fn run_memory(
+    plan: &Plan,
+    methods: &[ReleaseMethod],
+    dir: &Path,
+) -> (RunOutcome, MemoryStore) {
     let m = MemoryStore::new(Duration::from_micros(plan.memory_rtt_us), true);
-    let out = run_with(&m, "memory", plan, methods, &opts(dir)).await.expect("run");
+    let out = run_with(&m, "memory", plan, methods, &opts(dir))
+        .await
+        .expect("run");
     (out, m)
 }
 
 /// A synchronous redis-rs connection for test assertions.
 pub fn sync_conn(server: &SpawnedRedis) -> redis::Connection {
-    redis::Client::open(server.url()).unwrap().get_connection().unwrap()
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap()
 }
 
 /// Reads events.csv as rows of (header → value).

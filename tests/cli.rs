@@ -1,0 +1,223 @@
+//! The real binary: help, exit codes, error messages, secrets.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn lockbench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(args)
+        .output()
+        .expect("run lockbench")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// `run --help` explains every option with its unit and default.
+#[test]
+fn help_explains_options_with_units_and_defaults() {
+    let o = lockbench(&["run", "--help"]);
+    assert!(o.status.success());
+    let out = text(&o).0.split_whitespace().collect::<Vec<_>>().join(" ");
+    for needle in [
+        "--workers",
+        "--ttl",
+        "default 100ms",
+        "--dist",
+        "lognormal(median=20ms,p99=120ms)",
+        "--connection",
+        "per-worker",
+        "--release",
+        "--backend",
+        "--sections",
+        "--seed",
+        "--out",
+    ] {
+        assert!(out.contains(needle), "help lacks {needle}:\n{out}");
+    }
+}
+
+/// A run on the memory backend writes its files and exits 0.
+#[test]
+fn run_writes_results_and_exits_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = lockbench(&[
+        "run",
+        "--backend",
+        "memory",
+        "--workers",
+        "4",
+        "--sections",
+        "50",
+        "--dist",
+        "constant(1ms)",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("wrongful deletes") && stdout.contains("overlap time"),
+        "{stdout}"
+    );
+    for f in [
+        "manifest.json",
+        "summary.json",
+        "summary.csv",
+        "events.csv",
+        "durations.hgrm",
+        "durations.hlog",
+    ] {
+        assert!(out.join(f).exists(), "{f} missing");
+    }
+}
+
+/// A bad profile names the file, line and field and what would be valid; exit code 1.
+#[test]
+fn bad_profile_names_file_line_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.toml");
+    std::fs::write(&p, "workers = 5\nttl = \"50\"\n").unwrap();
+    let o = lockbench(&["run", p.to_str().unwrap(), "--backend", "memory"]);
+    assert_eq!(o.status.code(), Some(1));
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("bad.toml:2") && err.contains("`ttl`") && err.contains("50ms"),
+        "{err}"
+    );
+
+    std::fs::write(&p, "workers = 5\nrelase = \"del\"\n").unwrap();
+    let (_, err) = text(&lockbench(&["run", p.to_str().unwrap()]));
+    assert!(
+        err.contains("bad.toml:2") && err.contains("relase") && err.contains("release"),
+        "{err}"
+    );
+
+    let (_, err) = text(&lockbench(&[
+        "run",
+        dir.path().join("missing.toml").to_str().unwrap(),
+    ]));
+    assert!(
+        err.contains("missing.toml") && err.contains("cannot read"),
+        "{err}"
+    );
+}
+
+/// A malformed distribution flag points at the offending part and names the flag.
+#[test]
+fn bad_dist_flag_points_at_the_part() {
+    let o = lockbench(&["run", "--backend", "memory", "--dist", "uniform(70ms,x)"]);
+    assert_eq!(o.status.code(), Some(1));
+    let (_, err) = text(&o);
+    assert!(
+        err.contains("--dist") && err.contains("command line") && err.contains("column"),
+        "{err}"
+    );
+    let (_, err) = text(&lockbench(&[
+        "run",
+        "--backend",
+        "memory",
+        "--dist",
+        "gamma(2ms)",
+    ]));
+    assert!(
+        err.contains("lognormal") && err.contains("exponential"),
+        "{err}"
+    );
+}
+
+/// Redis unreachable: a clear message and a non-zero exit, no panic.
+#[test]
+fn unreachable_redis_is_a_clear_error() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("redis://:hunter2@127.0.0.1:{port}");
+    let o = lockbench(&["run", "--redis", &url, "--sections", "5", "--quiet"]);
+    assert_eq!(o.status.code(), Some(1));
+    let (out, err) = text(&o);
+    assert!(err.contains("cannot connect"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        !err.contains("hunter2") && !out.contains("hunter2"),
+        "password printed: {err}"
+    );
+}
+
+/// A remote host is refused without --allow-remote (and nothing is sent to it).
+#[test]
+fn remote_host_needs_allow_remote() {
+    let o = lockbench(&[
+        "run",
+        "--redis",
+        "redis://192.0.2.1:6379",
+        "--sections",
+        "5",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.contains("--allow-remote"));
+}
+
+/// With a password-protected server, the run authenticates and the password appears in no
+/// output and no file of the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn password_never_printed_or_stored() {
+    let server = common::redis().await;
+    let mut c = common::sync_conn(&server);
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("s3cr3t-pw")
+        .query(&mut c)
+        .unwrap();
+    let url = format!("redis://:s3cr3t-pw@127.0.0.1:{}", server.port());
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let o = lockbench(&[
+        "run",
+        "--redis",
+        &url,
+        "--workers",
+        "3",
+        "--sections",
+        "30",
+        "--dist",
+        "constant(1ms)",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(!out.contains("s3cr3t") && !err.contains("s3cr3t"));
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains("s3cr3t"),
+            "password in {}",
+            path.display()
+        );
+    }
+    let manifest = std::fs::read_to_string(out_dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("***@127.0.0.1"), "{manifest}");
+}
+
+/// `demo stale-release` through the binary prints the real 1/0 replies.
+#[test]
+fn demo_binary_prints_replies() {
+    let o = lockbench(&["demo", "stale-release", "--ttl", "50ms"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    assert!(
+        out.contains("(integer) 1") && out.contains("(integer) 0") && out.contains("\"tokB\""),
+        "{out}"
+    );
+}
