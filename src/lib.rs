@@ -15,6 +15,7 @@
 //!   - [`store::memory`]: an in-process model of the same commands.
 //!   - [`store::spawn`]: a private `redis-server` child on a free loopback port.
 //! - [`release`]: release methods (`del`, `token`, `delex`) and classification of their replies.
+//! - [`analytic`]: theoretical overrun probability vs the measured fraction (self-check).
 //! - [`overlap`]: exact overlap accounting (time with ≥ 2 holders, incidents, peak holders).
 //! - [`recorder`]: counters, striped HdrHistograms and the streamed `events.csv`.
 //! - [`worker`]: the one worker loop (attempt → section → release → think).
@@ -26,6 +27,7 @@
 //! - [`cli`]: the command line, normalised into validated plans before any I/O.
 #![forbid(unsafe_code)]
 
+pub mod analytic;
 pub mod cli;
 pub mod demo;
 pub mod dist;

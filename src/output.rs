@@ -416,6 +416,19 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
             "overruns",
             Box::new(move |s| format!("{} ({})", s.overruns, pct(s.overrun_fraction))),
         ),
+        (
+            "P(d > TTL) theory",
+            Box::new(move |s| match &s.analytic {
+                Some(a) => format!(
+                    "{} in [{}, {}]{}",
+                    pct(a.p_expected),
+                    pct(a.ci99_low),
+                    pct(a.ci99_high),
+                    if a.agrees { "" } else { " MISMATCH" }
+                ),
+                None => "n/a".to_string(),
+            }),
+        ),
         ("stale releases", Box::new(|s| s.stale_releases.to_string())),
         (
             "refused releases",

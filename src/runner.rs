@@ -431,7 +431,15 @@ async fn run_variant<K: Connector>(
         seed: plan.seed,
         elapsed_s,
     };
-    Ok((summarize(meta, &recorder, &hists), hists))
+    let mut summary = summarize(meta, &recorder, &hists);
+    summary.analytic = crate::analytic::check(
+        &plan.dist,
+        plan.ttl_ms as f64,
+        hists.get(crate::recorder::Metric::TimerError),
+        summary.overruns,
+        summary.sections,
+    );
+    Ok((summary, hists))
 }
 
 fn progress_bar(plan: &Plan, opts: &RunOptions, method: ReleaseMethod) -> ProgressBar {

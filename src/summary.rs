@@ -151,6 +151,9 @@ pub struct Summary {
     pub overlap_stretch_ms: Quantiles,
     /// Overlap per key (keys with any section).
     pub per_key: Vec<KeyOverlap>,
+    /// Theoretical overrun probability next to the measured fraction (parametric
+    /// distributions only).
+    pub analytic: Option<crate::analytic::AnalyticCheck>,
 }
 
 /// Facts about a variant that the recorder does not know.
@@ -255,5 +258,6 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
                 peak_holders: s.peak_holders,
             })
             .collect(),
+        analytic: None,
     }
 }

@@ -1,0 +1,125 @@
+//! The harness checks itself: the theoretical overrun probability of a parametric duration
+//! distribution, next to the measured overrun fraction and its 99 % confidence interval.
+//!
+//! A section overruns when its *measured* duration exceeds the TTL, and the measured duration
+//! is the intended one plus the timer's error (tokio sleeps have millisecond resolution). So
+//! the expected fraction is `Σₑ P(E = e) · P(X > TTL − e)` over the recorded timer-error
+//! histogram `E`; the plain `P(X > TTL)` is reported beside it. A mismatch (the expected value
+//! outside the interval) means the sampler, the clock or the accounting is wrong — or, by
+//! chance, one run in a hundred.
+
+use crate::dist::Dist;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// z for a two-sided 99 % interval.
+pub const Z99: f64 = 2.575_829_303_548_901;
+
+/// Theory next to measurement.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct AnalyticCheck {
+    /// P(X > TTL) for the intended durations X.
+    pub p_intended: f64,
+    /// P(X + E > TTL), with E the measured timer error: what the run should show.
+    pub p_expected: f64,
+    /// Measured overrun fraction.
+    pub measured: f64,
+    /// Lower end of its 99 % (Wilson) confidence interval.
+    pub ci99_low: f64,
+    /// Upper end.
+    pub ci99_high: f64,
+    /// `p_expected` lies inside the interval.
+    pub agrees: bool,
+}
+
+/// Wilson score interval for `k` successes out of `n` at normal quantile `z`.
+pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let n = n as f64;
+    let p = k as f64 / n;
+    let z2 = z * z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// P(X + E > ttl) where E follows `timer_error_us` (µs). An empty histogram means E = 0.
+pub fn expected_overrun(dist: &Dist, ttl_ms: f64, timer_error_us: &Histogram<u64>) -> Option<f64> {
+    if timer_error_us.is_empty() {
+        return dist.survival(ttl_ms);
+    }
+    let total = timer_error_us.len() as f64;
+    let mut p = 0.0;
+    for v in timer_error_us.iter_recorded() {
+        let e_ms = timer_error_us.median_equivalent(v.value_iterated_to()) as f64 / 1000.0;
+        p += v.count_at_value() as f64 / total * dist.survival(ttl_ms - e_ms)?;
+    }
+    Some(p.clamp(0.0, 1.0))
+}
+
+/// Compares theory with the measured `overruns` of `sections`; `None` for non-parametric
+/// distributions (empirical data has no theory to check against) or an empty run.
+pub fn check(
+    dist: &Dist,
+    ttl_ms: f64,
+    timer_error_us: &Histogram<u64>,
+    overruns: u64,
+    sections: u64,
+) -> Option<AnalyticCheck> {
+    if !dist.is_parametric() || sections == 0 {
+        return None;
+    }
+    let p_expected = expected_overrun(dist, ttl_ms, timer_error_us)?;
+    let (lo, hi) = wilson(overruns, sections, Z99);
+    Some(AnalyticCheck {
+        p_intended: dist.survival(ttl_ms)?,
+        p_expected,
+        measured: overruns as f64 / sections as f64,
+        ci99_low: lo,
+        ci99_high: hi,
+        agrees: (lo..=hi).contains(&p_expected),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Wilson interval matches a textbook value and stays inside [0, 1].
+    #[test]
+    fn wilson_interval() {
+        let (lo, hi) = wilson(50, 100, 1.959_963_984_540_054);
+        assert!(
+            (lo - 0.4038).abs() < 1e-4 && (hi - 0.5962).abs() < 1e-4,
+            "{lo} {hi}"
+        );
+        let (lo, hi) = wilson(0, 1000, Z99);
+        assert_eq!(lo, 0.0);
+        assert!(hi > 0.0 && hi < 0.01);
+    }
+
+    /// A constant timer error shifts the threshold exactly; zero error gives P(X > TTL).
+    #[test]
+    fn timer_error_shifts_the_threshold() {
+        let d = Dist::parse("exponential(mean=10ms)").unwrap();
+        let mut e = crate::recorder::new_hist();
+        assert_eq!(expected_overrun(&d, 20.0, &e), d.survival(20.0));
+        e.record(1000).unwrap();
+        let p = expected_overrun(&d, 20.0, &e).unwrap();
+        assert!((p - (-1.9f64).exp()).abs() < 1e-9, "{p}");
+    }
+
+    /// The check agrees with matching numbers and flags numbers that do not match.
+    #[test]
+    fn flags_a_mismatch() {
+        let d = Dist::parse("uniform(0ms,100ms)").unwrap();
+        let e = crate::recorder::new_hist();
+        let ok = check(&d, 80.0, &e, 2000, 10_000).unwrap();
+        assert!(ok.agrees, "{ok:?}");
+        let bad = check(&d, 70.0, &e, 2000, 10_000).unwrap();
+        assert!(!bad.agrees, "{bad:?}");
+        assert!(check(&Dist::parse("constant(1ms)").unwrap(), 5.0, &e, 0, 0).is_none());
+    }
+}
