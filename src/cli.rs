@@ -95,6 +95,11 @@ pub struct WorkloadArgs {
     /// [profile: command_timeout; default 10s].
     #[arg(long)]
     pub command_timeout: Option<String>,
+    /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the
+    /// run length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show
+    /// scaled and original units [profile: time_scale; default 1].
+    #[arg(long)]
+    pub time_scale: Option<f64>,
     /// Output directory [default: results/<run-id>].
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -164,6 +169,7 @@ impl WorkloadArgs {
             backend: self.backend.clone(),
             memory_rtt: self.memory_rtt.clone(),
             command_timeout: self.command_timeout.clone(),
+            time_scale: self.time_scale,
             ..Profile::default()
         }
     }
@@ -207,6 +213,11 @@ impl WorkloadArgs {
             }
         })?;
         plan.allow_remote = self.allow_remote;
+        if !self.quiet {
+            for w in &plan.warnings {
+                eprintln!("warning: {w}");
+            }
+        }
         Ok(plan)
     }
 
@@ -269,6 +280,20 @@ fn finish(outcome: runner::RunOutcome, quiet: bool) -> anyhow::Result<i32> {
             outcome.manifest.connection_mode,
             outcome.manifest.seed
         );
+        let scale = outcome.manifest.profile.time_scale;
+        if scale != 1.0 {
+            let s = &outcome.summaries;
+            let elapsed = s.iter().map(|v| v.elapsed_s).sum::<f64>();
+            println!(
+                "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
+                outcome.manifest.profile.ttl_ms,
+                crate::units::fmt_us(crate::units::ms_to_us(
+                    outcome.manifest.profile.unscaled_ttl_ms
+                )),
+                elapsed,
+                crate::units::fmt_us((elapsed / scale * 1e6) as u64)
+            );
+        }
         println!("results: {}", outcome.dir.display());
     }
     Ok(if outcome.manifest.interrupted { 130 } else { 0 })

@@ -68,6 +68,9 @@ pub struct Profile {
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
     pub connect_timeout: Option<String>,
+    /// Multiplies every duration of the workload (TTL, distribution, think time, retry
+    /// backoff) — not the run length — so a 30 s-TTL world can be measured in seconds.
+    pub time_scale: Option<f64>,
 }
 
 /// `[retry]` table.
@@ -189,6 +192,13 @@ pub struct Plan {
     pub command_timeout_us: u64,
     /// Connect timeout, µs.
     pub connect_timeout_us: u64,
+    /// Factor applied to every duration of the workload (1 = unscaled).
+    pub time_scale: f64,
+    /// The TTL before scaling, ms (what it stands for in the real system).
+    pub unscaled_ttl_ms: f64,
+    /// Things the user should know about the plan (e.g. scaled values near the clock's
+    /// resolution).
+    pub warnings: Vec<String>,
     /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
     /// so a shared profile cannot aim lockbench at a production server.
     pub allow_remote: bool,
@@ -275,7 +285,8 @@ impl Profile {
             redis,
             memory_rtt,
             command_timeout,
-            connect_timeout
+            connect_timeout,
+            time_scale
         );
         self
     }
@@ -306,6 +317,7 @@ impl Profile {
                 .map_err(|e| err(field, e.to_string()))
         };
 
+        let dist_think = |v: &Option<String>| dist("think", v, "constant(0ms)");
         let workers = self.workers.unwrap_or(10);
         if !(1..=100_000).contains(&workers) {
             return Err(err(
@@ -328,14 +340,53 @@ impl Profile {
                 format!("{h} is not a fraction: use a number from 0 to 1"),
             ));
         }
-        let ttl_us = dur_us("ttl", &self.ttl, "100ms")?;
-        if ttl_us < 1000 || ttl_us % 1000 != 0 {
+        let scale = self.time_scale.unwrap_or(1.0);
+        if !scale.is_finite() || scale <= 0.0 {
             return Err(err(
-                "ttl",
-                format!(
-                    "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
-                    units::fmt_us(ttl_us)
-                ),
+                "time_scale",
+                format!("{scale} is not valid: use a factor > 0 (e.g. 0.01 to run 100× faster)"),
+            ));
+        }
+        let mut warnings = Vec::new();
+        let raw_ttl_us = dur_us("ttl", &self.ttl, "100ms")?;
+        let ttl_us = if scale == 1.0 {
+            if raw_ttl_us < 1000 || raw_ttl_us % 1000 != 0 {
+                return Err(err(
+                    "ttl",
+                    format!(
+                        "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
+                        units::fmt_us(raw_ttl_us)
+                    ),
+                ));
+            }
+            raw_ttl_us
+        } else {
+            let scaled = raw_ttl_us as f64 * scale;
+            if scaled < 1000.0 {
+                return Err(err(
+                    "time_scale",
+                    format!(
+                        "scaling the TTL {} by {scale} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
+                        units::fmt_us(raw_ttl_us),
+                        units::fmt_us(scaled.round() as u64),
+                        1000.0 / raw_ttl_us as f64
+                    ),
+                ));
+            }
+            let rounded = (scaled / 1000.0).round() * 1000.0;
+            if (rounded - scaled).abs() >= 1.0 {
+                warnings.push(format!(
+                    "scaled TTL {} rounded to {} (Redis PX is whole milliseconds)",
+                    units::fmt_us(scaled.round() as u64),
+                    units::fmt_us(rounded as u64)
+                ));
+            }
+            rounded as u64
+        };
+        if ttl_us < 20_000 {
+            warnings.push(format!(
+                "TTL {} is short: the ~1ms timer resolution and Redis's millisecond expiry are ≥ 5 % of it",
+                units::fmt_us(ttl_us)
             ));
         }
         let stop = match (&self.duration, self.sections) {
@@ -362,8 +413,9 @@ impl Profile {
             "fail-fast" => BusyPolicy::FailFast,
             "retry" => {
                 let r = self.retry.clone().unwrap_or_default();
-                let base_us = dur_us("base", &r.base, "1ms")?.max(1);
-                let cap_us = dur_us("cap", &r.cap, "100ms")?.max(base_us);
+                let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
+                let base_us = sc(dur_us("base", &r.base, "1ms")?);
+                let cap_us = sc(dur_us("cap", &r.cap, "100ms")?).max(base_us);
                 let max_wait_us = dur_us("max_wait", &r.max_wait, "5s")?;
                 BusyPolicy::Retry {
                     base_us,
@@ -436,6 +488,17 @@ impl Profile {
                 "timeouts must be longer than 0".to_string(),
             ));
         }
+        let dist = dist("dist", &self.dist, "constant(10ms)")?.scaled(scale);
+        let think = dist_think(&self.think)?.scaled(scale);
+        if let Some(median) = dist.quantile(0.5)
+            && median > 0.0
+            && median < 5.0
+        {
+            warnings.push(format!(
+                "median section {} is within a few timer ticks (~1ms): measured durations will run visibly longer than intended (see timer error)",
+                units::fmt_us(units::ms_to_us(median))
+            ));
+        }
         Ok(Plan {
             name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
             workers,
@@ -443,8 +506,8 @@ impl Profile {
             hot_key: self.hot_key,
             ttl_ms: ttl_us / 1000,
             stop,
-            dist: dist("dist", &self.dist, "constant(10ms)")?,
-            think: dist("think", &self.think, "constant(0ms)")?,
+            dist,
+            think,
             busy,
             release,
             releases,
@@ -455,6 +518,9 @@ impl Profile {
             memory_rtt_us: dur_us("memory_rtt", &self.memory_rtt, "0ms")?,
             command_timeout_us,
             connect_timeout_us,
+            time_scale: scale,
+            unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
+            warnings,
             allow_remote: false,
         })
     }
@@ -488,6 +554,43 @@ mod tests {
 
     fn plan(src: &str) -> Result<Plan, ProfileError> {
         Profile::parse(src, "p.toml")?.plan("p.toml", src, None)
+    }
+
+    /// --time-scale multiplies the TTL, the distributions and the backoff, not the run length;
+    /// values near the clock's resolution are warned about, impossible ones refused.
+    #[test]
+    fn time_scale_scales_every_duration_but_the_run_length() {
+        let p = plan("ttl = \"30s\"\ndist = \"uniform(1s,3s)\"\nthink = \"constant(2s)\"\nduration = \"5s\"\ntime_scale = 0.01\n").unwrap();
+        assert_eq!(p.ttl_ms, 300);
+        assert_eq!(p.unscaled_ttl_ms, 30_000.0);
+        assert_eq!(p.dist.mean_ms(), Some(20.0));
+        assert_eq!(p.think.mean_ms(), Some(20.0));
+        assert_eq!(p.run_time(), Some(Duration::from_secs(5)));
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        // Near the clock's resolution: warned; below what PX can express: refused.
+        let p = plan("ttl = \"1s\"\ndist = \"constant(100ms)\"\ntime_scale = 0.0125\n").unwrap();
+        assert_eq!(p.ttl_ms, 13);
+        assert!(
+            p.warnings.iter().any(|w| w.contains("rounded")),
+            "{:?}",
+            p.warnings
+        );
+        assert!(
+            p.warnings.iter().any(|w| w.contains("short")),
+            "{:?}",
+            p.warnings
+        );
+        assert!(
+            p.warnings.iter().any(|w| w.contains("timer")),
+            "{:?}",
+            p.warnings
+        );
+        let e = plan("ttl = \"50ms\"\ntime_scale = 0.01\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("time_scale") && e.contains("1ms"), "{e}");
+        let e = plan("time_scale = -1\n").unwrap_err().to_string();
+        assert!(e.contains("> 0"), "{e}");
     }
 
     /// Defaults fill a minimal profile.

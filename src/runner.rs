@@ -428,6 +428,8 @@ async fn run_variant<K: Connector>(
         server_version: env.server_version.to_string(),
         workers: plan.workers,
         ttl_ms: plan.ttl_ms,
+        time_scale: plan.time_scale,
+        unscaled_ttl_ms: plan.unscaled_ttl_ms,
         seed: plan.seed,
         elapsed_s,
     };

@@ -79,6 +79,10 @@ pub struct Summary {
     pub keys: usize,
     /// TTL, ms.
     pub ttl_ms: u64,
+    /// Factor applied to every duration of the workload (1 = unscaled).
+    pub time_scale: f64,
+    /// The TTL in real (unscaled) units, ms.
+    pub unscaled_ttl_ms: f64,
     /// Seed.
     pub seed: u64,
     /// Wall time of the variant, s.
@@ -173,6 +177,10 @@ pub struct Meta {
     pub workers: usize,
     /// TTL, ms.
     pub ttl_ms: u64,
+    /// Time scale.
+    pub time_scale: f64,
+    /// Unscaled TTL, ms.
+    pub unscaled_ttl_ms: f64,
     /// Seed.
     pub seed: u64,
     /// Wall time, s.
@@ -197,6 +205,8 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
         workers: meta.workers,
         keys: per_key.len(),
         ttl_ms: meta.ttl_ms,
+        time_scale: meta.time_scale,
+        unscaled_ttl_ms: meta.unscaled_ttl_ms,
         seed: meta.seed,
         elapsed_s: meta.elapsed_s,
         attempts: g(&c.attempts),
