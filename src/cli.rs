@@ -25,6 +25,8 @@ pub enum Command {
     Run(RunArgs),
     /// Run one workload under several release methods with the same seed (paired comparison).
     Compare(CompareArgs),
+    /// Run one workload over several TTLs × release methods, same seed in every cell.
+    Sweep(SweepArgs),
     /// Replay a story step by step against a real server.
     Demo(DemoArgs),
 }
@@ -129,6 +131,18 @@ pub struct CompareArgs {
     /// Release methods to compare, comma-separated [profile: releases; default del,token].
     #[arg(long, value_delimiter = ',')]
     pub releases: Option<Vec<String>>,
+}
+
+/// `sweep`.
+#[derive(Debug, Args, Clone)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    /// Workload; its `--ttl` takes a list (`100ms,200ms,1s`) or a log-spaced range
+    /// (`100ms..2s:10`).
+    pub workload: WorkloadArgs,
+    /// Release methods, comma-separated [profile: releases; default del,token].
+    #[arg(long, value_delimiter = ',')]
+    pub release: Option<Vec<String>>,
 }
 
 /// `demo`.
@@ -264,6 +278,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
                 a.workload.quiet,
             )
         }
+        Command::Sweep(a) => sweep(a).await,
         Command::Demo(a) => demo(a).await,
     }
 }
@@ -297,6 +312,79 @@ fn finish(outcome: runner::RunOutcome, quiet: bool) -> anyhow::Result<i32> {
         println!("results: {}", outcome.dir.display());
     }
     Ok(if outcome.manifest.interrupted { 130 } else { 0 })
+}
+
+async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
+    use crate::sweep;
+    let extra = Profile {
+        releases: a.release.clone(),
+        ..Profile::default()
+    };
+    // The TTL list comes from --ttl, or from the profile's ttl field.
+    let ttl_text = match &a.workload.ttl {
+        Some(t) => t.clone(),
+        None => {
+            let p = match &a.workload.profile {
+                Some(path) => Profile::load(path)?.0,
+                None => Profile::default(),
+            };
+            p.ttl
+                .context("sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10")?
+        }
+    };
+    let ttls = sweep::parse_ttls(&ttl_text).map_err(|e| anyhow::anyhow!(e))?;
+    let cell = |ttl_us: u64, quiet: bool| {
+        let mut w = a.workload.clone();
+        w.ttl = Some(format!("{ttl_us}us"));
+        w.quiet = quiet;
+        w.plan(extra.clone())
+    };
+    // Validate every cell before any I/O; print warnings once.
+    let first = cell(ttls[0], a.workload.quiet)?;
+    for &t in &ttls[1..] {
+        cell(t, true)?;
+    }
+    let methods = first.releases.clone();
+    sweep::validate(&ttls, &methods)?;
+    let backend = Backend::open(&first, a.workload.quiet).await?;
+    let dir = a.workload.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "{}-sweep",
+            crate::output::run_id(std::time::SystemTime::now())
+        ))
+    });
+    let opts = RunOptions {
+        quiet: a.workload.quiet,
+        progress: !a.workload.quiet,
+        profile_file: a.workload.profile.as_ref().map(|p| p.display().to_string()),
+        ..RunOptions::default()
+    };
+    if !a.workload.quiet {
+        sweep::print_header(std::io::stderr())?;
+    }
+    let rows = sweep::sweep(
+        &backend,
+        &ttls,
+        &methods,
+        |t| Ok(cell(t, true)?),
+        &dir,
+        &opts,
+    )
+    .await;
+    backend.close().await;
+    let rows = rows?;
+    let f = std::fs::File::create(dir.join("sweep.csv")).context("cannot write sweep.csv")?;
+    sweep::write_csv(std::io::BufWriter::new(f), &rows)?;
+    if !a.workload.quiet {
+        println!();
+        sweep::print_header(std::io::stdout())?;
+        for r in &rows {
+            sweep::print_row(std::io::stdout(), r)?;
+        }
+        println!("\nresults: {}", dir.display());
+    }
+    let failed = rows.iter().filter(|r| r.error.is_some()).count();
+    Ok(if failed == rows.len() { 1 } else { 0 })
 }
 
 async fn demo(a: DemoArgs) -> anyhow::Result<i32> {

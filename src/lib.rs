@@ -20,6 +20,7 @@
 //! - [`recorder`]: counters, striped HdrHistograms and the streamed `events.csv`.
 //! - [`worker`]: the one worker loop (attempt → section → release → think).
 //! - [`runner`]: runs a plan against a backend and collects a [`summary::Summary`].
+//! - [`sweep`]: one workload over several TTLs × release methods, same seed in every cell.
 //! - [`summary`]: aggregation of the recorded data into the reported figures.
 //! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `.hgrm`, `.hlog`) and the
 //!   terminal table.
@@ -39,5 +40,6 @@ pub mod release;
 pub mod runner;
 pub mod store;
 pub mod summary;
+pub mod sweep;
 pub mod units;
 pub mod worker;

@@ -275,7 +275,7 @@ pub fn write_hgrms(
 }
 
 /// Columns of `summary.csv` (one row per variant).
-const CSV_COLUMNS: &[&str] = &[
+pub const CSV_COLUMNS: &[&str] = &[
     "variant",
     "release",
     "connection_mode",
@@ -325,7 +325,8 @@ const CSV_COLUMNS: &[&str] = &[
     "release_latency_p99_ms",
 ];
 
-fn csv_row(s: &Summary) -> Vec<String> {
+/// The `summary.csv` cells of one summary, in [`CSV_COLUMNS`] order.
+pub fn csv_row(s: &Summary) -> Vec<String> {
     let f = |x: f64| {
         format!("{x:.6}")
             .trim_end_matches('0')

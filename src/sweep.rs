@@ -1,0 +1,258 @@
+//! `sweep`: one workload over several TTLs × release methods, every cell with the same seed
+//! (so every cell sees the same intended durations). One failing cell (e.g. `delex` on an old
+//! server) is reported in its row; the others still run.
+
+use crate::release::ReleaseMethod;
+use crate::runner::{Backend, RunOptions, run_with};
+use crate::summary::Summary;
+use crate::units;
+use anyhow::{Context, bail};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One cell of the sweep.
+#[derive(Debug, Clone)]
+pub struct SweepRow {
+    /// TTL as written (profile units, before any time scale), µs.
+    pub ttl_us: u64,
+    /// Release method.
+    pub release: ReleaseMethod,
+    /// The cell's summary, when it ran.
+    pub summary: Option<Summary>,
+    /// Why it did not run.
+    pub error: Option<String>,
+    /// The cell's run directory.
+    pub dir: PathBuf,
+}
+
+impl SweepRow {
+    /// Seconds of overlap per hour of operation (real, unscaled time: the scale cancels).
+    pub fn overlap_s_per_hour(&self) -> Option<f64> {
+        let s = self.summary.as_ref()?;
+        (s.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.elapsed_s / 3600.0))
+    }
+    /// Wrongful deletes per hour of real (unscaled) operation.
+    pub fn wrongful_deletes_per_hour(&self) -> Option<f64> {
+        let s = self.summary.as_ref()?;
+        (s.elapsed_s > 0.0)
+            .then(|| s.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
+    }
+}
+
+/// Parses `100ms,200ms,1s` or a log-spaced range `100ms..2s:10` into TTLs in µs (sorted, unique).
+pub fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
+    let bad = |m: String| format!("--ttl `{text}`: {m}");
+    let mut out = if let Some((range, n)) = text.split_once(':').filter(|_| text.contains("..")) {
+        let (a, b) = range
+            .split_once("..")
+            .ok_or_else(|| bad("expected `FROM..TO:N`".into()))?;
+        let a = units::parse_ms(a).map_err(|e| bad(e.to_string()))?;
+        let b = units::parse_ms(b).map_err(|e| bad(e.to_string()))?;
+        let n: usize = n
+            .trim()
+            .parse()
+            .map_err(|_| bad(format!("`{n}` is not a count: write e.g. `100ms..2s:10`")))?;
+        if !(2..=100).contains(&n) || a <= 0.0 || b <= a {
+            return Err(bad("a range needs 0 < FROM < TO and 2 to 100 values".into()));
+        }
+        // Log-spaced, rounded to whole milliseconds (Redis PX) when at least 1ms.
+        (0..n)
+            .map(|i| {
+                let ms = a * (b / a).powf(i as f64 / (n - 1) as f64);
+                units::ms_to_us(if ms >= 1.0 { ms.round() } else { ms })
+            })
+            .collect::<Vec<_>>()
+    } else {
+        text.split(',')
+            .map(|t| {
+                units::parse_ms(t)
+                    .map(units::ms_to_us)
+                    .map_err(|e| bad(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err(bad("list at least one TTL".into()));
+    }
+    Ok(out)
+}
+
+/// A TTL for a file name or a table: `100ms`, `1.5s`, `1234us`.
+pub fn ttl_label(us: u64) -> String {
+    units::fmt_us(us)
+}
+
+/// Runs every TTL × method. `plan_for(ttl_us)` builds the validated plan of one TTL (the profile
+/// with that TTL, time scale applied).
+pub async fn sweep(
+    backend: &Backend,
+    ttls_us: &[u64],
+    methods: &[ReleaseMethod],
+    plan_for: impl Fn(u64) -> anyhow::Result<crate::profile::Plan>,
+    dir: &Path,
+    opts: &RunOptions,
+) -> anyhow::Result<Vec<SweepRow>> {
+    crate::output::create_dir(dir)?;
+    let mut rows = Vec::new();
+    for &ttl in ttls_us {
+        let plan = plan_for(ttl)?;
+        for &method in methods {
+            let cell_dir = dir.join(format!("ttl-{}-{}", ttl_label(ttl), method));
+            let cell_opts = RunOptions {
+                out_dir: Some(cell_dir.clone()),
+                command: "sweep".into(),
+                ..opts.clone()
+            };
+            let r = match backend {
+                Backend::Spawned(_, c) | Backend::Url(c) => {
+                    run_with(c, backend.kind(), &plan, &[method], &cell_opts).await
+                }
+                Backend::Memory(m) => {
+                    run_with(m, backend.kind(), &plan, &[method], &cell_opts).await
+                }
+            };
+            let interrupted = r.as_ref().is_ok_and(|o| o.manifest.interrupted);
+            rows.push(match r {
+                Ok(mut o) => SweepRow {
+                    ttl_us: ttl,
+                    release: method,
+                    summary: o.summaries.pop(),
+                    error: None,
+                    dir: cell_dir,
+                },
+                Err(e) => SweepRow {
+                    ttl_us: ttl,
+                    release: method,
+                    summary: None,
+                    error: Some(format!("{e:#}")),
+                    dir: cell_dir,
+                },
+            });
+            if !opts.quiet {
+                print_row(std::io::stderr(), rows.last().context("row")?)?;
+            }
+            if interrupted {
+                return Ok(rows);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Header of the terminal table.
+pub fn print_header<W: Write>(mut w: W) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "{:>10} {:>10} {:>6} {:>9} {:>10} {:>7} {:>8} {:>9} {:>11} {:>5}  note",
+        "ttl",
+        "real ttl",
+        "method",
+        "sections",
+        "overrun %",
+        "stale",
+        "refused",
+        "wrongful",
+        "overlap s/h",
+        "peak"
+    )
+}
+
+/// One line of the terminal table.
+pub fn print_row<W: Write>(mut w: W, r: &SweepRow) -> std::io::Result<()> {
+    match (&r.summary, &r.error) {
+        (Some(s), _) => writeln!(
+            w,
+            "{:>10} {:>10} {:>6} {:>9} {:>10.4} {:>7} {:>8} {:>9} {:>11.2} {:>5}  {}",
+            units::fmt_us(s.ttl_ms * 1000),
+            units::fmt_us(units::ms_to_us(s.unscaled_ttl_ms)),
+            r.release.name(),
+            s.sections,
+            s.overrun_fraction * 100.0,
+            s.stale_releases,
+            s.refused_releases,
+            s.wrongful_deletes,
+            r.overlap_s_per_hour().unwrap_or(0.0),
+            s.peak_holders,
+            match &s.analytic {
+                Some(a) if !a.agrees => "theory MISMATCH",
+                _ => "",
+            }
+        ),
+        (None, e) => writeln!(
+            w,
+            "{:>10} {:>10} {:>6}  failed: {}",
+            ttl_label(r.ttl_us),
+            "",
+            r.release.name(),
+            e.as_deref().unwrap_or("unknown error")
+        ),
+    }
+}
+
+/// Writes `sweep.csv`: one row per TTL × method with every summary figure.
+pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(w);
+    let mut header = vec![
+        "ttl_as_written_us",
+        "error",
+        "overlap_s_per_hour",
+        "wrongful_deletes_per_hour",
+    ];
+    header.extend(crate::output::CSV_COLUMNS);
+    w.write_record(&header)?;
+    for r in rows {
+        let mut rec = vec![
+            r.ttl_us.to_string(),
+            r.error.clone().unwrap_or_default(),
+            r.overlap_s_per_hour()
+                .map(|x| format!("{x:.6}"))
+                .unwrap_or_default(),
+            r.wrongful_deletes_per_hour()
+                .map(|x| format!("{x:.6}"))
+                .unwrap_or_default(),
+        ];
+        match &r.summary {
+            Some(s) => rec.extend(crate::output::csv_row(s)),
+            None => {
+                let mut blank = vec![String::new(); crate::output::CSV_COLUMNS.len()];
+                blank[0] = r.release.name().to_string();
+                blank[1] = r.release.name().to_string();
+                rec.extend(blank);
+            }
+        }
+        w.write_record(&rec)?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// Checks that the sweep has something to run.
+pub fn validate(ttls: &[u64], methods: &[ReleaseMethod]) -> anyhow::Result<()> {
+    if ttls.is_empty() || methods.is_empty() {
+        bail!("a sweep needs at least one TTL and one release method");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lists and log-spaced ranges parse into sorted unique µs values; bad ones say why.
+    #[test]
+    fn parses_ttl_lists_and_ranges() {
+        assert_eq!(
+            parse_ttls("200ms,100ms,1s,100ms").unwrap(),
+            vec![100_000, 200_000, 1_000_000]
+        );
+        let r = parse_ttls("100ms..2s:10").unwrap();
+        assert_eq!(r.len(), 10);
+        assert_eq!((r[0], r[9]), (100_000, 2_000_000));
+        assert_eq!(r[1], 139_000, "log-spaced and rounded to whole ms: {r:?}");
+        assert!(parse_ttls("100ms..2s:x").unwrap_err().contains("count"));
+        assert!(parse_ttls("2s..100ms:5").unwrap_err().contains("FROM < TO"));
+        assert!(parse_ttls("100").unwrap_err().contains("unit"));
+    }
+}
