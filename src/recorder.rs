@@ -181,6 +181,8 @@ pub struct Recorder {
     pub counters: Counters,
     stripes: Vec<Mutex<HistSet>>,
     keys: Vec<Mutex<KeyTracker>>,
+    /// One bit per key: an acquisition was sent for it (so cleanup deletes just those).
+    touched: Vec<AtomicU64>,
     first_errors: Mutex<Vec<(ErrorKind, String)>>,
 }
 
@@ -202,8 +204,28 @@ impl Recorder {
             keys: (0..keys)
                 .map(|_| Mutex::new(KeyTracker::default()))
                 .collect(),
+            touched: (0..keys.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
             first_errors: Mutex::new(Vec::new()),
         }
+    }
+
+    /// Marks `key` as possibly written (before its `SET` is sent).
+    pub fn touch(&self, key: usize) {
+        self.touched[key / 64].fetch_or(1 << (key % 64), Relaxed);
+    }
+
+    /// Keys that may have been written, in order.
+    pub fn touched_keys(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        for (i, w) in self.touched.iter().enumerate() {
+            let mut bits = w.load(Relaxed);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                out.push(i * 64 + b);
+                bits &= bits - 1;
+            }
+        }
+        out
     }
 
     /// µs since time zero.

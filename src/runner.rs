@@ -252,7 +252,7 @@ pub async fn run_with<K: Connector>(
 
     let events = EventsWriter::start(&dir.join("events.csv"))?;
     let mut summaries = Vec::new();
-    let mut all_keys = Vec::new();
+    let mut written_keys: Vec<String> = Vec::new();
     let mut result = Ok(());
     for &method in methods {
         if *shutdown_rx.borrow() {
@@ -261,7 +261,6 @@ pub async fn run_with<K: Connector>(
         let key_names: Vec<String> = (0..plan.keys)
             .map(|k| format!("{prefix}:{method}:{k}"))
             .collect();
-        all_keys.extend(key_names.iter().cloned());
         let r = run_variant(
             connector,
             &probe,
@@ -279,7 +278,8 @@ pub async fn run_with<K: Connector>(
         )
         .await;
         match r {
-            Ok((summary, hists)) => {
+            Ok((summary, hists, touched)) => {
+                written_keys.extend(touched);
                 let suffix = (methods.len() > 1).then_some(method.name());
                 output::write_hgrms(&dir, &hists, suffix)?;
                 summaries.push(summary);
@@ -294,11 +294,12 @@ pub async fn run_with<K: Connector>(
     let interrupted = *shutdown_rx.borrow();
     let rows = events.finish();
 
-    // Remove exactly the keys this run could have written, nothing else.
+    // Remove exactly the keys this run could have written (those it sent a SET for), nothing
+    // else, a few hundred per DEL.
     let mut cleanup_errors = 0;
-    for k in &all_keys {
-        if probe.del(k).await.is_err() {
-            cleanup_errors += 1;
+    for chunk in written_keys.chunks(500) {
+        if probe.del_many(chunk).await.is_err() {
+            cleanup_errors += chunk.len();
         }
     }
     result?;
@@ -342,7 +343,7 @@ async fn run_variant<K: Connector>(
     key_names: Vec<String>,
     events: &tokio::sync::mpsc::Sender<crate::recorder::EventRow>,
     env: VariantEnv<'_>,
-) -> anyhow::Result<(Summary, crate::recorder::HistSet)> {
+) -> anyhow::Result<(Summary, crate::recorder::HistSet, Vec<String>)> {
     // Connections first, so connecting is not part of the measured time.
     let mut conns = Vec::with_capacity(plan.workers);
     for _ in 0..plan.workers {
@@ -441,7 +442,12 @@ async fn run_variant<K: Connector>(
         summary.overruns,
         summary.sections,
     );
-    Ok((summary, hists))
+    let touched = recorder
+        .touched_keys()
+        .into_iter()
+        .map(|k| ctx.key_names[k].clone())
+        .collect();
+    Ok((summary, hists, touched))
 }
 
 fn progress_bar(plan: &Plan, opts: &RunOptions, method: ReleaseMethod) -> ProgressBar {

@@ -133,6 +133,7 @@ pub async fn run_worker<C: LockConn>(
     while !ctx.should_stop() && !*shutdown.borrow() {
         let key = ctx.choose_key(&mut st.keys);
         let key_name = &ctx.key_names[key];
+        rec.touch(key);
         let first_attempt = rec.now_us();
         let mut attempts: u32 = 0;
         let mut backoff_round: u32 = 0;

@@ -139,6 +139,21 @@ impl LockConn for MemoryStore {
         .pipe(Ok)
     }
 
+    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
+        self.call(|ks, now| {
+            let mut n = 0;
+            for key in keys {
+                if ks.live(key, now).is_some() {
+                    ks.map.remove(key);
+                    n += 1;
+                }
+            }
+            n
+        })
+        .await
+        .pipe(Ok)
+    }
+
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         self.call(|ks, now| match ks.live(key, now) {
             None => 0,

@@ -181,6 +181,17 @@ impl LockConn for RedisConn {
             .map_err(classify)
     }
 
+    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)
+    }
+
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         // invoke_async sends EVALSHA and falls back to EVAL on NOSCRIPT.
         self.scripts

@@ -1,0 +1,110 @@
+//! `sweep` on a real (spawned) Redis.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+/// Over 5 TTLs × {del, token, delex}: the overrun fraction falls as the TTL grows; `del`
+/// deletes other holders' locks where overruns meet contention, `token` never does; the
+/// `delex` cells fail on Redis < 8.4 in their own rows while every other cell still runs.
+#[test]
+fn sweep_over_ttls_and_methods() {
+    assert!(
+        lockbench::store::spawn::redis_server_available(),
+        "this test needs redis-server: apt-get install -y redis-server"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args([
+            "sweep",
+            "--backend",
+            "spawn",
+            "--workers",
+            "20",
+            "--keys",
+            "2",
+            "--think",
+            "constant(2ms)",
+        ])
+        .args([
+            "--dist",
+            "exponential(mean=20ms)",
+            "--duration",
+            "1200ms",
+            "--seed",
+            "5",
+        ])
+        .args([
+            "--ttl",
+            "5ms,10ms,20ms,40ms,160ms",
+            "--release",
+            "del,token,delex",
+            "--quiet",
+        ])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut r = csv::Reader::from_path(out.join("sweep.csv")).unwrap();
+    let header = r.headers().unwrap().clone();
+    let rows: Vec<BTreeMap<String, String>> = r
+        .records()
+        .map(|rec| {
+            header
+                .iter()
+                .zip(rec.unwrap().iter())
+                .map(|(h, v)| (h.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect();
+    assert_eq!(rows.len(), 15, "one row per TTL × method");
+    let num = |row: &BTreeMap<String, String>, k: &str| {
+        row[k]
+            .parse::<f64>()
+            .unwrap_or_else(|_| panic!("{k} = {:?}", row[k]))
+    };
+    for method in ["del", "token"] {
+        let cells: Vec<_> = rows.iter().filter(|r| r["release"] == method).collect();
+        assert_eq!(cells.len(), 5);
+        let fractions: Vec<f64> = cells.iter().map(|r| num(r, "overrun_fraction")).collect();
+        for w in fractions.windows(2) {
+            assert!(
+                w[1] < w[0],
+                "{method}: overrun fraction did not fall: {fractions:?}"
+            );
+        }
+        assert!(
+            cells
+                .iter()
+                .all(|r| r["error"].is_empty() && num(r, "sections") > 10.0)
+        );
+    }
+    for r in rows.iter().filter(|r| r["release"] == "token") {
+        assert_eq!(
+            num(r, "wrongful_deletes"),
+            0.0,
+            "token deleted another holder's lock at {}",
+            r["ttl_ms"]
+        );
+    }
+    let del_short: f64 = rows
+        .iter()
+        .filter(|r| r["release"] == "del")
+        .take(2)
+        .map(|r| num(r, "wrongful_deletes"))
+        .sum();
+    assert!(
+        del_short > 0.0,
+        "del made no wrongful delete where overruns meet contention"
+    );
+    let delex: Vec<_> = rows.iter().filter(|r| r["release"] == "delex").collect();
+    assert_eq!(delex.len(), 5);
+    assert!(
+        delex.iter().all(|r| r["error"].contains("8.4")),
+        "{:?}",
+        delex[0]
+    );
+    // Every successful cell wrote a full run directory.
+    assert!(out.join("ttl-5ms-token").join("summary.json").exists());
+}
