@@ -269,7 +269,7 @@ pub struct Loaded {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// The file cannot be opened or read; check the path and permissions.
-    #[error("cannot read `{file}`: {source}")]
+    #[error("cannot read `{file}`")]
     Io {
         /// The file.
         file: String,
@@ -2018,17 +2018,18 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
          columns: each model's own estimate)"
     )?;
 
-    match r.recommended_ttl_ms {
-        Some(t) => writeln!(
+    match (r.recommended_ttl_ms, r.in_practice.first()) {
+        (Some(t), Some(row)) => writeln!(
             w,
-            "\nrecommended TTL  {t:.0} ms  — at most {} overruns per million sections, {} per day \
-             at {} sections/s ({:.0} % confidence, from the data alone)",
-            fmt_count(p.target * 1e6),
-            fmt_count(p.target * p.rate_per_s * 86_400.0),
+            "\nrecommended TTL  {t:.0} ms  — meets the target {:e}: with {:.0} % confidence at most \
+             {} overruns per million sections, {} per day at {} sections/s (from the data alone)",
+            p.target,
+            p.confidence * 100.0,
+            fmt_count(row.per_million_bound),
+            fmt_count(row.per_day_bound),
             fmt_count(p.rate_per_s),
-            p.confidence * 100.0
         )?,
-        None => writeln!(
+        _ => writeln!(
             w,
             "\nrecommended TTL  none from the data alone: collect at least {} samples, or accept \
              a model's TTL as an assumption",
