@@ -29,6 +29,8 @@ pub enum Command {
     Sweep(SweepArgs),
     /// Replay a story step by step against a real server.
     Demo(DemoArgs),
+    /// Recommend a TTL from measured section durations (events.csv, CSV, .hgrm, .hlog).
+    Recommend(crate::recommend::RecommendArgs),
 }
 
 /// Workload flags; each overrides the profile's field of the same name.
@@ -280,6 +282,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Sweep(a) => sweep(a).await,
         Command::Demo(a) => demo(a).await,
+        Command::Recommend(a) => crate::recommend::run_recommend(&a),
     }
 }
 

@@ -24,6 +24,8 @@
 //! - [`summary`]: aggregation of the recorded data into the reported figures.
 //! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `.hgrm`, `.hlog`) and the
 //!   terminal table.
+//! - [`recommend`]: `lockbench recommend` — a TTL from measured durations (observed worst case,
+//!   distribution-free order-statistic bound, log-normal and Pareto-tail models).
 //! - [`demo`]: the A/B/C stale-release story replayed against a real server.
 //! - [`cli`]: the command line, normalised into validated plans before any I/O.
 #![forbid(unsafe_code)]
@@ -35,6 +37,7 @@ pub mod dist;
 pub mod output;
 pub mod overlap;
 pub mod profile;
+pub mod recommend;
 pub mod recorder;
 pub mod release;
 pub mod runner;
