@@ -221,3 +221,63 @@ fn demo_binary_prints_replies() {
         "{out}"
     );
 }
+
+/// `rediss://` works: a TLS-only private server (self-signed certificate made with openssl)
+/// is load-tested through the binary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rediss_url_reaches_a_tls_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+        ])
+        .args([
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-keyout",
+        ])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("this test needs the openssl command (apt-get install -y openssl)");
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let server =
+        lockbench::store::spawn::SpawnedRedis::start_tls(lockbench::store::spawn::TlsFiles {
+            cert,
+            key,
+        })
+        .await
+        .expect("redis-server with TLS");
+    let out_dir = dir.path().join("r");
+    let o = lockbench(&[
+        "run",
+        "--redis",
+        &server.url(),
+        "--workers",
+        "3",
+        "--sections",
+        "30",
+        "--dist",
+        "constant(1ms)",
+        "--quiet",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o).1);
+    let manifest = std::fs::read_to_string(out_dir.join("manifest.json")).unwrap();
+    assert!(manifest.contains("(TLS)"), "{manifest}");
+}

@@ -13,6 +13,16 @@ pub struct SpawnedRedis {
     child: Child,
     port: u16,
     dir: PathBuf,
+    tls: bool,
+}
+
+/// A certificate and key (PEM) for a TLS-only server.
+#[derive(Debug, Clone)]
+pub struct TlsFiles {
+    /// Certificate (also used as the CA file).
+    pub cert: PathBuf,
+    /// Private key.
+    pub key: PathBuf,
 }
 
 /// Whether `redis-server` can be found on `PATH`.
@@ -35,12 +45,21 @@ pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (
 impl SpawnedRedis {
     /// Starts a server and waits until it logs that it accepts connections.
     pub async fn start() -> anyhow::Result<Self> {
+        Self::start_with(None).await
+    }
+
+    /// Starts a server that listens only on TLS (for testing `rediss://`).
+    pub async fn start_tls(tls: TlsFiles) -> anyhow::Result<Self> {
+        Self::start_with(Some(tls)).await
+    }
+
+    async fn start_with(tls: Option<TlsFiles>) -> anyhow::Result<Self> {
         let exe = find_on_path("redis-server").context(INSTALL_HINT)?;
         // The port is picked by the OS; another process could grab it before redis binds it,
         // in which case redis exits and we try a fresh one.
         let mut last_err = None;
         for _ in 0..5 {
-            match Self::try_start(&exe).await {
+            match Self::try_start(&exe, tls.as_ref()).await {
                 Ok(s) => return Ok(s),
                 Err(e) => last_err = Some(e),
             }
@@ -48,7 +67,7 @@ impl SpawnedRedis {
         Err(last_err.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
     }
 
-    async fn try_start(exe: &PathBuf) -> anyhow::Result<Self> {
+    async fn try_start(exe: &PathBuf, tls: Option<&TlsFiles>) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -59,8 +78,27 @@ impl SpawnedRedis {
         ));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut child = Command::new(exe)
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        let mut cmd = Command::new(exe);
+        match tls {
+            None => cmd.args(["--port", &port.to_string()]),
+            Some(t) => cmd
+                .args([
+                    "--port",
+                    "0",
+                    "--tls-port",
+                    &port.to_string(),
+                    "--tls-auth-clients",
+                    "no",
+                ])
+                .arg("--tls-cert-file")
+                .arg(&t.cert)
+                .arg("--tls-key-file")
+                .arg(&t.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&t.cert),
+        };
+        let mut child = cmd
+            .args(["--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&dir)
@@ -88,7 +126,12 @@ impl SpawnedRedis {
         })
         .await
         .unwrap_or(false);
-        let server = Self { child, port, dir };
+        let server = Self {
+            child,
+            port,
+            dir,
+            tls: tls.is_some(),
+        };
         if !ready {
             let tail = seen
                 .iter()
@@ -111,9 +154,14 @@ impl SpawnedRedis {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT`.
+    /// `redis://127.0.0.1:PORT` (or `rediss://…/#insecure` for a TLS server, whose
+    /// self-signed certificate a client cannot verify).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        if self.tls {
+            format!("rediss://127.0.0.1:{}/#insecure", self.port)
+        } else {
+            format!("redis://127.0.0.1:{}", self.port)
+        }
     }
 
     /// Kills the server and waits for it to exit.
