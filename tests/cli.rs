@@ -281,3 +281,87 @@ async fn rediss_url_reaches_a_tls_server() {
     let manifest = std::fs::read_to_string(out_dir.join("manifest.json")).unwrap();
     assert!(manifest.contains("(TLS)"), "{manifest}");
 }
+
+/// Ctrl-C (SIGINT) ends a run early but normally: exit code 130, every file written, the
+/// summary consistent with events.csv, and the private redis-server stopped.
+#[test]
+fn ctrl_c_flushes_reports_and_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("r");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args([
+            "run",
+            "--backend",
+            "spawn",
+            "--workers",
+            "10",
+            "--keys",
+            "2",
+            "--dist",
+            "constant(5ms)",
+            "--ttl",
+            "3ms",
+            "--duration",
+            "60s",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out_dir)
+        .spawn()
+        .unwrap();
+    // The manifest is written once the server answered and the workers are about to start.
+    let t0 = std::time::Instant::now();
+    while !out_dir.join("manifest.json").exists() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "run did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Wait until sections are being recorded: events.csv gets its first buffered block.
+    let events = out_dir.join("events.csv");
+    while std::fs::metadata(&events).map(|m| m.len()).unwrap_or(0) == 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "no section recorded"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(30),
+        "did not stop promptly"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let sections = summary["variants"][0]["sections"].as_u64().unwrap();
+    assert!(sections > 0);
+    let rows = csv::Reader::from_path(out_dir.join("events.csv"))
+        .unwrap()
+        .records()
+        .count() as u64;
+    assert_eq!(
+        rows, sections,
+        "every section recorded before Ctrl-C is in events.csv"
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["interrupted"], true);
+    let addr = manifest["backend_detail"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("redis at ")
+        .to_string();
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "the private redis-server at {addr} is still running"
+    );
+}
