@@ -224,7 +224,7 @@ pub fn write_hgrm<W: Write>(mut w: W, h: &Histogram<u64>) -> io::Result<()> {
     }
     let mut count = 0;
     for v in h.iter_quantiles(5) {
-        count = v.count_since_last_iteration() + count;
+        count += v.count_since_last_iteration();
         let q = v.quantile_iterated_to();
         let value = v.value_iterated_to() as f64 / 1000.0;
         if q < 1.0 {
@@ -397,7 +397,8 @@ pub fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Resul
 pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {
     let ms = |x: f64| format!("{x:.3} ms");
     let pct = |x: f64| format!("{:.4} %", x * 100.0);
-    let rows: Vec<(&str, Box<dyn Fn(&Summary) -> String>)> = vec![
+    type Row<'a> = (&'a str, Box<dyn Fn(&Summary) -> String>);
+    let rows: Vec<Row> = vec![
         ("release", Box::new(|s| s.release.clone())),
         ("connection", Box::new(|s| s.connection_mode.clone())),
         ("sections", Box::new(|s| s.sections.to_string())),
@@ -453,7 +454,7 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
         .unwrap_or(0);
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|(_, f)| summaries.iter().map(|s| f(s)).collect())
+        .map(|(_, f)| summaries.iter().map(f).collect())
         .collect();
     let col_w: Vec<usize> = (0..summaries.len())
         .map(|i| {
@@ -515,8 +516,7 @@ mod tests {
         assert!(text.contains("Total count    =         1000"), "{text}");
         let last_value_line = text
             .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .last()
+            .rfind(|l| !l.starts_with('#') && !l.trim().is_empty())
             .unwrap();
         let v: f64 = last_value_line
             .split_whitespace()

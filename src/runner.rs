@@ -110,6 +110,8 @@ pub struct SummaryFile {
 }
 
 /// Resolved backend, kept alive for the run (a spawned server dies with it).
+// One value per run: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Backend {
     /// A private server we started.
     Spawned(SpawnedRedis, RedisConnector),

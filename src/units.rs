@@ -60,7 +60,7 @@ pub fn parse_ms(text: &str) -> Result<f64, UnitError> {
         }
     };
     let ms = value * factor;
-    if !ms.is_finite() || ms < 0.0 || ms > 3.6e9 {
+    if !ms.is_finite() || !(0.0..=3.6e9).contains(&ms) {
         return Err(UnitError::OutOfRange(t.to_string()));
     }
     Ok(ms)
