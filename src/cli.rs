@@ -27,6 +27,8 @@ pub enum Command {
     Compare(CompareArgs),
     /// Replay a story step by step against a real server.
     Demo(DemoArgs),
+    /// Redraw the charts and report.html of a finished run, and check its summary.
+    Report(crate::report::ReportArgs),
 }
 
 /// Workload flags; each overrides the profile's field of the same name.
@@ -254,6 +256,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
             )
         }
         Command::Demo(a) => demo(a).await,
+        Command::Report(a) => crate::report::run_report(&a),
     }
 }
 

@@ -22,6 +22,8 @@
 //! - [`summary`]: aggregation of the recorded data into the reported figures.
 //! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `.hgrm`, `.hlog`) and the
 //!   terminal table.
+//! - [`report`]: charts and `report.html` rebuilt from a run directory, and the check of
+//!   `summary.json` against `events.csv`.
 //! - [`demo`]: the A/B/C stale-release story replayed against a real server.
 //! - [`cli`]: the command line, normalised into validated plans before any I/O.
 #![forbid(unsafe_code)]
@@ -34,6 +36,7 @@ pub mod overlap;
 pub mod profile;
 pub mod recorder;
 pub mod release;
+pub mod report;
 pub mod runner;
 pub mod store;
 pub mod summary;
