@@ -506,11 +506,10 @@ pub fn timeline(path: &Path, t: &Timeline) -> anyhow::Result<()> {
                     BAR_EXPIRED.filled(),
                 )))?;
             }
-            chart.draw_series(
-                r.red
-                    .iter()
-                    .map(|&(s, e)| Rectangle::new([(ms(s), y0), (ms(e), y1)], OVERLAP.filled())),
-            )?;
+            // A narrower red band, so whether the lock was still valid stays visible.
+            chart.draw_series(r.red.iter().map(|&(s, e)| {
+                Rectangle::new([(ms(s), yc - 0.2), (ms(e), yc + 0.2)], OVERLAP.filled())
+            }))?;
             if exp <= x1 {
                 chart.draw_series(std::iter::once(PathElement::new(
                     vec![(exp, yc - 0.45), (exp, yc + 0.45)],
