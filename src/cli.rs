@@ -31,6 +31,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Recommend a TTL from measured section durations (events.csv, CSV, .hgrm, .hlog).
     Recommend(crate::recommend::RecommendArgs),
+    /// Redraw the charts and report.html of a finished run, and check its summary.
+    Report(crate::report::ReportArgs),
 }
 
 /// Workload flags; each overrides the profile's field of the same name.
@@ -283,6 +285,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Sweep(a) => sweep(a).await,
         Command::Demo(a) => demo(a).await,
         Command::Recommend(a) => crate::recommend::run_recommend(&a),
+        Command::Report(a) => crate::report::run_report(&a),
     }
 }
 

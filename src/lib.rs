@@ -26,6 +26,8 @@
 //!   terminal table.
 //! - [`recommend`]: `lockbench recommend` — a TTL from measured durations (observed worst case,
 //!   distribution-free order-statistic bound, log-normal and Pareto-tail models).
+//! - [`report`]: charts and `report.html` rebuilt from a run directory, and the check of
+//!   `summary.json` against `events.csv`.
 //! - [`demo`]: the A/B/C stale-release story replayed against a real server.
 //! - [`cli`]: the command line, normalised into validated plans before any I/O.
 #![forbid(unsafe_code)]
@@ -40,6 +42,7 @@ pub mod profile;
 pub mod recommend;
 pub mod recorder;
 pub mod release;
+pub mod report;
 pub mod runner;
 pub mod store;
 pub mod summary;

@@ -320,6 +320,8 @@ pub async fn run_with<K: Connector>(
     manifest.ended_at = Some(output::utc_stamp(SystemTime::now(), false));
     manifest.interrupted = interrupted;
     output::write_json(&dir.join("manifest.json"), &manifest)?;
+    // Charts and report.html, from the files just written (as `lockbench report` would).
+    crate::report::render_after_run(&dir, opts.quiet);
     Ok(RunOutcome {
         dir,
         summaries,

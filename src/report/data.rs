@@ -1,0 +1,770 @@
+//! What each chart plots, as plain numbers: bins, percentiles, survival points, the timeline
+//! window and its red stretches. Everything here is a pure function of histograms and
+//! intervals, so tests check the numbers rather than pixels.
+
+use hdrhistogram::Histogram;
+
+/// Bins of the duration histogram.
+pub const DURATION_BINS: usize = 60;
+/// Most sections shown in the timeline.
+pub const TIMELINE_ROWS: usize = 40;
+/// The x axis of durations turns logarithmic when max / p50 exceeds this.
+pub const LOG_X_SPREAD: f64 = 20.0;
+
+/// Milliseconds from microseconds.
+pub fn ms(us: u64) -> f64 {
+    us as f64 / 1000.0
+}
+
+/// A duration for people: `850 µs`, `12.3 ms`, `1.25 s`.
+pub fn fmt_us(us: u64) -> String {
+    let v = us as f64;
+    if us < 1000 {
+        format!("{us} µs")
+    } else if us < 10_000 {
+        format!("{:.2} ms", v / 1000.0)
+    } else if us < 1_000_000 {
+        format!("{:.1} ms", v / 1000.0)
+    } else {
+        format!("{:.2} s", v / 1_000_000.0)
+    }
+}
+
+/// A fraction as a percentage with enough digits to tell small values apart.
+pub fn fmt_pct(f: f64) -> String {
+    let p = f * 100.0;
+    if p == 0.0 {
+        "0 %".to_string()
+    } else if p >= 10.0 {
+        format!("{p:.1} %")
+    } else if p >= 0.1 {
+        format!("{p:.2} %")
+    } else {
+        format!("{p:.4} %")
+    }
+}
+
+/// The marked points of a distribution, µs (HdrHistogram values, as the summary reports them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Marks {
+    /// Values recorded.
+    pub count: u64,
+    /// Median.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// 99.9th percentile.
+    pub p999_us: u64,
+    /// Largest value.
+    pub max_us: u64,
+}
+
+impl Marks {
+    /// From a µs histogram (all zero when empty).
+    pub fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Self::default();
+        }
+        Self {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.5),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// One bar of a histogram: `[lo_us, hi_us)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bin {
+    /// Lower edge, µs.
+    pub lo_us: f64,
+    /// Upper edge, µs.
+    pub hi_us: f64,
+    /// Sections in the bin.
+    pub count: u64,
+}
+
+/// One variant's panel of `durations.png`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationPanel {
+    /// Variant (release method).
+    pub variant: String,
+    /// The bars; their counts add up to `marks.count`.
+    pub bins: Vec<Bin>,
+    /// p50, p99, p99.9, max.
+    pub marks: Marks,
+    /// Sections with d > TTL (exact, from the events).
+    pub overruns: u64,
+}
+
+impl DurationPanel {
+    /// overruns / sections.
+    pub fn overrun_fraction(&self) -> f64 {
+        if self.marks.count == 0 {
+            0.0
+        } else {
+            self.overruns as f64 / self.marks.count as f64
+        }
+    }
+}
+
+/// Everything `durations.png` shows: one panel per variant on a shared x axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationChart {
+    /// TTL, µs.
+    pub ttl_us: u64,
+    /// Logarithmic x axis (the tail spans decades).
+    pub log_x: bool,
+    /// x range, µs.
+    pub range_us: (f64, f64),
+    /// One per variant.
+    pub panels: Vec<DurationPanel>,
+}
+
+/// One variant's input: name, µs histogram of durations, exact overrun count.
+pub struct VariantDurations<'a> {
+    /// Variant name.
+    pub variant: &'a str,
+    /// Durations, µs.
+    pub hist: &'a Histogram<u64>,
+    /// Sections with d > TTL.
+    pub overruns: u64,
+}
+
+/// Bins every variant's durations on one shared axis: linear bins `[i·w, (i+1)·w)` from 0, or
+/// log-spaced bins when some variant's max / p50 exceeds [`LOG_X_SPREAD`].
+pub fn duration_chart(variants: &[VariantDurations<'_>], ttl_us: u64) -> DurationChart {
+    let marks: Vec<Marks> = variants.iter().map(|v| Marks::of(v.hist)).collect();
+    let hi = marks
+        .iter()
+        .map(|m| m.max_us)
+        .max()
+        .unwrap_or(0)
+        .max(ttl_us);
+    let lo = variants
+        .iter()
+        .filter(|v| !v.hist.is_empty())
+        .map(|v| v.hist.min())
+        .min()
+        .unwrap_or(0)
+        .min(ttl_us);
+    let log_x = marks
+        .iter()
+        .any(|m| m.count > 0 && m.max_us as f64 > LOG_X_SPREAD * (m.p50_us.max(1) as f64));
+    let edges = if log_x {
+        let lo = (lo.max(1) as f64) * 0.9;
+        let hi = (hi.max(1) as f64) * 1.1;
+        Edges::Log { lo, hi }
+    } else {
+        Edges::Linear {
+            width: (hi + 1).div_ceil(DURATION_BINS as u64).max(1),
+        }
+    };
+    let panels = variants
+        .iter()
+        .zip(marks)
+        .map(|(v, marks)| DurationPanel {
+            variant: v.variant.to_string(),
+            bins: bin_histogram(v.hist, edges),
+            marks,
+            overruns: v.overruns,
+        })
+        .collect();
+    DurationChart {
+        ttl_us,
+        log_x,
+        range_us: edges.range(),
+        panels,
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Edges {
+    Linear { width: u64 },
+    Log { lo: f64, hi: f64 },
+}
+
+impl Edges {
+    fn range(self) -> (f64, f64) {
+        match self {
+            Edges::Linear { width } => (0.0, (width * DURATION_BINS as u64) as f64),
+            Edges::Log { lo, hi } => (lo, hi),
+        }
+    }
+    fn edge(self, i: usize) -> f64 {
+        match self {
+            Edges::Linear { width } => (width * i as u64) as f64,
+            Edges::Log { lo, hi } => lo * (hi / lo).powf(i as f64 / DURATION_BINS as f64),
+        }
+    }
+    fn index(self, v: u64) -> usize {
+        let i = match self {
+            Edges::Linear { width } => (v / width) as usize,
+            Edges::Log { lo, hi } => {
+                let x = (v.max(1) as f64 / lo).ln() / (hi / lo).ln();
+                (x * DURATION_BINS as f64).floor().max(0.0) as usize
+            }
+        };
+        i.min(DURATION_BINS - 1)
+    }
+}
+
+/// Counts a histogram's values into bins; each HdrHistogram bucket goes to the bin of its
+/// median-equivalent value (within 0.1 % of every value in it).
+fn bin_histogram(h: &Histogram<u64>, edges: Edges) -> Vec<Bin> {
+    let mut bins: Vec<Bin> = (0..DURATION_BINS)
+        .map(|i| Bin {
+            lo_us: edges.edge(i),
+            hi_us: edges.edge(i + 1),
+            count: 0,
+        })
+        .collect();
+    for v in h.iter_recorded() {
+        let value = h.median_equivalent(v.value_iterated_to());
+        bins[edges.index(value)].count += v.count_at_value();
+    }
+    bins
+}
+
+/// The survival curve P(d > t) of one variant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SurvivalCurve {
+    /// Variant name.
+    pub variant: String,
+    /// Sections.
+    pub sections: u64,
+    /// Sections with d > TTL (exact).
+    pub overruns: u64,
+    /// `(t µs, P(d > t))`, t increasing, P decreasing from 1 to 0. Each t is the top of an
+    /// HdrHistogram bucket, so P is exact at it.
+    pub points: Vec<(u64, f64)>,
+    /// Where the curve crosses the TTL: P(d > TTL) = overruns / sections.
+    pub at_ttl: f64,
+    /// `(p, t µs)`: the shortest TTL t outlived by at most a fraction p of sections, for p in
+    /// 10 %, 1 %, 0.1 %, 0.01 % (only those the sample size can support).
+    pub levels: Vec<(f64, u64)>,
+}
+
+/// Builds the survival curve from a µs histogram and the exact overrun count.
+pub fn survival(variant: &str, h: &Histogram<u64>, overruns: u64) -> SurvivalCurve {
+    let n = h.len();
+    let mut points = Vec::new();
+    if n > 0 {
+        points.push((h.lowest_equivalent(h.min()).saturating_sub(1), 1.0));
+        let mut below = 0u64;
+        for v in h.iter_recorded() {
+            below += v.count_at_value();
+            points.push((v.value_iterated_to(), (n - below) as f64 / n as f64));
+        }
+    }
+    let levels = [0.1, 0.01, 0.001, 0.0001]
+        .into_iter()
+        .filter(|p| n > 0 && (n as f64) * p >= 1.0)
+        .map(|p| (p, h.value_at_quantile(1.0 - p)))
+        .collect();
+    SurvivalCurve {
+        variant: variant.to_string(),
+        sections: n,
+        overruns,
+        points,
+        at_ttl: if n > 0 {
+            overruns as f64 / n as f64
+        } else {
+            0.0
+        },
+        levels,
+    }
+}
+
+/// An HdrHistogram-style percentile curve (x = 1/(1−p) on a log axis).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PercentileCurve {
+    /// Variant name.
+    pub variant: String,
+    /// Values.
+    pub count: u64,
+    /// `(1/(1−p), value µs)`, x increasing; the last point is the max at x = count.
+    pub points: Vec<(f64, u64)>,
+    /// p50, p99, p99.9, max.
+    pub marks: Marks,
+}
+
+/// The percentile curve of a µs histogram (5 ticks per halving distance, as `.hgrm` files).
+pub fn percentile_curve(variant: &str, h: &Histogram<u64>) -> PercentileCurve {
+    let n = h.len();
+    let mut points = Vec::new();
+    if n > 0 {
+        let top = n as f64;
+        for v in h.iter_quantiles(5) {
+            let q = v.quantile_iterated_to();
+            let x = if q >= 1.0 {
+                top
+            } else {
+                (1.0 / (1.0 - q)).min(top)
+            };
+            points.push((x, v.value_iterated_to()));
+        }
+        points.push((top, h.max()));
+        points.dedup();
+    }
+    PercentileCurve {
+        variant: variant.to_string(),
+        count: n,
+        points,
+        marks: Marks::of(h),
+    }
+}
+
+/// Label of a tick on the "nines" axis: x = 1/(1−p) → `p` as a percentage (1 → 0%, 10 → 90%,
+/// 1000 → 99.9%).
+pub fn nines_label(x: f64) -> String {
+    if x <= 1.0 {
+        return "0%".to_string();
+    }
+    let p = 100.0 * (1.0 - 1.0 / x);
+    let digits = (x.log10().ceil() as i32 - 2).clamp(0, 8) as usize;
+    let s = format!("{p:.digits$}");
+    let s = if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    };
+    format!("{s}%")
+}
+
+/// Stretches `[start, end)` with two or more sections open, for intervals in any order. Ties
+/// are ordered as in [`crate::overlap::compute`]: touching sections do not overlap.
+pub fn overlap_stretches(intervals: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut events: Vec<(u64, u8)> = Vec::with_capacity(intervals.len() * 2);
+    for &(s, e) in intervals {
+        let e = e.max(s);
+        events.push((s, 1));
+        events.push((e, if e == s { 2 } else { 0 }));
+    }
+    events.sort_unstable();
+    let mut open = 0u32;
+    let mut start = 0u64;
+    let mut out = Vec::new();
+    for (t, kind) in events {
+        if kind == 1 {
+            open += 1;
+            if open == 2 {
+                start = t;
+            }
+        } else {
+            if open == 2 && t > start {
+                out.push((start, t));
+            }
+            open = open.saturating_sub(1);
+        }
+    }
+    out
+}
+
+/// Why the timeline shows the window it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Focus {
+    /// Around the first instant with two holders (µs).
+    FirstOverlap(u64),
+    /// No overlap anywhere: around the longest section (its start, µs).
+    Longest(u64),
+    /// No sections at all.
+    Empty,
+}
+
+/// Which sections of a key the timeline shows: those whose start is in `[lo_us, hi_us]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// First start shown, µs.
+    pub lo_us: u64,
+    /// Last start shown, µs.
+    pub hi_us: u64,
+    /// What the window is centred on.
+    pub focus: Focus,
+}
+
+/// Picks up to `max_rows` consecutive sections (by start) of one key: from a few before the
+/// first overlap — including every holder open at that instant — or, without overlap, around
+/// the longest section.
+pub fn choose_window(intervals: &[(u64, u64)], max_rows: usize) -> Window {
+    let mut iv: Vec<(u64, u64)> = intervals.iter().map(|&(s, e)| (s, e.max(s))).collect();
+    iv.sort_unstable();
+    let max_rows = max_rows.max(1);
+    if iv.is_empty() {
+        return Window {
+            lo_us: 0,
+            hi_us: 0,
+            focus: Focus::Empty,
+        };
+    }
+    let (first, focus) = match overlap_stretches(&iv).first() {
+        Some(&(t, _)) => {
+            // Earliest section open at t; show a few before it for context.
+            let open_at = iv.iter().position(|&(s, e)| s <= t && e > t).unwrap_or(0);
+            (open_at.saturating_sub(3), Focus::FirstOverlap(t))
+        }
+        None => {
+            let longest = iv
+                .iter()
+                .enumerate()
+                .max_by_key(|(i, (s, e))| (e - s, std::cmp::Reverse(*i)))
+                .map(|(i, _)| i)
+                .unwrap_or(0);
+            (
+                longest.saturating_sub(max_rows / 2),
+                Focus::Longest(iv[longest].0),
+            )
+        }
+    };
+    let last = (first + max_rows).min(iv.len()) - 1;
+    let first = first.min(last);
+    Window {
+        lo_us: iv[first].0,
+        hi_us: iv[last].0,
+        focus,
+    }
+}
+
+/// What happened at a section's release, when it is worth marking.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseMark {
+    /// `del` removed another holder's lock.
+    WrongfulDelete,
+    /// Token-checked release refused: the key had expired.
+    RefusedExpired,
+    /// Token-checked release refused: another holder's token was there.
+    RefusedHeldByOther,
+    /// Token-checked release refused, class unknown.
+    RefusedUnclassified,
+}
+
+impl ReleaseMark {
+    /// From the `outcome` column; `None` for outcomes not marked.
+    pub fn from_outcome(outcome: &str) -> Option<Self> {
+        match outcome {
+            "wrongful_delete" => Some(Self::WrongfulDelete),
+            "refused_expired" => Some(Self::RefusedExpired),
+            "refused_held_by_other" => Some(Self::RefusedHeldByOther),
+            "refused_unclassified" => Some(Self::RefusedUnclassified),
+            _ => None,
+        }
+    }
+    /// Legend text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::WrongfulDelete => "wrongful delete",
+            Self::RefusedExpired => "refused: expired",
+            Self::RefusedHeldByOther => "refused: held by other",
+            Self::RefusedUnclassified => "refused: unclassified",
+        }
+    }
+    /// Every mark, in legend order.
+    pub const ALL: [ReleaseMark; 4] = [
+        Self::WrongfulDelete,
+        Self::RefusedExpired,
+        Self::RefusedHeldByOther,
+        Self::RefusedUnclassified,
+    ];
+}
+
+/// One row (one holder's section) of the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TimelineRow {
+    /// Worker.
+    pub worker: usize,
+    /// The worker's section number.
+    pub seq: u64,
+    /// Section begins, µs.
+    pub acquired_us: u64,
+    /// Release sent, µs.
+    pub released_us: u64,
+    /// Its lock expires at the server, µs (acquired + TTL).
+    pub expiry_us: u64,
+    /// Parts of the bar with another holder open, µs.
+    pub red: Vec<(u64, u64)>,
+    /// What its release did, if marked.
+    pub mark: Option<ReleaseMark>,
+}
+
+/// Everything `timeline.png` shows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    /// Variant shown.
+    pub variant: String,
+    /// Key shown.
+    pub key: usize,
+    /// TTL, µs.
+    pub ttl_us: u64,
+    /// Why this window.
+    pub focus: Focus,
+    /// Rows by start time.
+    pub rows: Vec<TimelineRow>,
+}
+
+/// A section as read back for the timeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SectionSpan {
+    /// Worker.
+    pub worker: usize,
+    /// The worker's section number.
+    pub seq: u64,
+    /// Start, µs.
+    pub acquired_us: u64,
+    /// End, µs.
+    pub released_us: u64,
+    /// `outcome` column.
+    pub outcome: String,
+}
+
+/// Builds the timeline rows from the window's sections; `stretches` are the key's overlap
+/// stretches (from all its sections, so holders outside the window still count).
+pub fn timeline(
+    variant: &str,
+    key: usize,
+    ttl_us: u64,
+    focus: Focus,
+    mut sections: Vec<SectionSpan>,
+    stretches: &[(u64, u64)],
+) -> Timeline {
+    sections.sort_by_key(|s| (s.acquired_us, s.released_us, s.worker, s.seq));
+    sections.truncate(TIMELINE_ROWS);
+    let rows = sections
+        .into_iter()
+        .map(|s| {
+            let (a, r) = (s.acquired_us, s.released_us.max(s.acquired_us));
+            let red = stretches
+                .iter()
+                .filter_map(|&(x, y)| {
+                    let (lo, hi) = (x.max(a), y.min(r));
+                    (lo < hi).then_some((lo, hi))
+                })
+                .collect();
+            TimelineRow {
+                worker: s.worker,
+                seq: s.seq,
+                acquired_us: a,
+                released_us: r,
+                expiry_us: a + ttl_us,
+                red,
+                mark: ReleaseMark::from_outcome(&s.outcome),
+            }
+        })
+        .collect();
+    Timeline {
+        variant: variant.to_string(),
+        key,
+        ttl_us,
+        focus,
+        rows,
+    }
+}
+
+/// The bars of `compare.png`: one figure per panel, one value per variant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComparePanel {
+    /// Panel title.
+    pub title: &'static str,
+    /// Unit of the y axis.
+    pub unit: &'static str,
+    /// `(variant, value)` in run order.
+    pub values: Vec<(String, f64)>,
+}
+
+/// The small multiples of `compare.png`, from the summaries.
+pub fn compare_panels(summaries: &[crate::summary::Summary]) -> Vec<ComparePanel> {
+    type Pick = fn(&crate::summary::Summary) -> f64;
+    let specs: [(&'static str, &'static str, Pick); 6] = [
+        ("overruns (d > TTL)", "sections", |s| s.overruns as f64),
+        ("stale releases", "releases", |s| s.stale_releases as f64),
+        ("refused stale releases", "releases", |s| {
+            s.refused_releases as f64
+        }),
+        ("wrongful deletes", "releases", |s| {
+            s.wrongful_deletes as f64
+        }),
+        ("overlap time (≥ 2 holders)", "ms", |s| s.overlap_ms),
+        ("throughput", "sections / s", |s| s.throughput_per_s),
+    ];
+    specs
+        .into_iter()
+        .map(|(title, unit, pick)| ComparePanel {
+            title,
+            unit,
+            values: summaries
+                .iter()
+                .map(|s| (s.variant.clone(), pick(s)))
+                .collect(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hist(values: &[u64]) -> Histogram<u64> {
+        let mut h = crate::recorder::new_hist();
+        for &v in values {
+            h.record(v).unwrap();
+        }
+        h
+    }
+
+    /// Linear bins of width ceil((max+1)/60) from 0 count every value once, in the right bin.
+    #[test]
+    fn linear_bins_count_every_value() {
+        // Values below 2048 µs, which HdrHistogram keeps exactly.
+        let values: Vec<u64> = (0..100).map(|i| 100 + i * 10).collect(); // 100..1090 µs
+        let h = hist(&values);
+        let c = duration_chart(
+            &[VariantDurations {
+                variant: "token",
+                hist: &h,
+                overruns: 0,
+            }],
+            1200,
+        );
+        assert!(!c.log_x);
+        // width = ceil(1201 / 60) = 21 µs
+        assert_eq!(c.panels[0].bins[0].hi_us, 21.0);
+        assert_eq!(c.range_us, (0.0, 1260.0));
+        let total: u64 = c.panels[0].bins.iter().map(|b| b.count).sum();
+        assert_eq!(total, 100);
+        // 100 µs alone in bin 4 ([84,105)); 1080 and 1090 µs in bin 51 ([1071,1092)).
+        assert_eq!(c.panels[0].bins[4].count, 1);
+        assert_eq!(c.panels[0].bins[51].count, 2);
+        assert_eq!(c.panels[0].marks.p50_us, 590);
+        assert_eq!(c.panels[0].marks.max_us, 1090);
+    }
+
+    /// A tail spanning decades (max/p50 > 20) switches to log-spaced bins.
+    #[test]
+    fn long_tail_uses_log_x() {
+        let mut values = vec![1000u64; 99];
+        values.push(100_000);
+        let h = hist(&values);
+        let c = duration_chart(
+            &[VariantDurations {
+                variant: "del",
+                hist: &h,
+                overruns: 1,
+            }],
+            20_000,
+        );
+        assert!(c.log_x);
+        let b = &c.panels[0].bins;
+        assert_eq!(b.iter().map(|b| b.count).sum::<u64>(), 100);
+        let at = |v: f64| b.iter().position(|b| b.lo_us <= v && v < b.hi_us).unwrap();
+        assert_eq!(b[at(1000.0)].count, 99);
+        assert_eq!(b[at(100_000.0)].count, 1);
+        assert!((c.panels[0].overrun_fraction() - 0.01).abs() < 1e-12);
+    }
+
+    /// Survival starts at 1, ends at 0, and crosses the TTL at overruns / sections.
+    #[test]
+    fn survival_crossing_and_levels() {
+        let values: Vec<u64> = (1..=1000).collect();
+        let h = hist(&values);
+        let s = survival("token", &h, 100);
+        assert_eq!(s.points.first().unwrap().1, 1.0);
+        assert_eq!(s.points.last().unwrap(), &(1000, 0.0));
+        // exact for values below 2048: P(d > 900) = 100/1000
+        assert!(s.points.contains(&(900, 0.1)));
+        assert_eq!(s.at_ttl, 0.1);
+        assert_eq!(s.levels, vec![(0.1, 900), (0.01, 990), (0.001, 999)]);
+    }
+
+    /// The percentile curve runs from x = 1 to x = count and ends at the max.
+    #[test]
+    fn percentile_curve_ends_at_max() {
+        let values: Vec<u64> = (1..=1000).collect();
+        let c = percentile_curve("del", &hist(&values));
+        assert_eq!(c.points.first().unwrap().0, 1.0);
+        assert_eq!(c.points.last().unwrap(), &(1000.0, 1000));
+        assert!(c.points.windows(2).all(|w| w[0].0 <= w[1].0));
+        assert_eq!(c.marks.p99_us, 990);
+    }
+
+    /// The nines axis reads 0%, 90%, 99%, 99.9% at 1, 10, 100, 1000.
+    #[test]
+    fn nines_labels() {
+        let l: Vec<String> = [1.0, 2.0, 10.0, 100.0, 1000.0, 1e5]
+            .into_iter()
+            .map(nines_label)
+            .collect();
+        assert_eq!(l, ["0%", "50%", "90%", "99%", "99.9%", "99.999%"]);
+    }
+
+    /// Stretches with ≥ 2 holders agree with overlap::compute's total and ignore touching ends.
+    #[test]
+    fn stretches_match_compute() {
+        let iv = [(0, 10), (8, 20), (15, 30), (30, 40), (35, 36)];
+        let s = overlap_stretches(&iv);
+        assert_eq!(s, vec![(8, 10), (15, 20), (35, 36)]);
+        let total: u64 = s.iter().map(|(a, b)| b - a).sum();
+        assert_eq!(total, crate::overlap::compute(&iv).0.overlap_us);
+    }
+
+    /// The window starts a few sections before the first overlap and includes the holder
+    /// open at that instant; without overlap it centres on the longest section.
+    #[test]
+    fn window_around_first_overlap_or_longest() {
+        let mut iv: Vec<(u64, u64)> = (0..100).map(|i| (i * 10, i * 10 + 5)).collect();
+        iv[50] = (500, 530); // overlaps 510 and 520
+        let w = choose_window(&iv, 10);
+        assert_eq!(w.focus, Focus::FirstOverlap(510));
+        assert_eq!((w.lo_us, w.hi_us), (470, 560));
+        iv[50] = (500, 508);
+        let w = choose_window(&iv, 10);
+        assert_eq!(w.focus, Focus::Longest(500));
+        assert_eq!((w.lo_us, w.hi_us), (450, 540));
+        assert_eq!(choose_window(&[], 10).focus, Focus::Empty);
+    }
+
+    /// Timeline rows carry the TTL expiry, the red parts clipped to the bar and the marks.
+    #[test]
+    fn timeline_rows_red_and_marks() {
+        let span = |worker, a, r, outcome: &str| SectionSpan {
+            worker,
+            seq: 0,
+            acquired_us: a,
+            released_us: r,
+            outcome: outcome.into(),
+        };
+        let iv = [(0, 300), (200, 350), (340, 400)];
+        let stretches = overlap_stretches(&iv);
+        assert_eq!(stretches, vec![(200, 300), (340, 350)]);
+        let t = timeline(
+            "del",
+            0,
+            100,
+            Focus::FirstOverlap(200),
+            vec![
+                span(2, 340, 400, "released"),
+                span(0, 0, 300, "wrongful_delete"),
+                span(1, 200, 350, "nothing_deleted"),
+            ],
+            &stretches,
+        );
+        let w: Vec<usize> = t.rows.iter().map(|r| r.worker).collect();
+        assert_eq!(w, [0, 1, 2]);
+        assert_eq!(t.rows[0].expiry_us, 100);
+        assert_eq!(t.rows[0].red, vec![(200, 300)]);
+        assert_eq!(t.rows[1].red, vec![(200, 300), (340, 350)]);
+        assert_eq!(t.rows[2].red, vec![(340, 350)]);
+        assert_eq!(t.rows[0].mark, Some(ReleaseMark::WrongfulDelete));
+        assert_eq!(t.rows[1].mark, None);
+    }
+
+    /// Durations print with a unit people read.
+    #[test]
+    fn formats() {
+        assert_eq!(fmt_us(850), "850 µs");
+        assert_eq!(fmt_us(2500), "2.50 ms");
+        assert_eq!(fmt_us(20_000), "20.0 ms");
+        assert_eq!(fmt_us(1_250_000), "1.25 s");
+        assert_eq!(fmt_pct(0.0123), "1.23 %");
+    }
+}

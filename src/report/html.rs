@@ -1,0 +1,300 @@
+//! `report.html`: one self-contained static page — inline CSS, no scripts, no fonts, no
+//! network requests; charts and data files are linked by relative name, so the run directory
+//! can be copied, zipped or opened from disk anywhere.
+
+use super::palette::method_hex;
+use super::verify::Mismatch;
+use crate::summary::{Quantiles, Summary};
+use std::fmt::Write as _;
+
+/// A chart on the page.
+#[derive(Debug, Clone)]
+pub struct Chart {
+    /// File name in the run directory.
+    pub file: String,
+    /// Heading.
+    pub title: String,
+    /// How to read it.
+    pub note: String,
+}
+
+/// Everything the page shows.
+#[derive(Debug, Clone)]
+pub struct Page<'a> {
+    /// Run id.
+    pub run_id: &'a str,
+    /// One per variant, in run order.
+    pub summaries: &'a [Summary],
+    /// `manifest.json`.
+    pub manifest: &'a serde_json::Value,
+    /// Charts, in page order.
+    pub charts: Vec<Chart>,
+    /// Data files present in the directory (names).
+    pub files: Vec<String>,
+    /// What the check of summary.json against events.csv found.
+    pub mismatches: &'a [Mismatch],
+}
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1060px;\
+color:#222;padding:0 1em}h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}\
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:.25em .8em;border-bottom:1px solid #eee;\
+text-align:right}th:first-child,td:first-child{text-align:left}thead th{color:#fff}\
+.cfg td{text-align:left;font-family:monospace}figure{margin:1em 0}img{max-width:100%;\
+border:1px solid #ddd}figcaption{color:#555;font-size:.92em}.ok{color:#1a7f37}.bad{color:#b00}\
+ul.files{columns:3}code{background:#f4f4f4;padding:0 .2em}";
+
+fn q3(q: &Quantiles) -> String {
+    format!("{:.2} / {:.2} / {:.2} / {:.2}", q.p50, q.p99, q.p999, q.max)
+}
+
+type Row = (&'static str, fn(&Summary) -> String);
+
+const ROWS: &[Row] = &[
+    ("release method", |s| s.release.clone()),
+    ("connection", |s| s.connection_mode.clone()),
+    ("workers / keys", |s| format!("{} / {}", s.workers, s.keys)),
+    ("TTL", |s| format!("{} ms", s.ttl_ms)),
+    ("elapsed", |s| format!("{:.2} s", s.elapsed_s)),
+    ("attempts", |s| s.attempts.to_string()),
+    ("sections", |s| s.sections.to_string()),
+    ("throughput", |s| {
+        format!("{:.0} sections/s", s.throughput_per_s)
+    }),
+    ("rejections (busy)", |s| s.rejections.to_string()),
+    ("overruns (d > TTL)", |s| {
+        format!(
+            "{} ({})",
+            s.overruns,
+            super::data::fmt_pct(s.overrun_fraction)
+        )
+    }),
+    ("stale releases", |s| s.stale_releases.to_string()),
+    ("… without overrun", |s| {
+        s.stale_without_overrun.to_string()
+    }),
+    ("refused releases", |s| s.refused_releases.to_string()),
+    ("… expired", |s| s.refused_expired.to_string()),
+    ("… held by other", |s| s.refused_held_by_other.to_string()),
+    ("… unclassified", |s| s.refused_unclassified.to_string()),
+    ("wrongful deletes", |s| s.wrongful_deletes.to_string()),
+    ("nothing deleted (del)", |s| s.nothing_deleted.to_string()),
+    ("overlap time", |s| format!("{:.3} ms", s.overlap_ms)),
+    ("overlap incidents", |s| s.overlap_incidents.to_string()),
+    ("peak holders", |s| s.peak_holders.to_string()),
+    ("duration p50/p99/p99.9/max (ms)", |s| q3(&s.duration_ms)),
+    ("excess over TTL p50/p99/p99.9/max (ms)", |s| {
+        q3(&s.excess_ms)
+    }),
+    ("acquire latency p50/p99/p99.9/max (ms)", |s| {
+        q3(&s.acquire_latency_ms)
+    }),
+    (
+        "SET NX PX p50/p99/p99.9/max (ms)",
+        |s| q3(&s.set_latency_ms),
+    ),
+    ("release p50/p99/p99.9/max (ms)", |s| {
+        q3(&s.release_latency_ms)
+    }),
+    ("interrupted sections", |s| s.interrupted.to_string()),
+    ("errors", |s| s.errors.to_string()),
+];
+
+/// Flattens JSON into `(dotted.path, value)` rows.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&p, v, out);
+            }
+        }
+        serde_json::Value::String(s) => out.push((prefix.to_string(), s.clone())),
+        serde_json::Value::Null => out.push((prefix.to_string(), "—".to_string())),
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
+}
+
+/// The page.
+pub fn page(p: &Page<'_>) -> String {
+    let mut h = String::new();
+    let m = |f: &str| {
+        p.manifest
+            .get(f)
+            .map(|v| match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .unwrap_or_default()
+    };
+    let _ = write!(
+        h,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>lockbench {}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
+        esc(p.run_id)
+    );
+    let _ = writeln!(h, "<h1>lockbench run {}</h1>", esc(p.run_id));
+    let _ = writeln!(
+        h,
+        "<p>Server: <b>{}</b> · backend {} ({}) · seed {} · {} → {}{}</p>",
+        esc(&m("server_version")),
+        esc(&m("backend")),
+        esc(&m("backend_detail")),
+        esc(&m("seed")),
+        esc(&m("started_at")),
+        esc(&m("ended_at")),
+        if m("interrupted") == "true" {
+            " · <b>interrupted (Ctrl-C)</b>"
+        } else {
+            ""
+        }
+    );
+
+    h.push_str("<h2>Summary</h2>\n<table>\n<thead><tr><th style=\"background:#444\">figure</th>");
+    for s in p.summaries {
+        let _ = write!(
+            h,
+            "<th style=\"background:{}\">{}</th>",
+            method_hex(&s.variant),
+            esc(&s.variant)
+        );
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for (label, f) in ROWS {
+        let _ = write!(h, "<tr><td>{}</td>", esc(label));
+        for s in p.summaries {
+            let _ = write!(h, "<td>{}</td>", esc(&f(s)));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody>\n</table>\n");
+    if p.mismatches.is_empty() {
+        h.push_str(
+            "<p class=\"ok\">Every figure recomputable from <code>events.csv</code> \
+             (counts, overlap, duration and acquire-latency percentiles) matches \
+             <code>summary.json</code>.</p>\n",
+        );
+    } else {
+        h.push_str(
+            "<p class=\"bad\">These figures of <code>summary.json</code> are not what \
+             <code>events.csv</code> gives:</p>\n<ul class=\"bad\">\n",
+        );
+        for x in p.mismatches {
+            let _ = writeln!(h, "<li>{}</li>", esc(&x.to_string()));
+        }
+        h.push_str("</ul>\n");
+    }
+
+    h.push_str("<h2>Charts</h2>\n");
+    for c in &p.charts {
+        let _ = writeln!(
+            h,
+            "<figure><h3>{}</h3><img src=\"{}\" alt=\"{}\" width=\"1000\">\
+             <figcaption>{}</figcaption></figure>",
+            esc(&c.title),
+            esc(&c.file),
+            esc(&c.title),
+            esc(&c.note)
+        );
+    }
+
+    h.push_str("<h2>Configuration</h2>\n<table class=\"cfg\">\n");
+    let mut rows = Vec::new();
+    for f in [
+        "lockbench_version",
+        "command",
+        "profile_file",
+        "connection_mode",
+        "key_prefix",
+    ] {
+        if let Some(v) = p.manifest.get(f) {
+            flatten(f, v, &mut rows);
+        }
+    }
+    if let Some(profile) = p.manifest.get("profile") {
+        flatten("profile", profile, &mut rows);
+    }
+    for (k, v) in rows {
+        let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(&k), esc(&v));
+    }
+    h.push_str("</table>\n");
+
+    h.push_str("<h2>Files</h2>\n<ul class=\"files\">\n");
+    for f in &p.files {
+        let _ = writeln!(h, "<li><a href=\"{0}\">{0}</a></li>", esc(f));
+    }
+    h.push_str(
+        "</ul>\n<p><code>.hgrm</code>: percentile distributions (values in ms); \
+         <code>.hlog</code>: HdrHistogram interval logs (values in µs, intervals tagged by \
+         release method); <code>events.csv</code>: one row per section.</p>\n",
+    );
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Text is escaped wherever it lands, so a hostile variant name cannot inject markup.
+    #[test]
+    fn escapes() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    /// Nested configuration flattens into dotted keys.
+    #[test]
+    fn flattens_profile() {
+        let v = serde_json::json!({"stop": {"time": {"duration_us": 5}}, "redis": null});
+        let mut rows = Vec::new();
+        flatten("profile", &v, &mut rows);
+        assert!(rows.contains(&("profile.stop.time.duration_us".into(), "5".into())));
+        assert!(rows.contains(&("profile.redis".into(), "—".into())));
+    }
+
+    /// The page links what it is given, shows every variant, and loads nothing remote.
+    #[test]
+    fn page_is_self_contained() {
+        let manifest =
+            serde_json::json!({"server_version": "redis 7.2", "profile": {"ttl_ms": 20}});
+        let html = page(&Page {
+            run_id: "r1",
+            summaries: &[],
+            manifest: &manifest,
+            charts: vec![Chart {
+                file: "durations.png".into(),
+                title: "Durations".into(),
+                note: "n".into(),
+            }],
+            files: vec!["events.csv".into()],
+            mismatches: &[],
+        });
+        assert!(html.contains("<img src=\"durations.png\""));
+        assert!(html.contains("<a href=\"events.csv\">"));
+        assert!(html.contains("redis 7.2"));
+        assert!(!html.contains("http"));
+        assert!(!html.contains("<script"));
+    }
+}

@@ -1,0 +1,399 @@
+//! Reading a finished run directory back: `manifest.json`, `summary.json`, `events.csv`
+//! (streamed, one row at a time) and the `.hlog` interval logs. Nothing here needs the process
+//! that made the run, so an old run can be re-rendered.
+
+use crate::overlap::{self, OverlapStats};
+use crate::recorder::{EventRow, new_hist};
+use crate::release::ReleaseOutcome;
+use crate::runner::SummaryFile;
+use anyhow::Context;
+use base64::Engine;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::data::{SectionSpan, TIMELINE_ROWS, Window};
+
+/// Files every run directory has; without them there is nothing to report.
+pub const REQUIRED: [&str; 3] = ["manifest.json", "summary.json", "events.csv"];
+
+/// Why a directory cannot be reported on.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The directory lacks files every run writes: it is not a run directory, or the run
+    /// failed before finishing. Point `report` at a `results/<run-id>/` directory.
+    #[error(
+        "{dir} is not a finished lockbench run: missing {}. Point it at a results/<run-id>/ directory",
+        .missing.join(", ")
+    )]
+    NotARun {
+        /// The directory.
+        dir: PathBuf,
+        /// The required files it lacks.
+        missing: Vec<&'static str>,
+    },
+    /// A row of `events.csv` cannot be read: the file was truncated (a run killed mid-write)
+    /// or edited. The line number is the file's, header included.
+    #[error("{path} line {line}: {detail}")]
+    BadEvents {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: u64,
+        /// What is wrong with it.
+        detail: String,
+    },
+}
+
+/// The JSON files of a run.
+#[derive(Debug, Clone)]
+pub struct RunFiles {
+    /// The run directory.
+    pub dir: PathBuf,
+    /// `manifest.json`, kept as JSON so runs from other versions still load.
+    pub manifest: serde_json::Value,
+    /// `summary.json`.
+    pub summary: SummaryFile,
+}
+
+impl RunFiles {
+    /// Loads the JSON files, or says which required files are missing.
+    pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        let missing: Vec<&'static str> = REQUIRED
+            .into_iter()
+            .filter(|f| !dir.join(f).is_file())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ReportError::NotARun {
+                dir: dir.to_path_buf(),
+                missing,
+            }
+            .into());
+        }
+        let read = |name: &str| -> anyhow::Result<String> {
+            let p = dir.join(name);
+            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))
+        };
+        let manifest: serde_json::Value = serde_json::from_str(&read("manifest.json")?)
+            .with_context(|| {
+                format!("{} is not valid JSON", dir.join("manifest.json").display())
+            })?;
+        let summary: SummaryFile =
+            serde_json::from_str(&read("summary.json")?).with_context(|| {
+                format!(
+                    "{} is not a lockbench summary",
+                    dir.join("summary.json").display()
+                )
+            })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            manifest,
+            summary,
+        })
+    }
+
+    /// Variant names in run order (the manifest's, else the summary's).
+    pub fn variants(&self) -> Vec<String> {
+        match self.manifest.get("variants").and_then(|v| v.as_array()) {
+            Some(a) if !a.is_empty() => a
+                .iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect(),
+            _ => self
+                .summary
+                .variants
+                .iter()
+                .map(|s| s.variant.clone())
+                .collect(),
+        }
+    }
+
+    /// A string field of the manifest, or `""`.
+    pub fn manifest_str(&self, field: &str) -> String {
+        self.manifest
+            .get(field)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// TTL of the run, µs (from the summary; the profile when the summary has no variant).
+    pub fn ttl_us(&self) -> u64 {
+        self.summary
+            .variants
+            .first()
+            .map(|s| s.ttl_ms * 1000)
+            .or_else(|| {
+                self.manifest
+                    .pointer("/profile/ttl_ms")
+                    .and_then(|v| v.as_u64())
+                    .map(|ms| ms * 1000)
+            })
+            .unwrap_or(0)
+    }
+}
+
+/// Counts over one variant's rows, with the summary's meaning.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventCounts {
+    /// Rows (sections).
+    pub sections: u64,
+    /// d > TTL.
+    pub overruns: u64,
+    /// Releases that found the key gone.
+    pub stale_releases: u64,
+    /// … of sections with d ≤ TTL.
+    pub stale_without_overrun: u64,
+    /// Outcome `refused_expired`.
+    pub refused_expired: u64,
+    /// Outcome `refused_held_by_other`.
+    pub refused_held_by_other: u64,
+    /// Outcome `refused_unclassified`.
+    pub refused_unclassified: u64,
+    /// Outcome `wrongful_delete`.
+    pub wrongful_deletes: u64,
+    /// Outcome `nothing_deleted`.
+    pub nothing_deleted: u64,
+    /// Outcome `released`.
+    pub released: u64,
+    /// Outcome `error_<kind>`.
+    pub release_errors: u64,
+    /// Cut short.
+    pub interrupted: u64,
+}
+
+/// What one pass over `events.csv` keeps of one variant: histograms (fixed memory) and each
+/// key's `(acquired, released)` intervals (16 bytes a section), which the exact overlap
+/// computation needs.
+#[derive(Debug, Clone)]
+pub struct VariantEvents {
+    /// Variant name.
+    pub name: String,
+    /// TTL of its rows, µs.
+    pub ttl_us: u64,
+    /// Measured durations, µs.
+    pub durations: Histogram<u64>,
+    /// Acquire latencies, µs.
+    pub acquire: Histogram<u64>,
+    /// Counters.
+    pub counts: EventCounts,
+    /// Intervals per key.
+    pub keys: BTreeMap<usize, Vec<(u64, u64)>>,
+}
+
+impl VariantEvents {
+    /// Empty.
+    pub fn new(name: &str) -> Self {
+        Self {
+            name: name.to_string(),
+            ttl_us: 0,
+            durations: new_hist(),
+            acquire: new_hist(),
+            counts: EventCounts::default(),
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// Adds one row, counting it exactly as the worker counted it live.
+    pub fn add(&mut self, r: &EventRow) {
+        let c = &mut self.counts;
+        c.sections += 1;
+        self.ttl_us = r.ttl_us;
+        let overrun = r.duration_us > r.ttl_us;
+        c.overruns += u64::from(overrun);
+        c.interrupted += u64::from(r.interrupted);
+        match ReleaseOutcome::from_name(&r.outcome) {
+            Some(o) => {
+                let counter = match o {
+                    ReleaseOutcome::Released => &mut c.released,
+                    ReleaseOutcome::WrongfulDelete => &mut c.wrongful_deletes,
+                    ReleaseOutcome::NothingDeleted => &mut c.nothing_deleted,
+                    ReleaseOutcome::RefusedExpired => &mut c.refused_expired,
+                    ReleaseOutcome::RefusedHeldByOther => &mut c.refused_held_by_other,
+                    ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
+                };
+                *counter += 1;
+                if o.is_stale() {
+                    c.stale_releases += 1;
+                    c.stale_without_overrun += u64::from(!overrun);
+                }
+            }
+            None => c.release_errors += 1,
+        }
+        record(&mut self.durations, r.duration_us);
+        record(&mut self.acquire, r.acquire_latency_us);
+        self.keys
+            .entry(r.key)
+            .or_default()
+            .push((r.acquired_us, r.released_us));
+    }
+
+    /// Overlap figures per key (keys with a section) and merged, by [`overlap::compute`] — the
+    /// same state machine the live tracker runs.
+    pub fn overlap(&self) -> (Vec<(usize, OverlapStats)>, OverlapStats) {
+        let mut all = OverlapStats::default();
+        let per_key = self
+            .keys
+            .iter()
+            .map(|(&k, iv)| {
+                let s = overlap::compute(iv).0;
+                all.merge(&s);
+                (k, s)
+            })
+            .collect();
+        (per_key, all)
+    }
+}
+
+fn record(h: &mut Histogram<u64>, v: u64) {
+    // Auto-resizing: `record` grows instead of clamping.
+    if h.record(v).is_err() {
+        h.saturating_record(v);
+    }
+}
+
+/// Every variant's rows, in order of first appearance.
+#[derive(Debug, Clone, Default)]
+pub struct EventScan {
+    /// One entry per variant.
+    pub variants: Vec<VariantEvents>,
+}
+
+impl EventScan {
+    /// The variant named `name`.
+    pub fn get(&self, name: &str) -> Option<&VariantEvents> {
+        self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// Adds one row.
+    pub fn add(&mut self, r: &EventRow) {
+        let i = match self.variants.iter().position(|v| v.name == r.variant) {
+            Some(i) => i,
+            None => {
+                self.variants.push(VariantEvents::new(&r.variant));
+                self.variants.len() - 1
+            }
+        };
+        self.variants[i].add(r);
+    }
+}
+
+fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
+    let line = e.position().map(|p| p.line());
+    let detail = match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => {
+            format!("{len} fields where the header has {expected_len} (truncated or edited file?)")
+        }
+        csv::ErrorKind::Deserialize { err, .. } => format!("cannot read the row: {err}"),
+        _ => e.to_string(),
+    };
+    match line {
+        Some(line) => ReportError::BadEvents {
+            path: path.to_path_buf(),
+            line,
+            detail,
+        }
+        .into(),
+        None => anyhow::anyhow!("{}: {detail}", path.display()),
+    }
+}
+
+/// Streams `events.csv` through `f`, one row at a time.
+pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Result<()> {
+    let mut rdr =
+        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut row = csv::StringRecord::new();
+    let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
+    loop {
+        match rdr.read_record(&mut row) {
+            Ok(false) => break,
+            Ok(true) => {
+                let r: EventRow = row
+                    .deserialize(Some(&headers))
+                    .map_err(|e| csv_error(path, e))?;
+                f(&r);
+            }
+            Err(e) => return Err(csv_error(path, e)),
+        }
+    }
+    Ok(())
+}
+
+/// First pass: histograms, counts and intervals of every variant.
+pub fn scan_events(path: &Path) -> anyhow::Result<EventScan> {
+    let mut scan = EventScan::default();
+    for_each_event(path, |r| scan.add(r))?;
+    Ok(scan)
+}
+
+/// Second pass: the sections of `variant`/`key` whose start lies in the window.
+pub fn window_sections(
+    path: &Path,
+    variant: &str,
+    key: usize,
+    w: &Window,
+) -> anyhow::Result<Vec<SectionSpan>> {
+    let mut out: Vec<SectionSpan> = Vec::new();
+    for_each_event(path, |r| {
+        if r.variant == variant && r.key == key && (w.lo_us..=w.hi_us).contains(&r.acquired_us) {
+            out.push(SectionSpan {
+                worker: r.worker,
+                seq: r.seq,
+                acquired_us: r.acquired_us,
+                released_us: r.released_us,
+                outcome: r.outcome.clone(),
+            });
+            // Many sections with the same start cannot grow this without bound.
+            if out.len() > 4 * TIMELINE_ROWS {
+                out.sort_by_key(|s| (s.acquired_us, s.released_us));
+                out.truncate(TIMELINE_ROWS);
+            }
+        }
+    })?;
+    Ok(out)
+}
+
+/// Reads an interval log and merges its intervals by tag (untagged ones under `""`), in order
+/// of first appearance.
+pub fn read_hlog(path: &Path) -> anyhow::Result<Vec<(String, Histogram<u64>)>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut out: Vec<(String, Histogram<u64>)> = Vec::new();
+    let mut de = Deserializer::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        let entry = entry.map_err(|e| {
+            let hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } =
+                e;
+            let line = 1 + bytes[..offset.min(bytes.len())]
+                .iter()
+                .filter(|&&b| b == b'\n')
+                .count();
+            anyhow::anyhow!("{} line {line}: not an interval log entry", path.display())
+        })?;
+        let LogEntry::Interval(iv) = entry else {
+            continue;
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(iv.encoded_histogram())
+            .with_context(|| format!("{}: an interval is not base64", path.display()))?;
+        let h: Histogram<u64> = de
+            .deserialize(&mut raw.as_slice())
+            .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
+        let tag = iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
+        let i = match out.iter().position(|(t, _)| *t == tag) {
+            Some(i) => i,
+            None => {
+                out.push((tag, new_hist()));
+                out.len() - 1
+            }
+        };
+        out[i]
+            .1
+            .add(&h)
+            .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
+    }
+    Ok(out)
+}
