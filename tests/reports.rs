@@ -418,9 +418,10 @@ fn write_fixture(dir: &Path, rows: &[EventRow]) {
     let summary = serde_json::json!({"run_id": "golden", "variants": [{
         "variant": "del", "release": "del", "connection_mode": "per-worker",
         "backend": "memory model", "server_version": "lockbench memory model",
-        "workers": 3, "keys": 1, "ttl_ms": 100, "seed": 1, "elapsed_s": 0.5,
+        "workers": 3, "keys": 1, "ttl_ms": 100, "time_scale": 1.0, "unscaled_ttl_ms": 100.0, "seed": 1, "elapsed_s": 0.5,
         "attempts": 5, "sections": 5, "throughput_per_s": 10.0,
         "overruns": 1, "overrun_fraction": 0.2,
+        "excess_total_ms": rows.iter().map(|r| r.excess_us).sum::<u64>() as f64 / 1000.0,
         "stale_releases": 2, "stale_without_overrun": 1,
         "refused_releases": 0, "refused_expired": 0, "refused_held_by_other": 0,
         "refused_unclassified": 0, "wrongful_deletes": 1, "nothing_deleted": 1,

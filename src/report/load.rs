@@ -142,6 +142,8 @@ pub struct EventCounts {
     pub sections: u64,
     /// d > TTL.
     pub overruns: u64,
+    /// Sum of d − TTL over overruns, µs.
+    pub excess_total_us: u64,
     /// Releases that found the key gone.
     pub stale_releases: u64,
     /// … of sections with d ≤ TTL.
@@ -203,6 +205,7 @@ impl VariantEvents {
         self.ttl_us = r.ttl_us;
         let overrun = r.duration_us > r.ttl_us;
         c.overruns += u64::from(overrun);
+        c.excess_total_us += r.duration_us.saturating_sub(r.ttl_us);
         c.interrupted += u64::from(r.interrupted);
         match ReleaseOutcome::from_name(&r.outcome) {
             Some(o) => {

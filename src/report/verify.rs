@@ -118,6 +118,11 @@ fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
         );
     }
 
+    check(
+        "excess_total_ms",
+        format!("{} µs", c.excess_total_us),
+        format!("{} µs", us(s.excess_total_ms)),
+    );
     let (per_key, all) = v.overlap();
     check(
         "overlap_ms",
