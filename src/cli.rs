@@ -381,6 +381,11 @@ async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     let rows = rows?;
     let f = std::fs::File::create(dir.join("sweep.csv")).context("cannot write sweep.csv")?;
     sweep::write_csv(std::io::BufWriter::new(f), &rows)?;
+    crate::report::charts::sweep(
+        &dir.join("sweep.png"),
+        &sweep::chart_series(&rows),
+        "ms, real units",
+    )?;
     if !a.workload.quiet {
         println!();
         sweep::print_header(std::io::stdout())?;

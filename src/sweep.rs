@@ -228,6 +228,44 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The numbers `sweep.png` plots: per method, each figure against the TTL in real
+/// (unscaled) milliseconds. Cells that failed are left out.
+pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries> {
+    let mut out: Vec<crate::report::charts::SweepSeries> = Vec::new();
+    for r in rows {
+        let Some(s) = &r.summary else { continue };
+        let i = match out.iter().position(|x| x.method == r.release.name()) {
+            Some(i) => i,
+            None => {
+                out.push(crate::report::charts::SweepSeries {
+                    method: r.release.name().to_string(),
+                    overrun_fraction: Vec::new(),
+                    overlap_s_per_hour: Vec::new(),
+                    wrongful_per_hour: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        let x = s.unscaled_ttl_ms;
+        let e = &mut out[i];
+        e.overrun_fraction.push((x, s.overrun_fraction));
+        e.overlap_s_per_hour
+            .push((x, r.overlap_s_per_hour().unwrap_or(0.0)));
+        e.wrongful_per_hour
+            .push((x, r.wrongful_deletes_per_hour().unwrap_or(0.0)));
+    }
+    for e in &mut out {
+        for v in [
+            &mut e.overrun_fraction,
+            &mut e.overlap_s_per_hour,
+            &mut e.wrongful_per_hour,
+        ] {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+    }
+    out
+}
+
 /// Checks that the sweep has something to run.
 pub fn validate(ttls: &[u64], methods: &[ReleaseMethod]) -> anyhow::Result<()> {
     if ttls.is_empty() || methods.is_empty() {

@@ -105,6 +105,8 @@ fn sweep_over_ttls_and_methods() {
         "{:?}",
         delex[0]
     );
+    let png = std::fs::read(out.join("sweep.png")).expect("sweep.png");
+    assert!(png.starts_with(b"\x89PNG"), "sweep.png is not a PNG");
     // Every successful cell wrote a full run directory.
     assert!(out.join("ttl-5ms-token").join("summary.json").exists());
 }

@@ -650,3 +650,153 @@ mod tests {
         assert_eq!(axis_num(0.25), "0.25");
     }
 }
+
+/// One method's line in `sweep.png`: `(TTL in real ms, value)` points, in TTL order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepSeries {
+    /// Release method.
+    pub method: String,
+    /// Overrun fraction per TTL.
+    pub overrun_fraction: Vec<(f64, f64)>,
+    /// Seconds of overlap per hour of operation per TTL.
+    pub overlap_s_per_hour: Vec<(f64, f64)>,
+    /// Wrongful deletes per hour of operation per TTL.
+    pub wrongful_per_hour: Vec<(f64, f64)>,
+}
+
+/// `sweep.png`: overrun fraction, overlap time per hour and wrongful deletes per hour against
+/// the TTL (log x; log y for the first two, where zero is drawn on the floor line).
+pub fn sweep(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyhow::Result<()> {
+    with_png(path, (WIDTH, 1050), |root| {
+        let panels = root.split_evenly((3, 1));
+        let all = |f: fn(&SweepSeries) -> &Vec<(f64, f64)>| {
+            series
+                .iter()
+                .flat_map(move |s| f(s).iter().copied())
+                .collect::<Vec<_>>()
+        };
+        let ttls: Vec<f64> = all(|s| &s.overrun_fraction).iter().map(|p| p.0).collect();
+        let (lo, hi) = ttls
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(a, b), &t| (a.min(t), b.max(t)));
+        if ttls.is_empty() || lo <= 0.0 {
+            panels[0].draw(&Text::new("no sweep cell ran", (40, 40), bold(18)))?;
+            return Ok(());
+        }
+        let xr = (lo / 1.3)..(hi * 1.3);
+        type Pick = fn(&SweepSeries) -> &Vec<(f64, f64)>;
+        let specs: [(&str, &str, Pick, bool); 3] = [
+            (
+                "Overrun fraction: P(d > TTL)",
+                "fraction of sections",
+                |s| &s.overrun_fraction,
+                true,
+            ),
+            (
+                "Overlap: time with ≥ 2 holders per hour of operation",
+                "seconds per hour",
+                |s| &s.overlap_s_per_hour,
+                true,
+            ),
+            (
+                "Wrongful deletes per hour of operation",
+                "deletes per hour",
+                |s| &s.wrongful_per_hour,
+                false,
+            ),
+        ];
+        for (area, (title, ydesc, pick, log_y)) in panels.iter().zip(specs) {
+            let values = all(pick);
+            let max = values.iter().map(|p| p.1).fold(0.0, f64::max);
+            let min_pos = values
+                .iter()
+                .map(|p| p.1)
+                .filter(|v| *v > 0.0)
+                .fold(f64::MAX, f64::min);
+            let mut builder = ChartBuilder::on(area);
+            builder
+                .margin(12)
+                .margin_right(30)
+                .caption(title, bold(17))
+                .x_label_area_size(40)
+                .y_label_area_size(75);
+            let x_desc = format!("TTL ({ttl_unit}, log scale)");
+            if log_y {
+                let floor = if min_pos == f64::MAX {
+                    1e-4
+                } else {
+                    10f64.powf(min_pos.log10().floor()) / 10.0
+                };
+                let top = (max * 2.0).max(floor * 100.0);
+                let mut chart =
+                    builder.build_cartesian_2d(xr.clone().log_scale(), (floor..top).log_scale())?;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(ydesc)
+                    .x_labels(8)
+                    .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64))
+                    .y_label_formatter(&|v| {
+                        if *v >= 0.01 {
+                            axis_num(*v)
+                        } else {
+                            format!("{v:.0e}")
+                        }
+                    })
+                    .label_style(font(12))
+                    .axis_desc_style(font(13))
+                    .draw()?;
+                for s in series {
+                    let c = method_colour(&s.method);
+                    let pts: Vec<(f64, f64)> =
+                        pick(s).iter().map(|&(x, y)| (x, y.max(floor))).collect();
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                        .label(s.method.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                        });
+                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperRight)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(font(13))
+                    .draw()?;
+            } else {
+                let mut chart = builder
+                    .build_cartesian_2d(xr.clone().log_scale(), 0.0..(max * 1.15).max(1.0))?;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(ydesc)
+                    .x_labels(8)
+                    .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64))
+                    .y_label_formatter(&|v| axis_num(*v))
+                    .label_style(font(12))
+                    .axis_desc_style(font(13))
+                    .draw()?;
+                for s in series {
+                    let c = method_colour(&s.method);
+                    chart
+                        .draw_series(LineSeries::new(pick(s).clone(), c.stroke_width(2)))?
+                        .label(s.method.clone())
+                        .legend(move |(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
+                        });
+                    chart.draw_series(pick(s).iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+                }
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::UpperRight)
+                    .background_style(WHITE.mix(0.85))
+                    .border_style(BLACK)
+                    .label_font(font(13))
+                    .draw()?;
+            }
+        }
+        Ok(())
+    })
+}
