@@ -384,7 +384,7 @@ async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     crate::report::charts::sweep(
         &dir.join("sweep.png"),
         &sweep::chart_series(&rows),
-        "ms, real units",
+        "real units",
     )?;
     if !a.workload.quiet {
         println!();

@@ -714,6 +714,11 @@ pub fn sweep(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyhow::Res
                 .filter(|v| *v > 0.0)
                 .fold(f64::MAX, f64::min);
             let mut builder = ChartBuilder::on(area);
+            let title = if log_y && values.iter().any(|p| p.1 == 0.0) {
+                format!("{title} (zero drawn on the bottom line)")
+            } else {
+                title.to_string()
+            };
             builder
                 .margin(12)
                 .margin_right(30)
