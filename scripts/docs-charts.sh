@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Makes the charts the docs show from a real run with a fixed seed, and copies them into
-# docs/charts/. Uses a private redis-server when one is installed (the memory model otherwise;
-# force one with BACKEND=spawn|memory). LOCKBENCH_BIN=path skips the release build.
+# Regenerates the charts the README shows (docs/charts/) from real runs with fixed seeds:
+#   - `compare profiles/naive-vs-token.toml` (the README's worked example): durations,
+#     survival, timeline, acquire-latency and compare charts;
+#   - `sweep profiles/seed-backend.toml` over six TTLs: sweep.png.
+# Uses a private redis-server when one is installed (the memory model otherwise; force one with
+# BACKEND=spawn|memory). LOCKBENCH_BIN=path skips the release build. Never edit the PNGs by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,14 +17,17 @@ backend=${BACKEND:-auto}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# del against token on one key: overruns, wrongful deletes and overlap with the same seed.
-"$bin" compare --backend "$backend" --seed 1 --workers 20 --keys 1 --ttl 20ms \
-    --dist 'exponential(mean=15ms)' --think 'constant(1ms)' --duration 2s \
-    --releases del,token -q --out "$out/compare"
+"$bin" compare profiles/naive-vs-token.toml --backend "$backend" --out "$out/compare" \
+    | sed -e "s#$out/compare#results/<run-id>#" > "$out/table.txt"
+"$bin" sweep profiles/seed-backend.toml --backend "$backend" --ttl 5s,10s,20s,30s,60s,120s \
+    --duration 4s -q --out "$out/sweep"
 
 mkdir -p docs/charts
 for png in durations survival timeline acquire-latency compare; do
     cp "$out/compare/$png.png" "docs/charts/$png.png"
 done
 cp "$out/compare/summary.csv" docs/charts/summary.csv
+cp "$out/table.txt" docs/charts/compare-table.txt
+cp "$out/sweep/sweep.png" docs/charts/sweep.png
+cp "$out/sweep/sweep.csv" docs/charts/sweep.csv
 echo "docs/charts/: $(cd docs/charts && ls | tr '\n' ' ')"
