@@ -153,7 +153,7 @@ pub struct Summary {
     pub release_latency_ms: Quantiles,
     /// Length of stretches with ≥ 2 holders.
     pub overlap_stretch_ms: Quantiles,
-    /// Overlap per key (keys with any section).
+    /// Overlap per key (keys where two sections overlapped).
     pub per_key: Vec<KeyOverlap>,
     /// Theoretical overrun probability next to the measured fraction (parametric
     /// distributions only).
@@ -260,7 +260,8 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
         per_key: per_key
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.peak_holders > 0)
+            // Only keys that saw an overlap: with many keys the rest would drown the file.
+            .filter(|(_, s)| s.incidents > 0)
             .map(|(key, s)| KeyOverlap {
                 key,
                 overlap_ms: s.overlap_us as f64 / 1000.0,

@@ -267,3 +267,21 @@ async fn delex_needs_redis_8_4_and_works_where_supported() {
     assert_eq!(s.wrongful_deletes, 0);
     assert!(s.refused_unclassified > 0 && s.refused_releases == s.refused_unclassified);
 }
+
+/// `hot_key = 1` sends every attempt to key 0; without it attempts spread over all keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hot_key_concentrates_attempts() {
+    let base = "workers = 4\nkeys = 8\nttl = \"50ms\"\ndist = \"constant(0ms)\"\nsections = 400\nseed = 11\n";
+    let d1 = tempfile::tempdir().unwrap();
+    let _ = run_memory(
+        &plan(&format!("{base}hot_key = 1.0\n")),
+        &[Token],
+        d1.path(),
+    )
+    .await;
+    assert!(events(d1.path()).iter().all(|r| r.key == 0));
+    let d2 = tempfile::tempdir().unwrap();
+    let _ = run_memory(&plan(base), &[Token], d2.path()).await;
+    let used: std::collections::BTreeSet<usize> = events(d2.path()).iter().map(|r| r.key).collect();
+    assert_eq!(used.len(), 8, "uniform choice left keys unused: {used:?}");
+}

@@ -150,7 +150,7 @@ fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
     };
     let from_events: Vec<String> = per_key
         .iter()
-        .filter(|(_, st)| st.peak_holders > 0)
+        .filter(|(_, st)| st.incidents > 0)
         .map(|(k, st)| {
             key_line(&KeyOverlap {
                 key: *k,
