@@ -205,11 +205,8 @@ pub async fn run_with<K: Connector>(
         .server_version()
         .await
         .map_err(|e| anyhow::anyhow!("{} did not answer INFO server: {e}", connector.describe()))?;
-    if methods.contains(&ReleaseMethod::Delex) && !probe.supports_delex().await.unwrap_or(false) {
-        bail!(
-            "release method `delex` needs DELEX, which Redis added in 8.4; this server is {server_version} \
-             and does not know it. Use `token` (the Lua compare-and-delete works on every version)."
-        );
+    for &method in methods {
+        check_support(&mut probe, method, &server_version).await?;
     }
 
     let started = SystemTime::now();
@@ -327,6 +324,35 @@ pub async fn run_with<K: Connector>(
         summaries,
         manifest,
     })
+}
+
+/// Refuses a release method whose command the server lacks, naming the version that has it.
+pub async fn check_support<C: LockConn>(
+    probe: &mut C,
+    method: ReleaseMethod,
+    server_version: &str,
+) -> anyhow::Result<()> {
+    let (command, since, instead) = match method {
+        ReleaseMethod::Del => (
+            "GETDEL",
+            "6.2",
+            "Upgrade the server: `del` releases are attributed with GETDEL, which deletes exactly as DEL does and returns whose lock it removed.",
+        ),
+        ReleaseMethod::Delex => (
+            "DELEX",
+            "8.4",
+            "Use `token` (the Lua compare-and-delete works on every version).",
+        ),
+        ReleaseMethod::Token => return Ok(()),
+    };
+    if probe.supports_command(command).await.unwrap_or(false) {
+        Ok(())
+    } else {
+        bail!(
+            "release method `{method}` needs {command}, which Redis added in {since}; this server is {server_version} \
+             and does not know it. {instead}"
+        )
+    }
 }
 
 struct VariantEnv<'a> {

@@ -255,12 +255,16 @@ async fn delex_needs_redis_8_4_and_works_where_supported() {
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut probe = lockbench::store::Connector::connect(&conn).await.unwrap();
     let version = probe.server_version().await.unwrap();
-    let err = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path()))
-        .await
-        .unwrap_err();
+    let r = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
     if lockbench::store::redis::version_tuple(&version).is_some_and(|v| v < (8, 4)) {
-        let msg = err.to_string();
+        let msg = r.unwrap_err().to_string();
         assert!(msg.contains("8.4") && msg.contains("token"), "{msg}");
+    } else {
+        assert!(
+            r.is_ok(),
+            "{version} has DELEX but the run failed: {:?}",
+            r.err()
+        );
     }
     let (out, _) = run_memory(&p, &[Delex], tempfile::tempdir().unwrap().path()).await;
     let s = &out.summaries[0];
@@ -284,4 +288,29 @@ async fn hot_key_concentrates_attempts() {
     let _ = run_memory(&plan(base), &[Token], d2.path()).await;
     let used: std::collections::BTreeSet<usize> = events(d2.path()).iter().map(|r| r.key).collect();
     assert_eq!(used.len(), 8, "uniform choice left keys unused: {used:?}");
+}
+
+/// `del` is attributed with GETDEL (Redis ≥ 6.2): on a server without it the run refuses to
+/// start with a message naming the version, instead of counting every release as an error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn del_needs_getdel_and_says_so() {
+    let server =
+        lockbench::store::spawn::SpawnedRedis::start_with_args(&["--rename-command", "GETDEL", ""])
+            .await
+            .expect("redis-server");
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan("workers = 2\nsections = 10\ndist = \"constant(1ms)\"\n");
+    let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
+    let msg = lockbench::runner::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(msg.contains("GETDEL") && msg.contains("6.2"), "{msg}");
+    // The token method does not need it.
+    let dir2 = tempfile::tempdir().unwrap();
+    assert!(
+        lockbench::runner::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
+            .await
+            .is_ok()
+    );
 }

@@ -208,8 +208,12 @@ impl LockConn for MemoryStore {
         .pipe(Ok)
     }
 
-    async fn supports_delex(&mut self) -> CmdResult<bool> {
-        Ok(self.delex)
+    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
+        Ok(match name.to_ascii_uppercase().as_str() {
+            "DELEX" => self.delex,
+            "SET" | "GETDEL" | "DEL" | "GET" | "EXISTS" | "PTTL" | "EVALSHA" | "EVAL" => true,
+            _ => false,
+        })
     }
 
     async fn server_version(&mut self) -> CmdResult<String> {

@@ -87,8 +87,9 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     fn exists(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
     /// `PTTL key` (`-2` absent, `-1` no expiry).
     fn pttl(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
-    /// Whether the server knows `DELEX` (`COMMAND INFO DELEX`).
-    fn supports_delex(&mut self) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// Whether the server knows a command (`COMMAND INFO name`), e.g. `GETDEL` (Redis ≥ 6.2)
+    /// or `DELEX` (Redis ≥ 8.4).
+    fn supports_command(&mut self, name: &str) -> impl Future<Output = CmdResult<bool>> + Send;
     /// Server name and version, e.g. `redis 7.0.15` (from `INFO server`).
     fn server_version(&mut self) -> impl Future<Output = CmdResult<String>> + Send;
 }

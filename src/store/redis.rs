@@ -91,17 +91,45 @@ fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
     }
 }
 
-/// Replaces the password (and user) of a Redis URL with `***`, for anything printed or stored.
+/// Replaces the credentials of a Redis URL with `***`, for anything printed or stored: the
+/// `user:password@` part and the `user` / `pass` / `password` / `username` query parameters
+/// (`unix:///tmp/redis.sock?pass=…`).
 pub fn redact_url(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };
-    let rest = &url[scheme_end + 3..];
+    let (head, fragment) = match url.find('#') {
+        Some(i) => (&url[..i], &url[i..]),
+        None => (url, ""),
+    };
+    let (head, query) = match head.find('?') {
+        Some(i) => (&head[..i], Some(&head[i + 1..])),
+        None => (head, None),
+    };
+    let rest = &head[scheme_end + 3..];
     let auth_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..auth_end].rfind('@') {
-        Some(at) => format!("{}://***@{}", &url[..scheme_end], &rest[at + 1..]),
-        None => url.to_string(),
+    let mut out = match rest[..auth_end].rfind('@') {
+        Some(at) => format!("{}://***@{}", &head[..scheme_end], &rest[at + 1..]),
+        None => head.to_string(),
+    };
+    if let Some(q) = query {
+        let params: Vec<String> = q
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _))
+                    if ["pass", "password", "user", "username"]
+                        .contains(&k.to_ascii_lowercase().as_str()) =>
+                {
+                    format!("{k}=***")
+                }
+                _ => kv.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&params.join("&"));
     }
+    out.push_str(fragment);
+    out
 }
 
 impl Connector for RedisConnector {
@@ -247,11 +275,11 @@ impl LockConn for RedisConn {
             .map_err(classify)
     }
 
-    async fn supports_delex(&mut self) -> CmdResult<bool> {
+    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
         // Unknown commands come back as a nil entry.
         let v: redis::Value = redis::cmd("COMMAND")
             .arg("INFO")
-            .arg("DELEX")
+            .arg(name)
             .query_async(&mut self.conn)
             .await
             .map_err(classify)?;

@@ -45,21 +45,27 @@ pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (
 impl SpawnedRedis {
     /// Starts a server and waits until it logs that it accepts connections.
     pub async fn start() -> anyhow::Result<Self> {
-        Self::start_with(None).await
+        Self::start_with(None, &[]).await
     }
 
     /// Starts a server that listens only on TLS (for testing `rediss://`).
     pub async fn start_tls(tls: TlsFiles) -> anyhow::Result<Self> {
-        Self::start_with(Some(tls)).await
+        Self::start_with(Some(tls), &[]).await
     }
 
-    async fn start_with(tls: Option<TlsFiles>) -> anyhow::Result<Self> {
+    /// Starts a server with extra configuration arguments (e.g. `--rename-command GETDEL ""`
+    /// to stand in for an older server in tests).
+    pub async fn start_with_args(args: &[&str]) -> anyhow::Result<Self> {
+        Self::start_with(None, args).await
+    }
+
+    async fn start_with(tls: Option<TlsFiles>, extra: &[&str]) -> anyhow::Result<Self> {
         let exe = find_on_path("redis-server").context(INSTALL_HINT)?;
         // The port is picked by the OS; another process could grab it before redis binds it,
         // in which case redis exits and we try a fresh one.
         let mut last_err = None;
         for _ in 0..5 {
-            match Self::try_start(&exe, tls.as_ref()).await {
+            match Self::try_start(&exe, tls.as_ref(), extra).await {
                 Ok(s) => return Ok(s),
                 Err(e) => last_err = Some(e),
             }
@@ -67,7 +73,11 @@ impl SpawnedRedis {
         Err(last_err.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
     }
 
-    async fn try_start(exe: &PathBuf, tls: Option<&TlsFiles>) -> anyhow::Result<Self> {
+    async fn try_start(
+        exe: &PathBuf,
+        tls: Option<&TlsFiles>,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -104,6 +114,7 @@ impl SpawnedRedis {
             .arg(&dir)
             .args(["--logfile", "", "--daemonize", "no", "--loglevel", "notice"])
             .args(["--maxclients", "10000"])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
