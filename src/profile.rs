@@ -381,6 +381,15 @@ impl Profile {
                     units::fmt_us(rounded as u64)
                 ));
             }
+            if rounded > units::MAX_US as f64 {
+                return Err(err(
+                    "time_scale",
+                    format!(
+                        "scaling the TTL {} by {scale} gives more than 1000h: use a smaller time scale",
+                        units::fmt_us(raw_ttl_us)
+                    ),
+                ));
+            }
             rounded as u64
         };
         if ttl_us < 20_000 {
@@ -515,7 +524,16 @@ impl Profile {
             seed: self.seed.unwrap_or(1),
             backend,
             redis: self.redis.clone(),
-            memory_rtt_us: dur_us("memory_rtt", &self.memory_rtt, "0ms")?,
+            memory_rtt_us: {
+                let us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
+                if us > 10_000_000 {
+                    return Err(err(
+                        "memory_rtt",
+                        format!("{} is not a round trip: use 0 to 10s", units::fmt_us(us)),
+                    ));
+                }
+                us
+            },
             command_timeout_us,
             connect_timeout_us,
             time_scale: scale,

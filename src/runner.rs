@@ -419,7 +419,7 @@ async fn run_variant<K: Connector>(
         set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
     }
     let bar = progress_bar(plan, env.opts, method);
-    let grace = Duration::from_millis((plan.ttl_ms * 3).max(5_000));
+    let grace = end_grace(plan.ttl_ms);
     let mut outer = env.shutdown.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut cut_at: Option<Instant> = None;
@@ -476,6 +476,12 @@ async fn run_variant<K: Connector>(
         .map(|k| ctx.key_names[k].clone())
         .collect();
     Ok((summary, hists, touched))
+}
+
+/// How long sections still open at the end of a time-limited run may go on before they are
+/// cut short (and counted as interrupted): three TTLs, at least 5 s, at most 60 s.
+pub fn end_grace(ttl_ms: u64) -> Duration {
+    Duration::from_millis(ttl_ms.saturating_mul(3).clamp(5_000, 60_000))
 }
 
 fn progress_bar(plan: &Plan, opts: &RunOptions, method: ReleaseMethod) -> ProgressBar {

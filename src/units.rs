@@ -71,12 +71,17 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     Ok(Duration::from_micros(ms_to_us(parse_ms(text)?)))
 }
 
-/// Rounds milliseconds to whole microseconds (negative values become 0).
+/// The longest time lockbench handles: 1000 hours, in µs. Sampled durations are capped here so
+/// heavy-tailed distributions cannot overflow the clock arithmetic.
+pub const MAX_US: u64 = 3_600_000_000_000;
+
+/// Rounds milliseconds to whole microseconds (negative and NaN values become 0; values are
+/// capped at [`MAX_US`]).
 pub fn ms_to_us(ms: f64) -> u64 {
-    if ms <= 0.0 {
+    if ms.is_nan() || ms <= 0.0 {
         0
     } else {
-        (ms * 1000.0).round() as u64
+        ((ms * 1000.0).round()).min(MAX_US as f64) as u64
     }
 }
 
@@ -129,6 +134,16 @@ mod tests {
         ));
         assert!(matches!(parse_ms("ms"), Err(UnitError::NotADuration(_))));
         assert!(matches!(parse_ms("-5ms"), Err(UnitError::OutOfRange(_))));
+    }
+
+    /// Huge and invalid values are clamped, never overflow.
+    #[test]
+    fn ms_to_us_is_bounded() {
+        assert_eq!(ms_to_us(f64::INFINITY), MAX_US);
+        assert_eq!(ms_to_us(1e300), MAX_US);
+        assert_eq!(ms_to_us(f64::NAN), 0);
+        assert_eq!(ms_to_us(-3.0), 0);
+        assert_eq!(ms_to_us(1.5), 1500);
     }
 
     #[test]

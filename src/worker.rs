@@ -199,7 +199,7 @@ pub async fn run_worker<C: LockConn>(
             let intended_us = crate::units::ms_to_us(intended_ms);
             c.sections.fetch_add(1, Relaxed);
             let (t0, holders_at_start) = rec.open_section(key);
-            let end_at = rec.start + Duration::from_micros(t0 + intended_us);
+            let end_at = rec.start + Duration::from_micros(t0.saturating_add(intended_us));
             let completed =
                 intended_us == 0 || sleep_until_or_shutdown(end_at, &mut shutdown).await;
             let t1 = rec.close_section(id, key);
