@@ -295,6 +295,7 @@ pub const CSV_COLUMNS: &[&str] = &[
     "overrun_fraction",
     "stale_releases",
     "stale_without_overrun",
+    "deleted_by_other",
     "refused_releases",
     "refused_expired",
     "refused_held_by_other",
@@ -356,6 +357,7 @@ pub fn csv_row(s: &Summary) -> Vec<String> {
         f(s.overrun_fraction),
         s.stale_releases.to_string(),
         s.stale_without_overrun.to_string(),
+        s.deleted_by_other.to_string(),
         s.refused_releases.to_string(),
         s.refused_expired.to_string(),
         s.refused_held_by_other.to_string(),
@@ -435,6 +437,10 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
             }),
         ),
         ("stale releases", Box::new(|s| s.stale_releases.to_string())),
+        (
+            "lock deleted by other",
+            Box::new(|s| s.deleted_by_other.to_string()),
+        ),
         (
             "refused releases",
             Box::new(|s| s.refused_releases.to_string()),

@@ -134,9 +134,12 @@ pub struct Counters {
     pub excess_total_us: AtomicU64,
     /// Releases that found the holder's key gone.
     pub stale_releases: AtomicU64,
-    /// Stale releases sent by a section with d ≤ TTL (round trip, ms rounding, or a lock
-    /// deleted by another naive holder).
+    /// Stale releases sent by a section with d ≤ TTL (the key's expiry counts from the
+    /// server's SET, up to one round trip before the reply).
     pub stale_without_overrun: AtomicU64,
+    /// Releases that found the key gone before it could have expired: another holder's naive
+    /// `DEL` had removed it (only possible with `del`).
+    pub deleted_by_other: AtomicU64,
     /// Token-checked releases refused: key absent.
     pub refused_expired: AtomicU64,
     /// Token-checked releases refused: another token present.
@@ -317,6 +320,9 @@ pub struct EventRow {
     pub seq: u64,
     /// First attempt sent (µs since run start).
     pub attempt_start_us: u64,
+    /// The successful `SET` sent: the key's expiry at the server is at least TTL after this.
+    #[serde(default)]
+    pub set_sent_us: u64,
     /// Acquire reply received: the section begins.
     pub acquired_us: u64,
     /// Release sent: the section ends.

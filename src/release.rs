@@ -121,6 +121,27 @@ impl ReleaseOutcome {
     }
 }
 
+/// Why a release found the holder's key no longer holding its token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LostKey {
+    /// The TTL had run out since the `SET` was sent: the key may have expired at the server.
+    /// This is a *stale release*.
+    Expired,
+    /// Released before the key could have expired (the server's expiry counts from when it
+    /// ran the `SET`, after it was sent), so another holder's naive `DEL` removed it.
+    DeletedByOther,
+}
+
+/// Classifies a release that found its key gone, from the time its `SET` was sent, the time
+/// the release was sent and the TTL (all µs on the same clock).
+pub fn lost_key(set_sent_us: u64, released_us: u64, ttl_us: u64) -> LostKey {
+    if released_us >= set_sent_us.saturating_add(ttl_us) {
+        LostKey::Expired
+    } else {
+        LostKey::DeletedByOther
+    }
+}
+
 /// Classifies the value `GETDEL` returned for a holder with token `own`.
 pub fn classify_getdel(removed: Option<&str>, own: &str) -> ReleaseOutcome {
     match removed {
@@ -188,6 +209,15 @@ mod tests {
         ] {
             assert_eq!(ReleaseOutcome::from_name(o.name()), Some(o));
         }
+    }
+
+    /// A key gone before its TTL could have run out was deleted by another holder; after, it
+    /// may have expired (a stale release).
+    #[test]
+    fn lost_keys_are_classified_by_time() {
+        assert_eq!(lost_key(1_000, 21_000, 20_000), LostKey::Expired);
+        assert_eq!(lost_key(1_000, 20_999, 20_000), LostKey::DeletedByOther);
+        assert_eq!(lost_key(u64::MAX, 5, 20_000), LostKey::DeletedByOther);
     }
 
     /// Method names parse and print the same; unknown ones say what is valid.

@@ -99,10 +99,14 @@ pub struct Summary {
     pub overrun_fraction: f64,
     /// Sum of the excesses d − TTL over all overruns, ms.
     pub excess_total_ms: f64,
-    /// Releases sent after the holder's key was gone.
+    /// Releases sent after the holder's key expired at the server (its TTL had run out since
+    /// the `SET` was sent, and the key no longer held the holder's token).
     pub stale_releases: u64,
     /// Stale releases of sections with d ≤ TTL.
     pub stale_without_overrun: u64,
+    /// Releases that found the key gone before it could have expired: deleted by another
+    /// holder's naive `DEL` (only possible with `del`).
+    pub deleted_by_other: u64,
     /// Token-checked releases that deleted nothing.
     pub refused_releases: u64,
     /// … because the key had expired.
@@ -225,6 +229,7 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
         },
         stale_releases: g(&c.stale_releases),
         stale_without_overrun: g(&c.stale_without_overrun),
+        deleted_by_other: g(&c.deleted_by_other),
         refused_releases: refused,
         refused_expired: g(&c.refused_expired),
         refused_held_by_other: g(&c.refused_held_by_other),

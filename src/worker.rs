@@ -145,10 +145,11 @@ pub async fn run_worker<C: LockConn>(
             attempts += 1;
             c.attempts.fetch_add(1, Relaxed);
             let sent = Instant::now();
+            let sent_us = rec.now_us();
             let reply = conn.set_nx_px(key_name, &token, ctx.ttl_ms).await;
             rec.record(id, Metric::SetLatency, sent.elapsed().as_micros() as u64);
             let retry_base = match reply {
-                Ok(true) => break Some(token),
+                Ok(true) => break Some((token, sent_us)),
                 Ok(false) => match ctx.busy {
                     BusyPolicy::FailFast => {
                         c.rejections.fetch_add(1, Relaxed);
@@ -194,7 +195,7 @@ pub async fn run_worker<C: LockConn>(
             }
         };
 
-        if let Some(token) = token {
+        if let Some((token, set_sent_us)) = token {
             let intended_ms = ctx.dist.sample_ms(&mut st.durations);
             let intended_us = crate::units::ms_to_us(intended_ms);
             c.sections.fetch_add(1, Relaxed);
@@ -230,7 +231,12 @@ pub async fn run_worker<C: LockConn>(
             rec.record_all(id, &values);
             let outcome_name = match &outcome {
                 Ok(o) => {
-                    count_outcome(rec, *o, overrun);
+                    count_outcome(
+                        rec,
+                        *o,
+                        overrun,
+                        crate::release::lost_key(set_sent_us, t1, ttl_us),
+                    );
                     o.name().to_string()
                 }
                 Err(e) => {
@@ -245,6 +251,7 @@ pub async fn run_worker<C: LockConn>(
                     key,
                     seq,
                     attempt_start_us: first_attempt,
+                    set_sent_us,
                     acquired_us: t0,
                     released_us: t1,
                     intended_us,
@@ -284,7 +291,7 @@ pub async fn run_worker<C: LockConn>(
     }
 }
 
-fn count_outcome(rec: &Recorder, o: ReleaseOutcome, overrun: bool) {
+fn count_outcome(rec: &Recorder, o: ReleaseOutcome, overrun: bool, lost: crate::release::LostKey) {
     let c = &rec.counters;
     let counter = match o {
         ReleaseOutcome::Released => &c.released,
@@ -296,9 +303,16 @@ fn count_outcome(rec: &Recorder, o: ReleaseOutcome, overrun: bool) {
     };
     counter.fetch_add(1, Relaxed);
     if o.is_stale() {
-        c.stale_releases.fetch_add(1, Relaxed);
-        if !overrun {
-            c.stale_without_overrun.fetch_add(1, Relaxed);
+        match lost {
+            crate::release::LostKey::Expired => {
+                c.stale_releases.fetch_add(1, Relaxed);
+                if !overrun {
+                    c.stale_without_overrun.fetch_add(1, Relaxed);
+                }
+            }
+            crate::release::LostKey::DeletedByOther => {
+                c.deleted_by_other.fetch_add(1, Relaxed);
+            }
         }
     }
 }

@@ -116,6 +116,21 @@ fn check_contention(s: &[Summary]) {
         token.wrongful_deletes, 0,
         "token release deleted another holder's lock"
     );
+    // Only a naive DEL can remove a lock before it could expire; never under token.
+    assert_eq!(
+        token.deleted_by_other, 0,
+        "token: a lock vanished before its TTL"
+    );
+    // A section that outlived its TTL always finds its key expired at release.
+    for v in s {
+        assert!(
+            v.stale_releases >= v.overruns,
+            "{}: {} overruns, {} stale",
+            v.variant,
+            v.overruns,
+            v.stale_releases
+        );
+    }
     assert!(token.refused_releases > 0, "no stale release was refused");
     assert_eq!(
         token.refused_releases,
@@ -167,4 +182,28 @@ async fn exponential_overrun_fraction_matches_analytic_tail() {
         (measured - wrong).abs() > half_width(wrong),
         "the check could not tell TTL 400ms from 500ms: measured {measured:.4}, wrong {wrong:.4}"
     );
+}
+
+/// A naive `DEL` removes locks before they could expire: with mostly short sections and a few
+/// stalls past the TTL, `del` holders find their key gone early (deleted by another), a
+/// class that never appears under `token` (same seed, same durations).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn naive_del_removes_locks_before_they_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan(
+        "workers = 10\nkeys = 1\nttl = \"20ms\"\ndist = \"mixture(0.8*constant(4ms),0.2*constant(40ms))\"\n\
+         think = \"constant(1ms)\"\nduration = \"1500ms\"\nseed = 4\n",
+    );
+    let (out, _) = run_memory(&p, &[Del, Token], dir.path()).await;
+    let (del, token) = (&out.summaries[0], &out.summaries[1]);
+    assert!(
+        del.deleted_by_other > 0,
+        "del: no lock lost to another holder's DEL"
+    );
+    assert_eq!(
+        token.deleted_by_other, 0,
+        "token: a lock vanished before its TTL"
+    );
+    // Stale releases are those after the TTL ran out: bounded below by the overruns.
+    assert!(del.stale_releases >= del.overruns && token.stale_releases >= token.overruns);
 }

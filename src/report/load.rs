@@ -148,6 +148,8 @@ pub struct EventCounts {
     pub stale_releases: u64,
     /// … of sections with d ≤ TTL.
     pub stale_without_overrun: u64,
+    /// Keys gone before they could expire.
+    pub deleted_by_other: u64,
     /// Outcome `refused_expired`.
     pub refused_expired: u64,
     /// Outcome `refused_held_by_other`.
@@ -219,8 +221,13 @@ impl VariantEvents {
                 };
                 *counter += 1;
                 if o.is_stale() {
-                    c.stale_releases += 1;
-                    c.stale_without_overrun += u64::from(!overrun);
+                    match crate::release::lost_key(r.set_sent_us, r.released_us, r.ttl_us) {
+                        crate::release::LostKey::Expired => {
+                            c.stale_releases += 1;
+                            c.stale_without_overrun += u64::from(!overrun);
+                        }
+                        crate::release::LostKey::DeletedByOther => c.deleted_by_other += 1,
+                    }
                 }
             }
             None => c.release_errors += 1,

@@ -103,6 +103,7 @@ fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
             s.refused_unclassified,
         ),
         ("wrongful_deletes", c.wrongful_deletes, s.wrongful_deletes),
+        ("deleted_by_other", c.deleted_by_other, s.deleted_by_other),
         ("nothing_deleted", c.nothing_deleted, s.nothing_deleted),
         ("released", c.released, s.released),
         ("interrupted", c.interrupted, s.interrupted),
