@@ -180,6 +180,7 @@ fn event(variant: &str, seq: u64, duration_us: u64, interrupted: bool) -> EventR
         key: 0,
         seq,
         attempt_start_us: seq * 1000,
+        set_sent_us: seq * 1000 + 5,
         acquired_us: seq * 1000 + 10,
         released_us: seq * 1000 + 10 + duration_us,
         intended_us: duration_us,
