@@ -410,6 +410,7 @@ async fn run_variant<K: Connector>(
         },
         variant: method.name().to_string(),
         events: Some(events.clone()),
+        reserved: Default::default(),
     });
 
     // Sections still open at the deadline may finish; past this grace they are cut short.

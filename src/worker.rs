@@ -46,6 +46,9 @@ pub struct WorkerCtx {
     pub variant: String,
     /// Section rows for `events.csv`.
     pub events: Option<mpsc::Sender<EventRow>>,
+    /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
+    /// slot first, so exactly `max_sections` sections happen.
+    pub reserved: std::sync::atomic::AtomicU64,
 }
 
 /// Independent random streams of one worker, derived from the base seed and the worker id.
@@ -89,11 +92,25 @@ pub fn intended_sequence(dist: &Sampler, seed: u64, worker: usize, n: usize) -> 
 
 impl WorkerCtx {
     fn should_stop(&self) -> bool {
-        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+        self.deadline.is_some_and(|d| Instant::now() >= d)
+    }
+
+    /// Reserves a section slot for one acquisition (always granted in time-limited runs);
+    /// `false` once every slot is taken by a begun section or an acquisition in flight.
+    fn reserve(&self) -> bool {
+        let Some(n) = self.max_sections else {
             return true;
+        };
+        self.reserved
+            .fetch_update(Relaxed, Relaxed, |r| (r < n).then_some(r + 1))
+            .is_ok()
+    }
+
+    /// Gives back the slot of an acquisition that did not happen.
+    fn unreserve(&self) {
+        if self.max_sections.is_some() {
+            self.reserved.fetch_sub(1, Relaxed);
         }
-        self.max_sections
-            .is_some_and(|n| self.recorder.counters.sections.load(Relaxed) >= n)
     }
 
     fn choose_key(&self, rng: &mut SmallRng) -> usize {
@@ -130,7 +147,7 @@ pub async fn run_worker<C: LockConn>(
     let ttl_us = ctx.ttl_ms * 1000;
     let mut seq: u64 = 0;
     let mut token_seq: u64 = 0;
-    while !ctx.should_stop() && !*shutdown.borrow() {
+    while !ctx.should_stop() && !*shutdown.borrow() && ctx.reserve() {
         let key = ctx.choose_key(&mut st.keys);
         let key_name = &ctx.key_names[key];
         rec.touch(key);
@@ -195,6 +212,9 @@ pub async fn run_worker<C: LockConn>(
             }
         };
 
+        if token.is_none() {
+            ctx.unreserve();
+        }
         if let Some((token, set_sent_us)) = token {
             let intended_ms = ctx.dist.sample_ms(&mut st.durations);
             let intended_us = crate::units::ms_to_us(intended_ms);

@@ -39,6 +39,10 @@ async fn ttl_far_above_durations_gives_exact_zeros() {
         let out = run_redis(&server, &p, &[Del, Token], dir.path()).await;
         for s in &out.summaries {
             assert_clean(s);
+            assert_eq!(
+                s.sections, 1500,
+                "a count-limited run makes exactly that many sections"
+            );
             assert!(s.retries > 0, "no contention happened: {}", s.retries);
         }
     }
