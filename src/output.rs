@@ -17,9 +17,10 @@ use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A run id sortable by time: `20261202T153012Z-3f9a`.
+/// A run id sortable by time, with 32 random bits so runs started in the same second against
+/// one server never share a key prefix: `20261202T153012Z-3f9a07c2`.
 pub fn run_id(now: SystemTime) -> String {
-    format!("{}-{:04x}", utc_stamp(now, true), rand::random::<u16>())
+    format!("{}-{:08x}", utc_stamp(now, true), rand::random::<u32>())
 }
 
 /// UTC time as `2026-12-02T15:30:12Z` (or compact `20261202T153012Z`).

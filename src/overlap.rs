@@ -71,6 +71,14 @@ impl KeyTracker {
         }
     }
 
+    /// The time to stamp an event happening `now_us`: strictly after this key's previous
+    /// event. Live events of one key then never share a microsecond, so the order the live
+    /// tracker saw is the order [`compute`] reconstructs from the recorded timestamps (which
+    /// puts a close before an open at equal times).
+    pub fn stamp(&self, now_us: u64) -> u64 {
+        now_us.max(self.last_change_us + 1)
+    }
+
     /// Sections open right now.
     pub fn holders(&self) -> u32 {
         self.open
@@ -191,6 +199,24 @@ mod tests {
         assert_eq!(z.peak_holders, 2);
         let lone = stats(&[(5, 5)]);
         assert_eq!(lone.peak_holders, 1);
+    }
+
+    /// Live stamps of one key strictly increase, so an open and a close in the same microsecond
+    /// are recorded in the order they happened and recomputed identically.
+    #[test]
+    fn live_stamps_strictly_increase() {
+        let mut k = KeyTracker::default();
+        let a0 = k.stamp(10);
+        k.open(a0);
+        let b0 = k.stamp(20);
+        k.open(b0); // B opens while A still holds...
+        let a1 = k.stamp(20); // ...and A closes in the same microsecond.
+        k.close(a1);
+        let b1 = k.stamp(30);
+        k.close(b1);
+        assert!(a1 > b0);
+        assert_eq!(compute(&[(a0, a1), (b0, b1)]).0, k.stats());
+        assert_eq!(k.stats().incidents, 1);
     }
 
     /// Merging keys adds times and counts and keeps the larger peak.

@@ -252,7 +252,7 @@ impl Recorder {
     /// A section of `key` opens now: returns its start (µs) and how many others were open.
     pub fn open_section(&self, key: usize) -> (u64, u32) {
         let mut k = lock(&self.keys[key]);
-        let t = self.now_us();
+        let t = k.stamp(self.now_us());
         let others = k.open(t);
         if others > 0 {
             self.counters.overlap_incidents.fetch_add(1, Relaxed);
@@ -264,7 +264,7 @@ impl Recorder {
     pub fn close_section(&self, worker: usize, key: usize) -> u64 {
         let (t, stretch) = {
             let mut k = lock(&self.keys[key]);
-            let t = self.now_us();
+            let t = k.stamp(self.now_us());
             (t, k.close(t))
         };
         if let Some(len) = stretch {

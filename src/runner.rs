@@ -272,13 +272,16 @@ pub async fn run_with<K: Connector>(
                 shutdown: shutdown_rx.clone(),
                 server_version: &server_version,
             },
+            &mut written_keys,
         )
         .await;
         match r {
-            Ok((summary, hists, touched)) => {
-                written_keys.extend(touched);
+            Ok((summary, hists)) => {
                 let suffix = (methods.len() > 1).then_some(method.name());
-                output::write_hgrms(&dir, &hists, suffix)?;
+                if let Err(e) = output::write_hgrms(&dir, &hists, suffix) {
+                    result = Err(e);
+                    break;
+                }
                 summaries.push(summary);
             }
             Err(e) => {
@@ -371,7 +374,8 @@ async fn run_variant<K: Connector>(
     key_names: Vec<String>,
     events: &tokio::sync::mpsc::Sender<crate::recorder::EventRow>,
     env: VariantEnv<'_>,
-) -> anyhow::Result<(Summary, crate::recorder::HistSet, Vec<String>)> {
+    written_keys: &mut Vec<String>,
+) -> anyhow::Result<(Summary, crate::recorder::HistSet)> {
     // Connections first, so connecting is not part of the measured time.
     let mut conns = Vec::with_capacity(plan.workers);
     for _ in 0..plan.workers {
@@ -424,12 +428,17 @@ async fn run_variant<K: Connector>(
     let mut outer = env.shutdown.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut cut_at: Option<Instant> = None;
+    let mut panicked: Option<String> = None;
     loop {
         tokio::select! {
             r = set.join_next() => {
                 match r {
                     None => break,
-                    Some(Err(e)) if e.is_panic() => bail!("a worker panicked: {e}"),
+                    Some(Err(e)) if e.is_panic() => {
+                        // Stop the others normally so their locks are released and counted.
+                        panicked.get_or_insert_with(|| e.to_string());
+                        let _ = local_tx.send(true);
+                    }
                     Some(_) => {}
                 }
             }
@@ -449,6 +458,16 @@ async fn run_variant<K: Connector>(
     }
     bar.finish_and_clear();
     let elapsed_s = recorder.start.elapsed().as_secs_f64();
+    // Whatever happens next, the caller deletes every key this variant may have written.
+    written_keys.extend(
+        recorder
+            .touched_keys()
+            .into_iter()
+            .map(|k| ctx.key_names[k].clone()),
+    );
+    if let Some(p) = panicked {
+        bail!("a worker panicked: {p}");
+    }
     let hists = collector.finish()?;
     let meta = Meta {
         variant: method.name().to_string(),
@@ -471,12 +490,7 @@ async fn run_variant<K: Connector>(
         summary.overruns,
         summary.sections,
     );
-    let touched = recorder
-        .touched_keys()
-        .into_iter()
-        .map(|k| ctx.key_names[k].clone())
-        .collect();
-    Ok((summary, hists, touched))
+    Ok((summary, hists))
 }
 
 /// How long sections still open at the end of a time-limited run may go on before they are
