@@ -48,7 +48,7 @@ pub struct WorkloadArgs {
     pub keys: Option<usize>,
     /// Fraction (0–1) of attempts aimed at key 0, the hot key; the rest pick uniformly
     /// [profile: hot_key; default: none, uniform].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub hot_key: Option<f64>,
     /// Lock TTL sent as PX, whole milliseconds, with unit, e.g. 100ms, 30s [profile: ttl;
     /// default 100ms].
@@ -104,7 +104,7 @@ pub struct WorkloadArgs {
     /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the
     /// run length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show
     /// scaled and original units [profile: time_scale; default 1].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub time_scale: Option<f64>,
     /// Output directory [default: results/<run-id>].
     #[arg(long)]
@@ -252,8 +252,7 @@ impl WorkloadArgs {
 }
 
 fn flag_was_set(flags: &Profile, field: &str) -> bool {
-    let v = serde_json::to_value(flags).unwrap_or_default();
-    v.get(field).is_some_and(|x| !x.is_null())
+    flags.is_set(field)
 }
 
 /// Runs a parsed command line; returns the process exit code.

@@ -240,16 +240,61 @@ impl Profile {
     /// Parses profile text; `file` names it in errors.
     pub fn parse(text: &str, file: &str) -> Result<Profile, ProfileError> {
         toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| 1 + text[..s.start.min(text.len())].matches('\n').count());
+            let start = e.span().map(|s| s.start.min(text.len()));
+            let line = start.map(|s| 1 + text[..s].matches('\n').count());
+            // Name the field written on that line, if the error is about a value.
+            let field = start.and_then(|s| {
+                let line_text = text[..s].rsplit('\n').next().unwrap_or("").to_string()
+                    + text[s..].split('\n').next().unwrap_or("");
+                let (key, _) = line_text.split_once('=')?;
+                let key = key.trim();
+                (!key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+                    .then(|| key.to_string())
+            });
+            let message = e.message().trim().to_string();
             ProfileError {
                 file: file.to_string(),
                 line,
-                field: None,
-                message: e.message().trim().to_string(),
+                message: match &field {
+                    Some(f) if !message.contains(&format!("`{f}`")) => {
+                        format!("field `{f}`: {message}")
+                    }
+                    _ => message,
+                },
+                field,
             }
         })
+    }
+
+    /// Whether `field` (a profile field name) is set.
+    pub fn is_set(&self, field: &str) -> bool {
+        macro_rules! check {
+            ($($f:ident),*) => { match field { $( stringify!($f) => self.$f.is_some(), )* _ => false } };
+        }
+        check!(
+            name,
+            description,
+            workers,
+            keys,
+            hot_key,
+            ttl,
+            duration,
+            sections,
+            dist,
+            think,
+            busy,
+            retry,
+            release,
+            releases,
+            connection,
+            seed,
+            backend,
+            redis,
+            memory_rtt,
+            command_timeout,
+            connect_timeout,
+            time_scale
+        )
     }
 
     /// Fields set in `over` replace those in `self`.
@@ -418,20 +463,19 @@ impl Profile {
                 Stop::Time { duration_us: us }
             }
         };
+        // The [retry] table is checked even when the policy is fail-fast, so a typo never hides.
+        let r = self.retry.clone().unwrap_or_default();
+        let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
+        let base_us = sc(dur_us("base", &r.base, "1ms")?);
+        let cap_us = sc(dur_us("cap", &r.cap, "100ms")?).max(base_us);
+        let max_wait_us = sc(dur_us("max_wait", &r.max_wait, "5s")?);
         let busy = match self.busy.as_deref().unwrap_or("fail-fast") {
             "fail-fast" => BusyPolicy::FailFast,
-            "retry" => {
-                let r = self.retry.clone().unwrap_or_default();
-                let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
-                let base_us = sc(dur_us("base", &r.base, "1ms")?);
-                let cap_us = sc(dur_us("cap", &r.cap, "100ms")?).max(base_us);
-                let max_wait_us = dur_us("max_wait", &r.max_wait, "5s")?;
-                BusyPolicy::Retry {
-                    base_us,
-                    cap_us,
-                    max_wait_us,
-                }
-            }
+            "retry" => BusyPolicy::Retry {
+                base_us,
+                cap_us,
+                max_wait_us,
+            },
             other => {
                 return Err(err(
                     "busy",
@@ -645,7 +689,16 @@ mod tests {
         let e = plan("busy = \"wait\"\n").unwrap_err().to_string();
         assert!(e.contains("fail-fast") && e.contains("retry"), "{e}");
         let e = plan("workers = \"ten\"\n").unwrap_err().to_string();
-        assert!(e.starts_with("p.toml:1:"), "{e}");
+        assert!(e.starts_with("p.toml:1: field `workers`"), "{e}");
+        let e = plan("keys = 2\nworkers = -3\n").unwrap_err().to_string();
+        assert!(e.starts_with("p.toml:2: field `workers`"), "{e}");
+        let e = plan("busy = \"fail-fast\"\n[retry]\nbase = \"1\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("p.toml:3: field `base`") && e.contains("1ms"),
+            "{e}"
+        );
         let e = plan("ttl = \"1500us\"\n").unwrap_err().to_string();
         assert!(e.contains("whole milliseconds"), "{e}");
         let e = plan("duration = \"1s\"\nsections = 5\n")

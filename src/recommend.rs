@@ -58,20 +58,20 @@ pub struct RecommendArgs {
     #[arg(long)]
     pub tag: Option<String>,
     /// Acceptable overrun probability per section.
-    #[arg(long, default_value_t = 1e-4)]
+    #[arg(long, default_value_t = 1e-4, allow_negative_numbers = true)]
     pub target: f64,
     /// Factor applied to the observed worst case.
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(long, default_value_t = 1.5, allow_negative_numbers = true)]
     pub margin: f64,
     /// Confidence of the distribution-free bound.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, allow_negative_numbers = true)]
     pub confidence: f64,
     /// Sections per second, to turn probabilities into overruns per day: `100`, `100/s`,
     /// `6000/min`, `2/ms` [default: 10/s, assumed].
     #[arg(long)]
     pub rate: Option<String>,
     /// Fraction of the largest values the generalised Pareto tail is fitted to.
-    #[arg(long, default_value_t = 0.1)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub tail_fraction: f64,
     /// Also write the answer as JSON to this file.
     #[arg(long)]

@@ -378,10 +378,17 @@ async fn run_variant<K: Connector>(
 ) -> anyhow::Result<(Summary, crate::recorder::HistSet)> {
     // Connections first, so connecting is not part of the measured time.
     let mut conns = Vec::with_capacity(plan.workers);
-    for _ in 0..plan.workers {
+    for i in 0..plan.workers {
         conns.push(match plan.connection {
             ConnectionMode::Shared => probe.clone(),
-            ConnectionMode::PerWorker => connector.connect().await?,
+            ConnectionMode::PerWorker => connector.connect().await.with_context(|| {
+                format!(
+                    "opening connection {} of {} (per-worker mode): the server's maxclients or this \
+                     process's open-file limit (ulimit -n) may be too low; --connection shared uses one",
+                    i + 1,
+                    plan.workers
+                )
+            })?,
         });
     }
     let recorder = Arc::new(Recorder::new(plan.keys, plan.workers));
