@@ -271,8 +271,8 @@ pub async fn run_with<K: Connector>(
                 opts,
                 shutdown: shutdown_rx.clone(),
                 server_version: &server_version,
+                written_keys: &mut written_keys,
             },
-            &mut written_keys,
         )
         .await;
         match r {
@@ -364,6 +364,8 @@ struct VariantEnv<'a> {
     opts: &'a RunOptions,
     shutdown: watch::Receiver<bool>,
     server_version: &'a str,
+    /// Every key the variant may have written is added here, also when it fails.
+    written_keys: &'a mut Vec<String>,
 }
 
 async fn run_variant<K: Connector>(
@@ -374,7 +376,6 @@ async fn run_variant<K: Connector>(
     key_names: Vec<String>,
     events: &tokio::sync::mpsc::Sender<crate::recorder::EventRow>,
     env: VariantEnv<'_>,
-    written_keys: &mut Vec<String>,
 ) -> anyhow::Result<(Summary, crate::recorder::HistSet)> {
     // Connections first, so connecting is not part of the measured time.
     let mut conns = Vec::with_capacity(plan.workers);
