@@ -467,7 +467,7 @@ async fn run_variant<K: Connector>(
     bar.finish_and_clear();
     let elapsed_s = recorder.start.elapsed().as_secs_f64();
     // Whatever happens next, the caller deletes every key this variant may have written.
-    written_keys.extend(
+    env.written_keys.extend(
         recorder
             .touched_keys()
             .into_iter()
