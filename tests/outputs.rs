@@ -120,7 +120,8 @@ async fn same_seed_same_intended_durations_and_compare_is_paired() {
     assert_ne!(intended_sequence(&sampler, 99, 0, 20), other_seed);
 }
 
-/// Keys written before a run keep their value and TTL, a key of another lockbench run is
+/// Keys written before a run keep their value and TTL, no command of the run names a foreign
+/// key or scans the keyspace (checked with MONITOR), a key of another lockbench run is
 /// untouched, and no key of this run is left behind.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_keys_untouched_and_no_key_left_behind() {
@@ -140,12 +141,42 @@ async fn foreign_keys_untouched_and_no_key_left_behind() {
     let _: () = c.set("lockbenchx", "lookalike").unwrap();
     let before_pttl: i64 = c.pttl("app:cache").unwrap();
 
+    // Every command the server runs during the run, as MONITOR reports it.
+    let monitor = Monitor::start(server.port());
     let dir = tempfile::tempdir().unwrap();
     let p = plan(
         "workers = 20\nkeys = 3\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"1s\"\nthink = \"constant(1ms)\"\n",
     );
     let out = run_redis(&server, &p, &[Del, Token], dir.path()).await;
     assert!(out.summaries.iter().all(|s| s.sections > 0));
+    let seen = monitor.finish(&mut c);
+    let prefix = &out.manifest.key_prefix;
+    assert!(
+        seen.iter().filter(|l| l.contains(prefix.as_str())).count() > 100,
+        "MONITOR did not capture the run"
+    );
+    for line in &seen {
+        for foreign in [
+            "app:session",
+            "app:cache",
+            "lockbenchx",
+            "20000101T000000Z-0000",
+        ] {
+            assert!(!line.contains(foreign), "the run touched {foreign}: {line}");
+        }
+        for cmd in [
+            "\"KEYS\"",
+            "\"SCAN\"",
+            "\"FLUSHDB\"",
+            "\"FLUSHALL\"",
+            "\"RANDOMKEY\"",
+        ] {
+            assert!(
+                !line.to_ascii_uppercase().contains(cmd),
+                "the run sent {cmd}: {line}"
+            );
+        }
+    }
 
     let get = |c: &mut redis::Connection, k: &str| -> Option<String> { c.get(k).unwrap() };
     assert_eq!(get(&mut c, "app:session").as_deref(), Some("v1"));
@@ -313,4 +344,50 @@ async fn del_needs_getdel_and_says_so() {
             .await
             .is_ok()
     );
+}
+
+/// `redis-cli MONITOR` in the background, collecting every command the server runs.
+struct Monitor {
+    child: std::process::Child,
+    lines: std::thread::JoinHandle<Vec<String>>,
+}
+
+impl Monitor {
+    const END: &'static str = "lockbench-test-monitor-end";
+
+    fn start(port: u16) -> Monitor {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "monitor"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("redis-cli (apt-get install -y redis-tools)");
+        let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+        // MONITOR answers OK once it is subscribed: from then on nothing is missed.
+        let mut first = String::new();
+        reader.read_line(&mut first).unwrap();
+        assert_eq!(first.trim(), "OK", "MONITOR did not start");
+        let lines = std::thread::spawn(move || {
+            let mut out = Vec::new();
+            for line in reader.lines() {
+                let line = line.unwrap_or_default();
+                if line.contains(Self::END) {
+                    break;
+                }
+                out.push(line);
+            }
+            out
+        });
+        Monitor { child, lines }
+    }
+
+    /// Sends an end marker through `c`, waits until MONITOR has printed it, and returns what
+    /// came before it.
+    fn finish(mut self, c: &mut redis::Connection) -> Vec<String> {
+        let _: String = redis::cmd("ECHO").arg(Self::END).query(c).unwrap();
+        let lines = self.lines.join().unwrap();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        lines
+    }
 }
