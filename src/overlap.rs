@@ -58,14 +58,14 @@ impl KeyTracker {
         others
     }
 
-    /// A section closes at `t_us`. Returns the length of the overlap stretch this close ended,
-    /// if the number of holders just fell from two to one.
-    pub fn close(&mut self, t_us: u64) -> Option<u64> {
+    /// A section closes at `t_us`. Returns the overlap stretch `[start, end)` this close
+    /// ended, if the number of holders just fell from two to one.
+    pub fn close(&mut self, t_us: u64) -> Option<(u64, u64)> {
         self.advance(t_us);
         self.open = self.open.saturating_sub(1);
         if self.open == 1 {
             self.stats.stretches += 1;
-            Some(t_us.saturating_sub(self.stretch_start_us))
+            Some((self.stretch_start_us, t_us.max(self.stretch_start_us)))
         } else {
             None
         }
@@ -99,8 +99,8 @@ impl KeyTracker {
 }
 
 /// Computes overlap figures for the sections `(start_us, end_us)` of one key, in any order.
-/// Also returns the length of every overlap stretch, in time order.
-pub fn compute(intervals: &[(u64, u64)]) -> (OverlapStats, Vec<u64>) {
+/// Also returns every overlap stretch `[start, end)`, in time order.
+pub fn compute(intervals: &[(u64, u64)]) -> (OverlapStats, Vec<(u64, u64)>) {
     // Order at equal times: ends of real intervals first (touching is not overlapping), then
     // starts, then ends of zero-length intervals (which must follow their own start).
     let mut events: Vec<(u64, u8)> = Vec::with_capacity(intervals.len() * 2);
@@ -115,8 +115,8 @@ pub fn compute(intervals: &[(u64, u64)]) -> (OverlapStats, Vec<u64>) {
     for (t, kind) in events {
         if kind == 1 {
             tracker.open(t);
-        } else if let Some(len) = tracker.close(t) {
-            stretches.push(len);
+        } else if let Some(stretch) = tracker.close(t) {
+            stretches.push(stretch);
         }
     }
     (tracker.stats(), stretches)
@@ -161,7 +161,7 @@ mod tests {
         assert_eq!(s.overlap_us, 30);
         assert_eq!(s.incidents, 1);
         assert_eq!(s.peak_holders, 2);
-        assert_eq!(stretches, vec![30]);
+        assert_eq!(stretches, vec![(20, 50)]);
     }
 
     /// A chain A–B–C where each overlaps only the next: two separate stretches.
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(s.overlap_us, 2 + 5);
         assert_eq!(s.incidents, 2);
         assert_eq!(s.peak_holders, 2);
-        assert_eq!(stretches, vec![2, 5]);
+        assert_eq!(stretches, vec![(8, 10), (15, 20)]);
     }
 
     /// Three at once: overlap time counts wall time with ≥ 2 holders, not pairs.
@@ -183,7 +183,7 @@ mod tests {
         assert_eq!(s.overlap_us, 30);
         assert_eq!(s.incidents, 2);
         assert_eq!(s.peak_holders, 3);
-        assert_eq!(stretches, vec![30]);
+        assert_eq!(stretches, vec![(10, 40)]);
     }
 
     /// Input order does not matter, and zero-length sections inside another count as incidents

@@ -267,8 +267,8 @@ impl Recorder {
             let t = k.stamp(self.now_us());
             (t, k.close(t))
         };
-        if let Some(len) = stretch {
-            self.record(worker, Metric::OverlapStretch, len);
+        if let Some((from, to)) = stretch {
+            self.record(worker, Metric::OverlapStretch, to - from);
         }
         t
     }

@@ -337,30 +337,12 @@ pub fn nines_label(x: f64) -> String {
 /// Stretches `[start, end)` with two or more sections open, for intervals in any order. Ties
 /// are ordered as in [`crate::overlap::compute`]: touching sections do not overlap.
 pub fn overlap_stretches(intervals: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut events: Vec<(u64, u8)> = Vec::with_capacity(intervals.len() * 2);
-    for &(s, e) in intervals {
-        let e = e.max(s);
-        events.push((s, 1));
-        events.push((e, if e == s { 2 } else { 0 }));
-    }
-    events.sort_unstable();
-    let mut open = 0u32;
-    let mut start = 0u64;
-    let mut out = Vec::new();
-    for (t, kind) in events {
-        if kind == 1 {
-            open += 1;
-            if open == 2 {
-                start = t;
-            }
-        } else {
-            if open == 2 && t > start {
-                out.push((start, t));
-            }
-            open = open.saturating_sub(1);
-        }
-    }
-    out
+    let (_, stretches) = crate::overlap::compute(intervals);
+    // A zero-length stretch has nothing to draw.
+    stretches
+        .into_iter()
+        .filter(|(from, to)| to > from)
+        .collect()
 }
 
 /// Why the timeline shows the window it shows.
