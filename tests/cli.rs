@@ -365,3 +365,45 @@ fn ctrl_c_flushes_reports_and_stops_the_server() {
         "the private redis-server at {addr} is still running"
     );
 }
+
+/// Without redis-server on PATH the default backend falls back to the memory model with a
+/// notice (so the README's first command works on a bare machine), and an explicit
+/// `--backend spawn` fails naming the package to install.
+#[test]
+fn no_redis_server_falls_back_to_memory_or_names_the_package() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .env("PATH", dir.path())
+        .args([
+            "run",
+            "--workers",
+            "3",
+            "--sections",
+            "20",
+            "--dist",
+            "constant(1ms)",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("notice") && stderr.contains("memory"),
+        "{stderr}"
+    );
+    assert!(stdout.contains("memory model"), "{stdout}");
+    let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .env("PATH", dir.path())
+        .args(["run", "--backend", "spawn", "--sections", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o).1.contains("apt-get install -y redis-server"),
+        "{}",
+        text(&o).1
+    );
+}
