@@ -20,6 +20,8 @@ pub struct OverlapStats {
     pub peak_holders: u32,
     /// Number of maximal stretches with two or more holders.
     pub stretches: u64,
+    /// When the first stretch with two or more holders began (µs), if any.
+    pub first_overlap_us: Option<u64>,
 }
 
 impl OverlapStats {
@@ -29,6 +31,10 @@ impl OverlapStats {
         self.incidents += other.incidents;
         self.peak_holders = self.peak_holders.max(other.peak_holders);
         self.stretches += other.stretches;
+        self.first_overlap_us = match (self.first_overlap_us, other.first_overlap_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -52,6 +58,7 @@ impl KeyTracker {
         }
         if others == 1 {
             self.stretch_start_us = t_us;
+            self.stats.first_overlap_us.get_or_insert(t_us);
         }
         self.open += 1;
         self.stats.peak_holders = self.stats.peak_holders.max(self.open);
@@ -140,7 +147,8 @@ mod tests {
                 overlap_us: 0,
                 incidents: 0,
                 peak_holders: 1,
-                stretches: 0
+                stretches: 0,
+                first_overlap_us: None
             }
         );
     }
@@ -173,6 +181,7 @@ mod tests {
         assert_eq!(s.incidents, 2);
         assert_eq!(s.peak_holders, 2);
         assert_eq!(stretches, vec![(8, 10), (15, 20)]);
+        assert_eq!(s.first_overlap_us, Some(8));
     }
 
     /// Three at once: overlap time counts wall time with ≥ 2 holders, not pairs.

@@ -58,6 +58,9 @@ pub struct KeyOverlap {
     pub overlap_incidents: u64,
     /// Most simultaneous holders.
     pub peak_holders: u32,
+    /// When two holders first overlapped on this key, ms since the variant started.
+    #[serde(default)]
+    pub first_overlap_ms: Option<f64>,
 }
 
 /// Summary of one variant (one release method) of a run.
@@ -272,6 +275,7 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
                 overlap_ms: s.overlap_us as f64 / 1000.0,
                 overlap_incidents: s.incidents,
                 peak_holders: s.peak_holders,
+                first_overlap_ms: s.first_overlap_us.map(|t| t as f64 / 1000.0),
             })
             .collect(),
         analytic: None,

@@ -158,6 +158,7 @@ fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
                 overlap_ms: st.overlap_us as f64 / 1000.0,
                 overlap_incidents: st.incidents,
                 peak_holders: st.peak_holders,
+                first_overlap_ms: st.first_overlap_us.map(|t| t as f64 / 1000.0),
             })
         })
         .collect();
