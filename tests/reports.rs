@@ -587,7 +587,8 @@ fn empty_run_renders() {
 
 /// The timeline centres on the instant `summary.json` records for the busiest key rather than
 /// recomputing it: moved to 160 ms, the window is every holder open then (B and C), the one
-/// section that closed before (A) and those after.
+/// section that closed before (A) and those after. Negative control for the check: `report`
+/// catches the moved instant by figure and exits 2.
 #[test]
 fn timeline_centres_on_the_summary_first_overlap() {
     let dir = scratch("first-overlap");
@@ -597,6 +598,14 @@ fn timeline_centres_on_the_summary_first_overlap() {
     assert_eq!(r.timeline.focus, data::Focus::FirstOverlap(160_000));
     let starts: Vec<u64> = r.timeline.rows.iter().map(|r| r.acquired_us).collect();
     assert_eq!(starts, [0, 110_000, 160_000, 250_000, 270_000]);
+    let m = report::verify(&dir).unwrap();
+    let figures: Vec<&str> = m.iter().map(|x| x.figure.as_str()).collect();
+    assert_eq!(figures, ["per_key.first_overlap_ms"]);
+    assert_eq!(m[0].in_summary, "key 0: 160000 µs");
+    assert_eq!(m[0].from_events, "key 0: 110000 µs");
+    let out = Command::new(BIN).arg("report").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("first_overlap_ms"));
 }
 
 /// The report drawn after a run does not run the check (its memory grows with the run): a

@@ -236,6 +236,34 @@ fn compare_variant(
     if from_events != in_summary {
         check("per_key", from_events.join("; "), in_summary.join("; "));
     }
+    // The timeline centres on these instants; summaries from before they were recorded lack
+    // them, and then there is nothing to check.
+    let first_line = |key: usize, us: Option<u64>| match us {
+        Some(t) => format!("key {key}: {t} µs"),
+        None => format!("key {key}: none"),
+    };
+    let (from_events, in_summary): (Vec<String>, Vec<String>) = s
+        .per_key
+        .iter()
+        .filter_map(|k| {
+            let recorded = k.first_overlap_ms?;
+            let recomputed = per_key
+                .iter()
+                .find(|(key, _)| *key == k.key)
+                .and_then(|(_, st)| st.first_overlap_us);
+            Some((
+                first_line(k.key, recomputed),
+                first_line(k.key, Some(us(recorded))),
+            ))
+        })
+        .unzip();
+    if from_events != in_summary {
+        check(
+            "per_key.first_overlap_ms",
+            from_events.join("; "),
+            in_summary.join("; "),
+        );
+    }
 
     let quantiles = |q: &Quantiles| {
         format!(
