@@ -32,6 +32,11 @@ pub enum Command {
     /// Recommend a TTL from measured section durations (events.csv, CSV, .hgrm, .hlog).
     Recommend(crate::recommend::RecommendArgs),
     /// Redraw the charts and report.html of a finished run, and check its summary.
+    ///
+    /// Recomputes every figure of summary.json that events.csv determines (counts, exact
+    /// overlap, percentiles) and exits with 2 on a mismatch. The report drawn at the end of a
+    /// run skips this check: exact overlap keeps every section's interval in memory, which
+    /// grows with the run's length, while drawing alone does not.
     Report(crate::report::ReportArgs),
 }
 

@@ -438,15 +438,35 @@ fn write_fixture(dir: &Path, rows: &[EventRow]) {
     std::fs::write(dir.join("summary.json"), summary.to_string()).unwrap();
 }
 
+/// Sets `first_overlap_ms` of key 0 in the fixture's summary.
+fn set_first_overlap(dir: &Path, ms: f64) {
+    let p = dir.join("summary.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+    v["variants"][0]["per_key"][0]["first_overlap_ms"] = ms.into();
+    std::fs::write(&p, v.to_string()).unwrap();
+}
+
 /// Golden numbers of every chart for the hand-written story: histogram bins, p50/max, the
 /// survival curve's crossing of the TTL, the timeline's rows, red stretches and marks — and
-/// the summary written for it is exactly what the events reproduce.
+/// the summary written for it is exactly what the events reproduce. The timeline is the same
+/// whether the summary records the first overlap (110 ms) or, like older runs, leaves it to be
+/// recomputed from the key's sections.
 #[test]
 fn golden_numbers_of_a_hand_written_run() {
-    let dir = scratch("golden");
-    write_fixture(&dir, &story());
-    let r = report::render(&dir).unwrap();
-    assert_eq!(r.mismatches, vec![]);
+    for first_overlap in [None, Some(110.0)] {
+        let dir = scratch(&format!("golden-{}", first_overlap.is_some()));
+        write_fixture(&dir, &story());
+        if let Some(ms) = first_overlap {
+            set_first_overlap(&dir, ms);
+        }
+        golden_numbers(&dir);
+    }
+}
+
+fn golden_numbers(dir: &Path) {
+    let r = report::render_and_verify(dir).unwrap();
+    assert_eq!(r.mismatches, Some(vec![]));
 
     // Durations 148, 76, 44, 12, 12 ms: max/p50 = 3.4, linear bins of ceil((max+1)/60) µs.
     let d = &r.durations;
@@ -531,12 +551,13 @@ fn timeline_without_overlap_shows_the_longest_section() {
         row(2, 0, 110_000, 120_000, "released"),
     ];
     write_fixture(&dir, &rows);
-    let r = report::render(&dir).unwrap();
+    let r = report::render_and_verify(&dir).unwrap();
     assert_eq!(r.timeline.focus, data::Focus::Longest(0));
     assert_eq!(r.timeline.rows.len(), 3);
     assert!(r.timeline.rows.iter().all(|r| r.red.is_empty()));
     // The fixture's summary claims overlap that these events do not have.
-    let figures: Vec<&str> = r.mismatches.iter().map(|m| m.figure.as_str()).collect();
+    let mismatches = r.mismatches.unwrap();
+    let figures: Vec<&str> = mismatches.iter().map(|m| m.figure.as_str()).collect();
     assert!(
         figures.contains(&"overlap_ms") && figures.contains(&"sections"),
         "{figures:?}"
@@ -549,7 +570,7 @@ fn timeline_without_overlap_shows_the_longest_section() {
 fn empty_run_renders() {
     let dir = scratch("empty");
     write_fixture(&dir, &[]);
-    let r = report::render(&dir).unwrap();
+    let r = report::render_and_verify(&dir).unwrap();
     assert_eq!(r.timeline.focus, data::Focus::Empty);
     assert_eq!(r.durations.panels.len(), 0);
     for f in [
@@ -561,5 +582,83 @@ fn empty_run_renders() {
         assert_eq!(png_stats(&dir.join(f)).0, 1000, "{f}");
     }
     // The summary claims 5 sections; the empty events disagree.
-    assert!(r.mismatches.iter().any(|m| m.figure == "sections"));
+    assert!(r.mismatches.unwrap().iter().any(|m| m.figure == "sections"));
+}
+
+/// The timeline centres on the instant `summary.json` records for the busiest key rather than
+/// recomputing it: moved to 160 ms, the window is every holder open then (B and C), the one
+/// section that closed before (A) and those after. Negative control for the check: `report`
+/// catches the moved instant by figure and exits 2.
+#[test]
+fn timeline_centres_on_the_summary_first_overlap() {
+    let dir = scratch("first-overlap");
+    write_fixture(&dir, &story());
+    set_first_overlap(&dir, 160.0);
+    let r = report::render(&dir).unwrap();
+    assert_eq!(r.timeline.focus, data::Focus::FirstOverlap(160_000));
+    let starts: Vec<u64> = r.timeline.rows.iter().map(|r| r.acquired_us).collect();
+    assert_eq!(starts, [0, 110_000, 160_000, 250_000, 270_000]);
+    let m = report::verify(&dir).unwrap();
+    let figures: Vec<&str> = m.iter().map(|x| x.figure.as_str()).collect();
+    assert_eq!(figures, ["per_key.first_overlap_ms"]);
+    assert_eq!(m[0].in_summary, "key 0: 160000 µs");
+    assert_eq!(m[0].from_events, "key 0: 110000 µs");
+    let out = Command::new(BIN).arg("report").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("first_overlap_ms"));
+}
+
+/// The report drawn after a run does not run the check (its memory grows with the run): a
+/// summary that disagrees with the events is drawn without complaint, and the page says it
+/// was not checked — until `lockbench report` checks it.
+#[test]
+fn render_after_run_skips_the_check() {
+    let dir = scratch("unchecked");
+    write_fixture(&dir, &story()[..3]);
+    let r = report::render_after_run(&dir, true).unwrap();
+    assert_eq!(r.mismatches, None);
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("Not yet checked"), "{html}");
+    let out = Command::new(BIN).arg("report").arg(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(!html.contains("Not yet checked"));
+    assert!(html.contains("are not what"), "{html}");
+}
+
+/// On a real run the streamed window is the one sorting every section of the key gave: from 3
+/// before the earliest holder open at the first overlap, 40 consecutive sections by start; and
+/// the red drawn on them is overlap the key really had.
+#[test]
+fn real_run_window_matches_sorting_every_section() {
+    let dir = copy_run(single_run(), "window");
+    let r = report::render(&dir).unwrap();
+    let iv = load::key_intervals(&dir.join("events.csv"), "del", 0).unwrap();
+    let (stats, stretches) = lockbench::overlap::compute(&iv);
+    let t = stats
+        .first_overlap_us
+        .expect("a del run on one key overlaps");
+    assert_eq!(r.timeline.focus, data::Focus::FirstOverlap(t));
+    let mut sorted = iv.clone();
+    sorted.sort_unstable();
+    let open = sorted.iter().position(|&(s, e)| s <= t && t < e).unwrap();
+    let first = open.saturating_sub(3);
+    let last = (first + data::TIMELINE_ROWS).min(sorted.len());
+    let expected: Vec<(u64, u64)> = sorted[first..last].to_vec();
+    let shown: Vec<(u64, u64)> = r
+        .timeline
+        .rows
+        .iter()
+        .map(|r| (r.acquired_us, r.released_us))
+        .collect();
+    assert_eq!(shown, expected);
+    for row in &r.timeline.rows {
+        for &(a, b) in &row.red {
+            assert!(
+                stretches.iter().any(|&(x, y)| x <= a && b <= y),
+                "red {a}..{b} is not overlap"
+            );
+        }
+    }
+    assert!(r.timeline.rows.iter().any(|r| !r.red.is_empty()));
 }

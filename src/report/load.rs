@@ -2,7 +2,6 @@
 //! (streamed, one row at a time) and the `.hlog` interval logs. Nothing here needs the process
 //! that made the run, so an old run can be re-rendered.
 
-use crate::overlap::{self, OverlapStats};
 use crate::recorder::{EventRow, new_hist};
 use crate::release::ReleaseOutcome;
 use crate::runner::SummaryFile;
@@ -14,7 +13,7 @@ use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::data::{SectionSpan, TIMELINE_ROWS, Window};
+use super::data::{SectionSpan, WindowPicker};
 
 /// Files every run directory has; without them there is nothing to report.
 pub const REQUIRED: [&str; 3] = ["manifest.json", "summary.json", "events.csv"];
@@ -168,9 +167,31 @@ pub struct EventCounts {
     pub interrupted: u64,
 }
 
-/// What one pass over `events.csv` keeps of one variant: histograms (fixed memory) and each
-/// key's `(acquired, released)` intervals (16 bytes a section), which the exact overlap
-/// computation needs.
+/// What the report keeps of one key: a count and the longest section, the fallback timeline's
+/// centre when nothing overlapped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KeySections {
+    /// Sections of the key.
+    pub sections: u64,
+    /// The longest `(acquired, released)`; the earliest of equally long ones.
+    pub longest: (u64, u64),
+}
+
+impl KeySections {
+    /// Counts one section.
+    pub fn add(&mut self, acquired_us: u64, released_us: u64) {
+        let (s, e) = (acquired_us, released_us.max(acquired_us));
+        let (ls, le) = self.longest;
+        if self.sections == 0 || e - s > le - ls || (e - s == le - ls && s < ls) {
+            self.longest = (s, e);
+        }
+        self.sections += 1;
+    }
+}
+
+/// What one pass over `events.csv` keeps of one variant: histograms and counts (fixed memory)
+/// and a [`KeySections`] per key — never anything per section, so a report's memory does not
+/// grow with the run's length.
 #[derive(Debug, Clone)]
 pub struct VariantEvents {
     /// Variant name.
@@ -183,8 +204,8 @@ pub struct VariantEvents {
     pub acquire: Histogram<u64>,
     /// Counters.
     pub counts: EventCounts,
-    /// Intervals per key.
-    pub keys: BTreeMap<usize, Vec<(u64, u64)>>,
+    /// Sections per key.
+    pub keys: BTreeMap<usize, KeySections>,
 }
 
 impl VariantEvents {
@@ -237,23 +258,7 @@ impl VariantEvents {
         self.keys
             .entry(r.key)
             .or_default()
-            .push((r.acquired_us, r.released_us));
-    }
-
-    /// Overlap figures per key (keys with a section) and merged, by [`overlap::compute`] — the
-    /// same state machine the live tracker runs.
-    pub fn overlap(&self) -> (Vec<(usize, OverlapStats)>, OverlapStats) {
-        let mut all = OverlapStats::default();
-        let per_key = self
-            .keys
-            .iter()
-            .map(|(&k, iv)| {
-                let s = overlap::compute(iv).0;
-                all.merge(&s);
-                (k, s)
-            })
-            .collect();
-        (per_key, all)
+            .add(r.acquired_us, r.released_us);
     }
 }
 
@@ -333,35 +338,42 @@ pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Resu
     Ok(())
 }
 
-/// First pass: histograms, counts and intervals of every variant.
+/// First pass: histograms, counts and per-key counts of every variant.
 pub fn scan_events(path: &Path) -> anyhow::Result<EventScan> {
     let mut scan = EventScan::default();
     for_each_event(path, |r| scan.add(r))?;
     Ok(scan)
 }
 
-/// Second pass: the sections of `variant`/`key` whose start lies in the window.
+/// Second pass: offers every section of `variant`/`key` to `picker` and returns the
+/// timeline rows it kept.
 pub fn window_sections(
     path: &Path,
     variant: &str,
     key: usize,
-    w: &Window,
+    mut picker: WindowPicker,
 ) -> anyhow::Result<Vec<SectionSpan>> {
-    let mut out: Vec<SectionSpan> = Vec::new();
     for_each_event(path, |r| {
-        if r.variant == variant && r.key == key && (w.lo_us..=w.hi_us).contains(&r.acquired_us) {
-            out.push(SectionSpan {
+        if r.variant == variant && r.key == key {
+            picker.offer(SectionSpan {
                 worker: r.worker,
                 seq: r.seq,
                 acquired_us: r.acquired_us,
                 released_us: r.released_us,
                 outcome: r.outcome.clone(),
             });
-            // Many sections with the same start cannot grow this without bound.
-            if out.len() > 4 * TIMELINE_ROWS {
-                out.sort_by_key(|s| (s.acquired_us, s.released_us));
-                out.truncate(TIMELINE_ROWS);
-            }
+        }
+    })?;
+    Ok(picker.finish())
+}
+
+/// The `(acquired, released)` intervals of one key: what a `summary.json` without
+/// `first_overlap_ms` (older runs) leaves to recompute. 16 bytes a section of that key only.
+pub fn key_intervals(path: &Path, variant: &str, key: usize) -> anyhow::Result<Vec<(u64, u64)>> {
+    let mut out = Vec::new();
+    for_each_event(path, |r| {
+        if r.variant == variant && r.key == key {
+            out.push((r.acquired_us, r.released_us));
         }
     })?;
     Ok(out)

@@ -11,9 +11,18 @@
 //! | `compare.png` | (several variants) overruns, stale/refused releases, wrongful deletes, overlap, throughput side by side |
 //! | `report.html` | all of the above with the summary table, configuration and links to every data file |
 //!
-//! `events.csv` is read twice, a row at a time: once for histograms, counts and each key's
-//! intervals, once for the few rows of the timeline window. Alongside, [`verify`] recomputes
-//! every summary figure the rows determine and reports any difference from `summary.json`.
+//! Drawing takes memory bounded by the number of variants, keys, timeline rows and histogram
+//! buckets — never by the number of sections, so a long run reports as cheaply as a short one.
+//! `events.csv` is read twice, a row at a time: once for histograms, counts and a count and
+//! longest section per key; once for the few rows of the timeline window, kept in a bounded
+//! buffer. The timeline's key and instant come from `summary.json` (`per_key`, with each key's
+//! `first_overlap_ms`), which the live tracker computed.
+//!
+//! [`verify`] recomputes every summary figure the rows determine and reports any difference
+//! from `summary.json`. Its overlap figures are exact, so it keeps every section's interval
+//! (16 bytes a section): it runs only when asked, with `lockbench report DIR` (exit code 2 on
+//! a mismatch). The report drawn at the end of a run ([`render_after_run`]) skips it and its
+//! page says so.
 //!
 //! Layout: [`data`] (the numbers each chart plots, pure), [`load`] (reading the directory),
 //! [`verify`] (summary vs events), [`charts`] (drawing), [`html`] (the page), [`palette`] (one
@@ -30,11 +39,13 @@ pub use load::ReportError;
 pub use palette::method_colour;
 pub use verify::Mismatch;
 
+use crate::runner::SummaryFile;
 use data::{
     ComparePanel, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS, Timeline,
-    VariantDurations,
+    VariantDurations, WindowPicker,
 };
 use load::{EventScan, RunFiles, VariantEvents};
+use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
 
 /// `lockbench report DIR`.
@@ -63,8 +74,9 @@ pub struct Rendered {
     pub acquire_source: String,
     /// What `compare.png` plots (runs with several variants).
     pub compare: Option<Vec<ComparePanel>>,
-    /// Summary figures the events do not reproduce (empty when all agree).
-    pub mismatches: Vec<Mismatch>,
+    /// Summary figures the events do not reproduce (empty when all agree); `None` when the
+    /// check was not run ([`render`] alone).
+    pub mismatches: Option<Vec<Mismatch>>,
 }
 
 /// Chart file names.
@@ -91,25 +103,124 @@ fn ordered<'a>(run: &RunFiles, scan: &'a EventScan) -> Vec<&'a VariantEvents> {
     out
 }
 
-/// The (variant, key) the timeline shows: most overlap incidents, then most overlap time,
-/// then most sections; ties go to the earlier variant and lower key.
-fn busiest<'a>(variants: &[&'a VariantEvents]) -> Option<(&'a VariantEvents, usize)> {
-    let mut best: Option<((u64, u64, usize), &'a VariantEvents, usize)> = None;
-    for &v in variants {
-        for (&k, iv) in &v.keys {
-            let s = crate::overlap::compute(iv).0;
-            let score = (s.incidents, s.overlap_us, iv.len());
-            if best.as_ref().is_none_or(|(b, _, _)| score > *b) {
-                best = Some((score, v, k));
-            }
-        }
-    }
-    best.map(|(_, v, k)| (v, k))
+/// The key the timeline shows, and where on it.
+struct Target<'a> {
+    variant: &'a VariantEvents,
+    key: usize,
+    centre: Centre,
 }
 
-/// Rebuilds every chart and `report.html` from the files of `dir`, and checks `summary.json`
-/// against `events.csv`.
+/// Where on the key the timeline centres.
+enum Centre {
+    /// The summary's first overlap instant, µs.
+    FirstOverlap(u64),
+    /// The summary says the key overlapped but not when (a run from before
+    /// `first_overlap_ms`): recompute it from this one key's intervals.
+    Recompute,
+    /// Nothing overlapped: the key's longest section.
+    Longest,
+}
+
+/// The (variant, key) the timeline shows: from `summary.json`'s `per_key`, most overlap
+/// incidents then most overlap time; without any overlap, the key with most sections. Ties go
+/// to the earlier variant and lower key.
+fn busiest<'a>(summary: &SummaryFile, variants: &[&'a VariantEvents]) -> Option<Target<'a>> {
+    let us = |ms: f64| (ms * 1000.0).round() as u64;
+    let overlapped = variants
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let s = summary.variants.iter().find(|s| s.variant == v.name)?;
+            Some(s.per_key.iter().map(move |k| (i, *v, k)))
+        })
+        .flatten()
+        .max_by_key(|(i, _, k)| {
+            (
+                k.overlap_incidents,
+                us(k.overlap_ms),
+                Reverse(*i),
+                Reverse(k.key),
+            )
+        });
+    if let Some((_, variant, k)) = overlapped {
+        return Some(Target {
+            variant,
+            key: k.key,
+            centre: match k.first_overlap_ms {
+                Some(ms) => Centre::FirstOverlap(us(ms)),
+                None => Centre::Recompute,
+            },
+        });
+    }
+    variants
+        .iter()
+        .enumerate()
+        .flat_map(|(i, v)| {
+            v.keys
+                .iter()
+                .map(move |(&key, ks)| (i, *v, key, ks.sections))
+        })
+        .max_by_key(|&(i, _, key, n)| (n, Reverse(i), Reverse(key)))
+        .map(|(_, variant, key, _)| Target {
+            variant,
+            key,
+            centre: Centre::Longest,
+        })
+}
+
+/// The timeline of `target`, from a second pass over `events`.
+fn timeline_of(target: Option<Target>, events: &Path, ttl_us: u64) -> anyhow::Result<Timeline> {
+    let empty =
+        |variant: &str| data::timeline(variant, 0, ttl_us, data::Focus::Empty, Vec::new(), &[]);
+    let Some(Target {
+        variant: v,
+        key,
+        centre,
+    }) = target
+    else {
+        return Ok(empty(""));
+    };
+    let first_overlap = match centre {
+        Centre::FirstOverlap(t) => Some(t),
+        Centre::Recompute => {
+            let iv = load::key_intervals(events, &v.name, key)?;
+            crate::overlap::compute(&iv).0.first_overlap_us
+        }
+        Centre::Longest => None,
+    };
+    let picker = match (first_overlap, v.keys.get(&key)) {
+        (Some(t), _) => WindowPicker::first_overlap(t, TIMELINE_ROWS),
+        (None, Some(ks)) => WindowPicker::longest(ks.longest, TIMELINE_ROWS),
+        // A summary naming a key without rows: nothing to centre on.
+        (None, None) => return Ok(empty(&v.name)),
+    };
+    let focus = picker.focus();
+    let sections = load::window_sections(events, &v.name, key, picker)?;
+    let shown: Vec<(u64, u64)> = sections
+        .iter()
+        .map(|s| (s.acquired_us, s.released_us))
+        .collect();
+    let stretches = data::overlap_stretches(&shown);
+    Ok(data::timeline(
+        &v.name, key, ttl_us, focus, sections, &stretches,
+    ))
+}
+
+/// Rebuilds every chart and `report.html` from the files of `dir`, in memory that does not
+/// grow with the run's length. Does not check `summary.json` against `events.csv` (see
+/// [`render_and_verify`]).
 pub fn render(dir: &Path) -> anyhow::Result<Rendered> {
+    draw(dir, None)
+}
+
+/// [`verify`], then [`render`] with the result on the page: what `lockbench report` does.
+/// The check's memory (every section's interval) is freed before drawing begins.
+pub fn render_and_verify(dir: &Path) -> anyhow::Result<Rendered> {
+    let mismatches = verify(dir)?;
+    draw(dir, Some(mismatches))
+}
+
+fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendered> {
     let run = RunFiles::open(dir)?;
     let events_path = dir.join("events.csv");
     let scan = load::scan_events(&events_path)?;
@@ -144,23 +255,7 @@ pub fn render(dir: &Path) -> anyhow::Result<Rendered> {
     charts::survival(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
     files.push(p);
 
-    let timeline = match busiest(&variants) {
-        Some((v, key)) => {
-            let iv = &v.keys[&key];
-            let window = data::choose_window(iv, TIMELINE_ROWS);
-            let stretches = data::overlap_stretches(iv);
-            let sections = load::window_sections(&events_path, &v.name, key, &window)?;
-            data::timeline(&v.name, key, ttl_us, window.focus, sections, &stretches)
-        }
-        None => data::timeline(
-            variants.first().map_or("", |v| v.name.as_str()),
-            0,
-            ttl_us,
-            data::Focus::Empty,
-            Vec::new(),
-            &[],
-        ),
-    };
+    let timeline = timeline_of(busiest(&run.summary, &variants), &events_path, ttl_us)?;
     let p = dir.join(TIMELINE_PNG);
     charts::timeline(&p, &timeline)?;
     files.push(p);
@@ -178,14 +273,13 @@ pub fn render(dir: &Path) -> anyhow::Result<Rendered> {
         files.push(p);
     }
 
-    let mismatches = verify::compare(&run.summary, &scan);
     let page = html::page(&html::Page {
         run_id: &run.summary.run_id,
         summaries,
         manifest: &run.manifest,
         charts: chart_list(&files, ttl_us, &acquire_source),
         files: data_files(dir)?,
-        mismatches: &mismatches,
+        mismatches: mismatches.as_deref(),
     });
     let p = dir.join(REPORT_HTML);
     std::fs::write(&p, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;
@@ -307,24 +401,20 @@ fn data_files(dir: &Path) -> anyhow::Result<Vec<String>> {
 }
 
 /// Recomputes from `events.csv` the summary figures the rows determine and lists those that
-/// differ from `summary.json`.
+/// differ from `summary.json`. Exact, so its memory grows with the run (every section's
+/// interval): only `lockbench report` runs it.
 pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
     let run = RunFiles::open(dir)?;
-    let scan = load::scan_events(&dir.join("events.csv"))?;
-    Ok(verify::compare(&run.summary, &scan))
+    verify::check(&run.summary, &dir.join("events.csv"))
 }
 
-/// Renders at the end of a run, once every other file is written. The run's data is already
-/// safe on disk, so a failure here is a warning (re-render later with `lockbench report`), and
-/// a disagreement between the run's own files is shouted even when `quiet`.
+/// Renders at the end of a run, once every other file is written, without the check against
+/// `events.csv` (whose memory would grow with the run: `lockbench report DIR` runs it). The
+/// run's data is already safe on disk, so a failure here is a warning (re-render later with
+/// `lockbench report`).
 pub fn render_after_run(dir: &Path, quiet: bool) -> Option<Rendered> {
     match render(dir) {
-        Ok(r) => {
-            if !r.mismatches.is_empty() {
-                print_mismatches(&r.mismatches);
-            }
-            Some(r)
-        }
+        Ok(r) => Some(r),
         Err(e) => {
             if !quiet {
                 eprintln!("warning: could not draw the report: {e:#}");
@@ -334,14 +424,16 @@ pub fn render_after_run(dir: &Path, quiet: bool) -> Option<Rendered> {
     }
 }
 
-/// `lockbench report DIR`: renders, verifies, prints what it wrote. Exit code 0, or 2 when
+/// `lockbench report DIR`: verifies, renders, prints what it wrote. Exit code 0, or 2 when
 /// `summary.json` disagrees with `events.csv`.
 pub fn run_report(args: &ReportArgs) -> anyhow::Result<i32> {
-    let r = render(&args.dir)?;
+    let r = render_and_verify(&args.dir)?;
     for f in &r.files {
         println!("wrote {}", f.display());
     }
-    Ok(print_mismatches(&r.mismatches))
+    Ok(print_mismatches(
+        r.mismatches.as_deref().unwrap_or_default(),
+    ))
 }
 
 /// Prints the check's result; returns the exit code (0 agree, 2 mismatches).

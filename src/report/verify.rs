@@ -2,11 +2,19 @@
 //! `summary.json`. The live run counted with atomics and tracked overlap under per-key mutexes;
 //! the rows were streamed separately. Agreement shows nothing was lost or miscounted on either
 //! side; a mismatch names the figure and both values.
+//!
+//! Recomputing the overlap figures exactly needs every section's interval (16 bytes a
+//! section, [`KeyIntervals`]), so memory grows with the run's length. That is why only
+//! `lockbench report DIR` runs this check; the charts drawn at the end of a run do not.
 
-use super::load::{EventScan, VariantEvents};
+use super::load::{self, EventScan, VariantEvents};
+use crate::overlap::{self, OverlapStats};
+use crate::recorder::EventRow;
 use crate::runner::SummaryFile;
 use crate::summary::{KeyOverlap, Quantiles, Summary};
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 
 /// A summary figure that the events do not reproduce.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,12 +39,69 @@ impl fmt::Display for Mismatch {
     }
 }
 
+/// Every key's `(acquired, released)` intervals, per variant: what the exact overlap
+/// recomputation needs.
+#[derive(Debug, Clone, Default)]
+pub struct KeyIntervals {
+    variants: Vec<(String, PerKey)>,
+}
+
+/// `(acquired, released)` of every section, by key.
+type PerKey = BTreeMap<usize, Vec<(u64, u64)>>;
+
+impl KeyIntervals {
+    /// Adds one row's interval.
+    pub fn add(&mut self, r: &EventRow) {
+        let i = match self.variants.iter().position(|(n, _)| *n == r.variant) {
+            Some(i) => i,
+            None => {
+                self.variants.push((r.variant.clone(), BTreeMap::new()));
+                self.variants.len() - 1
+            }
+        };
+        self.variants[i]
+            .1
+            .entry(r.key)
+            .or_default()
+            .push((r.acquired_us, r.released_us));
+    }
+
+    /// Overlap figures of `variant` per key (keys with a section) and merged, by
+    /// [`overlap::compute`] — the same state machine the live tracker runs.
+    pub fn overlap(&self, variant: &str) -> (Vec<(usize, OverlapStats)>, OverlapStats) {
+        let mut all = OverlapStats::default();
+        let per_key = self
+            .variants
+            .iter()
+            .filter(|(n, _)| n == variant)
+            .flat_map(|(_, keys)| keys)
+            .map(|(&k, iv)| {
+                let s = overlap::compute(iv).0;
+                all.merge(&s);
+                (k, s)
+            })
+            .collect();
+        (per_key, all)
+    }
+}
+
+/// Reads `events` once and compares every variant of `summary` with its rows.
+pub fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<Mismatch>> {
+    let mut scan = EventScan::default();
+    let mut intervals = KeyIntervals::default();
+    load::for_each_event(events, |r| {
+        scan.add(r);
+        intervals.add(r);
+    })?;
+    Ok(compare(summary, &scan, &intervals))
+}
+
 /// Compares every variant of the summary with its rows.
-pub fn compare(summary: &SummaryFile, scan: &EventScan) -> Vec<Mismatch> {
+pub fn compare(summary: &SummaryFile, scan: &EventScan, intervals: &KeyIntervals) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for s in &summary.variants {
         match scan.get(&s.variant) {
-            Some(v) => compare_variant(s, v, &mut out),
+            Some(v) => compare_variant(s, v, intervals, &mut out),
             None if s.sections == 0 => {}
             None => out.push(Mismatch {
                 variant: s.variant.clone(),
@@ -65,7 +130,12 @@ fn us(ms: f64) -> u64 {
     (ms * 1000.0).round() as u64
 }
 
-fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
+fn compare_variant(
+    s: &Summary,
+    v: &VariantEvents,
+    intervals: &KeyIntervals,
+    out: &mut Vec<Mismatch>,
+) {
     let mut check = |figure: &str, events: String, summary: String| {
         if events != summary {
             out.push(Mismatch {
@@ -124,7 +194,7 @@ fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
         format!("{} µs", c.excess_total_us),
         format!("{} µs", us(s.excess_total_ms)),
     );
-    let (per_key, all) = v.overlap();
+    let (per_key, all) = intervals.overlap(&v.name);
     check(
         "overlap_ms",
         format!("{} µs", all.overlap_us),
@@ -165,6 +235,34 @@ fn compare_variant(s: &Summary, v: &VariantEvents, out: &mut Vec<Mismatch>) {
     let in_summary: Vec<String> = s.per_key.iter().map(key_line).collect();
     if from_events != in_summary {
         check("per_key", from_events.join("; "), in_summary.join("; "));
+    }
+    // The timeline centres on these instants; summaries from before they were recorded lack
+    // them, and then there is nothing to check.
+    let first_line = |key: usize, us: Option<u64>| match us {
+        Some(t) => format!("key {key}: {t} µs"),
+        None => format!("key {key}: none"),
+    };
+    let (from_events, in_summary): (Vec<String>, Vec<String>) = s
+        .per_key
+        .iter()
+        .filter_map(|k| {
+            let recorded = k.first_overlap_ms?;
+            let recomputed = per_key
+                .iter()
+                .find(|(key, _)| *key == k.key)
+                .and_then(|(_, st)| st.first_overlap_us);
+            Some((
+                first_line(k.key, recomputed),
+                first_line(k.key, Some(us(recorded))),
+            ))
+        })
+        .unzip();
+    if from_events != in_summary {
+        check(
+            "per_key.first_overlap_ms",
+            from_events.join("; "),
+            in_summary.join("; "),
+        );
     }
 
     let quantiles = |q: &Quantiles| {
