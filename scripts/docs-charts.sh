@@ -20,7 +20,8 @@ trap 'rm -rf "$out"' EXIT
 "$bin" compare profiles/naive-vs-token.toml --backend "$backend" --out "$out/compare" \
     | sed -e "s#$out/compare#results/<run-id>#" > "$out/table.txt"
 "$bin" sweep profiles/seed-backend.toml --backend "$backend" --ttl 5s,10s,20s,30s,60s,120s \
-    --duration 4s -q --out "$out/sweep"
+    --duration 4s --out "$out/sweep" 2>/dev/null \
+    | sed -e "s#$out/sweep#results/<run-id>-sweep#" > "$out/sweep-table.txt"
 
 mkdir -p docs/charts
 for png in durations survival timeline acquire-latency compare; do
@@ -30,4 +31,5 @@ cp "$out/compare/summary.csv" docs/charts/summary.csv
 cp "$out/table.txt" docs/charts/compare-table.txt
 cp "$out/sweep/sweep.png" docs/charts/sweep.png
 cp "$out/sweep/sweep.csv" docs/charts/sweep.csv
+cp "$out/sweep-table.txt" docs/charts/sweep-table.txt
 echo "docs/charts/: $(cd docs/charts && ls | tr '\n' ' ')"
