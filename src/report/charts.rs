@@ -261,13 +261,7 @@ where
         .x_desc("duration t (ms)")
         .y_desc("P(d > t), fraction of sections")
         .x_label_formatter(&|v| axis_num(*v))
-        .y_label_formatter(&|v| {
-            if *v >= 0.01 {
-                axis_num(*v)
-            } else {
-                format!("{v:.0e}")
-            }
-        })
+        .y_label_formatter(&prob_label)
         .label_style(font(13))
         .axis_desc_style(font(14))
         .draw()?;
@@ -713,95 +707,125 @@ pub fn sweep(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyhow::Res
                 .map(|p| p.1)
                 .filter(|v| *v > 0.0)
                 .fold(f64::MAX, f64::min);
-            let mut builder = ChartBuilder::on(area);
-            let title = if log_y && values.iter().any(|p| p.1 == 0.0) {
-                format!("{title} (zero drawn on the bottom line)")
-            } else {
-                title.to_string()
-            };
-            builder
-                .margin(12)
-                .margin_right(30)
-                .caption(title, bold(17))
-                .x_label_area_size(40)
-                .y_label_area_size(75);
             let x_desc = format!("TTL ({ttl_unit}, log scale)");
+            let xs = xr.clone().log_scale();
             if log_y {
+                // Zero cannot sit on a log axis: it is drawn on the bottom line, and said so.
                 let floor = if min_pos == f64::MAX {
                     1e-4
                 } else {
                     10f64.powf(min_pos.log10().floor()) / 10.0
                 };
                 let top = (max * 2.0).max(floor * 100.0);
-                let mut chart =
-                    builder.build_cartesian_2d(xr.clone().log_scale(), (floor..top).log_scale())?;
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(ydesc)
-                    .x_labels(8)
-                    .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64))
-                    .y_label_formatter(&|v| {
-                        if *v >= 0.01 {
-                            axis_num(*v)
-                        } else {
-                            format!("{v:.0e}")
-                        }
-                    })
-                    .label_style(font(12))
-                    .axis_desc_style(font(13))
-                    .draw()?;
-                for s in series {
-                    let c = method_colour(&s.method);
-                    let pts: Vec<(f64, f64)> =
-                        pick(s).iter().map(|&(x, y)| (x, y.max(floor))).collect();
-                    chart
-                        .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-                        .label(s.method.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                        });
-                    chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
-                }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .label_font(font(13))
-                    .draw()?;
+                let title = if values.iter().any(|p| p.1 == 0.0) {
+                    format!("{title} (zero drawn on the bottom line)")
+                } else {
+                    title.to_string()
+                };
+                let lines = sweep_lines(series, pick, floor);
+                sweep_panel(
+                    area,
+                    &title,
+                    &x_desc,
+                    ydesc,
+                    xs,
+                    (floor..top).log_scale(),
+                    &lines,
+                    &prob_label,
+                )?;
             } else {
-                let mut chart = builder
-                    .build_cartesian_2d(xr.clone().log_scale(), 0.0..(max * 1.15).max(1.0))?;
-                chart
-                    .configure_mesh()
-                    .x_desc(x_desc)
-                    .y_desc(ydesc)
-                    .x_labels(8)
-                    .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64))
-                    .y_label_formatter(&|v| axis_num(*v))
-                    .label_style(font(12))
-                    .axis_desc_style(font(13))
-                    .draw()?;
-                for s in series {
-                    let c = method_colour(&s.method);
-                    chart
-                        .draw_series(LineSeries::new(pick(s).clone(), c.stroke_width(2)))?
-                        .label(s.method.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3))
-                        });
-                    chart.draw_series(pick(s).iter().map(|&p| Circle::new(p, 4, c.filled())))?;
-                }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK)
-                    .label_font(font(13))
-                    .draw()?;
+                let lines = sweep_lines(series, pick, f64::MIN);
+                sweep_panel(
+                    area,
+                    title,
+                    &x_desc,
+                    ydesc,
+                    xs,
+                    0.0..(max * 1.15).max(1.0),
+                    &lines,
+                    &|v| axis_num(*v),
+                )?;
             }
         }
         Ok(())
     })
+}
+
+/// `(method, points)` of one sweep panel, values lifted to at least `floor`.
+fn sweep_lines(
+    series: &[SweepSeries],
+    pick: fn(&SweepSeries) -> &Vec<(f64, f64)>,
+    floor: f64,
+) -> Vec<(String, Vec<(f64, f64)>)> {
+    series
+        .iter()
+        .map(|s| {
+            (
+                s.method.clone(),
+                pick(s).iter().map(|&(x, y)| (x, y.max(floor))).collect(),
+            )
+        })
+        .collect()
+}
+
+/// One panel of `sweep.png`: a line per method against the TTL.
+#[allow(clippy::too_many_arguments)]
+fn sweep_panel<XS, YS>(
+    area: &Area<'_>,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    xs: XS,
+    ys: YS,
+    lines: &[(String, Vec<(f64, f64)>)],
+    y_label: &dyn Fn(&f64) -> String,
+) -> anyhow::Result<()>
+where
+    XS: AsRangedCoord<Value = f64>,
+    XS::CoordDescType: ValueFormatter<f64>,
+    YS: AsRangedCoord<Value = f64>,
+    YS::CoordDescType: ValueFormatter<f64>,
+{
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .margin_right(30)
+        .caption(title, bold(17))
+        .x_label_area_size(40)
+        .y_label_area_size(75)
+        .build_cartesian_2d(xs, ys)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_desc)
+        .y_desc(y_desc)
+        .x_labels(8)
+        .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64))
+        .y_label_formatter(y_label)
+        .label_style(font(12))
+        .axis_desc_style(font(13))
+        .draw()?;
+    for (method, pts) in lines {
+        let c = method_colour(method);
+        chart
+            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+            .label(method.clone())
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(3)));
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 4, c.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(font(13))
+        .draw()?;
+    Ok(())
+}
+
+/// Probability tick labels: plain numbers down to 0.01, then `1e-3` style.
+fn prob_label(v: &f64) -> String {
+    if *v >= 0.01 {
+        axis_num(*v)
+    } else {
+        format!("{v:.0e}")
+    }
 }
