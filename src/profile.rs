@@ -224,6 +224,37 @@ pub struct ProfileError {
     pub message: String,
 }
 
+/// Calls `$m!(field, …)` with every field of [`Profile`], so code that must visit all of them
+/// (overlay, `is_set`) cannot miss one.
+macro_rules! profile_fields {
+    ($m:ident) => {
+        $m!(
+            name,
+            description,
+            workers,
+            keys,
+            hot_key,
+            ttl,
+            duration,
+            sections,
+            dist,
+            think,
+            busy,
+            retry,
+            release,
+            releases,
+            connection,
+            seed,
+            backend,
+            redis,
+            memory_rtt,
+            command_timeout,
+            connect_timeout,
+            time_scale
+        )
+    };
+}
+
 impl Profile {
     /// Reads and parses a profile file.
     pub fn load(path: &Path) -> Result<(Profile, String), ProfileError> {
@@ -271,30 +302,7 @@ impl Profile {
         macro_rules! check {
             ($($f:ident),*) => { match field { $( stringify!($f) => self.$f.is_some(), )* _ => false } };
         }
-        check!(
-            name,
-            description,
-            workers,
-            keys,
-            hot_key,
-            ttl,
-            duration,
-            sections,
-            dist,
-            think,
-            busy,
-            retry,
-            release,
-            releases,
-            connection,
-            seed,
-            backend,
-            redis,
-            memory_rtt,
-            command_timeout,
-            connect_timeout,
-            time_scale
-        )
+        profile_fields!(check)
     }
 
     /// Fields set in `over` replace those in `self`.
@@ -309,30 +317,7 @@ impl Profile {
         macro_rules! take {
             ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
         }
-        take!(
-            name,
-            description,
-            workers,
-            keys,
-            hot_key,
-            ttl,
-            duration,
-            sections,
-            dist,
-            think,
-            busy,
-            retry,
-            release,
-            releases,
-            connection,
-            seed,
-            backend,
-            redis,
-            memory_rtt,
-            command_timeout,
-            connect_timeout,
-            time_scale
-        );
+        profile_fields!(take);
         self
     }
 
@@ -653,6 +638,30 @@ mod tests {
         assert!(e.contains("time_scale") && e.contains("1ms"), "{e}");
         let e = plan("time_scale = -1\n").unwrap_err().to_string();
         assert!(e.contains("> 0"), "{e}");
+    }
+
+    /// Overlay carries every field across, and `is_set` sees every field set.
+    #[test]
+    fn overlay_and_is_set_cover_every_field() {
+        let full = Profile::parse(
+            "name = \"n\"\ndescription = \"d\"\nworkers = 2\nkeys = 3\nhot_key = 0.5\nttl = \"9ms\"\n\
+             duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
+             release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
+             redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
+             connect_timeout = \"3s\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n",
+            "p.toml",
+        )
+        .unwrap();
+        let json = |p: &Profile| serde_json::to_value(p).unwrap();
+        assert_eq!(json(&Profile::default().overlay(full.clone())), json(&full));
+        let fields = json(&full);
+        for (name, value) in fields.as_object().unwrap() {
+            if name == "sections" {
+                continue; // set either it or duration
+            }
+            assert!(!value.is_null(), "test profile leaves `{name}` unset");
+            assert!(full.is_set(name), "is_set misses `{name}`");
+        }
     }
 
     /// Defaults fill a minimal profile.
