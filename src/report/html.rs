@@ -69,7 +69,16 @@ const ROWS: &[Row] = &[
     ("release method", |s| s.release.clone()),
     ("connection", |s| s.connection_mode.clone()),
     ("workers / keys", |s| format!("{} / {}", s.workers, s.keys)),
-    ("TTL", |s| format!("{} ms", s.ttl_ms)),
+    ("TTL", |s| {
+        if s.time_scale == 1.0 {
+            format!("{} ms", s.ttl_ms)
+        } else {
+            format!(
+                "{} ms (time scale {}: stands for {} ms)",
+                s.ttl_ms, s.time_scale, s.unscaled_ttl_ms
+            )
+        }
+    }),
     ("elapsed", |s| format!("{:.2} s", s.elapsed_s)),
     ("attempts", |s| s.attempts.to_string()),
     ("sections", |s| s.sections.to_string()),
@@ -84,9 +93,25 @@ const ROWS: &[Row] = &[
             super::data::fmt_pct(s.overrun_fraction)
         )
     }),
+    (
+        "P(d > TTL) theory, 99 % interval of the measured fraction",
+        |s| match &s.analytic {
+            Some(a) => format!(
+                "{} in [{}, {}]{}",
+                super::data::fmt_pct(a.p_expected),
+                super::data::fmt_pct(a.ci99_low),
+                super::data::fmt_pct(a.ci99_high),
+                if a.agrees { "" } else { " MISMATCH" }
+            ),
+            None => "n/a".to_string(),
+        },
+    ),
     ("stale releases", |s| s.stale_releases.to_string()),
     ("… without overrun", |s| {
         s.stale_without_overrun.to_string()
+    }),
+    ("lock deleted by other (before its TTL)", |s| {
+        s.deleted_by_other.to_string()
     }),
     ("refused releases", |s| s.refused_releases.to_string()),
     ("… expired", |s| s.refused_expired.to_string()),
