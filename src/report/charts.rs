@@ -416,6 +416,7 @@ pub fn acquire_latency(path: &Path, curves: &[PercentileCurve]) -> anyhow::Resul
 
 const BAR_OK: RGBColor = RGBColor(150, 170, 190);
 const BAR_EXPIRED: RGBColor = RGBColor(240, 170, 60);
+const BAR_LOST: RGBColor = RGBColor(120, 60, 160);
 const OVERLAP: RGBColor = RGBColor(220, 0, 0);
 
 fn draw_mark(area: &Area<'_>, mark: ReleaseMark, (x, y): (i32, i32)) -> anyhow::Result<()> {
@@ -490,10 +491,18 @@ pub fn timeline(path: &Path, t: &Timeline) -> anyhow::Result<()> {
             let (a, rel, exp) = (ms(r.acquired_us), ms(r.released_us), ms(r.expiry_us));
             let yc = y(i);
             let (y0, y1) = (yc - 0.33, yc + 0.33);
+            let valid_until = rel.min(exp);
+            let lost = r.lost_at_us.map(ms).filter(|&l| l < valid_until);
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(a, y0), (rel.min(exp), y1)],
+                [(a, y0), (lost.unwrap_or(valid_until), y1)],
                 BAR_OK.filled(),
             )))?;
+            if let Some(l) = lost {
+                chart.draw_series(std::iter::once(Rectangle::new(
+                    [(l, y0), (valid_until, y1)],
+                    BAR_LOST.filled(),
+                )))?;
+            }
             if rel > exp {
                 chart.draw_series(std::iter::once(Rectangle::new(
                     [(exp, y0), (rel, y1)],
@@ -538,6 +547,7 @@ fn legend(area: &Area<'_>, x: i32, y: i32) -> anyhow::Result<()> {
     };
     x = swatch(area, x, BAR_OK, "holding, lock valid")?;
     x = swatch(area, x, BAR_EXPIRED, "holding after TTL expiry")?;
+    x = swatch(area, x, BAR_LOST, "lock deleted by another")?;
     x = swatch(area, x, OVERLAP, "≥ 2 holders")?;
     area.draw(&PathElement::new(
         vec![(x + 10, y - 8), (x + 10, y + 8)],

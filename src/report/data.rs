@@ -577,6 +577,8 @@ pub struct TimelineRow {
     pub red: Vec<(u64, u64)>,
     /// What its release did, if marked.
     pub mark: Option<ReleaseMark>,
+    /// When another holder's naive release deleted this holder's still-valid lock, µs.
+    pub lost_at_us: Option<u64>,
 }
 
 /// Everything `timeline.png` shows.
@@ -641,9 +643,11 @@ pub fn timeline(
                 expiry_us: a + ttl_us,
                 red,
                 mark: ReleaseMark::from_outcome(&s.outcome),
+                lost_at_us: None,
             }
         })
         .collect();
+    let rows = mark_lost_locks(rows);
     Timeline {
         variant: variant.to_string(),
         key,
@@ -651,6 +655,33 @@ pub fn timeline(
         focus,
         rows,
     }
+}
+
+/// A wrongful delete at `t` removed the lock of the holder whose `SET` last succeeded before
+/// `t` (the key held that holder's token): mark that row, if it is shown, still open and its
+/// lock had not expired yet.
+fn mark_lost_locks(mut rows: Vec<TimelineRow>) -> Vec<TimelineRow> {
+    let deletes: Vec<(usize, u64)> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.mark == Some(ReleaseMark::WrongfulDelete))
+        .map(|(i, r)| (i, r.released_us))
+        .collect();
+    for (deleter, t) in deletes {
+        let victim = rows
+            .iter()
+            .enumerate()
+            .filter(|&(i, r)| i != deleter && r.acquired_us < t && r.released_us > t)
+            .max_by_key(|(_, r)| r.acquired_us)
+            .map(|(i, _)| i);
+        if let Some(v) = victim
+            && t < rows[v].expiry_us
+        {
+            let at = rows[v].lost_at_us.map_or(t, |x| x.min(t));
+            rows[v].lost_at_us = Some(at);
+        }
+    }
+    rows
 }
 
 /// The bars of `compare.png`: one figure per panel, one value per variant.
@@ -960,6 +991,43 @@ mod tests {
         assert_eq!(t.rows[2].red, vec![(340, 350)]);
         assert_eq!(t.rows[0].mark, Some(ReleaseMark::WrongfulDelete));
         assert_eq!(t.rows[1].mark, None);
+        assert_eq!(
+            t.rows[1].lost_at_us, None,
+            "W1's lock had already expired at 300"
+        );
+    }
+
+    /// A wrongful delete marks the lock it removed: the latest holder whose lock was still
+    /// valid at that instant — not a later newcomer, not an expired lock.
+    #[test]
+    fn wrongful_delete_marks_its_victim() {
+        let span = |worker, a, r, outcome: &str| SectionSpan {
+            worker,
+            seq: 0,
+            acquired_us: a,
+            released_us: r,
+            outcome: outcome.into(),
+        };
+        // TTL 100: W0 overruns and deletes W1's valid lock at 150; W2 walks in at 160.
+        let sections = vec![
+            span(0, 0, 150, "wrongful_delete"),
+            span(1, 120, 230, "nothing_deleted"),
+            span(2, 160, 200, "released"),
+        ];
+        let iv: Vec<(u64, u64)> = sections
+            .iter()
+            .map(|s| (s.acquired_us, s.released_us))
+            .collect();
+        let t = timeline(
+            "del",
+            0,
+            100,
+            Focus::FirstOverlap(120),
+            sections,
+            &overlap_stretches(&iv),
+        );
+        let lost: Vec<Option<u64>> = t.rows.iter().map(|r| r.lost_at_us).collect();
+        assert_eq!(lost, [None, Some(150), None]);
     }
 
     /// Durations print with a unit people read.
