@@ -958,16 +958,19 @@ mod tests {
         assert!(overlapping > 100, "{overlapping} cases with overlap");
     }
 
-    /// Timeline rows carry the TTL expiry, the red parts clipped to the bar and the marks.
-    #[test]
-    fn timeline_rows_red_and_marks() {
-        let span = |worker, a, r, outcome: &str| SectionSpan {
+    fn span(worker: usize, a: u64, r: u64, outcome: &str) -> SectionSpan {
+        SectionSpan {
             worker,
             seq: 0,
             acquired_us: a,
             released_us: r,
             outcome: outcome.into(),
-        };
+        }
+    }
+
+    /// Timeline rows carry the TTL expiry, the red parts clipped to the bar and the marks.
+    #[test]
+    fn timeline_rows_red_and_marks() {
         let iv = [(0, 300), (200, 350), (340, 400)];
         let stretches = overlap_stretches(&iv);
         assert_eq!(stretches, vec![(200, 300), (340, 350)]);
@@ -1001,13 +1004,6 @@ mod tests {
     /// valid at that instant — not a later newcomer, not an expired lock.
     #[test]
     fn wrongful_delete_marks_its_victim() {
-        let span = |worker, a, r, outcome: &str| SectionSpan {
-            worker,
-            seq: 0,
-            acquired_us: a,
-            released_us: r,
-            outcome: outcome.into(),
-        };
         // TTL 100: W0 overruns and deletes W1's valid lock at 150; W2 walks in at 160.
         let sections = vec![
             span(0, 0, 150, "wrongful_delete"),
