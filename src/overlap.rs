@@ -86,11 +86,6 @@ impl KeyTracker {
         now_us.max(self.last_change_us + 1)
     }
 
-    /// Sections open right now.
-    pub fn holders(&self) -> u32 {
-        self.open
-    }
-
     /// Figures so far (overlap time counted up to the last event).
     pub fn stats(&self) -> OverlapStats {
         self.stats

@@ -99,11 +99,6 @@ pub fn fmt_us(us: u64) -> String {
     }
 }
 
-/// Formats a [`Duration`] like [`fmt_us`].
-pub fn fmt_duration(d: Duration) -> String {
-    fmt_us(d.as_micros() as u64)
-}
-
 fn trim(s: String) -> String {
     if s.contains('.') {
         s.trim_end_matches('0').trim_end_matches('.').to_string()
