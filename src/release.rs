@@ -142,6 +142,42 @@ pub fn lost_key(set_sent_us: u64, released_us: u64, ttl_us: u64) -> LostKey {
     }
 }
 
+/// What one classified release adds to the figures besides its outcome's own counter. The
+/// live run and `lockbench report`'s recount both tally through this, so they cannot drift.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tally {
+    /// A stale release: the key was gone after its TTL ran out.
+    pub stale: bool,
+    /// … by a section that did not overrun.
+    pub stale_without_overrun: bool,
+    /// The key was gone before it could expire: another holder's naive `DEL`.
+    pub deleted_by_other: bool,
+}
+
+/// Tallies a release: `overrun` is d > TTL; the times (µs, one clock) place a missing key.
+pub fn tally(
+    o: ReleaseOutcome,
+    overrun: bool,
+    set_sent_us: u64,
+    released_us: u64,
+    ttl_us: u64,
+) -> Tally {
+    if !o.is_stale() {
+        return Tally::default();
+    }
+    match lost_key(set_sent_us, released_us, ttl_us) {
+        LostKey::Expired => Tally {
+            stale: true,
+            stale_without_overrun: !overrun,
+            deleted_by_other: false,
+        },
+        LostKey::DeletedByOther => Tally {
+            deleted_by_other: true,
+            ..Tally::default()
+        },
+    }
+}
+
 /// Classifies the value `GETDEL` returned for a holder with token `own`.
 pub fn classify_getdel(removed: Option<&str>, own: &str) -> ReleaseOutcome {
     match removed {
@@ -218,6 +254,19 @@ mod tests {
         assert_eq!(lost_key(1_000, 21_000, 20_000), LostKey::Expired);
         assert_eq!(lost_key(1_000, 20_999, 20_000), LostKey::DeletedByOther);
         assert_eq!(lost_key(u64::MAX, 5, 20_000), LostKey::DeletedByOther);
+    }
+
+    /// A release is stale only when its key was gone after the TTL ran out; gone earlier means
+    /// another holder deleted it; a released lock adds nothing.
+    #[test]
+    fn tallies_releases() {
+        let t = |o, overrun, released| tally(o, overrun, 1_000, released, 20_000);
+        assert_eq!(t(ReleaseOutcome::Released, true, 30_000), Tally::default());
+        let stale = t(ReleaseOutcome::RefusedExpired, true, 30_000);
+        assert!(stale.stale && !stale.stale_without_overrun && !stale.deleted_by_other);
+        assert!(t(ReleaseOutcome::RefusedHeldByOther, false, 21_000).stale_without_overrun);
+        let early = t(ReleaseOutcome::NothingDeleted, false, 10_000);
+        assert!(early.deleted_by_other && !early.stale);
     }
 
     /// Method names parse and print the same; unknown ones say what is valid.

@@ -251,12 +251,8 @@ pub async fn run_worker<C: LockConn>(
             rec.record_all(id, &values);
             let outcome_name = match &outcome {
                 Ok(o) => {
-                    count_outcome(
-                        rec,
-                        *o,
-                        overrun,
-                        crate::release::lost_key(set_sent_us, t1, ttl_us),
-                    );
+                    let tally = crate::release::tally(*o, overrun, set_sent_us, t1, ttl_us);
+                    count_outcome(rec, *o, tally);
                     o.name().to_string()
                 }
                 Err(e) => {
@@ -311,7 +307,7 @@ pub async fn run_worker<C: LockConn>(
     }
 }
 
-fn count_outcome(rec: &Recorder, o: ReleaseOutcome, overrun: bool, lost: crate::release::LostKey) {
+fn count_outcome(rec: &Recorder, o: ReleaseOutcome, t: crate::release::Tally) {
     let c = &rec.counters;
     let counter = match o {
         ReleaseOutcome::Released => &c.released,
@@ -322,17 +318,9 @@ fn count_outcome(rec: &Recorder, o: ReleaseOutcome, overrun: bool, lost: crate::
         ReleaseOutcome::RefusedUnclassified => &c.refused_unclassified,
     };
     counter.fetch_add(1, Relaxed);
-    if o.is_stale() {
-        match lost {
-            crate::release::LostKey::Expired => {
-                c.stale_releases.fetch_add(1, Relaxed);
-                if !overrun {
-                    c.stale_without_overrun.fetch_add(1, Relaxed);
-                }
-            }
-            crate::release::LostKey::DeletedByOther => {
-                c.deleted_by_other.fetch_add(1, Relaxed);
-            }
-        }
-    }
+    c.stale_releases.fetch_add(u64::from(t.stale), Relaxed);
+    c.stale_without_overrun
+        .fetch_add(u64::from(t.stale_without_overrun), Relaxed);
+    c.deleted_by_other
+        .fetch_add(u64::from(t.deleted_by_other), Relaxed);
 }

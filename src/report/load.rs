@@ -241,15 +241,10 @@ impl VariantEvents {
                     ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
                 };
                 *counter += 1;
-                if o.is_stale() {
-                    match crate::release::lost_key(r.set_sent_us, r.released_us, r.ttl_us) {
-                        crate::release::LostKey::Expired => {
-                            c.stale_releases += 1;
-                            c.stale_without_overrun += u64::from(!overrun);
-                        }
-                        crate::release::LostKey::DeletedByOther => c.deleted_by_other += 1,
-                    }
-                }
+                let t = crate::release::tally(o, overrun, r.set_sent_us, r.released_us, r.ttl_us);
+                c.stale_releases += u64::from(t.stale);
+                c.stale_without_overrun += u64::from(t.stale_without_overrun);
+                c.deleted_by_other += u64::from(t.deleted_by_other);
             }
             None => c.release_errors += 1,
         }
