@@ -232,23 +232,29 @@ pub async fn run_worker<C: LockConn>(
             let d = t1 - t0;
             let overrun = d > ttl_us;
             let excess = d.saturating_sub(ttl_us);
-            let mut values = vec![
+            // A fixed array, not a Vec: this runs once per section.
+            let mut values = [
                 (Metric::Duration, d),
                 (Metric::Intended, intended_us),
                 (Metric::AcquireLatency, t0.saturating_sub(first_attempt)),
                 (Metric::ReleaseLatency, release_latency_us),
+                (Metric::TimerError, 0),
+                (Metric::Excess, 0),
             ];
+            let mut n = 4;
             if completed {
-                values.push((Metric::TimerError, d.saturating_sub(intended_us)));
+                values[n] = (Metric::TimerError, d.saturating_sub(intended_us));
+                n += 1;
             } else {
                 c.interrupted.fetch_add(1, Relaxed);
             }
             if overrun {
                 c.overruns.fetch_add(1, Relaxed);
                 c.excess_total_us.fetch_add(excess, Relaxed);
-                values.push((Metric::Excess, excess));
+                values[n] = (Metric::Excess, excess);
+                n += 1;
             }
-            rec.record_all(id, &values);
+            rec.record_all(id, &values[..n]);
             let outcome_name = match &outcome {
                 Ok(o) => {
                     let tally = crate::release::tally(*o, overrun, set_sent_us, t1, ttl_us);
