@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// Load-tests Redis locks and measures what goes wrong when critical sections outlast their TTL.
 #[derive(Debug, Parser)]
-#[command(name = "lockbench", version, about, long_about = None)]
+#[command(name = "lockbench", version, about, long_about = None, after_help = crate::exit::TABLE)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -106,6 +106,11 @@ pub struct WorkloadArgs {
     /// [profile: command_timeout; default 10s].
     #[arg(long)]
     pub command_timeout: Option<String>,
+    /// End the run when commands have been failing, with none succeeding, for this long (the
+    /// server is down, out of memory, or refusing the user); the run then exits with 1
+    /// [profile: give_up_after; default 10s].
+    #[arg(long)]
+    pub give_up_after: Option<String>,
     /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the
     /// run length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show
     /// scaled and original units [profile: time_scale; default 1].
@@ -192,6 +197,7 @@ impl WorkloadArgs {
             backend: self.backend.clone(),
             memory_rtt: self.memory_rtt.clone(),
             command_timeout: self.command_timeout.clone(),
+            give_up_after: self.give_up_after.clone(),
             time_scale: self.time_scale,
             ..Profile::default()
         }
@@ -321,7 +327,27 @@ fn finish(outcome: runner::RunOutcome, quiet: bool) -> anyhow::Result<i32> {
         }
         println!("results: {}", outcome.dir.display());
     }
-    Ok(if outcome.manifest.interrupted { 130 } else { 0 })
+    let failure = outcome.manifest.failure.as_deref();
+    let verdict = crate::exit::verdict(&outcome.summaries, outcome.manifest.interrupted, failure);
+    // The cause of a failed run is shown even under --quiet; other errors only without it.
+    if verdict.code != crate::exit::OK || !quiet {
+        for s in &outcome.summaries {
+            let lines = crate::exit::error_lines(s);
+            if !lines.is_empty() {
+                eprintln!("errors of variant `{}`, first of each kind:", s.variant);
+                for l in lines {
+                    eprintln!("  {l}");
+                }
+            }
+        }
+    }
+    if verdict.code == crate::exit::FAILED {
+        for r in &verdict.reasons {
+            eprintln!("error: {r}");
+        }
+        eprintln!("results so far: {}", outcome.dir.display());
+    }
+    Ok(verdict.code)
 }
 
 async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {

@@ -12,14 +12,14 @@ fn main() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            std::process::exit(1);
+            std::process::exit(lockbench::exit::FAILED);
         }
     };
     let code = match runtime.block_on(lockbench::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            1
+            lockbench::exit::code_of_error(&e)
         }
     };
     drop(runtime);

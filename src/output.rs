@@ -312,6 +312,9 @@ pub const CSV_COLUMNS: &[&str] = &[
     "acquire_giveups",
     "interrupted",
     "errors",
+    "stop_reason",
+    "outages",
+    "outage_ms",
     "duration_p50_ms",
     "duration_p99_ms",
     "duration_max_ms",
@@ -374,6 +377,9 @@ pub fn csv_row(s: &Summary) -> Vec<String> {
         s.acquire_giveups.to_string(),
         s.interrupted.to_string(),
         s.errors.to_string(),
+        s.stop_reason.name().to_string(),
+        s.outages.to_string(),
+        f(s.outage_ms),
         dp50,
         dp99,
         dmax,
@@ -475,6 +481,11 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
             Box::new(|s| q3(&s.acquire_latency_ms)),
         ),
         ("errors", Box::new(|s| s.errors.to_string())),
+        (
+            "outages",
+            Box::new(move |s| format!("{} ({})", s.outages, ms(s.outage_ms))),
+        ),
+        ("stopped by", Box::new(|s| s.stop_reason.name().to_string())),
     ];
     let label_w = rows
         .iter()

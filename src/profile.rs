@@ -68,6 +68,8 @@ pub struct Profile {
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
     pub connect_timeout: Option<String>,
+    /// A run gives up when no command has succeeded for this long while commands fail.
+    pub give_up_after: Option<String>,
     /// Multiplies every duration of the workload (TTL, distribution, think time, retry
     /// backoff) — not the run length — so a 30 s-TTL world can be measured in seconds.
     pub time_scale: Option<f64>,
@@ -192,6 +194,8 @@ pub struct Plan {
     pub command_timeout_us: u64,
     /// Connect timeout, µs.
     pub connect_timeout_us: u64,
+    /// Give up when commands have failed, with no success, for this long, µs.
+    pub give_up_after_us: u64,
     /// Factor applied to every duration of the workload (1 = unscaled).
     pub time_scale: f64,
     /// The TTL before scaling, ms (what it stands for in the real system).
@@ -250,6 +254,7 @@ macro_rules! profile_fields {
             memory_rtt,
             command_timeout,
             connect_timeout,
+            give_up_after,
             time_scale
         )
     };
@@ -565,6 +570,19 @@ impl Profile {
             },
             command_timeout_us,
             connect_timeout_us,
+            give_up_after_us: {
+                let us = dur_us("give_up_after", &self.give_up_after, "10s")?;
+                if us < 100_000 {
+                    return Err(err(
+                        "give_up_after",
+                        format!(
+                            "{} is too short to tell an outage from a hiccup: use at least 100ms",
+                            units::fmt_us(us)
+                        ),
+                    ));
+                }
+                us
+            },
             time_scale: scale,
             unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
             warnings,

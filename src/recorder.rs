@@ -187,6 +187,48 @@ pub struct Recorder {
     /// One bit per key: an acquisition was sent for it (so cleanup deletes just those).
     touched: Vec<AtomicU64>,
     first_errors: Mutex<Vec<(ErrorKind, String)>>,
+    health: Health,
+}
+
+/// Since when commands fail, and the outages so far: what the give-up rule and the outage
+/// figures read. Kept apart from the counters because two of its fields are instants, not
+/// counts.
+#[derive(Debug)]
+struct Health {
+    /// µs of the first failed command since the last success ([`NONE`] while commands succeed).
+    failing_since: AtomicU64,
+    /// µs of the first connection or timeout failure since the last success ([`NONE`] when none).
+    outage_since: AtomicU64,
+    /// Outages ended by a successful command.
+    outages: AtomicU64,
+    /// Their total length, µs.
+    outage_us: AtomicU64,
+}
+
+/// "No instant" in [`Health`].
+const NONE: u64 = u64::MAX;
+
+impl Default for Health {
+    fn default() -> Self {
+        Self {
+            failing_since: AtomicU64::new(NONE),
+            outage_since: AtomicU64::new(NONE),
+            outages: AtomicU64::new(0),
+            outage_us: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Outages seen by a run: stretches in which the server could not be reached (connection or
+/// timeout errors), each from its first failure to the next successful command.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Outages {
+    /// Outages that ended (a later command succeeded).
+    pub ended: u64,
+    /// Their total length, µs, plus the length of one still open at the end.
+    pub total_us: u64,
+    /// Whether the run ended inside an outage.
+    pub open_at_end: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,17 +240,23 @@ impl Recorder {
     /// A recorder for `keys` keys and `workers` workers, with time zero now.
     pub fn new(keys: usize, workers: usize) -> Self {
         let stripes = workers.clamp(1, 16);
+        let stripes = (0..stripes)
+            .map(|_| Mutex::new(HistSet::default()))
+            .collect();
+        let keys_trackers = (0..keys)
+            .map(|_| Mutex::new(KeyTracker::default()))
+            .collect();
+        let touched = (0..keys.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         Self {
+            // Time zero after the allocations: with millions of keys they take long enough to
+            // eat a short run's whole length.
             start: Instant::now(),
             counters: Counters::default(),
-            stripes: (0..stripes)
-                .map(|_| Mutex::new(HistSet::default()))
-                .collect(),
-            keys: (0..keys)
-                .map(|_| Mutex::new(KeyTracker::default()))
-                .collect(),
-            touched: (0..keys.div_ceil(64)).map(|_| AtomicU64::new(0)).collect(),
+            stripes,
+            keys: keys_trackers,
+            touched,
             first_errors: Mutex::new(Vec::new()),
+            health: Health::default(),
         }
     }
 
@@ -273,9 +321,59 @@ impl Recorder {
         t
     }
 
+    /// Notes a command that succeeded: ends a failure streak and an outage.
+    pub fn ok(&self) {
+        let h = &self.health;
+        // Two relaxed loads on the hot path; the swaps only run after a failure.
+        if h.failing_since.load(Relaxed) != NONE {
+            h.failing_since.store(NONE, Relaxed);
+        }
+        if h.outage_since.load(Relaxed) != NONE {
+            let since = h.outage_since.swap(NONE, Relaxed);
+            if since != NONE {
+                h.outages.fetch_add(1, Relaxed);
+                h.outage_us
+                    .fetch_add(self.now_us().saturating_sub(since), Relaxed);
+            }
+        }
+    }
+
+    /// µs since the first failed command of the current failure streak, if commands are
+    /// failing (no command succeeded since).
+    pub fn failing_for_us(&self) -> Option<u64> {
+        match self.health.failing_since.load(Relaxed) {
+            NONE => None,
+            since => Some(self.now_us().saturating_sub(since)),
+        }
+    }
+
+    /// The outages so far.
+    pub fn outages(&self) -> Outages {
+        let h = &self.health;
+        let open = h.outage_since.load(Relaxed);
+        let open_us = match open {
+            NONE => 0,
+            since => self.now_us().saturating_sub(since),
+        };
+        Outages {
+            ended: h.outages.load(Relaxed),
+            total_us: h.outage_us.load(Relaxed) + open_us,
+            open_at_end: open != NONE,
+        }
+    }
+
     /// Counts a failed command.
     pub fn error(&self, e: &CmdError) {
         self.counters.errors[e.kind as usize].fetch_add(1, Relaxed);
+        let now = self.now_us();
+        let h = &self.health;
+        // First failure of a streak wins; later ones leave the instant alone.
+        let _ = h
+            .failing_since
+            .compare_exchange(NONE, now, Relaxed, Relaxed);
+        if matches!(e.kind, ErrorKind::Connection | ErrorKind::Timeout) {
+            let _ = h.outage_since.compare_exchange(NONE, now, Relaxed, Relaxed);
+        }
         let mut first = lock(&self.first_errors);
         if !first.iter().any(|(k, _)| *k == e.kind) {
             first.push((e.kind, e.detail.clone()));

@@ -5,12 +5,13 @@ use crate::output::{self, Collector, EventsWriter};
 use crate::profile::{BackendChoice, ConnectionMode, Plan, Stop};
 use crate::recorder::Recorder;
 use crate::release::ReleaseMethod;
+use crate::signals::{Request, request_of};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisConnector, Timeouts, redact_url};
 use crate::store::spawn::{SpawnedRedis, redis_server_available};
 use crate::store::{Connector, LockConn};
-use crate::summary::{Meta, Summary, summarize};
-use crate::worker::{WorkerCtx, run_worker};
+use crate::summary::{Meta, StopReason, Summary, summarize};
+use crate::worker::{Halt, WorkerCtx, run_worker};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -85,8 +86,16 @@ pub struct Manifest {
     pub started_at: String,
     /// UTC end.
     pub ended_at: Option<String>,
-    /// Stopped by Ctrl-C.
+    /// Stopped by Ctrl-C or SIGTERM.
     pub interrupted: bool,
+    /// What ended the run early, if something failed (the variants before it are in the
+    /// summary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Keys that may remain on the server (cleanup failed or was abandoned), listed in
+    /// `leftover-keys.txt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leftover_keys: Option<usize>,
 }
 
 /// A finished run.
@@ -200,6 +209,8 @@ pub async fn run_with<K: Connector>(
     methods: &[ReleaseMethod],
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
+    // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
+    let mut signals = crate::signals::subscribe();
     let mut probe = connector.connect().await?;
     let server_version = probe
         .server_version()
@@ -233,26 +244,18 @@ pub async fn run_with<K: Connector>(
         started_at: output::utc_stamp(started, false),
         ended_at: None,
         interrupted: false,
+        failure: None,
+        leftover_keys: None,
     };
     output::write_json(&dir.join("manifest.json"), &manifest)?;
-
-    let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let shutdown_tx = Arc::new(shutdown_tx);
-    let ctrl_c = {
-        let tx = shutdown_tx.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                let _ = tx.send(true);
-            }
-        })
-    };
 
     let events = EventsWriter::start(&dir.join("events.csv"))?;
     let mut summaries = Vec::new();
     let mut written_keys: Vec<String> = Vec::new();
-    let mut result = Ok(());
+    // The first thing that went wrong; what was measured before it is still written.
+    let mut failure: Option<anyhow::Error> = None;
     for &method in methods {
-        if *shutdown_rx.borrow() {
+        if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
         let key_names: Vec<String> = (0..plan.keys)
@@ -269,47 +272,52 @@ pub async fn run_with<K: Connector>(
                 dir: &dir,
                 base: started,
                 opts,
-                shutdown: shutdown_rx.clone(),
+                signals: signals.clone(),
                 server_version: &server_version,
                 written_keys: &mut written_keys,
             },
         )
         .await;
+        let r = r.and_then(|(summary, hists)| {
+            let suffix = (methods.len() > 1).then_some(method.name());
+            output::write_hgrms(&dir, &hists, suffix)?;
+            Ok(summary)
+        });
         match r {
-            Ok((summary, hists)) => {
-                let suffix = (methods.len() > 1).then_some(method.name());
-                if let Err(e) = output::write_hgrms(&dir, &hists, suffix) {
-                    result = Err(e);
-                    break;
-                }
-                summaries.push(summary);
-            }
+            Ok(summary) => summaries.push(summary),
             Err(e) => {
-                result = Err(e);
+                failure = Some(e.context(format!("variant `{method}` failed")));
                 break;
             }
         }
     }
-    ctrl_c.abort();
-    let interrupted = *shutdown_rx.borrow();
+    let interrupted = request_of(*signals.borrow()) != Request::Continue;
     let rows = events.finish();
-
-    // Remove exactly the keys this run could have written (those it sent a SET for), nothing
-    // else, a few hundred per DEL.
-    let mut cleanup_errors = 0;
-    for chunk in written_keys.chunks(500) {
-        if probe.del_many(chunk).await.is_err() {
-            cleanup_errors += chunk.len();
-        }
+    if let Err(e) = rows {
+        failure.get_or_insert(e);
     }
-    result?;
-    rows?;
-    if cleanup_errors > 0 && !opts.quiet {
+
+    let leftover = remove_keys(&mut probe, &written_keys, &mut signals).await;
+    if !leftover.is_empty() {
+        let list = dir.join("leftover-keys.txt");
+        let written = std::fs::write(&list, leftover.join("\n") + "\n");
         eprintln!(
-            "warning: {cleanup_errors} of the run's keys could not be removed (prefix {prefix})"
+            "warning: {} of the run's keys may remain on the server (prefix {prefix}){}",
+            leftover.len(),
+            match written {
+                Ok(()) => format!("; they are listed in {}", list.display()),
+                Err(e) => format!("; cannot list them in {}: {e}", list.display()),
+            }
+        );
+        manifest.leftover_keys = Some(leftover.len());
+    }
+
+    if summaries.is_empty() {
+        // Nothing was measured: no summary to write.
+        return Err(
+            failure.unwrap_or_else(|| anyhow::anyhow!("interrupted before any variant ran"))
         );
     }
-
     let summary_file = SummaryFile {
         run_id: run_id.clone(),
         variants: summaries.clone(),
@@ -319,6 +327,7 @@ pub async fn run_with<K: Connector>(
     output::write_summary_csv(std::io::BufWriter::new(csv), &summaries)?;
     manifest.ended_at = Some(output::utc_stamp(SystemTime::now(), false));
     manifest.interrupted = interrupted;
+    manifest.failure = failure.as_ref().map(|e| format!("{e:#}"));
     output::write_json(&dir.join("manifest.json"), &manifest)?;
     // Charts and report.html, from the files just written (as `lockbench report` would).
     crate::report::render_after_run(&dir, opts.quiet);
@@ -327,6 +336,35 @@ pub async fn run_with<K: Connector>(
         summaries,
         manifest,
     })
+}
+
+/// Removes exactly the keys this run could have written (those it sent a SET for), nothing
+/// else, a few hundred per `DEL`. Returns the keys that may remain: those whose `DEL` failed,
+/// and all that were not tried once the user asked to abandon (a second signal).
+async fn remove_keys<C: LockConn>(
+    conn: &mut C,
+    keys: &[String],
+    signals: &mut watch::Receiver<u32>,
+) -> Vec<String> {
+    let mut leftover = Vec::new();
+    let mut chunks = keys.chunks(500);
+    for chunk in chunks.by_ref() {
+        if request_of(*signals.borrow()) == Request::Abandon {
+            leftover.extend_from_slice(chunk);
+            break;
+        }
+        let deleted = tokio::select! {
+            r = conn.del_many(chunk) => r.is_ok(),
+            Ok(_) = signals.wait_for(|n| request_of(*n) == Request::Abandon) => false,
+        };
+        if !deleted {
+            leftover.extend_from_slice(chunk);
+        }
+    }
+    for chunk in chunks {
+        leftover.extend_from_slice(chunk);
+    }
+    leftover
 }
 
 /// Refuses a release method whose command the server lacks, naming the version that has it.
@@ -362,7 +400,7 @@ struct VariantEnv<'a> {
     dir: &'a Path,
     base: SystemTime,
     opts: &'a RunOptions,
-    shutdown: watch::Receiver<bool>,
+    signals: watch::Receiver<u32>,
     server_version: &'a str,
     /// Every key the variant may have written is added here, also when it fails.
     written_keys: &'a mut Vec<String>,
@@ -384,8 +422,7 @@ async fn run_variant<K: Connector>(
             ConnectionMode::Shared => probe.clone(),
             ConnectionMode::PerWorker => connector.connect().await.with_context(|| {
                 format!(
-                    "opening connection {} of {} (per-worker mode): the server's maxclients or this \
-                     process's open-file limit (ulimit -n) may be too low; --connection shared uses one",
+                    "opening connection {} of {} (per-worker mode)",
                     i + 1,
                     plan.workers
                 )
@@ -426,17 +463,46 @@ async fn run_variant<K: Connector>(
     });
 
     // Sections still open at the deadline may finish; past this grace they are cut short.
-    let (local_tx, local_rx) = watch::channel(false);
+    let (local_tx, local_rx) = watch::channel(Halt::Run);
+    let halt = |h: Halt| {
+        local_tx.send_if_modified(|cur| {
+            let raise = h > *cur;
+            if raise {
+                *cur = h;
+            }
+            raise
+        });
+    };
     let mut set = tokio::task::JoinSet::new();
     for (id, conn) in conns.into_iter().enumerate() {
         set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
     }
     let bar = progress_bar(plan, env.opts, method);
     let grace = end_grace(plan.ttl_ms);
-    let mut outer = env.shutdown.clone();
+    let mut signals = env.signals.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut cut_at: Option<Instant> = None;
     let mut panicked: Option<String> = None;
+    let mut stop_reason = StopReason::Limit;
+    let on_signal = |count: u32, stop_reason: &mut StopReason| match request_of(count) {
+        Request::Continue => {}
+        Request::Stop => {
+            *stop_reason = StopReason::Interrupted;
+            if !env.opts.quiet {
+                eprintln!(
+                    "stopping: open sections end now and are released; Ctrl-C again to stop \
+                     waiting for the server and skip the key cleanup"
+                );
+            }
+            halt(Halt::Stop);
+        }
+        Request::Abandon => {
+            *stop_reason = StopReason::Interrupted;
+            halt(Halt::Abandon);
+        }
+    };
+    // A signal that came before the workers started.
+    on_signal(*signals.borrow_and_update(), &mut stop_reason);
     loop {
         tokio::select! {
             r = set.join_next() => {
@@ -445,21 +511,30 @@ async fn run_variant<K: Connector>(
                     Some(Err(e)) if e.is_panic() => {
                         // Stop the others normally so their locks are released and counted.
                         panicked.get_or_insert_with(|| e.to_string());
-                        let _ = local_tx.send(true);
+                        halt(Halt::Stop);
                     }
                     Some(_) => {}
                 }
             }
-            _ = outer.changed() => {
-                let _ = local_tx.send(true);
+            Ok(()) = signals.changed() => {
+                on_signal(*signals.borrow_and_update(), &mut stop_reason);
             }
             _ = tick.tick() => {
                 update_bar(&bar, plan, &recorder);
                 if let Some(d) = deadline {
                     let cut = *cut_at.get_or_insert(d + grace);
                     if Instant::now() >= cut {
-                        let _ = local_tx.send(true);
+                        halt(Halt::Stop);
                     }
+                }
+                // The give-up rule: commands have failed, with none succeeding, for too long.
+                if stop_reason == StopReason::Limit
+                    && recorder
+                        .failing_for_us()
+                        .is_some_and(|f| f >= plan.give_up_after_us)
+                {
+                    stop_reason = StopReason::GaveUp;
+                    halt(Halt::Stop);
                 }
             }
         }
@@ -489,6 +564,7 @@ async fn run_variant<K: Connector>(
         unscaled_ttl_ms: plan.unscaled_ttl_ms,
         seed: plan.seed,
         elapsed_s,
+        stop_reason,
     };
     let mut summary = summarize(meta, &recorder, &hists);
     summary.analytic = crate::analytic::check(

@@ -144,6 +144,16 @@ pub struct Summary {
     pub errors_by_kind: BTreeMap<String, u64>,
     /// First message of each error kind.
     pub first_errors: BTreeMap<String, String>,
+    /// Why the variant stopped.
+    #[serde(default)]
+    pub stop_reason: StopReason,
+    /// Stretches in which the server could not be reached (connection or timeout errors),
+    /// each from its first failure to the next successful command.
+    #[serde(default)]
+    pub outages: u64,
+    /// Their total length, ms (one still open at the end counts up to the end).
+    #[serde(default)]
+    pub outage_ms: f64,
     /// Measured section durations.
     pub duration_ms: Quantiles,
     /// Intended durations drawn from the distribution.
@@ -165,6 +175,30 @@ pub struct Summary {
     /// Theoretical overrun probability next to the measured fraction (parametric
     /// distributions only).
     pub analytic: Option<crate::analytic::AnalyticCheck>,
+}
+
+/// Why a variant stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// It reached its length or its section count.
+    #[default]
+    Limit,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// Commands kept failing, none succeeding, for the profile's `give_up_after`.
+    GaveUp,
+}
+
+impl StopReason {
+    /// The name used in every output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Limit => "limit",
+            Self::Interrupted => "interrupted",
+            Self::GaveUp => "gave_up",
+        }
+    }
 }
 
 /// Facts about a variant that the recorder does not know.
@@ -192,6 +226,8 @@ pub struct Meta {
     pub seed: u64,
     /// Wall time, s.
     pub elapsed_s: f64,
+    /// Why it stopped.
+    pub stop_reason: StopReason,
 }
 
 /// Builds the summary from a finished recorder and its drained histograms.
@@ -257,6 +293,12 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
             .into_iter()
             .map(|(k, m)| (k.name().to_string(), m))
             .collect(),
+        stop_reason: meta.stop_reason,
+        outages: {
+            let o = rec.outages();
+            o.ended + u64::from(o.open_at_end)
+        },
+        outage_ms: rec.outages().total_us as f64 / 1000.0,
         duration_ms: q(Metric::Duration),
         intended_ms: q(Metric::Intended),
         timer_error_ms: q(Metric::TimerError),

@@ -9,7 +9,7 @@ use crate::dist::Sampler;
 use crate::profile::BusyPolicy;
 use crate::recorder::{EventRow, Metric, Recorder};
 use crate::release::{ReleaseMethod, ReleaseOutcome, release};
-use crate::store::LockConn;
+use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
@@ -122,14 +122,41 @@ impl WorkerCtx {
     }
 }
 
-/// Sleeps until `t`, or returns `false` early when shutdown is signalled.
-async fn sleep_until_or_shutdown(t: Instant, shutdown: &mut watch::Receiver<bool>) -> bool {
-    if *shutdown.borrow() {
+/// What the runner asks of its workers; it only ever rises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Halt {
+    /// Keep going.
+    Run,
+    /// Start nothing new; open sections end now (counted as interrupted) and are released.
+    Stop,
+    /// Also stop waiting for replies: the server may be stalled and the user asked twice.
+    Abandon,
+}
+
+/// Sleeps until `t`, or returns `false` early when the run stops.
+async fn sleep_until_or_shutdown(t: Instant, shutdown: &mut watch::Receiver<Halt>) -> bool {
+    if *shutdown.borrow() != Halt::Run {
         return false;
     }
     tokio::select! {
         _ = tokio::time::sleep_until(t) => true,
-        _ = shutdown.changed() => false,
+        Ok(_) = shutdown.wait_for(|h| *h != Halt::Run) => false,
+    }
+}
+
+/// Awaits a command's reply unless the run is abandoned first; an abandoned command counts
+/// as a timeout (its reply was not awaited), so its section still gets its row.
+async fn unless_abandoned<T>(
+    command: impl std::future::Future<Output = CmdResult<T>>,
+    shutdown: &mut watch::Receiver<Halt>,
+) -> CmdResult<T> {
+    tokio::select! {
+        biased;
+        r = command => r,
+        Ok(_) = shutdown.wait_for(|h| *h == Halt::Abandon) => Err(CmdError {
+            kind: ErrorKind::Timeout,
+            detail: "reply not awaited: the run was abandoned (second Ctrl-C or SIGTERM)".into(),
+        }),
     }
 }
 
@@ -139,7 +166,7 @@ pub async fn run_worker<C: LockConn>(
     id: usize,
     mut conn: C,
     ctx: Arc<WorkerCtx>,
-    mut shutdown: watch::Receiver<bool>,
+    mut shutdown: watch::Receiver<Halt>,
 ) {
     let rec = &ctx.recorder;
     let c = &rec.counters;
@@ -147,7 +174,11 @@ pub async fn run_worker<C: LockConn>(
     let ttl_us = ctx.ttl_ms * 1000;
     let mut seq: u64 = 0;
     let mut token_seq: u64 = 0;
-    while !ctx.should_stop() && !*shutdown.borrow() && ctx.reserve() {
+    // Consecutive failed acquisitions: the pause after one doubles (10 ms up to 1 s), so a
+    // server that is down or refusing is probed, not hammered, and a reconnect is tried often
+    // enough to notice its return within a second.
+    let mut failures: u32 = 0;
+    while !ctx.should_stop() && *shutdown.borrow() == Halt::Run && ctx.reserve() {
         let key = ctx.choose_key(&mut st.keys);
         let key_name = &ctx.key_names[key];
         rec.touch(key);
@@ -163,8 +194,13 @@ pub async fn run_worker<C: LockConn>(
             c.attempts.fetch_add(1, Relaxed);
             let sent = Instant::now();
             let sent_us = rec.now_us();
-            let reply = conn.set_nx_px(key_name, &token, ctx.ttl_ms).await;
+            let reply =
+                unless_abandoned(conn.set_nx_px(key_name, &token, ctx.ttl_ms), &mut shutdown).await;
             rec.record(id, Metric::SetLatency, sent.elapsed().as_micros() as u64);
+            if reply.is_ok() {
+                rec.ok();
+                failures = 0;
+            }
             let retry_base = match reply {
                 Ok(true) => break Some((token, sent_us)),
                 Ok(false) => match ctx.busy {
@@ -192,9 +228,11 @@ pub async fn run_worker<C: LockConn>(
                 },
                 Err(e) => {
                     rec.error(&e);
-                    // Back off a little so an unreachable server is not hammered in a hot loop.
+                    let ceil_us = error_backoff_us(failures);
+                    failures = failures.saturating_add(1);
+                    let pause = st.jitter.random_range(ceil_us / 2..=ceil_us);
                     let _ = sleep_until_or_shutdown(
-                        Instant::now() + Duration::from_millis(10),
+                        Instant::now() + Duration::from_micros(pause),
                         &mut shutdown,
                     )
                     .await;
@@ -225,7 +263,11 @@ pub async fn run_worker<C: LockConn>(
                 intended_us == 0 || sleep_until_or_shutdown(end_at, &mut shutdown).await;
             let t1 = rec.close_section(id, key);
             let sent = Instant::now();
-            let outcome = release(&mut conn, ctx.method, key_name, &token).await;
+            let outcome = unless_abandoned(
+                release(&mut conn, ctx.method, key_name, &token),
+                &mut shutdown,
+            )
+            .await;
             let release_latency_us = sent.elapsed().as_micros() as u64;
             c.finished.fetch_add(1, Relaxed);
 
@@ -257,6 +299,7 @@ pub async fn run_worker<C: LockConn>(
             rec.record_all(id, &values[..n]);
             let outcome_name = match &outcome {
                 Ok(o) => {
+                    rec.ok();
                     let tally = crate::release::tally(*o, overrun, set_sent_us, t1, ttl_us);
                     count_outcome(rec, *o, tally);
                     o.name().to_string()
@@ -311,6 +354,12 @@ pub async fn run_worker<C: LockConn>(
             tokio::task::yield_now().await;
         }
     }
+}
+
+/// Upper bound of the pause after the `failures`-th consecutive failed acquisition, µs:
+/// 10 ms doubling up to 1 s (the pause is drawn from its upper half).
+fn error_backoff_us(failures: u32) -> u64 {
+    (10_000u64 << failures.min(7)).min(1_000_000)
 }
 
 fn count_outcome(rec: &Recorder, o: ReleaseOutcome, t: crate::release::Tally) {

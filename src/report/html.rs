@@ -138,6 +138,10 @@ const ROWS: &[Row] = &[
     }),
     ("interrupted sections", |s| s.interrupted.to_string()),
     ("errors", |s| s.errors.to_string()),
+    ("outages", |s| {
+        format!("{} ({:.3} ms)", s.outages, s.outage_ms)
+    }),
+    ("stopped by", |s| s.stop_reason.name().to_string()),
 ];
 
 /// Flattens JSON into `(dotted.path, value)` rows.

@@ -3,8 +3,8 @@
 
 use super::{CANONICAL_CAD_LUA, CmdError, CmdResult, Connector, ErrorKind, LockConn, RELEASE_LUA};
 use anyhow::Context;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, ConnectionAddr, IntoConnectionInfo, Script};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, ConnectionAddr, IntoConnectionInfo, Script};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct RedisConnector {
     client: Client,
-    config: AsyncConnectionConfig,
+    config: ConnectionManagerConfig,
     describe: String,
     scripts: Arc<Scripts>,
 }
@@ -61,9 +61,13 @@ impl RedisConnector {
         };
         let client = Client::open(info)
             .with_context(|| format!("cannot use Redis URL {}", redact_url(url)))?;
-        let config = AsyncConnectionConfig::new()
+        // A connection manager reconnects after the connection is lost (a restarted server):
+        // one connect attempt per command, no retries inside the client, so every failed
+        // command is counted and the worker's own backoff paces the attempts.
+        let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeouts.connect))
-            .set_response_timeout(Some(timeouts.response));
+            .set_response_timeout(Some(timeouts.response))
+            .set_number_of_retries(0);
         Ok(Self {
             client,
             config,
@@ -135,16 +139,12 @@ pub fn redact_url(url: &str) -> String {
 impl Connector for RedisConnector {
     type Conn = RedisConn;
     async fn connect(&self) -> anyhow::Result<RedisConn> {
-        let conn = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
+        let conn = ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
             .await
             .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot connect to {}: {}",
-                    self.describe,
-                    classify(e).detail
-                )
+                let detail = classify(e).detail;
+                let hint = connect_hint(&detail);
+                anyhow::anyhow!("cannot connect to {}: {detail}{hint}", self.describe)
             })?;
         Ok(RedisConn {
             conn,
@@ -156,10 +156,24 @@ impl Connector for RedisConnector {
     }
 }
 
-/// One multiplexed connection; its clones share the socket.
+/// What a failed connect most likely means, from the client's message.
+pub fn connect_hint(detail: &str) -> &'static str {
+    let d = detail.to_ascii_lowercase();
+    if d.contains("max number of clients") {
+        " (the server's maxclients is reached; --connection shared uses one connection)"
+    } else if d.contains("too many open files") {
+        " (this process's open-file limit is reached: raise `ulimit -n`, or use --connection shared)"
+    } else if d.contains("refused") {
+        " (nothing listens there: the server is not running, or stopped)"
+    } else {
+        ""
+    }
+}
+
+/// One multiplexed connection that reconnects when lost; its clones share the socket.
 #[derive(Clone)]
 pub struct RedisConn {
-    conn: MultiplexedConnection,
+    conn: ConnectionManager,
     scripts: Arc<Scripts>,
 }
 

@@ -1,18 +1,31 @@
 //! A private `redis-server` child: free loopback port, no persistence, its own temporary
-//! directory, killed when dropped (so also after an error or Ctrl-C).
+//! directory, stopped at the end — also after an error, Ctrl-C, SIGTERM or a SIGKILL of
+//! lockbench itself.
+//!
+//! Why a watcher shell between lockbench and the server: a SIGKILLed process runs no code, so
+//! the server must notice by itself that lockbench is gone. The watcher (`sh`, in its own
+//! process group so a terminal's Ctrl-C reaches only lockbench) starts the server and then
+//! reads its stdin, a pipe whose only writer is lockbench. When lockbench ends, however it
+//! ends, the kernel closes the pipe, the read returns, and the watcher kills the server and
+//! removes its directory. Setting a parent-death signal in the child would need `unsafe`
+//! (`pre_exec`), which this crate forbids.
 
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 
 /// A running private server.
 pub struct SpawnedRedis {
+    /// The watcher shell.
     child: Child,
+    /// The watcher's stdin: dropping it stops the server.
+    lifeline: Option<ChildStdin>,
+    /// The server's own process id.
+    pid: u32,
     port: u16,
-    dir: PathBuf,
     tls: bool,
 }
 
@@ -61,6 +74,7 @@ impl SpawnedRedis {
 
     async fn start_with(tls: Option<TlsFiles>, extra: &[&str]) -> anyhow::Result<Self> {
         let exe = find_on_path("redis-server").context(INSTALL_HINT)?;
+        remove_stale_dirs();
         // The port is picked by the OS; another process could grab it before redis binds it,
         // in which case redis exits and we try a fresh one.
         let mut last_err = None;
@@ -88,45 +102,77 @@ impl SpawnedRedis {
         ));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let mut cmd = Command::new(exe);
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        let mut arg = |a: &dyn AsRef<std::ffi::OsStr>| args.push(a.as_ref().to_owned());
         match tls {
-            None => cmd.args(["--port", &port.to_string()]),
-            Some(t) => cmd
-                .args([
-                    "--port",
-                    "0",
-                    "--tls-port",
-                    &port.to_string(),
-                    "--tls-auth-clients",
-                    "no",
-                ])
-                .arg("--tls-cert-file")
-                .arg(&t.cert)
-                .arg("--tls-key-file")
-                .arg(&t.key)
-                .arg("--tls-ca-cert-file")
-                .arg(&t.cert),
-        };
-        let mut child = cmd
-            .args(["--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .arg("--dir")
+            None => ["--port", &port.to_string()].iter().for_each(|a| arg(a)),
+            Some(t) => {
+                for a in ["--port", "0", "--tls-port", &port.to_string()] {
+                    arg(&a);
+                }
+                for a in ["--tls-auth-clients", "no"] {
+                    arg(&a);
+                }
+                arg(&"--tls-cert-file");
+                arg(&t.cert);
+                arg(&"--tls-key-file");
+                arg(&t.key);
+                arg(&"--tls-ca-cert-file");
+                arg(&t.cert);
+            }
+        }
+        for a in [
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+        ] {
+            arg(&a);
+        }
+        arg(&dir);
+        for a in [
+            "--logfile",
+            "",
+            "--daemonize",
+            "no",
+            "--loglevel",
+            "notice",
+            "--maxclients",
+            "10000",
+        ] {
+            arg(&a);
+        }
+        for a in extra {
+            arg(a);
+        }
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg(WATCHER)
+            .arg("lockbench-redis-watcher")
             .arg(&dir)
-            .args(["--logfile", "", "--daemonize", "no", "--loglevel", "notice"])
-            .args(["--maxclients", "10000"])
-            .args(extra)
-            .stdin(Stdio::null())
+            .arg(exe)
+            .args(&args)
+            .process_group(0)
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
+            .stderr(Stdio::null())
             .spawn()
-            .with_context(|| format!("cannot start {}", exe.display()))?;
+            .with_context(|| format!("cannot start {} (through sh)", exe.display()))?;
+        let lifeline = child.stdin.take();
         let stdout = child.stdout.take().context("no stdout from redis-server")?;
         let mut lines = BufReader::new(stdout).lines();
         let mut seen = Vec::new();
+        let mut pid = 0;
         // Ready when the server says so; the log line is the synchronisation, not a sleep.
         let ready = tokio::time::timeout(Duration::from_secs(10), async {
             while let Ok(Some(line)) = lines.next_line().await {
+                if let Some(p) = line.strip_prefix(PID_LINE) {
+                    pid = p.trim().parse().unwrap_or(0);
+                    continue;
+                }
                 let ok = line.contains("Ready to accept connections");
                 seen.push(line);
                 if ok {
@@ -139,8 +185,9 @@ impl SpawnedRedis {
         .unwrap_or(false);
         let server = Self {
             child,
+            lifeline,
+            pid,
             port,
-            dir,
             tls: tls.is_some(),
         };
         if !ready {
@@ -175,17 +222,69 @@ impl SpawnedRedis {
         }
     }
 
-    /// Kills the server and waits for it to exit.
+    /// The server's process id (not the watcher's).
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// Stops the server and waits until the watcher has killed it and removed its directory.
     pub async fn stop(mut self) {
-        let _ = self.child.start_kill();
+        self.lifeline.take();
         let _ = self.child.wait().await;
     }
 }
 
 impl Drop for SpawnedRedis {
     fn drop(&mut self) {
-        // SIGKILL: nothing to persist, and SIGTERM would wait ~100 ms.
-        let _ = self.child.start_kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
+        // Closing the pipe is enough: the watcher kills the server (SIGKILL: nothing to
+        // persist, and SIGTERM would wait ~100 ms) and removes the directory.
+        self.lifeline.take();
+    }
+}
+
+/// The first line the watcher prints: the server's process id.
+const PID_LINE: &str = "lockbench-redis-pid ";
+
+/// The watcher: `$1` is the server's directory, the rest is the server's command line. A
+/// background reader waits on the pipe from lockbench (fd 3; a background job's own stdin is
+/// /dev/null) and kills the server when it closes; the watcher waits for the server, then
+/// removes the reader and the directory. Its own stderr goes nowhere: lockbench may be gone,
+/// and the shell's "Killed" notice would end it with SIGPIPE before the cleanup. A server that exits by itself (a port taken) ends
+/// the watcher too, so its output closes and the start-up loop sees it.
+const WATCHER: &str = r#"dir=$1; shift
+exec 3<&0
+"$@" </dev/null 2>&1 3<&- &
+pid=$!
+echo "lockbench-redis-pid $pid"
+exec 2>/dev/null
+trap '' PIPE
+{ read -r _ <&3; kill -9 "$pid"; } >/dev/null 2>&1 &
+reader=$!
+exec 3<&-
+trap 'kill -9 "$pid" 2>/dev/null' HUP INT TERM
+wait "$pid"; wait "$pid" 2>/dev/null
+kill "$reader" 2>/dev/null
+rm -rf "$dir""#;
+
+/// Removes the directories of servers whose lockbench is gone without its watcher having
+/// cleaned up (a watcher killed with it, or a lockbench older than the watcher).
+fn remove_stale_dirs() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("lockbench-redis-"))
+        else {
+            continue;
+        };
+        let owner = rest.split('-').next().and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = owner
+            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }

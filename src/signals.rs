@@ -1,0 +1,71 @@
+//! SIGINT and SIGTERM, counted process-wide.
+//!
+//! The first signal asks a run to stop the way its own end does (sections finish or are cut
+//! short, keys are removed, every file is written); the second abandons what is still waiting
+//! on the server (in-flight commands, the key cleanup) and writes the files at once; the third
+//! exits on the spot, for a process stuck somewhere no run can see the signal.
+//!
+//! Why a plain thread and not `tokio::signal`: a tokio signal stream belongs to the runtime
+//! that made it, tests run many runtimes in one process, and the count must keep moving while
+//! every task waits on a stalled server. A `watch` channel carries the count to async code.
+
+use std::sync::{Once, OnceLock};
+use tokio::sync::watch;
+
+fn sender() -> &'static watch::Sender<u32> {
+    static TX: OnceLock<watch::Sender<u32>> = OnceLock::new();
+    TX.get_or_init(|| watch::channel(0).0)
+}
+
+/// Starts counting SIGINT and SIGTERM (once per process) and returns a receiver of the count.
+///
+/// Until the first call the signals keep their default action (the process ends), which is
+/// what commands that write nothing on the way out want.
+pub fn subscribe() -> watch::Receiver<u32> {
+    static START: Once = Once::new();
+    START.call_once(|| {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+            Ok(mut signals) => {
+                let spawned = std::thread::Builder::new()
+                    .name("lockbench-signals".into())
+                    .spawn(move || {
+                        for _ in signals.forever() {
+                            sender().send_modify(|n| *n += 1);
+                            if *sender().borrow() >= 3 {
+                                eprintln!("third signal: exiting now");
+                                std::process::exit(130);
+                            }
+                        }
+                    });
+                if let Err(e) = spawned {
+                    eprintln!("warning: cannot watch for Ctrl-C ({e}); Ctrl-C will end the process at once");
+                }
+            }
+            Err(e) => {
+                eprintln!("warning: cannot watch for Ctrl-C ({e}); Ctrl-C will end the process at once")
+            }
+        }
+    });
+    sender().subscribe()
+}
+
+/// What the signals received so far ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Keep going.
+    Continue,
+    /// Stop as at the run's end.
+    Stop,
+    /// Stop now: do not wait for the server.
+    Abandon,
+}
+
+/// The request behind a signal count.
+pub fn request_of(count: u32) -> Request {
+    match count {
+        0 => Request::Continue,
+        1 => Request::Stop,
+        _ => Request::Abandon,
+    }
+}
