@@ -9,7 +9,7 @@ use crate::signals::{Request, request_of};
 use crate::store::memory::MemoryStore;
 use crate::store::redis::{RedisConnector, Timeouts, redact_url};
 use crate::store::spawn::{SpawnedRedis, redis_server_available};
-use crate::store::{Connector, LockConn};
+use crate::store::{Connector, ErrorKind, LockConn};
 use crate::summary::{Meta, StopReason, Summary, summarize};
 use crate::worker::{Halt, WorkerCtx, run_worker};
 use anyhow::{Context, bail};
@@ -353,8 +353,20 @@ async fn remove_keys<C: LockConn>(
             leftover.extend_from_slice(chunk);
             break;
         }
+        // Twice: an idle connection finds out only now that the server restarted, and the
+        // second try goes through the reconnection the first one started.
+        let delete = async {
+            for _ in 0..2 {
+                match conn.del_many(chunk).await {
+                    Ok(_) => return true,
+                    Err(e) if e.kind == ErrorKind::Connection => continue,
+                    Err(_) => return false,
+                }
+            }
+            false
+        };
         let deleted = tokio::select! {
-            r = conn.del_many(chunk) => r.is_ok(),
+            ok = delete => ok,
             Ok(_) = signals.wait_for(|n| request_of(*n) == Request::Abandon) => false,
         };
         if !deleted {
