@@ -518,6 +518,9 @@ impl Profile {
                 "the url backend needs a Redis URL (e.g. redis://127.0.0.1:6379)".to_string(),
             ));
         }
+        if let Some(url) = &self.redis {
+            crate::store::redis::check_url(url).map_err(|e| err("redis", format!("{e:#}")))?;
+        }
         let command_timeout_us = dur_us("command_timeout", &self.command_timeout, "10s")?;
         let connect_timeout_us = dur_us("connect_timeout", &self.connect_timeout, "5s")?;
         if command_timeout_us == 0 || connect_timeout_us == 0 {
