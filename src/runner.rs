@@ -380,22 +380,20 @@ pub async fn check_support<C: LockConn>(
         ReleaseMethod::Delex => probe.delex(&key, "probe").await.map(drop),
         ReleaseMethod::Token => probe.release_script(&key, "probe").await.map(drop),
     };
+    // redis-rs answers NOSCRIPT with SCRIPT LOAD, then EVALSHA again.
+    let (needs, grant) = match method {
+        ReleaseMethod::Token => (
+            "EVALSHA and SCRIPT LOAD",
+            "+evalsha +script|load".to_string(),
+        ),
+        _ => (command, format!("+{}", command.to_ascii_lowercase())),
+    };
     match tried {
         Ok(()) => Ok(()),
         Err(e) if e.is_unknown_command() => Err(unknown()),
         Err(e) if e.is_no_permission() => bail!(
-            "release method `{method}` needs {}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {e}. \
-             Grant it (e.g. ACL SETUSER <user> {} ~lockbench:*) or use another --release.",
-            if method == ReleaseMethod::Token {
-                "EVALSHA and EVAL"
-            } else {
-                command
-            },
-            if method == ReleaseMethod::Token {
-                "+evalsha +eval".to_string()
-            } else {
-                format!("+{}", command.to_ascii_lowercase())
-            },
+            "release method `{method}` needs {needs}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {e}. \
+             Grant it (e.g. ACL SETUSER <user> {grant} ~lockbench:*) or use another --release."
         ),
         Err(e) => {
             bail!("cannot check release method `{method}`: {command} on an absent key failed: {e}")
