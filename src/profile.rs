@@ -60,7 +60,8 @@ pub struct Profile {
     pub seed: Option<u64>,
     /// `auto`, `spawn`, `url` or `memory`.
     pub backend: Option<String>,
-    /// Redis URL for the `url` backend.
+    /// Redis URL for the `url` backend (serialised redacted, like [`Plan::redis`]).
+    #[serde(serialize_with = "ser_redacted")]
     pub redis: Option<String>,
     /// Simulated round trip of the memory backend.
     pub memory_rtt: Option<String>,

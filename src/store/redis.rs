@@ -76,12 +76,12 @@ impl RedisConnector {
 }
 
 /// The URL forms lockbench accepts, for error messages.
-const URL_FORMS: &str = "use redis://[USER:]PASSWORD@HOST:PORT[/DB] (or rediss:// for TLS, \
+const URL_FORMS: &str = "Use redis://[USER:]PASSWORD@HOST:PORT[/DB] (or rediss:// for TLS, \
 rediss://…/#insecure to skip certificate checks), or unix:///PATH?db=N&user=U&pass=P";
 
 /// How to write special characters of a user name or password.
-const ENCODE_HINT: &str = "characters / ? # @ % in a user name or password must be \
-percent-encoded (/ as %2F, ? as %3F, # as %23, @ as %40, % as %25)";
+const ENCODE_HINT: &str =
+    "percent-encode / ? # @ % in a user name or password (as %2F %3F %23 %40 %25)";
 
 /// Checks that `raw` is a Redis URL redis-rs reads the way it looks, and returns what it will
 /// connect to. Errors show the URL redacted. Refused, because redis-rs would silently ignore
@@ -92,10 +92,14 @@ pub fn check_url(raw: &str) -> anyhow::Result<redis::ConnectionInfo> {
     let shown = redact_url(raw);
     let bad = |why: String| anyhow::anyhow!("invalid Redis URL {shown}: {why}");
     let u = url::Url::parse(raw).map_err(|e| {
+        let what = match e {
+            url::ParseError::RelativeUrlWithoutBase => "no scheme such as redis://".to_string(),
+            e => e.to_string(),
+        };
         let why = if raw.contains('@') {
-            format!("{e}; {ENCODE_HINT}")
+            format!("{what}; {ENCODE_HINT}")
         } else {
-            e.to_string()
+            what
         };
         bad(format!("{why}. {URL_FORMS}"))
     })?;
@@ -123,7 +127,7 @@ pub fn check_url(raw: &str) -> anyhow::Result<redis::ConnectionInfo> {
             (_, "protocol") | (true, "db" | "user" | "pass") => continue,
             (false, "password" | "pass" | "user" | "username") => format!(
                 "?{k}= is not read on a TCP URL (the server would answer NOAUTH); put the \
-                 credentials before the host: redis://[USER:]PASSWORD@HOST:PORT ({ENCODE_HINT})"
+                 credentials before the host: redis://[USER:]PASSWORD@HOST:PORT and {ENCODE_HINT}"
             ),
             (false, "db") => "?db= is not read on a TCP URL; put the database number in the path: \
                  redis://HOST:PORT/N"
