@@ -351,7 +351,7 @@ pub async fn check_support<C: LockConn>(
             "8.4",
             "Use `token` (the Lua compare-and-delete works on every version).",
         ),
-        ReleaseMethod::Token => ("EVALSHA", "2.6", ""),
+        ReleaseMethod::Token => ("EVALSHA", "2.6", "Use `del` or `delex`."),
     };
     let unknown = || {
         anyhow::anyhow!(

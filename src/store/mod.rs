@@ -87,7 +87,8 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     /// `DEL key [key ...]` in one command: number of keys removed.
     fn del_many(&mut self, keys: &[String]) -> impl Future<Output = CmdResult<i64>> + Send;
     /// The release script (compare-and-delete in one atomic step, `EVALSHA`; on `NOSCRIPT`
-    /// redis-rs sends `SCRIPT LOAD` and `EVALSHA` again) returning `1` deleted, `0` key absent, `-1` held by another token.
+    /// redis-rs sends `SCRIPT LOAD` and `EVALSHA` again) returning `1` deleted, `0` key
+    /// absent, `-1` held by another token.
     fn release_script(
         &mut self,
         key: &str,
