@@ -60,7 +60,8 @@ pub struct Profile {
     pub seed: Option<u64>,
     /// `auto`, `spawn`, `url` or `memory`.
     pub backend: Option<String>,
-    /// Redis URL for the `url` backend.
+    /// Redis URL for the `url` backend (serialised redacted, like [`Plan::redis`]).
+    #[serde(serialize_with = "ser_redacted")]
     pub redis: Option<String>,
     /// Simulated round trip of the memory backend.
     pub memory_rtt: Option<String>,
@@ -522,6 +523,9 @@ impl Profile {
                 "redis",
                 "the url backend needs a Redis URL (e.g. redis://127.0.0.1:6379)".to_string(),
             ));
+        }
+        if let Some(url) = &self.redis {
+            crate::store::redis::check_url(url).map_err(|e| err("redis", format!("{e:#}")))?;
         }
         let command_timeout_us = dur_us("command_timeout", &self.command_timeout, "10s")?;
         let connect_timeout_us = dur_us("connect_timeout", &self.connect_timeout, "5s")?;

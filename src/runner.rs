@@ -216,18 +216,19 @@ pub async fn run_with<K: Connector>(
         .server_version()
         .await
         .map_err(|e| anyhow::anyhow!("{} did not answer INFO server: {e}", connector.describe()))?;
-    for &method in methods {
-        check_support(&mut probe, method, &server_version).await?;
-    }
-
     let started = SystemTime::now();
     let run_id = output::run_id(started);
+    // Computed before the support check, whose probes touch only keys under it.
+    let prefix = format!("lockbench:{run_id}");
+    for &method in methods {
+        check_support(&mut probe, method, &server_version, &prefix).await?;
+    }
+
     let dir = opts
         .out_dir
         .clone()
         .unwrap_or_else(|| opts.results_root.join(&run_id));
     output::create_dir(&dir)?;
-    let prefix = format!("lockbench:{run_id}");
     let mut manifest = Manifest {
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.clone(),
@@ -379,11 +380,15 @@ async fn remove_keys<C: LockConn>(
     leftover
 }
 
-/// Refuses a release method whose command the server lacks, naming the version that has it.
+/// Refuses a release method the server cannot run for this user, before the run: a command
+/// the server lacks (naming the version that has it), or one the ACL forbids. When `COMMAND
+/// INFO` itself is not permitted, the command is tried on an absent key under `prefix` (the
+/// run's own, so nothing outside it is touched) to tell "unknown" from "not permitted".
 pub async fn check_support<C: LockConn>(
     probe: &mut C,
     method: ReleaseMethod,
     server_version: &str,
+    prefix: &str,
 ) -> anyhow::Result<()> {
     let (command, since, instead) = match method {
         ReleaseMethod::Del => (
@@ -396,15 +401,53 @@ pub async fn check_support<C: LockConn>(
             "8.4",
             "Use `token` (the Lua compare-and-delete works on every version).",
         ),
-        ReleaseMethod::Token => return Ok(()),
+        ReleaseMethod::Token => ("EVALSHA", "2.6", "Use `del` or `delex`."),
     };
-    if probe.supports_command(command).await.unwrap_or(false) {
-        Ok(())
-    } else {
-        bail!(
+    let unknown = || {
+        anyhow::anyhow!(
             "release method `{method}` needs {command}, which Redis added in {since}; this server is {server_version} \
-             and does not know it. {instead}"
+             and does not know it (or it was renamed or disabled). {instead}"
         )
+    };
+    let mut note = "";
+    // Scripts exist on every supported version; only their permission needs checking.
+    if method != ReleaseMethod::Token {
+        match probe.supports_command(command).await {
+            Ok(true) => {}
+            Ok(false) => return Err(unknown()),
+            Err(e) if e.is_no_permission() => {
+                note = " (COMMAND INFO, the usual support check, is not permitted for this user either)";
+            }
+            Err(e) => bail!(
+                "cannot check whether the server supports {command}: COMMAND INFO failed: {e}"
+            ),
+        }
+    }
+    // Sent on an absent key, each is harmless: nothing to delete, nothing to compare.
+    let key = format!("{prefix}:probe");
+    let tried = match method {
+        ReleaseMethod::Del => probe.getdel(&key).await.map(drop),
+        ReleaseMethod::Delex => probe.delex(&key, "probe").await.map(drop),
+        ReleaseMethod::Token => probe.release_script(&key, "probe").await.map(drop),
+    };
+    // redis-rs answers NOSCRIPT with SCRIPT LOAD, then EVALSHA again.
+    let (needs, grant) = match method {
+        ReleaseMethod::Token => (
+            "EVALSHA and SCRIPT LOAD",
+            "+evalsha +script|load".to_string(),
+        ),
+        _ => (command, format!("+{}", command.to_ascii_lowercase())),
+    };
+    match tried {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_unknown_command() => Err(unknown()),
+        Err(e) if e.is_no_permission() => bail!(
+            "release method `{method}` needs {needs}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {e}. \
+             Grant it (e.g. ACL SETUSER <user> {grant} ~lockbench:*) or use another --release."
+        ),
+        Err(e) => {
+            bail!("cannot check release method `{method}`: {command} on an absent key failed: {e}")
+        }
     }
 }
 

@@ -47,6 +47,26 @@ pub struct CmdError {
     pub detail: String,
 }
 
+impl CmdError {
+    /// The server's error code (`NOPERM`, `ERR`, `NOAUTH`, …) when the server answered with an
+    /// error; its message starts with it.
+    pub fn server_code(&self) -> Option<&str> {
+        (self.kind == ErrorKind::Server)
+            .then(|| self.detail.split_whitespace().next())
+            .flatten()
+    }
+
+    /// The ACL refused the command or key (`NOPERM`).
+    pub fn is_no_permission(&self) -> bool {
+        self.server_code() == Some("NOPERM")
+    }
+
+    /// The server does not know the command (older version, or renamed away).
+    pub fn is_unknown_command(&self) -> bool {
+        self.server_code() == Some("ERR") && self.detail.contains("unknown command")
+    }
+}
+
 /// Result of one command.
 pub type CmdResult<T> = Result<T, CmdError>;
 
@@ -66,8 +86,9 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     fn del(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
     /// `DEL key [key ...]` in one command: number of keys removed.
     fn del_many(&mut self, keys: &[String]) -> impl Future<Output = CmdResult<i64>> + Send;
-    /// The release script (compare-and-delete in one atomic step, `EVALSHA` then `EVAL` on
-    /// `NOSCRIPT`) returning `1` deleted, `0` key absent, `-1` held by another token.
+    /// The release script (compare-and-delete in one atomic step, `EVALSHA`; on `NOSCRIPT`
+    /// redis-rs sends `SCRIPT LOAD` and `EVALSHA` again) returning `1` deleted, `0` key
+    /// absent, `-1` held by another token.
     fn release_script(
         &mut self,
         key: &str,
