@@ -26,7 +26,10 @@ pub struct SpawnedRedis {
     /// The server's own process id.
     pid: u32,
     port: u16,
-    tls: bool,
+    /// What started it, to start it again ([`SpawnedRedis::restart`]).
+    exe: PathBuf,
+    tls: Option<TlsFiles>,
+    extra: Vec<String>,
 }
 
 /// A certificate and key (PEM) for a TLS-only server.
@@ -78,8 +81,9 @@ impl SpawnedRedis {
         // The port is picked by the OS; another process could grab it before redis binds it,
         // in which case redis exits and we try a fresh one.
         let mut last_err = None;
+        let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
         for _ in 0..5 {
-            match Self::try_start(&exe, tls.as_ref(), extra).await {
+            match Self::try_start(&exe, tls.as_ref(), &extra, None).await {
                 Ok(s) => return Ok(s),
                 Err(e) => last_err = Some(e),
             }
@@ -90,11 +94,15 @@ impl SpawnedRedis {
     async fn try_start(
         exe: &PathBuf,
         tls: Option<&TlsFiles>,
-        extra: &[&str],
+        extra: &[String],
+        port: Option<u16>,
     ) -> anyhow::Result<Self> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
+        let port = match port {
+            Some(p) => p,
+            None => std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port(),
+        };
         let dir = std::env::temp_dir().join(format!(
             "lockbench-redis-{}-{port}-{}",
             std::process::id(),
@@ -188,7 +196,9 @@ impl SpawnedRedis {
             lifeline,
             pid,
             port,
-            tls: tls.is_some(),
+            exe: exe.clone(),
+            tls: tls.cloned(),
+            extra: extra.to_vec(),
         };
         if !ready {
             let tail = seen
@@ -207,6 +217,18 @@ impl SpawnedRedis {
         Ok(server)
     }
 
+    /// Kills the server and starts a new, empty one on the same port: a restart without
+    /// persistence, as the fault schedule and the reconnect tests need.
+    pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.lifeline.take();
+        let _ = self.child.wait().await;
+        let fresh = Self::try_start(&self.exe, self.tls.as_ref(), &self.extra, Some(self.port))
+            .await
+            .with_context(|| format!("restarting redis-server on port {}", self.port))?;
+        *self = fresh;
+        Ok(())
+    }
+
     /// The loopback port it listens on.
     pub fn port(&self) -> u16 {
         self.port
@@ -215,7 +237,7 @@ impl SpawnedRedis {
     /// `redis://127.0.0.1:PORT` (or `rediss://…/#insecure` for a TLS server, whose
     /// self-signed certificate a client cannot verify).
     pub fn url(&self) -> String {
-        if self.tls {
+        if self.tls.is_some() {
             format!("rediss://127.0.0.1:{}/#insecure", self.port)
         } else {
             format!("redis://127.0.0.1:{}", self.port)
