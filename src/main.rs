@@ -19,7 +19,7 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            1
+            lockbench::cli::exit_code(&e)
         }
     };
     drop(runtime);
