@@ -32,17 +32,41 @@ pub struct AnalyticCheck {
     pub agrees: bool,
 }
 
-/// Wilson score interval for `k` successes out of `n` at normal quantile `z`.
+/// Slack allowed when asking whether a probability lies inside an interval: both come out of
+/// floating-point sums, so a value on the boundary may land a few ulps outside it.
+pub const PROB_TOLERANCE: f64 = 1e-12;
+
+/// Wilson score interval for `k` successes out of `n` at normal quantile `z`, inside [0, 1].
+///
+/// For `k = 0` the lower end is exactly 0 and for `k = n` the upper end exactly 1: in exact
+/// arithmetic `centre − half` is then 0 (`centre + half` is 1), but computed in floats it
+/// comes out a few ulps off (1.4e-17 for 0 of 28), which made "0 expected, 0 seen" a mismatch.
 pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
-    let n = n as f64;
-    let p = k as f64 / n;
+    let k = k.min(n);
+    let (kf, nf) = (k as f64, n as f64);
+    let p = kf / nf;
     let z2 = z * z;
-    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
-    let half = z / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    ((centre - half).max(0.0), (centre + half).min(1.0))
+    let centre = (p + z2 / (2.0 * nf)) / (1.0 + z2 / nf);
+    let half = z / (1.0 + z2 / nf) * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt();
+    let lo = if k == 0 {
+        0.0
+    } else {
+        (centre - half).clamp(0.0, 1.0)
+    };
+    let hi = if k == n {
+        1.0
+    } else {
+        (centre + half).clamp(0.0, 1.0)
+    };
+    (lo, hi)
+}
+
+/// `p` lies in `[lo, hi]`, allowing [`PROB_TOLERANCE`] of rounding at either end.
+pub fn within(p: f64, lo: f64, hi: f64) -> bool {
+    p >= lo - PROB_TOLERANCE && p <= hi + PROB_TOLERANCE
 }
 
 /// P(X + E > ttl) where E follows `timer_error_us` (µs). An empty histogram means E = 0.
@@ -79,7 +103,7 @@ pub fn check(
         measured: overruns as f64 / sections as f64,
         ci99_low: lo,
         ci99_high: hi,
-        agrees: (lo..=hi).contains(&p_expected),
+        agrees: within(p_expected, lo, hi),
     })
 }
 
@@ -98,6 +122,40 @@ mod tests {
         let (lo, hi) = wilson(0, 1000, Z99);
         assert_eq!(lo, 0.0);
         assert!(hi > 0.0 && hi < 0.01);
+    }
+
+    /// With nothing expected and nothing seen, the interval starts at exactly 0 and the check
+    /// agrees, for every run length (the old formula gave 1.4e-17 at n = 28: a false MISMATCH);
+    /// symmetrically, all seen gives an upper end of exactly 1.
+    #[test]
+    fn zero_of_n_is_exactly_zero_and_agrees() {
+        let d = Dist::parse("constant(10ms)").unwrap();
+        let e = crate::recorder::new_hist();
+        for n in (1..=2000).chain([28, 251, 420, 10_000, 1_000_000, u64::from(u32::MAX)]) {
+            let (lo, hi) = wilson(0, n, Z99);
+            assert_eq!(lo, 0.0, "n = {n}");
+            assert!(hi > 0.0 && hi <= 1.0, "n = {n}: {hi}");
+            let (lo, hi) = wilson(n, n, Z99);
+            assert_eq!(hi, 1.0, "n = {n}");
+            assert!((0.0..1.0).contains(&lo), "n = {n}: {lo}");
+        }
+        for n in [28, 251, 420, 5_000] {
+            let c = check(&d, 100.0, &e, 0, n).unwrap();
+            assert_eq!(c.p_expected, 0.0);
+            assert!(c.agrees, "n = {n}: {c:?}");
+            // Everything expected and everything seen agrees too.
+            let c = check(&d, 5.0, &e, n, n).unwrap();
+            assert!(c.agrees, "n = {n}: {c:?}");
+        }
+    }
+
+    /// The tolerance absorbs rounding only: a value a hair outside passes, a real miss fails.
+    #[test]
+    fn within_tolerates_rounding_only() {
+        assert!(within(0.5 + 1e-15, 0.1, 0.5));
+        assert!(within(-1e-17, 0.0, 0.2));
+        assert!(!within(0.5 + 1e-6, 0.1, 0.5));
+        assert!(!within(0.05, 0.1, 0.5));
     }
 
     /// A constant timer error shifts the threshold exactly; zero error gives P(X > TTL).

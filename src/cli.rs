@@ -116,9 +116,13 @@ pub struct WorkloadArgs {
     /// scaled and original units [profile: time_scale; default 1].
     #[arg(long, allow_negative_numbers = true)]
     pub time_scale: Option<f64>,
-    /// Output directory [default: results/<run-id>].
+    /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
+    /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Delete the earlier run's files in --out (only files lockbench writes) before writing.
+    #[arg(long)]
+    pub force: bool,
     /// No progress bar, notices or table (files are still written).
     #[arg(long, short)]
     pub quiet: bool,
@@ -257,6 +261,7 @@ impl WorkloadArgs {
             progress: !self.quiet,
             command: command.to_string(),
             profile_file: self.profile.as_ref().map(|p| p.display().to_string()),
+            force: self.force,
             ..RunOptions::default()
         }
     }
@@ -347,6 +352,13 @@ fn finish(outcome: runner::RunOutcome, quiet: bool) -> anyhow::Result<i32> {
         }
         eprintln!("results so far: {}", outcome.dir.display());
     }
+    // Shown even with --quiet: a missing report is a failed output, not a notice.
+    if let Some(e) = &outcome.report_error {
+        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
+        if verdict.code == crate::exit::OK {
+            return Ok(crate::exit::FAILED);
+        }
+    }
     Ok(verdict.code)
 }
 
@@ -393,6 +405,7 @@ async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         quiet: a.workload.quiet,
         progress: !a.workload.quiet,
         profile_file: a.workload.profile.as_ref().map(|p| p.display().to_string()),
+        force: a.workload.force,
         ..RunOptions::default()
     };
     if !a.workload.quiet {
@@ -409,8 +422,7 @@ async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
     .await;
     backend.close().await;
     let rows = rows?;
-    let f = std::fs::File::create(dir.join("sweep.csv")).context("cannot write sweep.csv")?;
-    sweep::write_csv(std::io::BufWriter::new(f), &rows)?;
+    crate::output::write_file(&dir.join("sweep.csv"), |w| sweep::write_csv(w, &rows))?;
     crate::report::charts::sweep(
         &dir.join("sweep.png"),
         &sweep::chart_series(&rows),
@@ -425,7 +437,19 @@ async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         println!("\nresults: {}", dir.display());
     }
     let failed = rows.iter().filter(|r| r.error.is_some()).count();
-    Ok(if failed == rows.len() { 1 } else { 0 })
+    // A cell that measured but could not write its report fails the sweep, even with --quiet.
+    let mut unreported = 0;
+    for r in rows.iter().filter(|r| r.summary.is_some()) {
+        if let Some(e) = &r.error {
+            eprintln!("error: {}: {e}", r.dir.display());
+            unreported += 1;
+        }
+    }
+    Ok(if failed == rows.len() || unreported > 0 {
+        1
+    } else {
+        0
+    })
 }
 
 async fn demo(a: DemoArgs) -> anyhow::Result<i32> {
@@ -471,4 +495,42 @@ async fn run_demo<K: Connector>(c: &K, key: &str, ttl: std::time::Duration) -> a
     // Whatever happened, leave nothing behind.
     let _ = conn.del(key).await;
     r.map(|_| ()).context("demo failed")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose report could not be written ends with exit 1, also under `--quiet` (it used
+    /// to be a warning that `-q` hid, exit 0); bad input maps to 2, other errors to 1.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missing_report_fails_the_run_even_when_quiet() {
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = Profile::parse("sections = 10\ndist = \"constant(1ms)\"\n", "t.toml")
+            .and_then(|p| p.plan("t.toml", "", None))
+            .unwrap();
+        let m = crate::store::memory::MemoryStore::new(std::time::Duration::ZERO, true);
+        let opts = RunOptions {
+            out_dir: Some(tmp.path().to_path_buf()),
+            quiet: true,
+            progress: false,
+            ..RunOptions::default()
+        };
+        let mut outcome = runner::run_with(&m, "memory", &plan, &[plan.release], &opts)
+            .await
+            .unwrap();
+        assert!(outcome.report_error.is_none());
+        outcome.report_error = Some(anyhow::anyhow!("cannot write report.html"));
+        assert_eq!(finish(outcome, true).unwrap(), 1);
+
+        let bad = anyhow::Error::from(crate::output::OutDirError::NotADirectory("x".into()));
+        assert_eq!(
+            crate::exit::code_of_error(&bad.context("preparing the run")),
+            2
+        );
+        assert_eq!(
+            crate::exit::code_of_error(&anyhow::anyhow!("connection refused")),
+            1
+        );
+    }
 }

@@ -403,7 +403,7 @@ impl Dist {
                         spec.scale *= factor;
                         spec.to_string()
                     }
-                    None => format!("{source},scale={factor}"),
+                    None => format!("{source},scale={}", crate::units::fmt_exact(factor)),
                 };
                 Dist::Empirical {
                     source,
@@ -460,21 +460,29 @@ fn mixture_quantile(whole: &Dist, parts: &[(f64, Dist)], p: f64) -> Option<f64> 
 impl fmt::Display for Dist {
     /// Canonical text that [`Dist::parse`] turns back into an equal `Dist`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Exact but short numbers: `1e300`, not 301 digits.
+        let x = |v: &f64| crate::units::fmt_exact(*v);
         match self {
-            Dist::Constant { ms } => write!(f, "constant({ms}ms)"),
-            Dist::Uniform { lo, hi } => write!(f, "uniform(min={lo}ms,max={hi}ms)"),
-            Dist::Normal { mean, sd } => write!(f, "normal(mean={mean}ms,sd={sd}ms)"),
-            Dist::LogNormal { mu, sigma } => write!(f, "lognormal(mu={mu},sigma={sigma})"),
-            Dist::Exponential { mean } => write!(f, "exponential(mean={mean}ms)"),
-            Dist::Pareto { scale, shape } => write!(f, "pareto(scale={scale}ms,shape={shape})"),
-            Dist::Weibull { scale, shape } => write!(f, "weibull(scale={scale}ms,shape={shape})"),
+            Dist::Constant { ms } => write!(f, "constant({}ms)", x(ms)),
+            Dist::Uniform { lo, hi } => write!(f, "uniform(min={}ms,max={}ms)", x(lo), x(hi)),
+            Dist::Normal { mean, sd } => write!(f, "normal(mean={}ms,sd={}ms)", x(mean), x(sd)),
+            Dist::LogNormal { mu, sigma } => {
+                write!(f, "lognormal(mu={},sigma={})", x(mu), x(sigma))
+            }
+            Dist::Exponential { mean } => write!(f, "exponential(mean={}ms)", x(mean)),
+            Dist::Pareto { scale, shape } => {
+                write!(f, "pareto(scale={}ms,shape={})", x(scale), x(shape))
+            }
+            Dist::Weibull { scale, shape } => {
+                write!(f, "weibull(scale={}ms,shape={})", x(scale), x(shape))
+            }
             Dist::Mixture(parts) => {
                 f.write_str("mixture(")?;
                 for (i, (w, d)) in parts.iter().enumerate() {
                     if i > 0 {
                         f.write_str(",")?;
                     }
-                    write!(f, "{w}*{d}")?;
+                    write!(f, "{}*{d}", x(w))?;
                 }
                 f.write_str(")")
             }
@@ -1662,7 +1670,7 @@ impl fmt::Display for EmpiricalSpec {
             EmpiricalUnit::S => f.write_str(",unit=s")?,
         }
         if self.scale != 1.0 {
-            write!(f, ",scale={}", self.scale)?;
+            write!(f, ",scale={}", crate::units::fmt_exact(self.scale))?;
         }
         Ok(())
     }
@@ -1761,10 +1769,14 @@ impl EmpiricalSpec {
                     "`{cell}` is negative: durations must be ≥ 0"
                 )));
             }
-            let ms = v * factor;
-            if !ms.is_finite() {
-                return Err(cell_fail(format!("`{cell}` is too large")));
-            }
+            // The same bound as every other duration (`constant(…)`, flags): 1000h.
+            let Ok(ms) = crate::units::check_ms(v * factor) else {
+                return Err(cell_fail(format!(
+                    "`{cell}` is out of range: a duration must be at most {} ({} ms)",
+                    crate::units::MAX_TEXT,
+                    crate::units::MAX_MS
+                )));
+            };
             values.push(ms);
         }
         if values.is_empty() {
@@ -2016,6 +2028,15 @@ mod tests {
         ds.push(Dist::parse("constant(0.3us)").unwrap());
         ds.push(Dist::parse("uniform(5ms,5ms)").unwrap());
         ds.push(Dist::parse("weibull(scale=1.7s,shape=0.123456789)").unwrap());
+        // Extreme numbers round-trip in scientific notation, not hundreds of digits.
+        let extreme = [
+            Dist::parse("weibull(scale=1.7s,shape=1e300)").unwrap(),
+            Dist::parse("constant(1e-300ms)").unwrap(),
+        ];
+        for d in &extreme {
+            assert!(d.to_string().len() < 60, "{d}");
+        }
+        ds.extend(extreme);
         let (path, _) = empirical_fixture();
         ds.push(Dist::parse(&format!("empirical(file={},unit=s)", path.display())).unwrap());
         for d in &ds {
@@ -2216,6 +2237,28 @@ mod tests {
             e.to_string().contains("/nonexistent/lockbench/nope.csv"),
             "{e}"
         );
+    }
+
+    /// Empirical values obey the same 1000h bound as `constant(…)` (1.8e308 ms used to be
+    /// accepted), in every unit and after `scale=`; exactly 1000h is accepted.
+    #[test]
+    fn empirical_values_share_the_duration_bound() {
+        for (csv, name, args) in [
+            ("durationMs\n1\n1.7e308\n", "huge", ""),
+            ("durationMs\n3600000001\n", "over", ""),
+            ("durationMs\n3600001\n", "over_s", ",unit=s"),
+            ("durationMs\n3600000000\n", "over_scale", ",scale=2"),
+        ] {
+            let (e, _) = data_err(csv, name, args);
+            assert!(
+                matches!(&e, DistError::Data { line: Some(_), .. }),
+                "{name}: {e:?}"
+            );
+            assert!(e.to_string().contains("at most 1000h"), "{name}: {e}");
+        }
+        let path = temp_csv("max", "durationMs\n3600000000\n");
+        assert!(Dist::parse(&format!("empirical(file={})", path.display())).is_ok());
+        assert!(Dist::parse("constant(1001h)").is_err());
     }
 
     /// Relative empirical paths resolve against the base directory.

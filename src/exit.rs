@@ -24,17 +24,23 @@ pub const TABLE: &str = "Exit codes: 0 all well · 1 run failed, gave up, comple
 dominated · 2 bad input (profile, flag, file) or a report check mismatch · 99 a threshold crossed · \
 130 interrupted (Ctrl-C or SIGTERM; files written)";
 
-/// An error in what the user gave (a flag, a file, a directory): exit code 2. Profile errors
-/// ([`crate::profile::ProfileError`]) count as bad input too.
+/// An error in what the user gave (a flag, a file, a directory) that has no type of its own:
+/// exit code 2, like the typed ones [`code_of_error`] knows.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);
 
-/// The exit code of a command that failed with `e`: 2 for bad input, else 1.
+/// The exit code of a command that failed with `e`: 2 for bad input (a profile or flag, a
+/// distribution or data file, an output directory that would mix runs), else 1.
 pub fn code_of_error(e: &anyhow::Error) -> i32 {
     let bad = e.chain().any(|c| {
-        c.downcast_ref::<BadInput>().is_some()
-            || c.downcast_ref::<crate::profile::ProfileError>().is_some()
+        c.is::<BadInput>()
+            || c.is::<crate::profile::ProfileError>()
+            || c.is::<crate::output::OutDirError>()
+            || c.is::<crate::dist::DistError>()
+            || c.is::<crate::units::UnitError>()
+            || c.is::<crate::recommend::LoadError>()
+            || c.is::<crate::recommend::ParamError>()
     });
     if bad { BAD_INPUT } else { FAILED }
 }
@@ -152,7 +158,10 @@ mod tests {
     #[test]
     fn gave_up_and_empty_runs_fail_interrupt_wins() {
         let gave_up = summary(10, 5, 3, StopReason::GaveUp);
-        assert_eq!(verdict(std::slice::from_ref(&gave_up), false, None).code, FAILED);
+        assert_eq!(
+            verdict(std::slice::from_ref(&gave_up), false, None).code,
+            FAILED
+        );
         let empty = summary(0, 0, 0, StopReason::Limit);
         let v = verdict(&[empty], false, None);
         assert_eq!(v.code, FAILED);

@@ -59,14 +59,200 @@ pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create output directory {}", dir.display()))
 }
 
+/// Files a run, `lockbench report` or a sweep writes at the top of its directory (besides the
+/// per-metric `.hgrm`/`.hlog` files, see [`is_run_file`]).
+pub const RUN_FILES: &[&str] = &[
+    "manifest.json",
+    "summary.json",
+    "summary.csv",
+    "events.csv",
+    "report.html",
+    "durations.png",
+    "survival.png",
+    "timeline.png",
+    "acquire-latency.png",
+    "compare.png",
+    "sweep.csv",
+    "sweep.png",
+];
+
+/// An output directory lockbench will not write into; bad input (exit code 2).
+#[derive(Debug, thiserror::Error)]
+pub enum OutDirError {
+    /// The directory holds an earlier run: appending would mix two runs in `events.csv` and the
+    /// `.hlog` files while `summary.json` is replaced.
+    #[error(
+        "output directory {} already holds lockbench output ({listing}): writing into it would mix \
+         two runs. Choose a new --out, or add --force to delete those files first",
+        dir.display()
+    )]
+    HoldsRun {
+        /// The directory.
+        dir: PathBuf,
+        /// Some of the files found.
+        listing: String,
+    },
+    /// The directory holds something lockbench did not write; never deleted, even with
+    /// `--force`.
+    #[error(
+        "output directory {} holds files lockbench did not write ({listing}): choose a new or \
+         empty --out directory (--force only deletes lockbench's own files)",
+        dir.display()
+    )]
+    Foreign {
+        /// The directory.
+        dir: PathBuf,
+        /// Some of the foreign entries.
+        listing: String,
+    },
+    /// The path exists and is not a directory.
+    #[error("output path {} exists and is not a directory: give --out a directory", .0.display())]
+    NotADirectory(PathBuf),
+}
+
+/// `name` is a file lockbench writes into a run directory: one of [`RUN_FILES`], or
+/// `<metric>.hlog`, `<metric>.hgrm`, `<metric>-<variant>.hgrm`.
+pub fn is_run_file(name: &str) -> bool {
+    if RUN_FILES.contains(&name) {
+        return true;
+    }
+    let variant_ok = |v: &str| {
+        !v.is_empty()
+            && v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    };
+    Metric::ALL.iter().any(|m| {
+        let stem = m.file_stem();
+        let Some(rest) = name.strip_prefix(stem) else {
+            return false;
+        };
+        rest == ".hlog"
+            || rest == ".hgrm"
+            || rest
+                .strip_prefix('-')
+                .and_then(|r| r.strip_suffix(".hgrm"))
+                .is_some_and(variant_ok)
+    })
+}
+
+/// Makes `dir` ready for a new run: creates it when missing; an empty directory is used as it
+/// is. A directory holding an earlier lockbench run (its files, and for a sweep its `ttl-…`
+/// cell directories) is refused, or with `force` those files are deleted first. Anything
+/// lockbench did not write is never deleted: its presence refuses the directory, `force` or not.
+pub fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
+    if !dir.exists() {
+        return create_dir(dir);
+    }
+    if !dir.is_dir() {
+        return Err(OutDirError::NotADirectory(dir.to_path_buf()).into());
+    }
+    let (ours, foreign) = classify_dir(dir)?;
+    let listing = |names: &[PathBuf]| {
+        let mut shown: Vec<String> = names
+            .iter()
+            .take(5)
+            .map(|p| p.strip_prefix(dir).unwrap_or(p).display().to_string())
+            .collect();
+        if names.len() > 5 {
+            shown.push(format!("and {} more", names.len() - 5));
+        }
+        shown.join(", ")
+    };
+    if !foreign.is_empty() {
+        return Err(OutDirError::Foreign {
+            dir: dir.to_path_buf(),
+            listing: listing(&foreign),
+        }
+        .into());
+    }
+    if ours.is_empty() {
+        return Ok(());
+    }
+    if !force {
+        return Err(OutDirError::HoldsRun {
+            dir: dir.to_path_buf(),
+            listing: listing(&ours),
+        }
+        .into());
+    }
+    // Files first, then the (now empty) cell directories, deepest first.
+    let (dirs, files): (Vec<&PathBuf>, Vec<&PathBuf>) = ours
+        .iter()
+        .partition(|p| p.symlink_metadata().is_ok_and(|m| m.is_dir()));
+    for f in files {
+        std::fs::remove_file(f)
+            .with_context(|| format!("--force: cannot delete {}", f.display()))?;
+    }
+    for d in dirs.iter().rev() {
+        std::fs::remove_dir(d)
+            .with_context(|| format!("--force: cannot delete {}", d.display()))?;
+    }
+    Ok(())
+}
+
+/// Entries of `dir` lockbench wrote (files, sweep cell directories and their files; cells after
+/// their files) and those it did not.
+fn classify_dir(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
+    let read = |d: &Path| -> anyhow::Result<Vec<std::fs::DirEntry>> {
+        let mut v = std::fs::read_dir(d)
+            .with_context(|| format!("cannot read output directory {}", d.display()))?
+            .collect::<Result<Vec<_>, _>>()
+            .with_context(|| format!("cannot read output directory {}", d.display()))?;
+        v.sort_by_key(|e| e.file_name());
+        Ok(v)
+    };
+    let (mut ours, mut foreign) = (Vec::new(), Vec::new());
+    for e in read(dir)? {
+        let name = e.file_name().to_string_lossy().into_owned();
+        // `file_type` does not follow symlinks: a link named like a run file is ours to remove.
+        let is_dir = e.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        if !is_dir {
+            if is_run_file(&name) {
+                ours.push(e.path());
+            } else {
+                foreign.push(e.path());
+            }
+            continue;
+        }
+        // A sweep's cell directory counts as ours only when everything in it is a run file.
+        let cell = name.starts_with("ttl-")
+            && read(&e.path())?.iter().all(|c| {
+                c.file_type().is_ok_and(|t| !t.is_dir())
+                    && is_run_file(&c.file_name().to_string_lossy())
+            });
+        if cell {
+            ours.extend(read(&e.path())?.iter().map(|c| c.path()));
+            ours.push(e.path());
+        } else {
+            foreign.push(e.path());
+        }
+    }
+    Ok((ours, foreign))
+}
+
+/// Creates `path` and writes it through a buffer with `body`. Every error names the file,
+/// including the final flush: with a buffer, that is where a full disk shows up.
+pub fn write_file(
+    path: &Path,
+    body: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let ctx = || format!("cannot write {}", path.display());
+    let f = File::create(path).with_context(ctx)?;
+    let mut w = BufWriter::new(f);
+    body(&mut w).with_context(ctx)?;
+    w.into_inner()
+        .map_err(|e| e.into_error())
+        .with_context(ctx)?;
+    Ok(())
+}
+
 /// Writes `value` as pretty JSON to `path`.
 pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result<()> {
-    let f = File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
-    let mut w = BufWriter::new(f);
-    serde_json::to_writer_pretty(&mut w, value)?;
-    writeln!(w)?;
-    w.flush()?;
-    Ok(())
+    write_file(path, |w| {
+        serde_json::to_writer_pretty(&mut *w, value)?;
+        writeln!(w)?;
+        Ok(())
+    })
 }
 
 /// Streams section rows into `events.csv` from a dedicated thread, so memory stays flat and
@@ -92,13 +278,14 @@ impl EventsWriter {
             let mut w = csv::WriterBuilder::new()
                 .has_headers(new)
                 .from_writer(BufWriter::with_capacity(1 << 16, f));
+            let ctx = || format!("cannot write {}", path.display());
             let mut n = 0u64;
             while let Some(row) = rx.blocking_recv() {
-                w.serialize(&row)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
+                w.serialize(&row).with_context(ctx)?;
                 n += 1;
             }
-            w.flush()?;
+            // csv's flush also flushes the BufWriter underneath: a full disk surfaces here.
+            w.flush().with_context(ctx)?;
             Ok(n)
         });
         Ok(Self { tx, handle })
@@ -140,7 +327,7 @@ impl Collector {
                 .append(true)
                 .open(&path)
                 .with_context(|| format!("cannot write {}", path.display()))?;
-            files.push((BufWriter::new(f), new, m));
+            files.push((BufWriter::new(f), new, m, path));
         }
         let (stop, stop_rx) = std_mpsc::channel::<()>();
         let tag = tag.to_string();
@@ -152,7 +339,8 @@ impl Collector {
             let mut sers: Vec<V2DeflateSerializer> =
                 files.iter().map(|_| V2DeflateSerializer::new()).collect();
             let mut writers = Vec::new();
-            for ((w, new, m), ser) in files.iter_mut().zip(sers.iter_mut()) {
+            let paths: Vec<PathBuf> = files.iter().map(|f| f.3.clone()).collect();
+            for ((w, new, m, path), ser) in files.iter_mut().zip(sers.iter_mut()) {
                 let mut b = IntervalLogWriterBuilder::new();
                 if *new {
                     b.add_comment(&format!(
@@ -163,7 +351,10 @@ impl Collector {
                     b.with_start_time(base).with_base_time(base);
                     let _ = base_secs;
                 }
-                writers.push(b.begin_log_with(w, ser)?);
+                writers.push(
+                    b.begin_log_with(w, ser)
+                        .with_context(|| format!("cannot write {}", path.display()))?,
+                );
             }
             let tag = Tag::new(&tag);
             let mut totals = HistSet::default();
@@ -178,10 +369,10 @@ impl Collector {
                 let now = offset + t0.elapsed();
                 interval_set.reset();
                 rec.drain_into(&mut interval_set);
-                for (w, m) in writers.iter_mut().zip(Metric::ALL) {
+                for ((w, m), path) in writers.iter_mut().zip(Metric::ALL).zip(&paths) {
                     let h = interval_set.get(m);
                     w.write_histogram(h, last, now.saturating_sub(last), tag)
-                        .map_err(|e| anyhow::anyhow!("cannot write {}.hlog: {e}", m.file_stem()))?;
+                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
                 }
                 totals.add(&interval_set);
                 last = now;
@@ -190,8 +381,9 @@ impl Collector {
                 }
             }
             drop(writers);
-            for (w, _, _) in &mut files {
-                w.flush()?;
+            for (w, _, _, path) in &mut files {
+                w.flush()
+                    .with_context(|| format!("cannot write {}", path.display()))?;
             }
             Ok(totals)
         });
@@ -266,10 +458,7 @@ pub fn write_hgrms(
             None => format!("{}.hgrm", m.file_stem()),
         };
         let path = dir.join(name);
-        let f = File::create(&path).with_context(|| format!("cannot write {}", path.display()))?;
-        let mut w = BufWriter::new(f);
-        write_hgrm(&mut w, hists.get(m))?;
-        w.flush()?;
+        write_file(&path, |w| Ok(write_hgrm(w, hists.get(m))?))?;
         out.push(path);
     }
     Ok(out)
@@ -394,6 +583,13 @@ pub fn csv_row(s: &Summary) -> Vec<String> {
         f(s.release_latency_ms.p50),
         f(s.release_latency_ms.p99),
     ]
+}
+
+/// Writes `<dir>/summary.csv` (errors name the file).
+pub fn write_summary_csv_file(dir: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
+    write_file(&dir.join("summary.csv"), |w| {
+        write_summary_csv(w, summaries)
+    })
 }
 
 /// Writes `summary.csv` with one row per variant.
@@ -540,6 +736,46 @@ mod tests {
         );
         let a = run_id(t);
         assert!(a.starts_with("20261118T110640Z-"));
+    }
+
+    /// Exactly lockbench's own names count as run files: every chart and page the report draws,
+    /// each metric's `.hgrm`/`.hlog` (with a variant suffix), nothing else.
+    #[test]
+    fn run_files_are_exactly_lockbenchs() {
+        use crate::report::{
+            ACQUIRE_PNG, COMPARE_PNG, DURATIONS_PNG, REPORT_HTML, SURVIVAL_PNG, TIMELINE_PNG,
+        };
+        for f in [
+            ACQUIRE_PNG,
+            COMPARE_PNG,
+            DURATIONS_PNG,
+            REPORT_HTML,
+            SURVIVAL_PNG,
+            TIMELINE_PNG,
+        ] {
+            assert!(is_run_file(f), "{f}");
+        }
+        for m in Metric::ALL {
+            let s = m.file_stem();
+            for f in [
+                format!("{s}.hgrm"),
+                format!("{s}.hlog"),
+                format!("{s}-del.hgrm"),
+            ] {
+                assert!(is_run_file(&f), "{f}");
+            }
+        }
+        for f in [
+            "notes.txt",
+            "durations.png.bak",
+            "durations-.hgrm",
+            "durations-a b.hgrm",
+            "events.csv~",
+            "x.hgrm",
+            ".events.csv.swp",
+        ] {
+            assert!(!is_run_file(f), "{f}");
+        }
     }
 
     /// The hgrm text is the standard percentile layout with values in ms and the right totals.

@@ -22,6 +22,11 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
+/// Smallest accepted `time_scale` (a million times faster than real).
+pub const MIN_TIME_SCALE: f64 = 1e-6;
+/// Largest accepted `time_scale` (a million times slower than real).
+pub const MAX_TIME_SCALE: f64 = 1e6;
+
 /// A profile as written (every field optional; flags fill or override them).
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -377,10 +382,15 @@ impl Profile {
             ));
         }
         let scale = self.time_scale.unwrap_or(1.0);
-        if !scale.is_finite() || scale <= 0.0 {
+        if !(scale.is_finite() && (MIN_TIME_SCALE..=MAX_TIME_SCALE).contains(&scale)) {
             return Err(err(
                 "time_scale",
-                format!("{scale} is not valid: use a factor > 0 (e.g. 0.01 to run 100× faster)"),
+                format!(
+                    "{} is not valid: use a factor from {} to {} (e.g. 0.01 to run 100× faster)",
+                    units::fmt_num(scale),
+                    units::fmt_num(MIN_TIME_SCALE),
+                    units::fmt_num(MAX_TIME_SCALE)
+                ),
             ));
         }
         let mut warnings = Vec::new();
@@ -402,10 +412,11 @@ impl Profile {
                 return Err(err(
                     "time_scale",
                     format!(
-                        "scaling the TTL {} by {scale} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
+                        "scaling the TTL {} by {} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
                         units::fmt_us(raw_ttl_us),
+                        units::fmt_num(scale),
                         units::fmt_us(scaled.round() as u64),
-                        1000.0 / raw_ttl_us as f64
+                        units::fmt_num(1000.0 / raw_ttl_us as f64)
                     ),
                 ));
             }
@@ -421,8 +432,11 @@ impl Profile {
                 return Err(err(
                     "time_scale",
                     format!(
-                        "scaling the TTL {} by {scale} gives more than 1000h: use a smaller time scale",
-                        units::fmt_us(raw_ttl_us)
+                        "scaling the TTL {} by {} gives more than {}: use a time scale ≤ {}",
+                        units::fmt_us(raw_ttl_us),
+                        units::fmt_num(scale),
+                        units::MAX_TEXT,
+                        units::fmt_num(units::MAX_US as f64 / raw_ttl_us as f64)
                     ),
                 ));
             }
@@ -659,7 +673,37 @@ mod tests {
             .to_string();
         assert!(e.contains("time_scale") && e.contains("1ms"), "{e}");
         let e = plan("time_scale = -1\n").unwrap_err().to_string();
-        assert!(e.contains("> 0"), "{e}");
+        assert!(e.contains("from 1e-6 to 1000000"), "{e}");
+    }
+
+    /// An absurd time scale is refused with the valid range, and no message prints a number
+    /// hundreds of digits long (1e300 used to be written out in full).
+    #[test]
+    fn time_scale_is_bounded_and_printed_sanely() {
+        for bad in ["1e300", "1e7", "1e-7", "0", "-1", "inf", "nan"] {
+            let e = plan(&format!("time_scale = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("time_scale") && e.contains("from 1e-6 to 1000000"),
+                "{bad}: {e}"
+            );
+            assert!(e.len() < 200, "{bad}: {e}");
+        }
+        let e = plan("ttl = \"1000h\"\ntime_scale = 1000000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("41d16h") && e.contains("at most") || e.contains("≤"),
+            "{e}"
+        );
+        assert!(e.len() < 200, "{e}");
+        let e = plan("ttl = \"3ms\"\ntime_scale = 0.1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("≥ 0.333333"), "{e}");
+        assert!(plan("time_scale = 1e6\nttl = \"1ms\"\n").is_ok());
+        assert!(plan("time_scale = 1e-6\nttl = \"1000h\"\n").is_ok());
     }
 
     /// Overlay carries every field across, and `is_set` sees every field set.
@@ -670,7 +714,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n",
             "p.toml",
         )
         .unwrap();

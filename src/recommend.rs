@@ -311,6 +311,15 @@ fn location(line: Option<u64>, column: Option<&str>) -> String {
     }
 }
 
+/// The message for a value above the duration bound (or not representable).
+fn out_of_range(cell: &str) -> String {
+    format!(
+        "`{cell}` is out of range: a duration must be ≥ 0 and at most {} ({} ms)",
+        crate::units::MAX_TEXT,
+        crate::units::MAX_MS
+    )
+}
+
 fn data_err(file: &str, line: Option<u64>, column: Option<String>, message: String) -> LoadError {
     LoadError::Data {
         file: file.to_string(),
@@ -476,7 +485,11 @@ pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Lo
                 "`{cell}` is negative: durations must be ≥ 0"
             )));
         }
-        values.push(v * factor);
+        // The bound every duration in lockbench obeys (profiles, distributions): 1000h.
+        let Ok(ms) = crate::units::check_ms(v * factor) else {
+            return Err(cell_err(out_of_range(cell)));
+        };
+        values.push(ms);
     }
     if values.is_empty() {
         let why = if interrupted + other_variant > 0 {
@@ -613,12 +626,12 @@ pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, 
             ));
         }
         let us = (value * to_us).round();
-        if !(0.0..=u64::MAX as f64 / 2.0).contains(&us) {
+        if crate::units::check_ms(us / 1000.0).is_err() {
             return Err(data_err(
                 file,
                 Some(line_no),
                 Some(col(0)),
-                format!("`{}` is out of range", fields[0]),
+                out_of_range(fields[0]),
             ));
         }
         if total > prev_total && hist.record_n(us as u64, total - prev_total).is_err() {
@@ -763,6 +776,22 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
             return Err(data_err(file, None, None, message));
         }
     };
+    // Intervals carry no line of their own once merged: the largest value is what can be out of
+    // range, and the message says so.
+    let max_ms = hist.max() as f64 * unit.ms();
+    if crate::units::check_ms(max_ms).is_err() {
+        return Err(data_err(
+            file,
+            None,
+            None,
+            format!(
+                "the largest value ({} {}) is out of range: a duration must be at most {}",
+                hist.max(),
+                unit.name(),
+                crate::units::MAX_TEXT
+            ),
+        ));
+    }
     let mut notes = vec![format!(
         "{intervals} interval(s) merged; values are bucket upper edges \
          ({} significant figures)",
@@ -795,6 +824,9 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
 // ---------------------------------------------------------------------------------------------
 // Parameters
 // ---------------------------------------------------------------------------------------------
+
+/// The shortest TTL Redis can set (`PX` takes whole milliseconds ≥ 1).
+pub const MIN_TTL_MS: f64 = 1.0;
 
 /// Rate assumed when none is given (sections per second).
 pub const DEFAULT_RATE_PER_S: f64 = 10.0;
@@ -1335,12 +1367,40 @@ fn fit_gpd(tail: &[(f64, u64)], m: u64, u: f64, n: u64) -> Option<Model> {
 fn fmt_ms(x: f64) -> String {
     if !x.is_finite() {
         "—".to_string()
+    } else if x >= 60_000.0 {
+        fmt_long_ms(x)
     } else if x >= 100.0 {
         format!("{x:.1} ms")
     } else if x >= 10.0 {
         format!("{x:.2} ms")
     } else {
         format!("{x:.3} ms")
+    }
+}
+
+/// A TTL in whole ms, with hours or days beside it from a minute on; a value beyond the
+/// 1000h bound (a model's extrapolation) in scientific notation instead of hundreds of digits.
+fn fmt_ttl(x: f64) -> String {
+    if x.is_finite() && x < 60_000.0 {
+        format!("{x:.0} ms")
+    } else {
+        fmt_long_ms(x)
+    }
+}
+
+/// From a minute on: `5400000 ms (1h30m)`, `1e30 ms (beyond 1000h)`.
+fn fmt_long_ms(x: f64) -> String {
+    if !x.is_finite() || x > crate::units::MAX_MS {
+        format!(
+            "{} ms (beyond {})",
+            crate::units::fmt_num(x),
+            crate::units::MAX_TEXT
+        )
+    } else {
+        format!(
+            "{x:.0} ms ({})",
+            crate::units::fmt_us(crate::units::ms_to_us(x))
+        )
     }
 }
 
@@ -1777,7 +1837,15 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
     }
 
     // In practice.
-    let recommended = distribution_free.ttl_ms.map(f64::ceil);
+    // Redis expiry is whole milliseconds ≥ 1: a bound of 0 (all samples 0 ms) becomes 1 ms.
+    let recommended = distribution_free.ttl_ms.map(|t| t.ceil().max(MIN_TTL_MS));
+    if distribution_free.ttl_ms.is_some_and(|t| t < MIN_TTL_MS) {
+        notes.push(format!(
+            "the bound from the data is {}: the recommendation is raised to {MIN_TTL_MS:.0} ms, \
+             the shortest TTL Redis can set (PX is whole milliseconds ≥ 1)",
+            fmt_ms(distribution_free.ttl_ms.unwrap_or(0.0))
+        ));
+    }
     let ln_fit = models.first().and_then(|f| f.fitted);
     let gpd_fit = models.get(1).and_then(|f| f.fitted);
     let mut candidates: Vec<(f64, String)> = Vec::new();
@@ -1785,12 +1853,15 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
         candidates.push((t, "distribution-free bound (recommended)".to_string()));
     }
     candidates.push((
-        (max * params.margin).ceil(),
+        (max * params.margin).ceil().max(MIN_TTL_MS),
         format!("observed max × {}", params.margin),
     ));
     for f in &models {
         if let Some(t) = f.ttl_ms {
-            candidates.push((t.ceil(), format!("{} model", f.name.replace('_', " "))));
+            candidates.push((
+                t.ceil().max(MIN_TTL_MS),
+                format!("{} model", f.name.replace('_', " ")),
+            ));
         }
     }
     let in_practice = candidates
@@ -2002,7 +2073,7 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         writeln!(
             w,
             "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
-            format!("{:.0} ms", row.ttl_ms),
+            fmt_ttl(row.ttl_ms),
             row.basis,
             row.samples_above,
             fmt_prob(row.overrun_bound),
@@ -2021,8 +2092,9 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
     match (r.recommended_ttl_ms, r.in_practice.first()) {
         (Some(t), Some(row)) => writeln!(
             w,
-            "\nrecommended TTL  {t:.0} ms  — meets the target {:e}: with {:.0} % confidence at most \
+            "\nrecommended TTL  {}  — meets the target {:e}: with {:.0} % confidence at most \
              {} overruns per million sections, {} per day at {} sections/s (from the data alone)",
+            fmt_ttl(t),
             p.target,
             p.confidence * 100.0,
             fmt_count(row.per_million_bound),

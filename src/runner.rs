@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub command: String,
     /// The profile file, if any.
     pub profile_file: Option<String>,
+    /// Delete an earlier run's files in `out_dir` instead of refusing it (`--force`).
+    pub force: bool,
 }
 
 impl Default for RunOptions {
@@ -51,6 +53,7 @@ impl Default for RunOptions {
             log_interval: Duration::from_secs(1),
             command: "run".into(),
             profile_file: None,
+            force: false,
         }
     }
 }
@@ -107,6 +110,8 @@ pub struct RunOutcome {
     pub summaries: Vec<Summary>,
     /// The manifest as written.
     pub manifest: Manifest,
+    /// Why the charts or `report.html` could not be written (the data files were).
+    pub report_error: Option<anyhow::Error>,
 }
 
 /// `summary.json`.
@@ -228,7 +233,7 @@ pub async fn run_with<K: Connector>(
         .out_dir
         .clone()
         .unwrap_or_else(|| opts.results_root.join(&run_id));
-    output::create_dir(&dir)?;
+    output::prepare_dir(&dir, opts.force)?;
     let mut manifest = Manifest {
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.clone(),
@@ -324,18 +329,19 @@ pub async fn run_with<K: Connector>(
         variants: summaries.clone(),
     };
     output::write_json(&dir.join("summary.json"), &summary_file)?;
-    let csv = std::fs::File::create(dir.join("summary.csv")).context("cannot write summary.csv")?;
-    output::write_summary_csv(std::io::BufWriter::new(csv), &summaries)?;
+    output::write_summary_csv_file(&dir, &summaries)?;
     manifest.ended_at = Some(output::utc_stamp(SystemTime::now(), false));
     manifest.interrupted = interrupted;
     manifest.failure = failure.as_ref().map(|e| format!("{e:#}"));
     output::write_json(&dir.join("manifest.json"), &manifest)?;
-    // Charts and report.html, from the files just written (as `lockbench report` would).
-    crate::report::render_after_run(&dir, opts.quiet);
+    // Charts and report.html, from the files just written (as `lockbench report` would). A
+    // failure keeps every file written so far and is the caller's to report (exit 1).
+    let report_error = crate::report::render_after_run(&dir).err();
     Ok(RunOutcome {
         dir,
         summaries,
         manifest,
+        report_error,
     })
 }
 

@@ -94,7 +94,7 @@ pub async fn sweep(
     dir: &Path,
     opts: &RunOptions,
 ) -> anyhow::Result<Vec<SweepRow>> {
-    crate::output::create_dir(dir)?;
+    crate::output::prepare_dir(dir, opts.force)?;
     let mut rows = Vec::new();
     for &ttl in ttls_us {
         let plan = plan_for(ttl)?;
@@ -119,7 +119,8 @@ pub async fn sweep(
                     ttl_us: ttl,
                     release: method,
                     summary: o.summaries.pop(),
-                    error: None,
+                    // The cell measured, but its report is missing: say so in its row.
+                    error: o.report_error.map(|e| format!("report not written: {e:#}")),
                     dir: cell_dir,
                 },
                 Err(e) => SweepRow {
@@ -175,8 +176,9 @@ pub fn print_row<W: Write>(mut w: W, r: &SweepRow) -> std::io::Result<()> {
             s.wrongful_deletes,
             r.overlap_s_per_hour().unwrap_or(0.0),
             s.peak_holders,
-            match &s.analytic {
-                Some(a) if !a.agrees => "theory MISMATCH",
+            match (&s.analytic, &r.error) {
+                (_, Some(_)) => "report not written",
+                (Some(a), _) if !a.agrees => "theory MISMATCH",
                 _ => "",
             }
         ),

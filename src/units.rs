@@ -25,7 +25,7 @@ pub enum UnitError {
         unit: String,
     },
     /// Negative, NaN or too large.
-    #[error("`{0}` is out of range: a duration must be ≥ 0 and at most 1000h")]
+    #[error("`{0}` is out of range: a duration must be ≥ 0 and at most {MAX_TEXT}")]
     OutOfRange(String),
 }
 
@@ -59,12 +59,23 @@ pub fn parse_ms(text: &str) -> Result<f64, UnitError> {
             });
         }
     };
-    let ms = value * factor;
-    if !ms.is_finite() || !(0.0..=3.6e9).contains(&ms) {
-        return Err(UnitError::OutOfRange(t.to_string()));
-    }
-    Ok(ms)
+    check_ms(value * factor).map_err(|_| UnitError::OutOfRange(t.to_string()))
 }
+
+/// Accepts a duration in ms that lies in `0 ..= MAX_MS` (finite); the one bound every source
+/// of durations (flags, profiles, distributions, empirical files, `recommend` inputs) uses.
+pub fn check_ms(ms: f64) -> Result<f64, OutOfRange> {
+    if ms.is_finite() && (0.0..=MAX_MS).contains(&ms) {
+        Ok(ms)
+    } else {
+        Err(OutOfRange(ms))
+    }
+}
+
+/// A duration (ms) outside `0 ..= MAX_MS`; its message states the valid range.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error("{} ms is out of range: a duration must be ≥ 0 and at most {MAX_TEXT}", fmt_num(*.0))]
+pub struct OutOfRange(pub f64);
 
 /// Parses a duration text into a [`Duration`] (microsecond precision).
 pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
@@ -74,6 +85,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
 /// The longest time lockbench handles: 1000 hours, in µs. Sampled durations are capped here so
 /// heavy-tailed distributions cannot overflow the clock arithmetic.
 pub const MAX_US: u64 = 3_600_000_000_000;
+/// [`MAX_US`] in milliseconds.
+pub const MAX_MS: f64 = MAX_US as f64 / 1000.0;
+/// [`MAX_US`] as written in messages.
+pub const MAX_TEXT: &str = "1000h";
 
 /// Rounds milliseconds to whole microseconds (negative and NaN values become 0; values are
 /// capped at [`MAX_US`]).
@@ -85,7 +100,8 @@ pub fn ms_to_us(ms: f64) -> u64 {
     }
 }
 
-/// Formats microseconds compactly with a unit: `850us`, `12.5ms`, `1.25s`, `2m30s`.
+/// Formats microseconds compactly with a unit: `850us`, `12.5ms`, `1.25s`, `2m30s`, `1h5m`,
+/// `41d16h`. From a minute on, whole seconds in the largest units (trailing zero parts left out).
 pub fn fmt_us(us: u64) -> String {
     if us < 1_000 {
         format!("{us}us")
@@ -95,7 +111,55 @@ pub fn fmt_us(us: u64) -> String {
         trim(format!("{:.3}", us as f64 / 1e6)) + "s"
     } else {
         let s = us / 1_000_000;
-        format!("{}m{}s", s / 60, s % 60)
+        let parts = [
+            (s / 86_400, "d"),
+            (s % 86_400 / 3600, "h"),
+            (s % 3600 / 60, "m"),
+            (s % 60, "s"),
+        ];
+        // From the first non-zero part to the last non-zero one: `1h0m5s`, `2d`, `3m`.
+        let first = parts.iter().position(|p| p.0 > 0).unwrap_or(3);
+        let last = parts.iter().rposition(|p| p.0 > 0).unwrap_or(3);
+        parts[first..=last]
+            .iter()
+            .map(|(n, u)| format!("{n}{u}"))
+            .collect()
+    }
+}
+
+/// Formats a number exactly (the shortest text that parses back to the same `f64`), in
+/// scientific notation when plain digits would be long: `0.5`, `250`, `1e300`, `1e-300`.
+/// For canonical texts that must round-trip, e.g. a distribution's `Display`.
+pub fn fmt_exact(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// Formats a plain number for messages: ordinary values as Rust prints them (`0.01`, `250`),
+/// very large or very small ones in scientific notation (`1e300`, `2.5e-9`), never hundreds of
+/// digits.
+pub fn fmt_num(x: f64) -> String {
+    let a = x.abs();
+    if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&a) {
+        let s = format!("{x}");
+        // Long fractions (0.0033333333333333335) are cut to 6 significant digits.
+        if s.len() > 12 && x.is_finite() {
+            format!("{x:.5e}")
+                .parse::<f64>()
+                .map_or(s, |v| v.to_string())
+        } else {
+            s
+        }
+    } else {
+        // Six significant digits, trailing zeros of the mantissa dropped: `1e300`, `1.79769e308`.
+        let t = format!("{x:.5e}");
+        match t.split_once('e') {
+            Some((m, e)) => format!("{}e{e}", trim(m.to_string())),
+            None => t,
+        }
     }
 }
 
@@ -147,5 +211,62 @@ mod tests {
         assert_eq!(fmt_us(12_500), "12.5ms");
         assert_eq!(fmt_us(1_250_000), "1.25s");
         assert_eq!(fmt_us(150_000_000), "2m30s");
+    }
+
+    /// Long durations use hours and days (1000h used to print as `60000m0s`).
+    #[test]
+    fn formats_hours_and_days() {
+        assert_eq!(fmt_us(MAX_US), "41d16h");
+        assert_eq!(fmt_us(120_000_000), "2m");
+        assert_eq!(fmt_us(3_600_000_000), "1h");
+        assert_eq!(fmt_us(3_605_000_000), "1h0m5s");
+        assert_eq!(fmt_us(5_400_000_000), "1h30m");
+        assert_eq!(fmt_us(86_400_000_000), "1d");
+        assert_eq!(fmt_us(u64::MAX), "213503982d8h1m49s");
+    }
+
+    /// The one duration bound: 1000h is accepted, anything above, negative or not finite is not,
+    /// and the message states the range without printing hundreds of digits.
+    #[test]
+    fn one_bound_for_every_duration() {
+        assert_eq!(check_ms(MAX_MS), Ok(MAX_MS));
+        assert_eq!(parse_ms("1000h"), Ok(MAX_MS));
+        assert!(matches!(parse_ms("1001h"), Err(UnitError::OutOfRange(_))));
+        for bad in [MAX_MS * 1.0001, f64::MAX, f64::INFINITY, f64::NAN, -1.0] {
+            let e = check_ms(bad).unwrap_err().to_string();
+            assert!(e.contains("at most 1000h") && e.len() < 80, "{e}");
+        }
+    }
+
+    /// Exact numbers round-trip and stay short.
+    #[test]
+    fn exact_numbers_round_trip_briefly() {
+        for x in [
+            1e300,
+            1e-300,
+            0.5,
+            250.0,
+            1.0 / 3.0,
+            123_456_789_012.5,
+            f64::MAX,
+        ] {
+            let t = fmt_exact(x);
+            assert_eq!(t.parse::<f64>().unwrap(), x, "{t}");
+            assert!(t.len() < 25, "{t}");
+        }
+        assert_eq!(fmt_exact(1e300), "1e300");
+        assert_eq!(fmt_exact(0.5), "0.5");
+    }
+
+    /// Numbers in messages stay short whatever their size.
+    #[test]
+    fn numbers_print_sanely() {
+        assert_eq!(fmt_num(1e300), "1e300");
+        assert_eq!(fmt_num(0.01), "0.01");
+        assert_eq!(fmt_num(250.0), "250");
+        assert_eq!(fmt_num(2.5e-9), "2.5e-9");
+        assert_eq!(fmt_num(1.0 / 300.0), "0.00333333");
+        assert_eq!(fmt_num(f64::INFINITY), "inf");
+        assert_eq!(fmt_num(f64::MAX), "1.79769e308");
     }
 }

@@ -78,14 +78,15 @@ fn run_writes_results_and_exits_zero() {
     }
 }
 
-/// A bad profile names the file, line and field and what would be valid; exit code 1.
+/// A bad profile names the file, line and field and what would be valid; exit code 2 (bad
+/// input).
 #[test]
 fn bad_profile_names_file_line_field() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("bad.toml");
     std::fs::write(&p, "workers = 5\nttl = \"50\"\n").unwrap();
     let o = lockbench(&["run", p.to_str().unwrap(), "--backend", "memory"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let (_, err) = text(&o);
     assert!(
         err.contains("bad.toml:2") && err.contains("`ttl`") && err.contains("50ms"),
@@ -113,7 +114,7 @@ fn bad_profile_names_file_line_field() {
 #[test]
 fn bad_dist_flag_points_at_the_part() {
     let o = lockbench(&["run", "--backend", "memory", "--dist", "uniform(70ms,x)"]);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     let (_, err) = text(&o);
     assert!(
         err.contains("--dist") && err.contains("command line") && err.contains("column"),

@@ -485,3 +485,56 @@ fn cli_fails_clearly_on_a_bad_file() {
     );
     assert!(stderr.contains("column 1 (`durationMs`)"), "{stderr}");
 }
+
+/// Durations above the bound every other source uses (1000h) are refused with their line and
+/// the valid range: 1e308 ms in a CSV (it used to give a 300-digit TTL) and in an .hgrm.
+#[test]
+fn durations_beyond_1000h_are_refused() {
+    let dir = TempDir::new("huge");
+    let p = dir.file("d.csv", "durationMs\n1.5\n1e308\n");
+    let e = err_text(&p, &LoadOptions::default());
+    assert!(
+        e.contains("d.csv") && e.contains("line 3") && e.contains("at most 1000h"),
+        "{e}"
+    );
+    let p = dir.file("s.csv", "durationMs\n3600001\n");
+    let e = err_text(
+        &p,
+        &LoadOptions {
+            unit: Some(Unit::S),
+            ..LoadOptions::default()
+        },
+    );
+    assert!(e.contains("line 2") && e.contains("at most 1000h"), "{e}");
+    let p = dir.file(
+        "x.hgrm",
+        "       Value     Percentile TotalCount 1/(1-Percentile)\n\n\
+         \x20  1e308 1.000000000000          1\n",
+    );
+    let e = err_text(&p, &LoadOptions::default());
+    assert!(e.contains("line 3") && e.contains("at most 1000h"), "{e}");
+    // Exactly 1000h is fine, and the TTL prints in hours and days, not 300 digits.
+    let p = dir.file("max.csv", "durationMs\n3600000000\n");
+    let loaded = load_durations(&p, &LoadOptions::default()).unwrap();
+    let r = recommend(&loaded.samples, &Params::default());
+    let mut out = Vec::new();
+    lockbench::recommend::print_recommendation(&mut out, &r).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("(41d16h)"), "{text}");
+    assert!(text.lines().all(|l| !l.contains("0000000000000")), "{text}");
+}
+
+/// All-zero data gives a clear answer: the shortest TTL Redis can set (1 ms), with a note
+/// saying why, instead of a 0 ms TTL.
+#[test]
+fn all_zero_durations_recommend_one_millisecond() {
+    let r = recommend(&Samples::from_ms(vec![0.0; 50_000]), &Params::default());
+    assert_eq!(r.recommended_ttl_ms, Some(1.0));
+    assert!(r.in_practice.iter().all(|row| row.ttl_ms >= 1.0), "{r:?}");
+    let mut out = Vec::new();
+    lockbench::recommend::print_recommendation(&mut out, &r).unwrap();
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.contains("recommended TTL  1 ms"), "{text}");
+    assert!(text.contains("raised to 1 ms"), "{text}");
+    assert!(!text.contains(" 0 ms"), "{text}");
+}

@@ -615,7 +615,7 @@ fn timeline_centres_on_the_summary_first_overlap() {
 fn render_after_run_skips_the_check() {
     let dir = scratch("unchecked");
     write_fixture(&dir, &story()[..3]);
-    let r = report::render_after_run(&dir, true).unwrap();
+    let r = report::render_after_run(&dir).unwrap();
     assert_eq!(r.mismatches, None);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("Not yet checked"), "{html}");

@@ -18,7 +18,8 @@ pub fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// A duration for people: `850 µs`, `12.3 ms`, `1.25 s`.
+/// A duration for people: `850 µs`, `12.3 ms`, `1.25 s`; from a minute on the same minutes,
+/// hours and days as [`crate::units::fmt_us`] (`2m30s`, `41d16h`), never thousands of seconds.
 pub fn fmt_us(us: u64) -> String {
     let v = us as f64;
     if us < 1000 {
@@ -27,8 +28,10 @@ pub fn fmt_us(us: u64) -> String {
         format!("{:.2} ms", v / 1000.0)
     } else if us < 1_000_000 {
         format!("{:.1} ms", v / 1000.0)
-    } else {
+    } else if us < 60_000_000 {
         format!("{:.2} s", v / 1_000_000.0)
+    } else {
+        crate::units::fmt_us(us)
     }
 }
 
@@ -1033,6 +1036,9 @@ mod tests {
         assert_eq!(fmt_us(2500), "2.50 ms");
         assert_eq!(fmt_us(20_000), "20.0 ms");
         assert_eq!(fmt_us(1_250_000), "1.25 s");
+        // Long durations in hours and days, like units::fmt_us (was `3600000.00 s`).
+        assert_eq!(fmt_us(crate::units::MAX_US), "41d16h");
+        assert_eq!(fmt_us(90 * 60_000_000), "1h30m");
         assert_eq!(fmt_pct(0.0123), "1.23 %");
     }
 }

@@ -410,18 +410,10 @@ pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
 
 /// Renders at the end of a run, once every other file is written, without the check against
 /// `events.csv` (whose memory would grow with the run: `lockbench report DIR` runs it). The
-/// run's data is already safe on disk, so a failure here is a warning (re-render later with
-/// `lockbench report`).
-pub fn render_after_run(dir: &Path, quiet: bool) -> Option<Rendered> {
-    match render(dir) {
-        Ok(r) => Some(r),
-        Err(e) => {
-            if !quiet {
-                eprintln!("warning: could not draw the report: {e:#}");
-            }
-            None
-        }
-    }
+/// run's data is already on disk when this fails; the caller must still say so and fail (a
+/// report missing without a word is how a full disk went unnoticed).
+pub fn render_after_run(dir: &Path) -> anyhow::Result<Rendered> {
+    render(dir)
 }
 
 /// `lockbench report DIR`: verifies, renders, prints what it wrote. Exit code 0, or 2 when
