@@ -436,20 +436,34 @@ async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
         }
         println!("\nresults: {}", dir.display());
     }
-    let failed = rows.iter().filter(|r| r.error.is_some()).count();
-    // A cell that measured but could not write its report fails the sweep, even with --quiet.
-    let mut unreported = 0;
-    for r in rows.iter().filter(|r| r.summary.is_some()) {
-        if let Some(e) = &r.error {
-            eprintln!("error: {}: {e}", r.dir.display());
-            unreported += 1;
+    // One verdict for the whole sweep, as for a run: a cell that gave up or whose errors
+    // dominated fails it, and so does a cell whose report is missing or every cell failing.
+    // A cell that could not run (a method the server lacks) is reported in its row and the
+    // others stand.
+    let summaries: Vec<crate::summary::Summary> =
+        rows.iter().filter_map(|r| r.summary.clone()).collect();
+    let interrupted = summaries
+        .iter()
+        .any(|s| s.stop_reason == crate::summary::StopReason::Interrupted);
+    let failures: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{}: {e}", r.dir.display()))
+        })
+        .collect();
+    let unreported = rows
+        .iter()
+        .any(|r| r.summary.is_some() && r.error.is_some());
+    let failure = (unreported || failures.len() == rows.len()).then(|| failures.join("\n"));
+    let verdict = crate::exit::verdict(&summaries, interrupted, failure.as_deref());
+    if verdict.code == crate::exit::FAILED {
+        for r in &verdict.reasons {
+            eprintln!("error: {r}");
         }
     }
-    Ok(if failed == rows.len() || unreported > 0 {
-        1
-    } else {
-        0
-    })
+    Ok(verdict.code)
 }
 
 async fn demo(a: DemoArgs) -> anyhow::Result<i32> {
