@@ -146,9 +146,10 @@ pub struct CompareArgs {
     #[command(flatten)]
     /// Workload.
     pub workload: WorkloadArgs,
-    /// Release methods to compare, comma-separated [profile: releases; default del,token].
-    #[arg(long, value_delimiter = ',')]
-    pub releases: Option<Vec<String>>,
+    /// Release methods to compare, comma-separated, e.g. del,token (`--releases` is an alias)
+    /// [profile: releases; default del,token].
+    #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]
+    pub release: Option<Vec<String>>,
 }
 
 /// `sweep`.
@@ -158,8 +159,9 @@ pub struct SweepArgs {
     /// Workload; its `--ttl` takes a list (`100ms,200ms,1s`) or a log-spaced range
     /// (`100ms..2s:10`).
     pub workload: WorkloadArgs,
-    /// Release methods, comma-separated [profile: releases; default del,token].
-    #[arg(long, value_delimiter = ',')]
+    /// Release methods, comma-separated, e.g. del,token (`--releases` is an alias)
+    /// [profile: releases; default del,token].
+    #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]
     pub release: Option<Vec<String>>,
 }
 
@@ -287,7 +289,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         }
         Command::Compare(a) => {
             let extra = Profile {
-                releases: a.releases.clone(),
+                releases: a.release.clone(),
                 ..Profile::default()
             };
             let plan = a.workload.plan(extra)?;
