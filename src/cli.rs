@@ -1,11 +1,9 @@
 //! The command line. Flags are folded into the profile and validated into a [`Plan`] before
 //! any I/O, so a bad flag fails exactly like a bad profile field.
 
-use crate::profile::{BackendChoice, Plan, Profile, ProfileError};
-use crate::release::ReleaseMethod;
-use crate::runner::{self, Backend, RunOptions};
-use crate::store::Connector;
-use anyhow::Context;
+use crate::commands;
+use crate::engine::runner::RunOptions;
+use crate::profile::{Plan, Profile, ProfileError};
 use clap::{Args, Parser, Subcommand};
 use std::path::{Path, PathBuf};
 
@@ -37,7 +35,7 @@ pub enum Command {
     /// overlap, percentiles) and exits with 2 on a mismatch. The report drawn at the end of a
     /// run skips this check: exact overlap keeps every section's interval in memory, which
     /// grows with the run's length, while drawing alone does not.
-    Report(crate::report::ReportArgs),
+    Report(crate::commands::report::ReportArgs),
 }
 
 /// Workload flags; each overrides the profile's field of the same name.
@@ -256,7 +254,8 @@ impl WorkloadArgs {
         Ok(plan)
     }
 
-    fn options(&self, command: &str) -> RunOptions {
+    /// How a run of this command reports (output directory, quiet, progress).
+    pub fn options(&self, command: &str) -> RunOptions {
         RunOptions {
             out_dir: self.out.clone(),
             quiet: self.quiet,
@@ -276,277 +275,11 @@ fn flag_was_set(flags: &Profile, field: &str) -> bool {
 /// Runs a parsed command line; returns the process exit code.
 pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
-        Command::Run(a) => {
-            let extra = Profile {
-                release: a.release.clone(),
-                ..Profile::default()
-            };
-            let plan = a.workload.plan(extra)?;
-            finish(
-                runner::execute(&plan, &[plan.release], &a.workload.options("run")).await?,
-                a.workload.quiet,
-            )
-        }
-        Command::Compare(a) => {
-            let extra = Profile {
-                releases: a.release.clone(),
-                ..Profile::default()
-            };
-            let plan = a.workload.plan(extra)?;
-            let methods: Vec<ReleaseMethod> = plan.releases.clone();
-            finish(
-                runner::execute(&plan, &methods, &a.workload.options("compare")).await?,
-                a.workload.quiet,
-            )
-        }
-        Command::Sweep(a) => sweep(a).await,
-        Command::Demo(a) => demo(a).await,
+        Command::Run(a) => commands::run::run(a).await,
+        Command::Compare(a) => commands::run::compare(a).await,
+        Command::Sweep(a) => commands::sweep::run(a).await,
+        Command::Demo(a) => commands::demo::run(a).await,
         Command::Recommend(a) => crate::recommend::run_recommend(&a),
-        Command::Report(a) => crate::report::run_report(&a),
-    }
-}
-
-fn finish(outcome: runner::RunOutcome, quiet: bool) -> anyhow::Result<i32> {
-    if !quiet {
-        let stdout = std::io::stdout();
-        let mut w = stdout.lock();
-        crate::output::print_table(&mut w, &outcome.summaries)?;
-        println!(
-            "\nbackend: {} ({}), connection: {}, seed {}",
-            outcome.manifest.backend_detail,
-            outcome.manifest.server_version,
-            outcome.manifest.connection_mode,
-            outcome.manifest.seed
-        );
-        let scale = outcome.manifest.profile.time_scale;
-        if scale != 1.0 {
-            let s = &outcome.summaries;
-            let elapsed = s.iter().map(|v| v.elapsed_s).sum::<f64>();
-            println!(
-                "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
-                outcome.manifest.profile.ttl_ms,
-                crate::units::fmt_us(crate::units::ms_to_us(
-                    outcome.manifest.profile.unscaled_ttl_ms
-                )),
-                elapsed,
-                crate::units::fmt_us((elapsed / scale * 1e6) as u64)
-            );
-        }
-        println!("results: {}", outcome.dir.display());
-    }
-    let failure = outcome.manifest.failure.as_deref();
-    let verdict = crate::exit::verdict(&outcome.summaries, outcome.manifest.interrupted, failure);
-    // The cause of a failed run is shown even under --quiet; other errors only without it.
-    if verdict.code != crate::exit::OK || !quiet {
-        for s in &outcome.summaries {
-            let lines = crate::exit::error_lines(s);
-            if !lines.is_empty() {
-                eprintln!("errors of variant `{}`, first of each kind:", s.variant);
-                for l in lines {
-                    eprintln!("  {l}");
-                }
-            }
-        }
-    }
-    if verdict.code == crate::exit::FAILED {
-        for r in &verdict.reasons {
-            eprintln!("error: {r}");
-        }
-        eprintln!("results so far: {}", outcome.dir.display());
-    }
-    // Shown even with --quiet: a missing report is a failed output, not a notice.
-    if let Some(e) = &outcome.report_error {
-        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
-        if verdict.code == crate::exit::OK {
-            return Ok(crate::exit::FAILED);
-        }
-    }
-    Ok(verdict.code)
-}
-
-async fn sweep(a: SweepArgs) -> anyhow::Result<i32> {
-    use crate::sweep;
-    let extra = Profile {
-        releases: a.release.clone(),
-        ..Profile::default()
-    };
-    // The TTL list comes from --ttl, or from the profile's ttl field.
-    let ttl_text = match &a.workload.ttl {
-        Some(t) => t.clone(),
-        None => {
-            let p = match &a.workload.profile {
-                Some(path) => Profile::load(path)?.0,
-                None => Profile::default(),
-            };
-            p.ttl
-                .context("sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10")?
-        }
-    };
-    let ttls = sweep::parse_ttls(&ttl_text).map_err(|e| anyhow::anyhow!(e))?;
-    let cell = |ttl_us: u64, quiet: bool| {
-        let mut w = a.workload.clone();
-        w.ttl = Some(format!("{ttl_us}us"));
-        w.quiet = quiet;
-        w.plan(extra.clone())
-    };
-    // Validate every cell before any I/O; print warnings once.
-    let first = cell(ttls[0], a.workload.quiet)?;
-    for &t in &ttls[1..] {
-        cell(t, true)?;
-    }
-    let methods = first.releases.clone();
-    sweep::validate(&ttls, &methods)?;
-    let backend = Backend::open(&first, a.workload.quiet).await?;
-    let dir = a.workload.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "{}-sweep",
-            crate::output::run_id(std::time::SystemTime::now())
-        ))
-    });
-    let opts = RunOptions {
-        quiet: a.workload.quiet,
-        progress: !a.workload.quiet,
-        profile_file: a.workload.profile.as_ref().map(|p| p.display().to_string()),
-        force: a.workload.force,
-        ..RunOptions::default()
-    };
-    if !a.workload.quiet {
-        sweep::print_header(std::io::stderr())?;
-    }
-    let rows = sweep::sweep(
-        &backend,
-        &ttls,
-        &methods,
-        |t| Ok(cell(t, true)?),
-        &dir,
-        &opts,
-    )
-    .await;
-    backend.close().await;
-    let rows = rows?;
-    crate::output::write_file(&dir.join("sweep.csv"), |w| sweep::write_csv(w, &rows))?;
-    crate::report::charts::sweep(
-        &dir.join("sweep.png"),
-        &sweep::chart_series(&rows),
-        "real units",
-    )?;
-    if !a.workload.quiet {
-        println!();
-        sweep::print_header(std::io::stdout())?;
-        for r in &rows {
-            sweep::print_row(std::io::stdout(), r)?;
-        }
-        println!("\nresults: {}", dir.display());
-    }
-    // One verdict for the whole sweep, as for a run: a cell that gave up or whose errors
-    // dominated fails it, and so does a cell whose report is missing or every cell failing.
-    // A cell that could not run (a method the server lacks) is reported in its row and the
-    // others stand.
-    let summaries: Vec<crate::summary::Summary> =
-        rows.iter().filter_map(|r| r.summary.clone()).collect();
-    let interrupted = summaries
-        .iter()
-        .any(|s| s.stop_reason == crate::summary::StopReason::Interrupted);
-    let failures: Vec<String> = rows
-        .iter()
-        .filter_map(|r| {
-            r.error
-                .as_ref()
-                .map(|e| format!("{}: {e}", r.dir.display()))
-        })
-        .collect();
-    let unreported = rows
-        .iter()
-        .any(|r| r.summary.is_some() && r.error.is_some());
-    let failure = (unreported || failures.len() == rows.len()).then(|| failures.join("\n"));
-    let verdict = crate::exit::verdict(&summaries, interrupted, failure.as_deref());
-    if verdict.code == crate::exit::FAILED {
-        for r in &verdict.reasons {
-            eprintln!("error: {r}");
-        }
-    }
-    Ok(verdict.code)
-}
-
-async fn demo(a: DemoArgs) -> anyhow::Result<i32> {
-    let ttl = crate::units::parse_duration(&a.ttl).map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
-    if ttl < std::time::Duration::from_millis(1) || ttl > std::time::Duration::from_secs(60) {
-        anyhow::bail!("--ttl: use 1ms to 60s");
-    }
-    let profile = Profile {
-        redis: a.redis.clone(),
-        backend: a.backend.clone(),
-        ..Profile::default()
-    };
-    let mut plan = profile.plan("command line", "", None)?;
-    plan.allow_remote = a.allow_remote;
-    if plan.backend == BackendChoice::Url && plan.redis.is_none() {
-        anyhow::bail!("--backend url needs --redis URL");
-    }
-    let backend = Backend::open(&plan, false).await?;
-    let key = format!(
-        "lockbench:{}:demo:lock",
-        crate::output::run_id(std::time::SystemTime::now())
-    );
-    let result = match &backend {
-        Backend::Spawned(_, c) | Backend::Url(c) => run_demo(c, &key, ttl).await,
-        Backend::Memory(m) => run_demo(m, &key, ttl).await,
-    };
-    backend.close().await;
-    result.map(|_| 0)
-}
-
-async fn run_demo<K: Connector>(c: &K, key: &str, ttl: std::time::Duration) -> anyhow::Result<()> {
-    use crate::store::LockConn;
-    let mut conn = c.connect().await?;
-    let version = conn
-        .server_version()
-        .await
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!(
-        "stale-release demo against {} ({version}); key {key}",
-        c.describe()
-    );
-    let r = crate::demo::stale_release(&mut conn, key, ttl, std::io::stdout()).await;
-    // Whatever happened, leave nothing behind.
-    let _ = conn.del(key).await;
-    r.map(|_| ()).context("demo failed")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A run whose report could not be written ends with exit 1, also under `--quiet` (it used
-    /// to be a warning that `-q` hid, exit 0); bad input maps to 2, other errors to 1.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn missing_report_fails_the_run_even_when_quiet() {
-        let tmp = tempfile::tempdir().unwrap();
-        let plan = Profile::parse("sections = 10\ndist = \"constant(1ms)\"\n", "t.toml")
-            .and_then(|p| p.plan("t.toml", "", None))
-            .unwrap();
-        let m = crate::store::memory::MemoryStore::new(std::time::Duration::ZERO, true);
-        let opts = RunOptions {
-            out_dir: Some(tmp.path().to_path_buf()),
-            quiet: true,
-            progress: false,
-            ..RunOptions::default()
-        };
-        let mut outcome = runner::run_with(&m, "memory", &plan, &[plan.release], &opts)
-            .await
-            .unwrap();
-        assert!(outcome.report_error.is_none());
-        outcome.report_error = Some(anyhow::anyhow!("cannot write report.html"));
-        assert_eq!(finish(outcome, true).unwrap(), 1);
-
-        let bad = anyhow::Error::from(crate::output::OutDirError::NotADirectory("x".into()));
-        assert_eq!(
-            crate::exit::code_of_error(&bad.context("preparing the run")),
-            2
-        );
-        assert_eq!(
-            crate::exit::code_of_error(&anyhow::anyhow!("connection refused")),
-            1
-        );
+        Command::Report(a) => commands::report::run(&a),
     }
 }

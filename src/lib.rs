@@ -34,20 +34,17 @@
 
 pub mod analytic;
 pub mod cli;
-pub mod demo;
+pub mod commands;
 pub mod dist;
+pub mod engine;
 pub mod exit;
 pub mod output;
 pub mod overlap;
 pub mod profile;
 pub mod recommend;
-pub mod recorder;
 pub mod release;
 pub mod report;
-pub mod runner;
 pub mod signals;
 pub mod store;
 pub mod summary;
-pub mod sweep;
 pub mod units;
-pub mod worker;

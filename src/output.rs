@@ -4,7 +4,7 @@
 //! `<metric>.hgrm` (percentile distribution, values in ms) and `<metric>.hlog` (HdrHistogram
 //! interval log, V2 deflate-compressed, one tagged interval per second and variant).
 
-use crate::recorder::{EventRow, HistSet, Metric, Recorder};
+use crate::engine::recorder::{EventRow, HistSet, Metric, Recorder};
 use crate::summary::{Quantiles, Summary};
 use anyhow::Context;
 use hdrhistogram::Histogram;
@@ -781,7 +781,7 @@ mod tests {
     /// The hgrm text is the standard percentile layout with values in ms and the right totals.
     #[test]
     fn hgrm_has_standard_layout() {
-        let mut h = crate::recorder::new_hist();
+        let mut h = crate::engine::recorder::new_hist();
         for v in 1..=1000u64 {
             h.record(v * 1000).unwrap();
         }

@@ -209,6 +209,9 @@ pub struct Plan {
     /// Things the user should know about the plan (e.g. scaled values near the clock's
     /// resolution).
     pub warnings: Vec<String>,
+    /// How many of the first `warnings` are about the TTL ([`Plan::with_ttl`] replaces them).
+    #[serde(skip)]
+    pub ttl_warnings: usize,
     /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
     /// so a shared profile cannot aim lockbench at a production server.
     pub allow_remote: bool,
@@ -395,59 +398,8 @@ impl Profile {
         }
         let mut warnings = Vec::new();
         let raw_ttl_us = dur_us("ttl", &self.ttl, "100ms")?;
-        let ttl_us = if scale == 1.0 {
-            if raw_ttl_us < 1000 || raw_ttl_us % 1000 != 0 {
-                return Err(err(
-                    "ttl",
-                    format!(
-                        "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
-                        units::fmt_us(raw_ttl_us)
-                    ),
-                ));
-            }
-            raw_ttl_us
-        } else {
-            let scaled = raw_ttl_us as f64 * scale;
-            if scaled < 1000.0 {
-                return Err(err(
-                    "time_scale",
-                    format!(
-                        "scaling the TTL {} by {} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
-                        units::fmt_us(raw_ttl_us),
-                        units::fmt_num(scale),
-                        units::fmt_us(scaled.round() as u64),
-                        units::fmt_num(1000.0 / raw_ttl_us as f64)
-                    ),
-                ));
-            }
-            let rounded = (scaled / 1000.0).round() * 1000.0;
-            if (rounded - scaled).abs() >= 1.0 {
-                warnings.push(format!(
-                    "scaled TTL {} rounded to {} (Redis PX is whole milliseconds)",
-                    units::fmt_us(scaled.round() as u64),
-                    units::fmt_us(rounded as u64)
-                ));
-            }
-            if rounded > units::MAX_US as f64 {
-                return Err(err(
-                    "time_scale",
-                    format!(
-                        "scaling the TTL {} by {} gives more than {}: use a time scale ≤ {}",
-                        units::fmt_us(raw_ttl_us),
-                        units::fmt_num(scale),
-                        units::MAX_TEXT,
-                        units::fmt_num(units::MAX_US as f64 / raw_ttl_us as f64)
-                    ),
-                ));
-            }
-            rounded as u64
-        };
-        if ttl_us < 20_000 {
-            warnings.push(format!(
-                "TTL {} is short: the ~1ms timer resolution and Redis's millisecond expiry are ≥ 5 % of it",
-                units::fmt_us(ttl_us)
-            ));
-        }
+        let ttl_us = scaled_ttl(raw_ttl_us, scale, &mut warnings).map_err(|(f, m)| err(f, m))?;
+        let ttl_warnings = warnings.len();
         let stop = match (&self.duration, self.sections) {
             (Some(_), Some(_)) => {
                 return Err(err(
@@ -604,6 +556,7 @@ impl Profile {
             time_scale: scale,
             unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
             warnings,
+            ttl_warnings,
             allow_remote: false,
         })
     }
@@ -628,6 +581,94 @@ impl Plan {
             Stop::Time { duration_us } => Some(Duration::from_micros(duration_us)),
             Stop::Sections { .. } => None,
         }
+    }
+}
+
+/// The TTL sent as PX, µs (whole ms), from the TTL as written and the time scale; warnings
+/// about it are pushed to `warnings`. An error names the field to blame and why.
+fn scaled_ttl(
+    raw_ttl_us: u64,
+    scale: f64,
+    warnings: &mut Vec<String>,
+) -> Result<u64, (&'static str, String)> {
+    let ttl_us = if scale == 1.0 {
+        if raw_ttl_us < 1000 || !raw_ttl_us.is_multiple_of(1000) {
+            return Err((
+                "ttl",
+                format!(
+                    "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
+                    units::fmt_us(raw_ttl_us)
+                ),
+            ));
+        }
+        raw_ttl_us
+    } else {
+        let scaled = raw_ttl_us as f64 * scale;
+        if scaled < 1000.0 {
+            return Err((
+                "time_scale",
+                format!(
+                    "scaling the TTL {} by {} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
+                    units::fmt_us(raw_ttl_us),
+                    units::fmt_num(scale),
+                    units::fmt_us(scaled.round() as u64),
+                    units::fmt_num(1000.0 / raw_ttl_us as f64)
+                ),
+            ));
+        }
+        let rounded = (scaled / 1000.0).round() * 1000.0;
+        if (rounded - scaled).abs() >= 1.0 {
+            warnings.push(format!(
+                "scaled TTL {} rounded to {} (Redis PX is whole milliseconds)",
+                units::fmt_us(scaled.round() as u64),
+                units::fmt_us(rounded as u64)
+            ));
+        }
+        if rounded > units::MAX_US as f64 {
+            return Err((
+                "time_scale",
+                format!(
+                    "scaling the TTL {} by {} gives more than {}: use a time scale ≤ {}",
+                    units::fmt_us(raw_ttl_us),
+                    units::fmt_num(scale),
+                    units::MAX_TEXT,
+                    units::fmt_num(units::MAX_US as f64 / raw_ttl_us as f64)
+                ),
+            ));
+        }
+        rounded as u64
+    };
+    if ttl_us < 20_000 {
+        warnings.push(format!(
+                "TTL {} is short: the ~1ms timer resolution and Redis's millisecond expiry are ≥ 5 % of it",
+                units::fmt_us(ttl_us)
+            ));
+    }
+    Ok(ttl_us)
+}
+
+impl Plan {
+    /// The same plan with another TTL (as written, before the time scale): a sweep's cell,
+    /// without writing the TTL back into text and re-reading the profile.
+    pub fn with_ttl(&self, raw_ttl_us: u64) -> Result<Plan, ProfileError> {
+        let mut warnings = Vec::new();
+        let ttl_us = scaled_ttl(raw_ttl_us, self.time_scale, &mut warnings).map_err(|(f, m)| {
+            ProfileError {
+                file: "command line".to_string(),
+                line: None,
+                message: format!("--ttl {}: {m}", units::fmt_us(raw_ttl_us)),
+                field: Some(f.to_string()),
+            }
+        })?;
+        let ttl_warnings = warnings.len();
+        warnings.extend(self.warnings[self.ttl_warnings..].iter().cloned());
+        Ok(Plan {
+            ttl_ms: ttl_us / 1000,
+            unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
+            warnings,
+            ttl_warnings,
+            ..self.clone()
+        })
     }
 }
 

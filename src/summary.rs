@@ -1,8 +1,8 @@
 //! The reported figures of one variant, computed from what the recorder collected. Field names
 //! are the design notes' terms in snake_case; `schema/summary.schema.json` describes them.
 
+use crate::engine::recorder::{HistSet, Metric, Recorder};
 use crate::overlap::OverlapStats;
-use crate::recorder::{HistSet, Metric, Recorder};
 use crate::store::ErrorKind;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};

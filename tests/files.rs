@@ -3,8 +3,8 @@
 
 mod common;
 
+use lockbench::engine::recorder::{EventRow, HistSet, Metric, Recorder};
 use lockbench::output::{self, Collector, EventsWriter};
-use lockbench::recorder::{EventRow, HistSet, Metric, Recorder};
 use lockbench::release::ReleaseMethod::Token;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

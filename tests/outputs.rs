@@ -3,10 +3,10 @@
 mod common;
 
 use common::*;
+use lockbench::engine::worker::intended_sequence;
 use lockbench::release::ReleaseMethod::{Del, Delex, Token};
 use lockbench::store::LockConn;
 use lockbench::store::redis::{RedisConnector, Timeouts};
-use lockbench::worker::intended_sequence;
 use redis::Commands;
 use std::collections::BTreeMap;
 
@@ -84,7 +84,7 @@ async fn same_seed_same_intended_durations_and_compare_is_paired() {
     let d2 = tempfile::tempdir().unwrap();
     let _ = run_memory(&p, &[Del, Token], d1.path()).await;
     let _ = run_memory(&p, &[Token], d2.path()).await;
-    let seqs = |rows: &[lockbench::recorder::EventRow], variant: &str| {
+    let seqs = |rows: &[lockbench::engine::recorder::EventRow], variant: &str| {
         let mut m: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
         for r in rows.iter().filter(|r| r.variant == variant) {
             m.entry(r.worker).or_default().push((r.seq, r.intended_us));
@@ -218,7 +218,7 @@ async fn demo_shows_real_replies_in_the_right_places() {
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut c = lockbench::store::Connector::connect(&conn).await.unwrap();
     let mut out = Vec::new();
-    let steps = lockbench::demo::stale_release(
+    let steps = lockbench::commands::demo::stale_release(
         &mut c,
         "lockbench:test:demo",
         std::time::Duration::from_millis(50),
@@ -286,7 +286,8 @@ async fn delex_needs_redis_8_4_and_works_where_supported() {
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut probe = lockbench::store::Connector::connect(&conn).await.unwrap();
     let version = probe.server_version().await.unwrap();
-    let r = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
+    let r =
+        lockbench::engine::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
     if lockbench::store::redis::version_tuple(&version).is_some_and(|v| v < (8, 4)) {
         let msg = r.unwrap_err().to_string();
         assert!(msg.contains("8.4") && msg.contains("token"), "{msg}");
@@ -332,7 +333,7 @@ async fn del_needs_getdel_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let p = plan("workers = 2\nsections = 10\ndist = \"constant(1ms)\"\n");
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    let msg = lockbench::runner::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
+    let msg = lockbench::engine::runner::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
         .await
         .unwrap_err()
         .to_string();
@@ -340,7 +341,7 @@ async fn del_needs_getdel_and_says_so() {
     // The token method does not need it.
     let dir2 = tempfile::tempdir().unwrap();
     assert!(
-        lockbench::runner::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
+        lockbench::engine::runner::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
             .await
             .is_ok()
     );

@@ -5,10 +5,10 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use lockbench::dist::Dist;
+use lockbench::engine::recorder::EventRow;
 use lockbench::recommend::{
     InputKind, LoadOptions, Params, Samples, Unit, load_durations, recommend,
 };
-use lockbench::recorder::EventRow;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 use std::path::{Path, PathBuf};
@@ -258,7 +258,7 @@ fn reads_plain_csv_with_column_and_unit() {
 #[test]
 fn reads_hgrm_written_by_lockbench() {
     let d = Dist::parse("lognormal(median=20ms,p99=120ms)").unwrap();
-    let mut h = lockbench::recorder::new_hist();
+    let mut h = lockbench::engine::recorder::new_hist();
     for ms in draw(&d, 3, 50_000) {
         h.record((ms * 1000.0) as u64).unwrap();
     }

@@ -4,8 +4,8 @@
 
 mod common;
 
+use lockbench::engine::runner::run_with;
 use lockbench::release::ReleaseMethod;
-use lockbench::runner::run_with;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::summary::StopReason;
 use std::io::BufRead;

@@ -7,7 +7,7 @@
 // serde_json::json! of a whole summary nests deeper than the default limit.
 #![recursion_limit = "256"]
 
-use lockbench::recorder::{EventRow, new_hist};
+use lockbench::engine::recorder::{EventRow, new_hist};
 use lockbench::report::{self, ReportError, data, load};
 use lockbench::summary::Quantiles;
 use std::path::{Path, PathBuf};

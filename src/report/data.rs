@@ -731,7 +731,7 @@ mod tests {
     use super::*;
 
     fn hist(values: &[u64]) -> Histogram<u64> {
-        let mut h = crate::recorder::new_hist();
+        let mut h = crate::engine::recorder::new_hist();
         for &v in values {
             h.record(v).unwrap();
         }

@@ -2,9 +2,9 @@
 //! (streamed, one row at a time) and the `.hlog` interval logs. Nothing here needs the process
 //! that made the run, so an old run can be re-rendered.
 
-use crate::recorder::{EventRow, new_hist};
+use crate::engine::recorder::{EventRow, new_hist};
+use crate::engine::runner::SummaryFile;
 use crate::release::ReleaseOutcome;
-use crate::runner::SummaryFile;
 use anyhow::Context;
 use base64::Engine;
 use hdrhistogram::Histogram;

@@ -39,7 +39,7 @@ pub use load::ReportError;
 pub use palette::method_colour;
 pub use verify::Mismatch;
 
-use crate::runner::SummaryFile;
+use crate::engine::runner::SummaryFile;
 use data::{
     ComparePanel, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS, Timeline,
     VariantDurations, WindowPicker,
@@ -47,13 +47,6 @@ use data::{
 use load::{EventScan, RunFiles, VariantEvents};
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
-
-/// `lockbench report DIR`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ReportArgs {
-    /// A run directory (results/<run-id>/) with manifest.json, summary.json and events.csv.
-    pub dir: PathBuf,
-}
 
 /// What [`render`] wrote and the numbers it plotted.
 #[derive(Debug, Clone)]
@@ -414,30 +407,4 @@ pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
 /// report missing without a word is how a full disk went unnoticed).
 pub fn render_after_run(dir: &Path) -> anyhow::Result<Rendered> {
     render(dir)
-}
-
-/// `lockbench report DIR`: verifies, renders, prints what it wrote. Exit code 0, or 2 when
-/// `summary.json` disagrees with `events.csv`.
-pub fn run_report(args: &ReportArgs) -> anyhow::Result<i32> {
-    let r = render_and_verify(&args.dir)?;
-    for f in &r.files {
-        println!("wrote {}", f.display());
-    }
-    Ok(print_mismatches(
-        r.mismatches.as_deref().unwrap_or_default(),
-    ))
-}
-
-/// Prints the check's result; returns the exit code (0 agree, 2 mismatches).
-fn print_mismatches(m: &[Mismatch]) -> i32 {
-    if m.is_empty() {
-        println!("summary.json agrees with events.csv");
-        0
-    } else {
-        eprintln!("summary.json disagrees with events.csv:");
-        for x in m {
-            eprintln!("  {x}");
-        }
-        2
-    }
 }

@@ -8,9 +8,9 @@
 //! `lockbench report DIR` runs this check; the charts drawn at the end of a run do not.
 
 use super::load::{self, EventScan, VariantEvents};
+use crate::engine::recorder::EventRow;
+use crate::engine::runner::SummaryFile;
 use crate::overlap::{self, OverlapStats};
-use crate::recorder::EventRow;
-use crate::runner::SummaryFile;
 use crate::summary::{KeyOverlap, Quantiles, Summary};
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,9 +1,9 @@
 //! Shared test helpers: a private redis-server per test, plans built from TOML, quiet options.
 #![allow(dead_code)]
 
+use lockbench::engine::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::profile::{Plan, Profile};
 use lockbench::release::ReleaseMethod;
-use lockbench::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::spawn::{SpawnedRedis, redis_server_available};
@@ -46,9 +46,12 @@ pub async fn run_redis(
     dir: &Path,
 ) -> RunOutcome {
     let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    run_with(&c, "spawn", plan, methods, &opts(dir))
+    let out = run_with(&c, "spawn", plan, methods, &opts(dir))
         .await
-        .expect("run")
+        .expect("run");
+    // As `lockbench run` does once the data files are written.
+    lockbench::report::render_after_run(dir).expect("report");
+    out
 }
 
 /// Runs `plan` for `methods` against a fresh memory model.
@@ -61,6 +64,7 @@ pub async fn run_memory(
     let out = run_with(&m, "memory", plan, methods, &opts(dir))
         .await
         .expect("run");
+    lockbench::report::render_after_run(dir).expect("report");
     (out, m)
 }
 
@@ -73,7 +77,7 @@ pub fn sync_conn(server: &SpawnedRedis) -> redis::Connection {
 }
 
 /// Reads events.csv as rows of (header → value).
-pub fn events(dir: &Path) -> Vec<lockbench::recorder::EventRow> {
+pub fn events(dir: &Path) -> Vec<lockbench::engine::recorder::EventRow> {
     let mut r = csv::Reader::from_path(dir.join("events.csv")).unwrap();
     r.deserialize().map(|x| x.unwrap()).collect()
 }

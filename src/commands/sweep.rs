@@ -2,8 +2,11 @@
 //! (so every cell sees the same intended durations). One failing cell (e.g. `delex` on an old
 //! server) is reported in its row; the others still run.
 
+use crate::cli::SweepArgs;
+use crate::engine::runner::{RunOptions, run_with};
+use crate::profile::Profile;
 use crate::release::ReleaseMethod;
-use crate::runner::{Backend, RunOptions, run_with};
+use crate::store::backend::Backend;
 use crate::summary::Summary;
 use crate::units;
 use anyhow::{Context, bail};
@@ -105,13 +108,13 @@ pub async fn sweep(
                 command: "sweep".into(),
                 ..opts.clone()
             };
-            let r = match backend {
-                Backend::Spawned(_, c) | Backend::Url(c) => {
-                    run_with(c, backend.kind(), &plan, &[method], &cell_opts).await
-                }
-                Backend::Memory(m) => {
-                    run_with(m, backend.kind(), &plan, &[method], &cell_opts).await
-                }
+            let r = crate::with_connector!(backend, c => {
+                run_with(c, backend.kind(), &plan, &[method], &cell_opts).await
+            });
+            // The cell's charts and report.html; a failure keeps its data files (exit 1).
+            let report_error = match &r {
+                Ok(o) => crate::report::render_after_run(&o.dir).err(),
+                Err(_) => None,
             };
             let interrupted = r.as_ref().is_ok_and(|o| o.manifest.interrupted);
             rows.push(match r {
@@ -120,7 +123,7 @@ pub async fn sweep(
                     release: method,
                     summary: o.summaries.pop(),
                     // The cell measured, but its report is missing: say so in its row.
-                    error: o.report_error.map(|e| format!("report not written: {e:#}")),
+                    error: report_error.map(|e| format!("report not written: {e:#}")),
                     dir: cell_dir,
                 },
                 Err(e) => SweepRow {
@@ -274,6 +277,110 @@ pub fn validate(ttls: &[u64], methods: &[ReleaseMethod]) -> anyhow::Result<()> {
         bail!("a sweep needs at least one TTL and one release method");
     }
     Ok(())
+}
+
+/// `lockbench sweep`.
+pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
+    let extra = Profile {
+        releases: a.release.clone(),
+        ..Profile::default()
+    };
+    // The TTL list comes from --ttl, or from the profile's ttl field.
+    let ttl_text = match &a.workload.ttl {
+        Some(t) => t.clone(),
+        None => {
+            let p = match &a.workload.profile {
+                Some(path) => Profile::load(path)?.0,
+                None => Profile::default(),
+            };
+            p.ttl
+                .context("sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10")?
+        }
+    };
+    let ttls = parse_ttls(&ttl_text).map_err(|e| anyhow::anyhow!(e))?;
+    // The base plan is the first cell; the others are the same plan with another TTL.
+    let first = {
+        let mut w = a.workload.clone();
+        w.ttl = Some(format!("{}us", ttls[0]));
+        w.plan(extra)?
+    };
+    // Validate every cell before any I/O; print each cell's own TTL warnings once.
+    for &t in &ttls[1..] {
+        let cell = first.with_ttl(t)?;
+        if !a.workload.quiet {
+            for w in &cell.warnings[..cell.ttl_warnings] {
+                eprintln!("warning: {w}");
+            }
+        }
+    }
+    let methods = first.releases.clone();
+    validate(&ttls, &methods)?;
+    let backend = Backend::open(&first, a.workload.quiet).await?;
+    let dir = a.workload.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "{}-sweep",
+            crate::output::run_id(std::time::SystemTime::now())
+        ))
+    });
+    let opts = RunOptions {
+        quiet: a.workload.quiet,
+        progress: !a.workload.quiet,
+        profile_file: a.workload.profile.as_ref().map(|p| p.display().to_string()),
+        force: a.workload.force,
+        ..RunOptions::default()
+    };
+    if !a.workload.quiet {
+        print_header(std::io::stderr())?;
+    }
+    let rows = sweep(
+        &backend,
+        &ttls,
+        &methods,
+        |t| Ok(first.with_ttl(t)?),
+        &dir,
+        &opts,
+    )
+    .await;
+    backend.close().await;
+    let rows = rows?;
+    crate::output::write_file(&dir.join("sweep.csv"), |w| write_csv(w, &rows))?;
+    crate::report::charts::sweep(&dir.join("sweep.png"), &chart_series(&rows), "real units")?;
+    if !a.workload.quiet {
+        println!();
+        print_header(std::io::stdout())?;
+        for r in &rows {
+            print_row(std::io::stdout(), r)?;
+        }
+        println!("\nresults: {}", dir.display());
+    }
+    // One verdict for the whole sweep, as for a run: a cell that gave up or whose errors
+    // dominated fails it, and so does a cell whose report is missing or every cell failing.
+    // A cell that could not run (a method the server lacks) is reported in its row and the
+    // others stand.
+    let summaries: Vec<crate::summary::Summary> =
+        rows.iter().filter_map(|r| r.summary.clone()).collect();
+    let interrupted = summaries
+        .iter()
+        .any(|s| s.stop_reason == crate::summary::StopReason::Interrupted);
+    let failures: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.error
+                .as_ref()
+                .map(|e| format!("{}: {e}", r.dir.display()))
+        })
+        .collect();
+    let unreported = rows
+        .iter()
+        .any(|r| r.summary.is_some() && r.error.is_some());
+    let failure = (unreported || failures.len() == rows.len()).then(|| failures.join("\n"));
+    let verdict = crate::exit::verdict(&summaries, interrupted, failure.as_deref());
+    if verdict.code == crate::exit::FAILED {
+        for r in &verdict.reasons {
+            eprintln!("error: {r}");
+        }
+    }
+    Ok(verdict.code)
 }
 
 #[cfg(test)]

@@ -1,17 +1,15 @@
 //! Runs a validated plan: picks the backend, opens connections, drives the workers of each
 //! variant, removes exactly the run's keys, and writes every output file.
 
+use crate::engine::recorder::Recorder;
+use crate::engine::worker::{Halt, WorkerCtx, run_worker};
 use crate::output::{self, Collector, EventsWriter};
-use crate::profile::{BackendChoice, ConnectionMode, Plan, Stop};
-use crate::recorder::Recorder;
+use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
 use crate::signals::{Request, request_of};
-use crate::store::memory::MemoryStore;
-use crate::store::redis::{RedisConnector, Timeouts, redact_url};
-use crate::store::spawn::{SpawnedRedis, redis_server_available};
+use crate::store::redis::redact_url;
 use crate::store::{Connector, ErrorKind, LockConn};
 use crate::summary::{Meta, StopReason, Summary, summarize};
-use crate::worker::{Halt, WorkerCtx, run_worker};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
@@ -110,8 +108,6 @@ pub struct RunOutcome {
     pub summaries: Vec<Summary>,
     /// The manifest as written.
     pub manifest: Manifest,
-    /// Why the charts or `report.html` could not be written (the data files were).
-    pub report_error: Option<anyhow::Error>,
 }
 
 /// `summary.json`.
@@ -123,90 +119,8 @@ pub struct SummaryFile {
     pub variants: Vec<Summary>,
 }
 
-/// Resolved backend, kept alive for the run (a spawned server dies with it).
-pub enum Backend {
-    /// A private server we started.
-    Spawned(Box<SpawnedRedis>, RedisConnector),
-    /// An existing server.
-    Url(RedisConnector),
-    /// The in-process model.
-    Memory(MemoryStore),
-}
-
-impl Backend {
-    /// Resolves the plan's backend choice; `auto` falls back to memory with a notice.
-    pub async fn open(plan: &Plan, quiet: bool) -> anyhow::Result<Backend> {
-        let timeouts = Timeouts {
-            connect: Duration::from_micros(plan.connect_timeout_us),
-            response: Duration::from_micros(plan.command_timeout_us),
-        };
-        let choice = match plan.backend {
-            BackendChoice::Auto if redis_server_available() => BackendChoice::Spawn,
-            BackendChoice::Auto => {
-                if !quiet {
-                    eprintln!(
-                        "notice: redis-server is not installed; using the in-process memory model. \
-                         Install it (apt-get install -y redis-server) to measure a real Redis."
-                    );
-                }
-                BackendChoice::Memory
-            }
-            ref c => c.clone(),
-        };
-        Ok(match choice {
-            BackendChoice::Spawn => {
-                let server = SpawnedRedis::start().await?;
-                let conn = RedisConnector::new(&server.url(), timeouts, false)?;
-                Backend::Spawned(Box::new(server), conn)
-            }
-            BackendChoice::Url => {
-                let url = plan
-                    .redis
-                    .as_deref()
-                    .context("the url backend needs --redis URL")?;
-                Backend::Url(RedisConnector::new(url, timeouts, plan.allow_remote)?)
-            }
-            _ => Backend::Memory(MemoryStore::new(
-                Duration::from_micros(plan.memory_rtt_us),
-                true,
-            )),
-        })
-    }
-
-    /// `spawn`, `url` or `memory`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Backend::Spawned(..) => "spawn",
-            Backend::Url(_) => "url",
-            Backend::Memory(_) => "memory",
-        }
-    }
-
-    /// Stops a spawned server.
-    pub async fn close(self) {
-        if let Backend::Spawned(server, _) = self {
-            server.stop().await;
-        }
-    }
-}
-
-/// Runs `plan` once per method in `methods` (same seed, separate key namespaces).
-pub async fn execute(
-    plan: &Plan,
-    methods: &[ReleaseMethod],
-    opts: &RunOptions,
-) -> anyhow::Result<RunOutcome> {
-    let backend = Backend::open(plan, opts.quiet).await?;
-    let kind = backend.kind();
-    let result = match &backend {
-        Backend::Spawned(_, c) | Backend::Url(c) => run_with(c, kind, plan, methods, opts).await,
-        Backend::Memory(m) => run_with(m, kind, plan, methods, opts).await,
-    };
-    backend.close().await;
-    result
-}
-
-/// Runs against any connector; the backend-independent part of [`execute`].
+/// Runs `plan` once per method in `methods` (same seed, separate key namespaces) against
+/// any connector.
 pub async fn run_with<K: Connector>(
     connector: &K,
     kind: &str,
@@ -334,14 +248,11 @@ pub async fn run_with<K: Connector>(
     manifest.interrupted = interrupted;
     manifest.failure = failure.as_ref().map(|e| format!("{e:#}"));
     output::write_json(&dir.join("manifest.json"), &manifest)?;
-    // Charts and report.html, from the files just written (as `lockbench report` would). A
-    // failure keeps every file written so far and is the caller's to report (exit 1).
-    let report_error = crate::report::render_after_run(&dir).err();
+    // The data files are written; drawing the report is the command's decision.
     Ok(RunOutcome {
         dir,
         summaries,
         manifest,
-        report_error,
     })
 }
 
@@ -473,9 +384,9 @@ async fn run_variant<K: Connector>(
     plan: &Plan,
     method: ReleaseMethod,
     key_names: Vec<String>,
-    events: &tokio::sync::mpsc::Sender<crate::recorder::EventRow>,
+    events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
     env: VariantEnv<'_>,
-) -> anyhow::Result<(Summary, crate::recorder::HistSet)> {
+) -> anyhow::Result<(Summary, crate::engine::recorder::HistSet)> {
     // Connections first, so connecting is not part of the measured time.
     let mut conns = Vec::with_capacity(plan.workers);
     for i in 0..plan.workers {
@@ -631,7 +542,7 @@ async fn run_variant<K: Connector>(
     summary.analytic = crate::analytic::check(
         &plan.dist,
         plan.ttl_ms as f64,
-        hists.get(crate::recorder::Metric::TimerError),
+        hists.get(crate::engine::recorder::Metric::TimerError),
         summary.overruns,
         summary.sections,
     );

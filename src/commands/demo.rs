@@ -1,8 +1,12 @@
 //! `demo stale-release`: the A/B/C story of the design notes, replayed against a real server
 //! and printed redis-cli style. Every reply shown is the server's reply to the command shown.
 
-use crate::store::{CANONICAL_CAD_LUA, CmdResult, LockConn};
+use crate::cli::DemoArgs;
+use crate::profile::{BackendChoice, Profile};
+use crate::store::backend::Backend;
+use crate::store::{CANONICAL_CAD_LUA, CmdResult, Connector, LockConn};
 use crate::units;
+use anyhow::Context;
 use std::io::Write;
 use std::time::Duration;
 
@@ -145,4 +149,47 @@ pub async fn stale_release<C: LockConn, W: Write>(
         }
     }
     Ok(s.steps)
+}
+
+/// `lockbench demo`.
+pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
+    let ttl = crate::units::parse_duration(&a.ttl).map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
+    if ttl < std::time::Duration::from_millis(1) || ttl > std::time::Duration::from_secs(60) {
+        anyhow::bail!("--ttl: use 1ms to 60s");
+    }
+    let profile = Profile {
+        redis: a.redis.clone(),
+        backend: a.backend.clone(),
+        ..Profile::default()
+    };
+    let mut plan = profile.plan("command line", "", None)?;
+    plan.allow_remote = a.allow_remote;
+    if plan.backend == BackendChoice::Url && plan.redis.is_none() {
+        anyhow::bail!("--backend url needs --redis URL");
+    }
+    let backend = Backend::open(&plan, false).await?;
+    let key = format!(
+        "lockbench:{}:demo:lock",
+        crate::output::run_id(std::time::SystemTime::now())
+    );
+    let result = crate::with_connector!(&backend, c => run_demo(c, &key, ttl).await);
+    backend.close().await;
+    result.map(|_| 0)
+}
+
+async fn run_demo<K: Connector>(c: &K, key: &str, ttl: std::time::Duration) -> anyhow::Result<()> {
+    use crate::store::LockConn;
+    let mut conn = c.connect().await?;
+    let version = conn
+        .server_version()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "stale-release demo against {} ({version}); key {key}",
+        c.describe()
+    );
+    let r = stale_release(&mut conn, key, ttl, std::io::stdout()).await;
+    // Whatever happened, leave nothing behind.
+    let _ = conn.del(key).await;
+    r.map(|_| ()).context("demo failed")
 }

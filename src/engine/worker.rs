@@ -6,8 +6,8 @@
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
 use crate::dist::Sampler;
+use crate::engine::recorder::{EventRow, Metric, Recorder};
 use crate::profile::BusyPolicy;
-use crate::recorder::{EventRow, Metric, Recorder};
 use crate::release::{ReleaseMethod, ReleaseOutcome, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
 use rand::rngs::SmallRng;

@@ -1,0 +1,11 @@
+//! One file per command, each with one entry function; `cli.rs` only parses and dispatches.
+//!
+//! - [`run`]: `run` and `compare` (one workload, one or several release methods).
+//! - [`sweep`]: one workload over TTLs × release methods.
+//! - [`demo`]: stories replayed step by step against a real server.
+//! - [`report`]: `lockbench report DIR`.
+
+pub mod demo;
+pub mod report;
+pub mod run;
+pub mod sweep;

@@ -1,0 +1,38 @@
+//! `lockbench report DIR`: checks `summary.json` against `events.csv`, redraws the charts
+//! and `report.html`, and says what it wrote.
+
+use crate::report::{Mismatch, render_and_verify};
+use std::path::PathBuf;
+
+/// `lockbench report DIR`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReportArgs {
+    /// A run directory (results/<run-id>/) with manifest.json, summary.json and events.csv.
+    pub dir: PathBuf,
+}
+
+/// `lockbench report DIR`: verifies, renders, prints what it wrote. Exit code 0, or 2 when
+/// `summary.json` disagrees with `events.csv`.
+pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
+    let r = render_and_verify(&args.dir)?;
+    for f in &r.files {
+        println!("wrote {}", f.display());
+    }
+    Ok(print_mismatches(
+        r.mismatches.as_deref().unwrap_or_default(),
+    ))
+}
+
+/// Prints the check's result; returns the exit code (0 agree, 2 mismatches).
+fn print_mismatches(m: &[Mismatch]) -> i32 {
+    if m.is_empty() {
+        println!("summary.json agrees with events.csv");
+        crate::exit::OK
+    } else {
+        eprintln!("summary.json disagrees with events.csv:");
+        for x in m {
+            eprintln!("  {x}");
+        }
+        crate::exit::BAD_INPUT
+    }
+}

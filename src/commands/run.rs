@@ -1,0 +1,145 @@
+//! `run` and `compare`: one workload under one or several release methods (same seed, paired),
+//! then the summary table, the report, and the exit code from the run's verdict.
+
+use crate::cli::{CompareArgs, RunArgs};
+use crate::engine::runner::{RunOptions, RunOutcome, run_with};
+use crate::profile::{Plan, Profile};
+use crate::release::ReleaseMethod;
+use crate::store::backend::Backend;
+
+/// `lockbench run`.
+pub async fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let extra = Profile {
+        release: a.release.clone(),
+        ..Profile::default()
+    };
+    let plan = a.workload.plan(extra)?;
+    let opts = a.workload.options("run");
+    execute(&plan, &[plan.release], &opts).await
+}
+
+/// `lockbench compare`.
+pub async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
+    let extra = Profile {
+        releases: a.release.clone(),
+        ..Profile::default()
+    };
+    let plan = a.workload.plan(extra)?;
+    let methods: Vec<ReleaseMethod> = plan.releases.clone();
+    let opts = a.workload.options("compare");
+    execute(&plan, &methods, &opts).await
+}
+
+/// Opens the plan's backend, runs every method, closes the backend, draws the report and
+/// prints the outcome; returns the exit code.
+async fn execute(plan: &Plan, methods: &[ReleaseMethod], opts: &RunOptions) -> anyhow::Result<i32> {
+    let backend = Backend::open(plan, opts.quiet).await?;
+    let kind = backend.kind();
+    let result =
+        crate::with_connector!(&backend, c => run_with(c, kind, plan, methods, opts).await);
+    backend.close().await;
+    let outcome = result?;
+    // Charts and report.html, from the files just written (as `lockbench report` would).
+    let report = crate::report::render_after_run(&outcome.dir).err();
+    finish(outcome, report, opts.quiet)
+}
+
+fn finish(
+    outcome: RunOutcome,
+    report_error: Option<anyhow::Error>,
+    quiet: bool,
+) -> anyhow::Result<i32> {
+    if !quiet {
+        let stdout = std::io::stdout();
+        let mut w = stdout.lock();
+        crate::output::print_table(&mut w, &outcome.summaries)?;
+        println!(
+            "\nbackend: {} ({}), connection: {}, seed {}",
+            outcome.manifest.backend_detail,
+            outcome.manifest.server_version,
+            outcome.manifest.connection_mode,
+            outcome.manifest.seed
+        );
+        let scale = outcome.manifest.profile.time_scale;
+        if scale != 1.0 {
+            let s = &outcome.summaries;
+            let elapsed = s.iter().map(|v| v.elapsed_s).sum::<f64>();
+            println!(
+                "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
+                outcome.manifest.profile.ttl_ms,
+                crate::units::fmt_us(crate::units::ms_to_us(
+                    outcome.manifest.profile.unscaled_ttl_ms
+                )),
+                elapsed,
+                crate::units::fmt_us((elapsed / scale * 1e6) as u64)
+            );
+        }
+        println!("results: {}", outcome.dir.display());
+    }
+    let failure = outcome.manifest.failure.as_deref();
+    let verdict = crate::exit::verdict(&outcome.summaries, outcome.manifest.interrupted, failure);
+    // The cause of a failed run is shown even under --quiet; other errors only without it.
+    if verdict.code != crate::exit::OK || !quiet {
+        for s in &outcome.summaries {
+            let lines = crate::exit::error_lines(s);
+            if !lines.is_empty() {
+                eprintln!("errors of variant `{}`, first of each kind:", s.variant);
+                for l in lines {
+                    eprintln!("  {l}");
+                }
+            }
+        }
+    }
+    if verdict.code == crate::exit::FAILED {
+        for r in &verdict.reasons {
+            eprintln!("error: {r}");
+        }
+        eprintln!("results so far: {}", outcome.dir.display());
+    }
+    // Shown even with --quiet: a missing report is a failed output, not a notice.
+    if let Some(e) = &report_error {
+        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
+        if verdict.code == crate::exit::OK {
+            return Ok(crate::exit::FAILED);
+        }
+    }
+    Ok(verdict.code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose report could not be written ends with exit 1, also under `--quiet` (it used
+    /// to be a warning that `-q` hid, exit 0); bad input maps to 2, other errors to 1.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn missing_report_fails_the_run_even_when_quiet() {
+        let tmp = tempfile::tempdir().unwrap();
+        let plan = Profile::parse("sections = 10\ndist = \"constant(1ms)\"\n", "t.toml")
+            .and_then(|p| p.plan("t.toml", "", None))
+            .unwrap();
+        let m = crate::store::memory::MemoryStore::new(std::time::Duration::ZERO, true);
+        let opts = RunOptions {
+            out_dir: Some(tmp.path().to_path_buf()),
+            quiet: true,
+            progress: false,
+            ..RunOptions::default()
+        };
+        let outcome = run_with(&m, "memory", &plan, &[plan.release], &opts)
+            .await
+            .unwrap();
+        assert!(crate::report::render_after_run(&outcome.dir).is_ok());
+        let report = Some(anyhow::anyhow!("cannot write report.html"));
+        assert_eq!(finish(outcome, report, true).unwrap(), 1);
+
+        let bad = anyhow::Error::from(crate::output::OutDirError::NotADirectory("x".into()));
+        assert_eq!(
+            crate::exit::code_of_error(&bad.context("preparing the run")),
+            2
+        );
+        assert_eq!(
+            crate::exit::code_of_error(&anyhow::anyhow!("connection refused")),
+            1
+        );
+    }
+}
