@@ -8,7 +8,7 @@
 //! | 99 | a threshold crossed (the run itself completed) |
 //! | 130 | interrupted (Ctrl-C or SIGTERM; files written) |
 
-use crate::summary::{StopReason, Summary};
+use crate::analysis::summary::{StopReason, Summary};
 
 /// All well.
 pub const OK: i32 = 0;
@@ -57,7 +57,7 @@ pub struct Verdict {
 /// Errors dominate when more than half of the commands the workers sent failed.
 pub fn errors_dominate(s: &Summary) -> bool {
     // Every attempt is one command, and every section sends one release.
-    let commands = s.attempts + s.sections;
+    let commands = s.counts.attempts + s.counts.sections;
     s.errors > 0 && s.errors * 2 > commands
 }
 
@@ -74,14 +74,14 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
             reasons.push(format!(
                 "variant `{v}` gave up: its commands kept failing with none succeeding (give_up_after)"
             ));
-        } else if s.sections == 0 && s.stop_reason != StopReason::Interrupted {
+        } else if s.counts.sections == 0 && s.stop_reason != StopReason::Interrupted {
             reasons.push(format!("variant `{v}` completed no section"));
         }
         if errors_dominate(s) {
             reasons.push(format!(
                 "variant `{v}`: {} of its {} commands failed",
                 s.errors,
-                s.attempts + s.sections
+                s.counts.attempts + s.counts.sections
             ));
         }
     }
@@ -112,7 +112,8 @@ mod tests {
     use super::*;
 
     fn summary(attempts: u64, sections: u64, errors: u64, stop: StopReason) -> Summary {
-        let q = serde_json::to_string(&crate::summary::Quantiles::default()).expect("json");
+        let q =
+            serde_json::to_string(&crate::analysis::summary::Quantiles::default()).expect("json");
         let text = r#"{
             "variant": "token", "release": "token", "connection_mode": "per-worker",
             "backend": "memory", "server_version": "memory", "workers": 1, "keys": 1,
@@ -131,8 +132,8 @@ mod tests {
         }"#
         .replace('Q', &q);
         let mut s: Summary = serde_json::from_str(&text).expect("a summary");
-        s.attempts = attempts;
-        s.sections = sections;
+        s.counts.attempts = attempts;
+        s.counts.sections = sections;
         s.errors = errors;
         s.stop_reason = stop;
         s

@@ -7,31 +7,42 @@
 //!
 //! ## Layout
 //!
-//! - [`units`]: durations written with units (`250ms`, `1.5s`).
-//! - [`dist`]: latency distributions for simulated sections: grammar, samplers, analytic tails.
-//! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
-//! - [`store`]: the [`store::LockStore`] trait — the handful of commands lockbench sends.
-//!   - [`store::redis`]: a real Redis through redis-rs (per-worker or shared connection).
-//!   - [`store::memory`]: an in-process model of the same commands.
-//!   - [`store::spawn`]: a private `redis-server` child on a free loopback port.
-//! - [`release`]: release methods (`del`, `token`, `delex`) and classification of their replies.
+//! Each layer uses only the ones below it: `cli` → `commands` → `engine` / `report` →
+//! `analysis`, `store`, `output` → `profile`, `dist`, `units`.
+//!
+//! - [`main`](../lockbench/index.html) is thin: parse, build the runtime, call [`cli::dispatch`],
+//!   map errors to [`exit`] codes.
+//! - [`cli`]: clap types and dispatch only; flags are folded into a validated
+//!   [`profile::Plan`] before any I/O.
+//! - [`commands`]: one file per command (`run` + `compare`, `sweep`, `demo`, `report`), each
+//!   one entry function that decides what to print and draw.
+//! - [`engine`]: runs a plan — [`engine::runner`] (variants, key cleanup, data files),
+//!   [`engine::worker`] (acquire → hold → release and finish → think), [`engine::busy`]
+//!   (busy policy and error backoff), [`engine::recorder`] (live counters, striped
+//!   histograms, per-key overlap trackers).
+//! - [`analysis`]: pure functions over plain values — [`analysis::counts`] (the counted
+//!   figures, defined once, and a section's counts from its row), [`analysis::figures`] (the
+//!   one table every output follows), [`analysis::overlap`], [`analysis::summary`].
 //! - [`analytic`]: theoretical overrun probability vs the measured fraction (self-check).
-//! - [`overlap`]: exact overlap accounting (time with ≥ 2 holders, incidents, peak holders).
-//! - [`recorder`]: counters, striped HdrHistograms and the streamed `events.csv`.
-//! - [`worker`]: the one worker loop (attempt → section → release → think).
-//! - [`runner`]: runs a plan against a backend and collects a [`summary::Summary`].
-//! - [`sweep`]: one workload over several TTLs × release methods, same seed in every cell.
-//! - [`summary`]: aggregation of the recorded data into the reported figures.
-//! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `.hgrm`, `.hlog`) and the
-//!   terminal table.
-//! - [`recommend`]: `lockbench recommend` — a TTL from measured durations (observed worst case,
-//!   distribution-free order-statistic bound, log-normal and Pareto-tail models).
-//! - [`report`]: charts and `report.html` rebuilt from a run directory, and the check of
-//!   `summary.json` against `events.csv`.
-//! - [`demo`]: the A/B/C stale-release story replayed against a real server.
-//! - [`cli`]: the command line, normalised into validated plans before any I/O.
+//! - [`report`]: charts and `report.html` from a run directory, and the recount of
+//!   `summary.json` from `events.csv`.
+//! - [`recommend`]: a TTL from measured durations (order statistics, tail models).
+//! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `events.csv`, `.hgrm`,
+//!   `.hlog`) and the terminal table.
+//! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
+//!   [`store::backend`], the one place a plan's backend is opened: [`store::redis`] (a real
+//!   Redis, reconnecting), [`store::memory`] (an in-process model), [`store::spawn`] (a private
+//!   `redis-server` that never outlives lockbench).
+//! - [`record`]: the plain data a run produces — a section's row, metrics and their
+//!   histograms, outages — below everything that makes, analyses or reads it.
+//! - [`release`]: release methods (`del`, `token`, `delex`) and classification of replies.
+//! - [`profile`], [`dist`], [`units`]: the TOML profile and its validation, latency
+//!   distributions, durations with units.
+//! - [`signals`]: Ctrl-C and SIGTERM counted process-wide; [`exit`]: exit codes and a run's
+//!   verdict.
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod analytic;
 pub mod cli;
 pub mod commands;
@@ -39,12 +50,11 @@ pub mod dist;
 pub mod engine;
 pub mod exit;
 pub mod output;
-pub mod overlap;
 pub mod profile;
 pub mod recommend;
+pub mod record;
 pub mod release;
 pub mod report;
 pub mod signals;
 pub mod store;
-pub mod summary;
 pub mod units;

@@ -4,18 +4,17 @@
 //! `<metric>.hgrm` (percentile distribution, values in ms) and `<metric>.hlog` (HdrHistogram
 //! interval log, V2 deflate-compressed, one tagged interval per second and variant).
 
-use crate::engine::recorder::{EventRow, HistSet, Metric, Recorder};
-use crate::summary::{Quantiles, Summary};
+use crate::analysis::figures::{cell, figures, num};
+use crate::analysis::summary::{Quantiles, Summary};
+use crate::profile::Plan;
+use crate::record::{EventRow, HistSet, Metric};
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::V2DeflateSerializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use serde::Serialize;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::mpsc as std_mpsc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A run id sortable by time, with 32 random bits so runs started in the same second against
 /// one server never share a key prefix: `20261202T153012Z-3f9a07c2`.
@@ -51,6 +50,58 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let y = yoe + era * 400 + i64::from(m <= 2);
     (y, m, d)
+}
+
+/// What `manifest.json` records.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    /// lockbench version.
+    pub lockbench_version: String,
+    /// Run id.
+    pub run_id: String,
+    /// Sub-command.
+    pub command: String,
+    /// Profile file.
+    pub profile_file: Option<String>,
+    /// The resolved profile (defaults filled in, flags applied, URL redacted).
+    pub profile: Plan,
+    /// Seed.
+    pub seed: u64,
+    /// Backend kind actually used (`spawn`, `url`, `memory`).
+    pub backend: String,
+    /// Backend description (address, no password).
+    pub backend_detail: String,
+    /// Connection mode.
+    pub connection_mode: String,
+    /// Server version from `INFO server`.
+    pub server_version: String,
+    /// Prefix of every key the run wrote.
+    pub key_prefix: String,
+    /// Variants, in run order.
+    pub variants: Vec<String>,
+    /// UTC start.
+    pub started_at: String,
+    /// UTC end.
+    pub ended_at: Option<String>,
+    /// Stopped by Ctrl-C or SIGTERM.
+    pub interrupted: bool,
+    /// What ended the run early, if something failed (the variants before it are in the
+    /// summary).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Keys that may remain on the server (cleanup failed or was abandoned), listed in
+    /// `leftover-keys.txt`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leftover_keys: Option<usize>,
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct SummaryFile {
+    /// Run id.
+    pub run_id: String,
+    /// One entry per variant.
+    pub variants: Vec<Summary>,
 }
 
 /// Creates the output directory (and parents).
@@ -300,105 +351,6 @@ impl EventsWriter {
     }
 }
 
-/// Drains a recorder's histogram stripes once per interval into tagged interval logs and the
-/// totals, from a dedicated thread.
-pub struct Collector {
-    stop: std_mpsc::Sender<()>,
-    handle: std::thread::JoinHandle<anyhow::Result<HistSet>>,
-}
-
-impl Collector {
-    /// Starts collecting `rec` into `<dir>/<metric>.hlog`, intervals tagged `tag`. `base` is the
-    /// run's start (the logs' BaseTime); `offset` is how long after it this recorder started.
-    pub fn start(
-        rec: Arc<Recorder>,
-        dir: &Path,
-        tag: &str,
-        base: SystemTime,
-        offset: Duration,
-        interval: Duration,
-    ) -> anyhow::Result<Self> {
-        let mut files = Vec::new();
-        for m in Metric::ALL {
-            let path = dir.join(format!("{}.hlog", m.file_stem()));
-            let new = !path.exists();
-            let f = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .with_context(|| format!("cannot write {}", path.display()))?;
-            files.push((BufWriter::new(f), new, m, path));
-        }
-        let (stop, stop_rx) = std_mpsc::channel::<()>();
-        let tag = tag.to_string();
-        let handle = std::thread::spawn(move || -> anyhow::Result<HistSet> {
-            let base_secs = base
-                .duration_since(UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
-            let mut sers: Vec<V2DeflateSerializer> =
-                files.iter().map(|_| V2DeflateSerializer::new()).collect();
-            let mut writers = Vec::new();
-            let paths: Vec<PathBuf> = files.iter().map(|f| f.3.clone()).collect();
-            for ((w, new, m, path), ser) in files.iter_mut().zip(sers.iter_mut()) {
-                let mut b = IntervalLogWriterBuilder::new();
-                if *new {
-                    b.add_comment(&format!(
-                        "lockbench {} {} (values in microseconds)",
-                        env!("CARGO_PKG_VERSION"),
-                        m.file_stem()
-                    ));
-                    b.with_start_time(base).with_base_time(base);
-                    let _ = base_secs;
-                }
-                writers.push(
-                    b.begin_log_with(w, ser)
-                        .with_context(|| format!("cannot write {}", path.display()))?,
-                );
-            }
-            let tag = Tag::new(&tag);
-            let mut totals = HistSet::default();
-            let mut interval_set = HistSet::default();
-            let mut last = offset;
-            let t0 = std::time::Instant::now();
-            loop {
-                let stopped = !matches!(
-                    stop_rx.recv_timeout(interval),
-                    Err(std_mpsc::RecvTimeoutError::Timeout)
-                );
-                let now = offset + t0.elapsed();
-                interval_set.reset();
-                rec.drain_into(&mut interval_set);
-                for ((w, m), path) in writers.iter_mut().zip(Metric::ALL).zip(&paths) {
-                    let h = interval_set.get(m);
-                    w.write_histogram(h, last, now.saturating_sub(last), tag)
-                        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-                }
-                totals.add(&interval_set);
-                last = now;
-                if stopped {
-                    break;
-                }
-            }
-            drop(writers);
-            for (w, _, _, path) in &mut files {
-                w.flush()
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-            }
-            Ok(totals)
-        });
-        Ok(Self { stop, handle })
-    }
-
-    /// Final drain; returns the totals of everything recorded.
-    pub fn finish(self) -> anyhow::Result<HistSet> {
-        let _ = self.stop.send(());
-        self.handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("the histogram collector thread panicked"))?
-    }
-}
-
 /// Writes a histogram (µs) as an HdrHistogram percentile distribution with values in ms.
 pub fn write_hgrm<W: Write>(mut w: W, h: &Histogram<u64>) -> io::Result<()> {
     writeln!(
@@ -464,125 +416,57 @@ pub fn write_hgrms(
     Ok(out)
 }
 
-/// Columns of `summary.csv` (one row per variant).
-pub const CSV_COLUMNS: &[&str] = &[
-    "variant",
-    "release",
-    "connection_mode",
-    "backend",
-    "server_version",
-    "workers",
-    "keys",
-    "ttl_ms",
-    "time_scale",
-    "unscaled_ttl_ms",
-    "seed",
-    "elapsed_s",
-    "attempts",
-    "sections",
-    "throughput_per_s",
-    "overruns",
-    "overrun_fraction",
-    "stale_releases",
-    "stale_without_overrun",
-    "deleted_by_other",
-    "refused_releases",
-    "refused_expired",
-    "refused_held_by_other",
-    "refused_unclassified",
-    "wrongful_deletes",
-    "nothing_deleted",
-    "released",
-    "overlap_ms",
-    "overlap_incidents",
-    "peak_holders",
-    "rejections",
-    "retries",
-    "acquire_giveups",
-    "interrupted",
-    "errors",
-    "stop_reason",
-    "outages",
-    "outage_ms",
-    "duration_p50_ms",
-    "duration_p99_ms",
-    "duration_max_ms",
-    "timer_error_p50_ms",
-    "timer_error_p99_ms",
-    "timer_error_max_ms",
-    "excess_p99_ms",
-    "acquire_latency_p50_ms",
-    "acquire_latency_p99_ms",
-    "set_latency_p50_ms",
-    "set_latency_p99_ms",
-    "release_latency_p50_ms",
-    "release_latency_p99_ms",
+/// The run's facts that lead every `summary.csv` row.
+/// A column and how to fill it.
+type Column<T> = (&'static str, fn(&Summary) -> T);
+
+const META_COLUMNS: &[Column<String>] = &[
+    ("variant", |s| s.variant.clone()),
+    ("release", |s| s.release.clone()),
+    ("connection_mode", |s| s.connection_mode.clone()),
+    ("backend", |s| s.backend.clone()),
+    ("server_version", |s| s.server_version.clone()),
+    ("workers", |s| s.workers.to_string()),
+    ("keys", |s| s.keys.to_string()),
+    ("ttl_ms", |s| s.ttl_ms.to_string()),
+    ("time_scale", |s| num(s.time_scale)),
+    ("unscaled_ttl_ms", |s| num(s.unscaled_ttl_ms)),
+    ("seed", |s| s.seed.to_string()),
+    ("elapsed_s", |s| num(s.elapsed_s)),
 ];
 
-/// The `summary.csv` cells of one summary, in [`CSV_COLUMNS`] order.
+/// Percentiles that follow the figures in `summary.csv`.
+const QUANTILE_COLUMNS: &[Column<f64>] = &[
+    ("duration_p50_ms", |s| s.duration_ms.p50),
+    ("duration_p99_ms", |s| s.duration_ms.p99),
+    ("duration_max_ms", |s| s.duration_ms.max),
+    ("timer_error_p50_ms", |s| s.timer_error_ms.p50),
+    ("timer_error_p99_ms", |s| s.timer_error_ms.p99),
+    ("timer_error_max_ms", |s| s.timer_error_ms.max),
+    ("excess_p99_ms", |s| s.excess_ms.p99),
+    ("acquire_latency_p50_ms", |s| s.acquire_latency_ms.p50),
+    ("acquire_latency_p99_ms", |s| s.acquire_latency_ms.p99),
+    ("set_latency_p50_ms", |s| s.set_latency_ms.p50),
+    ("set_latency_p99_ms", |s| s.set_latency_ms.p99),
+    ("release_latency_p50_ms", |s| s.release_latency_ms.p50),
+    ("release_latency_p99_ms", |s| s.release_latency_ms.p99),
+];
+
+/// Columns of `summary.csv` (one row per variant): the run's facts, every figure of
+/// [`figures()`], then percentiles.
+pub fn csv_columns() -> Vec<&'static str> {
+    let meta = META_COLUMNS.iter().map(|(n, _)| *n);
+    let figs = figures().into_iter().map(|f| f.name);
+    let quant = QUANTILE_COLUMNS.iter().map(|(n, _)| *n);
+    meta.chain(figs).chain(quant).collect()
+}
+
+/// The `summary.csv` cells of one summary, in [`csv_columns`] order.
 pub fn csv_row(s: &Summary) -> Vec<String> {
-    let f = |x: f64| {
-        format!("{x:.6}")
-            .trim_end_matches('0')
-            .trim_end_matches('.')
-            .to_string()
-    };
-    let q = |x: &Quantiles| [f(x.p50), f(x.p99), f(x.max)];
-    let [dp50, dp99, dmax] = q(&s.duration_ms);
-    let [tp50, tp99, tmax] = q(&s.timer_error_ms);
-    vec![
-        s.variant.clone(),
-        s.release.clone(),
-        s.connection_mode.clone(),
-        s.backend.clone(),
-        s.server_version.clone(),
-        s.workers.to_string(),
-        s.keys.to_string(),
-        s.ttl_ms.to_string(),
-        f(s.time_scale),
-        f(s.unscaled_ttl_ms),
-        s.seed.to_string(),
-        f(s.elapsed_s),
-        s.attempts.to_string(),
-        s.sections.to_string(),
-        f(s.throughput_per_s),
-        s.overruns.to_string(),
-        f(s.overrun_fraction),
-        s.stale_releases.to_string(),
-        s.stale_without_overrun.to_string(),
-        s.deleted_by_other.to_string(),
-        s.refused_releases.to_string(),
-        s.refused_expired.to_string(),
-        s.refused_held_by_other.to_string(),
-        s.refused_unclassified.to_string(),
-        s.wrongful_deletes.to_string(),
-        s.nothing_deleted.to_string(),
-        s.released.to_string(),
-        f(s.overlap_ms),
-        s.overlap_incidents.to_string(),
-        s.peak_holders.to_string(),
-        s.rejections.to_string(),
-        s.retries.to_string(),
-        s.acquire_giveups.to_string(),
-        s.interrupted.to_string(),
-        s.errors.to_string(),
-        s.stop_reason.name().to_string(),
-        s.outages.to_string(),
-        f(s.outage_ms),
-        dp50,
-        dp99,
-        dmax,
-        tp50,
-        tp99,
-        tmax,
-        f(s.excess_ms.p99),
-        f(s.acquire_latency_ms.p50),
-        f(s.acquire_latency_ms.p99),
-        f(s.set_latency_ms.p50),
-        f(s.set_latency_ms.p99),
-        f(s.release_latency_ms.p50),
-        f(s.release_latency_ms.p99),
-    ]
+    let meta = META_COLUMNS.iter().map(|(_, f)| f(s));
+    let figs = figures().into_iter().map(|f| f.value(s));
+    let quant = QUANTILE_COLUMNS.iter().map(|(_, f)| num(f(s)));
+    meta.chain(figs).chain(quant).collect()
 }
 
 /// Writes `<dir>/summary.csv` (errors name the file).
@@ -595,7 +479,7 @@ pub fn write_summary_csv_file(dir: &Path, summaries: &[Summary]) -> anyhow::Resu
 /// Writes `summary.csv` with one row per variant.
 pub fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(w);
-    w.write_record(CSV_COLUMNS)?;
+    w.write_record(csv_columns())?;
     for s in summaries {
         w.write_record(csv_row(s))?;
     }
@@ -605,84 +489,41 @@ pub fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Resul
 
 /// Prints the summary table, one column per variant.
 pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {
-    let ms = |x: f64| format!("{x:.3} ms");
     let pct = |x: f64| format!("{:.4} %", x * 100.0);
     type Cell = Box<dyn Fn(&Summary) -> String>;
-    let rows: Vec<(&str, Cell)> = vec![
-        ("release", Box::new(|s| s.release.clone())),
-        ("connection", Box::new(|s| s.connection_mode.clone())),
-        ("sections", Box::new(|s| s.sections.to_string())),
-        (
-            "throughput",
-            Box::new(|s| format!("{:.0} /s", s.throughput_per_s)),
-        ),
-        ("attempts", Box::new(|s| s.attempts.to_string())),
-        ("rejections", Box::new(|s| s.rejections.to_string())),
-        (
-            "retries / give-ups",
-            Box::new(|s| format!("{} / {}", s.retries, s.acquire_giveups)),
-        ),
-        (
-            "overruns",
-            Box::new(move |s| format!("{} ({})", s.overruns, pct(s.overrun_fraction))),
-        ),
-        (
-            "P(d > TTL) theory",
-            Box::new(move |s| match &s.analytic {
-                Some(a) => format!(
-                    "{} in [{}, {}]{}",
-                    pct(a.p_expected),
-                    pct(a.ci99_low),
-                    pct(a.ci99_high),
-                    if a.agrees { "" } else { " MISMATCH" }
-                ),
-                None => "n/a".to_string(),
-            }),
-        ),
-        ("stale releases", Box::new(|s| s.stale_releases.to_string())),
-        (
-            "lock deleted by other",
-            Box::new(|s| s.deleted_by_other.to_string()),
-        ),
-        (
-            "refused releases",
-            Box::new(|s| s.refused_releases.to_string()),
-        ),
-        ("  expired", Box::new(|s| s.refused_expired.to_string())),
-        (
-            "  held by other",
-            Box::new(|s| s.refused_held_by_other.to_string()),
-        ),
-        (
-            "  unclassified",
-            Box::new(|s| s.refused_unclassified.to_string()),
-        ),
-        (
-            "wrongful deletes",
-            Box::new(|s| s.wrongful_deletes.to_string()),
-        ),
-        ("overlap time", Box::new(move |s| ms(s.overlap_ms))),
-        (
-            "overlap incidents",
-            Box::new(|s| s.overlap_incidents.to_string()),
-        ),
-        ("peak holders", Box::new(|s| s.peak_holders.to_string())),
-        ("duration p50/p99/max", Box::new(|s| q3(&s.duration_ms))),
-        (
-            "timer error p50/p99/max",
-            Box::new(|s| q3(&s.timer_error_ms)),
-        ),
-        (
-            "acquire lat. p50/p99/max",
-            Box::new(|s| q3(&s.acquire_latency_ms)),
-        ),
-        ("errors", Box::new(|s| s.errors.to_string())),
-        (
-            "outages",
-            Box::new(move |s| format!("{} ({})", s.outages, ms(s.outage_ms))),
-        ),
-        ("stopped by", Box::new(|s| s.stop_reason.name().to_string())),
+    let mut rows: Vec<(String, Cell)> = vec![
+        ("release".into(), Box::new(|s| s.release.clone())),
+        ("connection".into(), Box::new(|s| s.connection_mode.clone())),
     ];
+    // Every figure of the one table that the terminal shows.
+    for f in figures().into_iter().filter(|f| f.terminal) {
+        rows.push((f.label.clone(), Box::new(move |s| cell(&f, s))));
+    }
+    rows.push((
+        "P(d > TTL) theory".into(),
+        Box::new(move |s| match &s.analytic {
+            Some(a) => format!(
+                "{} in [{}, {}]{}",
+                pct(a.p_expected),
+                pct(a.ci99_low),
+                pct(a.ci99_high),
+                if a.agrees { "" } else { " MISMATCH" }
+            ),
+            None => "n/a".to_string(),
+        }),
+    ));
+    rows.push((
+        "duration p50/p99/max".into(),
+        Box::new(|s| q3(&s.duration_ms)),
+    ));
+    rows.push((
+        "timer error p50/p99/max".into(),
+        Box::new(|s| q3(&s.timer_error_ms)),
+    ));
+    rows.push((
+        "acquire lat. p50/p99/max".into(),
+        Box::new(|s| q3(&s.acquire_latency_ms)),
+    ));
     let label_w = rows
         .iter()
         .map(|(l, _)| l.chars().count())
@@ -724,6 +565,7 @@ fn q3(q: &Quantiles) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     /// Dates come out right across leap years and month ends.
     #[test]
@@ -781,7 +623,7 @@ mod tests {
     /// The hgrm text is the standard percentile layout with values in ms and the right totals.
     #[test]
     fn hgrm_has_standard_layout() {
-        let mut h = crate::engine::recorder::new_hist();
+        let mut h = crate::record::new_hist();
         for v in 1..=1000u64 {
             h.record(v * 1000).unwrap();
         }

@@ -47,7 +47,7 @@ async fn refused_command_probe_is_not_taken_for_an_old_server() {
     let server = redis().await;
     acl_user(&server, "u2", &["~lockbench:*", "+@all", "-command"]);
     let out = run_as(&server, "u2", Del).await.expect("del run as u2");
-    assert_eq!(out.summaries[0].sections, 20);
+    assert_eq!(out.summaries[0].counts.sections, 20);
     assert_eq!(
         out.summaries[0].errors, 0,
         "{:?}",

@@ -59,7 +59,11 @@ async fn cross_check_passes_for_parametric_dists_and_catches_a_wrong_ttl() {
         let out = run_redis(&server, &p, &[Token], dir.path()).await;
         let s = &out.summaries[0];
         let a = s.analytic.expect("parametric distributions are checked");
-        assert!(s.sections > 3000, "{dist}: {} sections", s.sections);
+        assert!(
+            s.counts.sections > 3000,
+            "{dist}: {} sections",
+            s.counts.sections
+        );
         assert!(
             a.agrees,
             "{dist}: theory {:.4} outside [{:.4}, {:.4}]",
@@ -77,8 +81,14 @@ async fn cross_check_passes_for_parametric_dists_and_catches_a_wrong_ttl() {
             s.timer_error_ms.count,
             "timer-error.hlog holds every section"
         );
-        let wrong =
-            analytic::check(&p.dist, ttl as f64 * 1.3, &timer, s.overruns, s.sections).unwrap();
+        let wrong = analytic::check(
+            &p.dist,
+            ttl as f64 * 1.3,
+            &timer,
+            s.counts.overruns,
+            s.counts.sections,
+        )
+        .unwrap();
         assert!(
             !wrong.agrees,
             "{dist}: a TTL 30% off went unnoticed: {wrong:?}"

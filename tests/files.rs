@@ -3,8 +3,9 @@
 
 mod common;
 
+use lockbench::engine::collector::Collector;
 use lockbench::engine::recorder::{EventRow, HistSet, Metric, Recorder};
-use lockbench::output::{self, Collector, EventsWriter};
+use lockbench::output::{self, EventsWriter};
 use lockbench::release::ReleaseMethod::Token;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -4,20 +4,24 @@
 mod common;
 
 use common::*;
+use lockbench::analysis::summary::Summary;
 use lockbench::dist::Dist;
 use lockbench::release::ReleaseMethod::{Del, Token};
-use lockbench::summary::Summary;
 
 fn assert_clean(s: &Summary) {
     assert!(
-        s.sections > 100,
+        s.counts.sections > 100,
         "too few sections to prove anything: {}",
-        s.sections
+        s.counts.sections
     );
-    assert_eq!(s.overruns, 0, "{}: overruns", s.variant);
-    assert_eq!(s.stale_releases, 0, "{}: stale releases", s.variant);
+    assert_eq!(s.counts.overruns, 0, "{}: overruns", s.variant);
+    assert_eq!(s.counts.stale_releases, 0, "{}: stale releases", s.variant);
     assert_eq!(s.refused_releases, 0, "{}: refused releases", s.variant);
-    assert_eq!(s.wrongful_deletes, 0, "{}: wrongful deletes", s.variant);
+    assert_eq!(
+        s.counts.wrongful_deletes, 0,
+        "{}: wrongful deletes",
+        s.variant
+    );
     assert_eq!(s.overlap_ms, 0.0, "{}: overlap", s.variant);
     assert_eq!(s.overlap_incidents, 0, "{}: incidents", s.variant);
     assert_eq!(s.peak_holders, 1, "{}: peak holders", s.variant);
@@ -40,10 +44,14 @@ async fn ttl_far_above_durations_gives_exact_zeros() {
         for s in &out.summaries {
             assert_clean(s);
             assert_eq!(
-                s.sections, 1500,
+                s.counts.sections, 1500,
                 "a count-limited run makes exactly that many sections"
             );
-            assert!(s.retries > 0, "no contention happened: {}", s.retries);
+            assert!(
+                s.counts.retries > 0,
+                "no contention happened: {}",
+                s.counts.retries
+            );
         }
     }
 }
@@ -95,13 +103,13 @@ fn check_contention(s: &[Summary]) {
     );
     for v in s {
         assert!(
-            v.sections >= 20,
+            v.counts.sections >= 20,
             "{}: too few sections ({})",
             v.variant,
-            v.sections
+            v.counts.sections
         );
         assert_eq!(
-            v.overruns, v.sections,
+            v.counts.overruns, v.counts.sections,
             "{}: every 30ms section overruns a 20ms TTL",
             v.variant
         );
@@ -113,34 +121,37 @@ fn check_contention(s: &[Summary]) {
         assert_eq!(v.errors, 0, "{:?}", v.first_errors);
     }
     // The bug, caught:
-    assert!(del.wrongful_deletes > 0, "del made no wrongful delete");
+    assert!(
+        del.counts.wrongful_deletes > 0,
+        "del made no wrongful delete"
+    );
     assert_eq!(del.refused_releases, 0);
     // The fix:
     assert_eq!(
-        token.wrongful_deletes, 0,
+        token.counts.wrongful_deletes, 0,
         "token release deleted another holder's lock"
     );
     // Only a naive DEL can remove a lock before it could expire; never under token.
     assert_eq!(
-        token.deleted_by_other, 0,
+        token.counts.deleted_by_other, 0,
         "token: a lock vanished before its TTL"
     );
     // A section that outlived its TTL always finds its key expired at release.
     for v in s {
         assert!(
-            v.stale_releases >= v.overruns,
+            v.counts.stale_releases >= v.counts.overruns,
             "{}: {} overruns, {} stale",
             v.variant,
-            v.overruns,
-            v.stale_releases
+            v.counts.overruns,
+            v.counts.stale_releases
         );
     }
     assert!(token.refused_releases > 0, "no stale release was refused");
     assert_eq!(
         token.refused_releases,
-        token.refused_expired + token.refused_held_by_other
+        token.counts.refused_expired + token.counts.refused_held_by_other
     );
-    assert!(token.refused_held_by_other > 0);
+    assert!(token.counts.refused_held_by_other > 0);
     // Without wrongful deletes a newcomer only enters after the old key expired, so overlap
     // time is bounded by the excesses (plus, per incident, the acquire round trip: the key's
     // expiry counts from the server's SET, a little before the client saw the reply).
@@ -170,7 +181,7 @@ async fn exponential_overrun_fraction_matches_analytic_tail() {
     );
     let out = run_redis(&server, &p, &[Token], dir.path()).await;
     let s = &out.summaries[0];
-    let n = s.sections as f64;
+    let n = s.counts.sections as f64;
     assert!(n > 4000.0, "too few sections: {n}");
     let d = Dist::parse("exponential(mean=200ms)").unwrap();
     let analytic = d.survival(400.0).unwrap();
@@ -201,13 +212,16 @@ async fn naive_del_removes_locks_before_they_expire() {
     let (out, _) = run_memory(&p, &[Del, Token], dir.path()).await;
     let (del, token) = (&out.summaries[0], &out.summaries[1]);
     assert!(
-        del.deleted_by_other > 0,
+        del.counts.deleted_by_other > 0,
         "del: no lock lost to another holder's DEL"
     );
     assert_eq!(
-        token.deleted_by_other, 0,
+        token.counts.deleted_by_other, 0,
         "token: a lock vanished before its TTL"
     );
     // Stale releases are those after the TTL ran out: bounded below by the overruns.
-    assert!(del.stale_releases >= del.overruns && token.stale_releases >= token.overruns);
+    assert!(
+        del.counts.stale_releases >= del.counts.overruns
+            && token.counts.stale_releases >= token.counts.overruns
+    );
 }

@@ -148,7 +148,7 @@ async fn foreign_keys_untouched_and_no_key_left_behind() {
         "workers = 20\nkeys = 3\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"1s\"\nthink = \"constant(1ms)\"\n",
     );
     let out = run_redis(&server, &p, &[Del, Token], dir.path()).await;
-    assert!(out.summaries.iter().all(|s| s.sections > 0));
+    assert!(out.summaries.iter().all(|s| s.counts.sections > 0));
     let seen = monitor.finish(&mut c);
     let prefix = &out.manifest.key_prefix;
     assert!(
@@ -300,8 +300,10 @@ async fn delex_needs_redis_8_4_and_works_where_supported() {
     }
     let (out, _) = run_memory(&p, &[Delex], tempfile::tempdir().unwrap().path()).await;
     let s = &out.summaries[0];
-    assert_eq!(s.wrongful_deletes, 0);
-    assert!(s.refused_unclassified > 0 && s.refused_releases == s.refused_unclassified);
+    assert_eq!(s.counts.wrongful_deletes, 0);
+    assert!(
+        s.counts.refused_unclassified > 0 && s.refused_releases == s.counts.refused_unclassified
+    );
 }
 
 /// `hot_key = 1` sends every attempt to key 0; without it attempts spread over all keys.

@@ -4,10 +4,10 @@
 
 mod common;
 
+use lockbench::analysis::summary::StopReason;
 use lockbench::engine::runner::run_with;
 use lockbench::release::ReleaseMethod;
 use lockbench::store::redis::{RedisConnector, Timeouts};
-use lockbench::summary::StopReason;
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -211,7 +211,7 @@ async fn workers_reconnect_after_a_restart() {
         assert!(s.outage_ms > 0.0);
         assert_eq!(s.stop_reason, StopReason::Limit, "{mode}");
         assert_eq!(dbsize(&mut fresh), 0, "{mode}: keys left behind");
-        assert_eq!(common::events(dir.path()).len() as u64, s.sections);
+        assert_eq!(common::events(dir.path()).len() as u64, s.counts.sections);
     }
 }
 

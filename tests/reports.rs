@@ -7,9 +7,9 @@
 // serde_json::json! of a whole summary nests deeper than the default limit.
 #![recursion_limit = "256"]
 
+use lockbench::analysis::summary::Quantiles;
 use lockbench::engine::recorder::{EventRow, new_hist};
 use lockbench::report::{self, ReportError, data, load};
-use lockbench::summary::Quantiles;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -154,7 +154,7 @@ fn interval_logs_round_trip_to_summary() {
     for (stem, pick) in [
         (
             "durations",
-            (|s| &s.duration_ms) as fn(&lockbench::summary::Summary) -> &Quantiles,
+            (|s| &s.duration_ms) as fn(&lockbench::analysis::summary::Summary) -> &Quantiles,
         ),
         ("acquire-latency", |s| &s.acquire_latency_ms),
         ("set-latency", |s| &s.set_latency_ms),
@@ -186,7 +186,7 @@ fn interval_logs_round_trip_to_summary() {
             .summary
             .variants
             .iter()
-            .map(|s| s.sections)
+            .map(|s| s.counts.sections)
             .collect::<Vec<_>>();
         if stem == "durations" {
             assert_eq!(
@@ -271,7 +271,10 @@ fn report_reproduces_the_summary() {
     // The run had the story to tell: del deleted others' locks, token refused.
     let run = load::RunFiles::open(&dir).unwrap();
     let del = &run.summary.variants[0];
-    assert!(del.wrongful_deletes > 0 && del.overlap_ms > 0.0, "{del:?}");
+    assert!(
+        del.counts.wrongful_deletes > 0 && del.overlap_ms > 0.0,
+        "{del:?}"
+    );
 }
 
 /// Negative control: a summary.json edited by one wrongful delete is caught, by figure.
@@ -634,7 +637,7 @@ fn real_run_window_matches_sorting_every_section() {
     let dir = copy_run(single_run(), "window");
     let r = report::render(&dir).unwrap();
     let iv = load::key_intervals(&dir.join("events.csv"), "del", 0).unwrap();
-    let (stats, stretches) = lockbench::overlap::compute(&iv);
+    let (stats, stretches) = lockbench::analysis::overlap::compute(&iv);
     let t = stats
         .first_overlap_us
         .expect("a del run on one key overlaps");

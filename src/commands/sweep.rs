@@ -2,12 +2,12 @@
 //! (so every cell sees the same intended durations). One failing cell (e.g. `delex` on an old
 //! server) is reported in its row; the others still run.
 
+use crate::analysis::summary::Summary;
 use crate::cli::SweepArgs;
 use crate::engine::runner::{RunOptions, run_with};
 use crate::profile::Profile;
 use crate::release::ReleaseMethod;
 use crate::store::backend::Backend;
-use crate::summary::Summary;
 use crate::units;
 use anyhow::{Context, bail};
 use std::io::Write;
@@ -38,7 +38,7 @@ impl SweepRow {
     pub fn wrongful_deletes_per_hour(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
         (s.elapsed_s > 0.0)
-            .then(|| s.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
+            .then(|| s.counts.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
     }
 }
 
@@ -172,11 +172,11 @@ pub fn print_row<W: Write>(mut w: W, r: &SweepRow) -> std::io::Result<()> {
             units::fmt_us(s.ttl_ms * 1000),
             units::fmt_us(units::ms_to_us(s.unscaled_ttl_ms)),
             r.release.name(),
-            s.sections,
+            s.counts.sections,
             s.overrun_fraction * 100.0,
-            s.stale_releases,
+            s.counts.stale_releases,
             s.refused_releases,
-            s.wrongful_deletes,
+            s.counts.wrongful_deletes,
             r.overlap_s_per_hour().unwrap_or(0.0),
             s.peak_holders,
             match (&s.analytic, &r.error) {
@@ -205,7 +205,7 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
         "overlap_s_per_hour",
         "wrongful_deletes_per_hour",
     ];
-    header.extend(crate::output::CSV_COLUMNS);
+    header.extend(crate::output::csv_columns());
     w.write_record(&header)?;
     for r in rows {
         let mut rec = vec![
@@ -221,7 +221,7 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
         match &r.summary {
             Some(s) => rec.extend(crate::output::csv_row(s)),
             None => {
-                let mut blank = vec![String::new(); crate::output::CSV_COLUMNS.len()];
+                let mut blank = vec![String::new(); crate::output::csv_columns().len()];
                 blank[0] = r.release.name().to_string();
                 blank[1] = r.release.name().to_string();
                 rec.extend(blank);
@@ -357,11 +357,11 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     // dominated fails it, and so does a cell whose report is missing or every cell failing.
     // A cell that could not run (a method the server lacks) is reported in its row and the
     // others stand.
-    let summaries: Vec<crate::summary::Summary> =
+    let summaries: Vec<crate::analysis::summary::Summary> =
         rows.iter().filter_map(|r| r.summary.clone()).collect();
     let interrupted = summaries
         .iter()
-        .any(|s| s.stop_reason == crate::summary::StopReason::Interrupted);
+        .any(|s| s.stop_reason == crate::analysis::summary::StopReason::Interrupted);
     let failures: Vec<String> = rows
         .iter()
         .filter_map(|r| {

@@ -1,11 +1,15 @@
 //! The measuring engine: workers contend for lock keys against a backend and record what
 //! happens. It returns what it measured; commands decide what to print and draw.
 //!
+//! - [`busy`]: the busy policy and the pause after a failed command.
 //! - [`runner`]: runs a plan's variants against a connector, removes the run's keys, writes
 //!   the run directory's data files.
 //! - [`worker`]: the one worker loop, in named steps (acquire, hold, release, think).
+//! - [`collector`]: drains the histograms into `.hlog` interval logs once per interval.
 //! - [`recorder`]: live counters, striped histograms, per-key overlap trackers.
 
+pub mod busy;
+pub mod collector;
 pub mod recorder;
 pub mod runner;
 pub mod worker;

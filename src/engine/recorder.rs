@@ -11,155 +11,22 @@
 //!   the overlap figures are exact for the recorded intervals.
 //! - One row per section goes through a bounded channel to a thread that streams `events.csv`.
 
-use crate::overlap::{KeyTracker, OverlapStats};
+use crate::analysis::counts::LiveCounts;
+use crate::analysis::overlap::KeyTracker;
+use crate::analysis::summary::Measured;
+pub use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
 use crate::store::{CmdError, ErrorKind};
-use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 use tokio::time::Instant;
 
-/// A recorded distribution. All values in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Metric {
-    /// Measured section duration *d*.
-    Duration,
-    /// Intended duration drawn from the distribution.
-    Intended,
-    /// Excess *d* − TTL of overruns.
-    Excess,
-    /// From first attempt to successful acquisition.
-    AcquireLatency,
-    /// Round trip of one `SET NX PX`.
-    SetLatency,
-    /// Round trip of one release command.
-    ReleaseLatency,
-    /// Measured minus intended duration (timer and scheduling error).
-    TimerError,
-    /// Length of each stretch with two or more holders.
-    OverlapStretch,
-}
-
-impl Metric {
-    /// Every metric, in file order.
-    pub const ALL: [Metric; 8] = [
-        Self::Duration,
-        Self::Intended,
-        Self::Excess,
-        Self::AcquireLatency,
-        Self::SetLatency,
-        Self::ReleaseLatency,
-        Self::TimerError,
-        Self::OverlapStretch,
-    ];
-
-    /// File stem of its `.hgrm` / `.hlog` files.
-    pub fn file_stem(self) -> &'static str {
-        match self {
-            Self::Duration => "durations",
-            Self::Intended => "intended-durations",
-            Self::Excess => "excess",
-            Self::AcquireLatency => "acquire-latency",
-            Self::SetLatency => "set-latency",
-            Self::ReleaseLatency => "release-latency",
-            Self::TimerError => "timer-error",
-            Self::OverlapStretch => "overlap-stretch",
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-}
-
-/// One histogram per metric.
-#[derive(Debug, Clone)]
-pub struct HistSet {
-    hists: Vec<Histogram<u64>>,
-}
-
-impl Default for HistSet {
-    fn default() -> Self {
-        Self {
-            hists: Metric::ALL.iter().map(|_| new_hist()).collect(),
-        }
-    }
-}
-
-/// An auto-resizing histogram: µs, 3 significant figures.
-pub fn new_hist() -> Histogram<u64> {
-    // new(3) only fails for sigfig > 5.
-    Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is valid"))
-}
-
-impl HistSet {
-    /// Records a value (µs) of `m`.
-    pub fn record(&mut self, m: Metric, us: u64) {
-        // `record` grows an auto-resizing histogram; `saturating_record` would clamp instead.
-        let h = &mut self.hists[m.index()];
-        if h.record(us).is_err() {
-            h.saturating_record(us);
-        }
-    }
-    /// The histogram of `m`.
-    pub fn get(&self, m: Metric) -> &Histogram<u64> {
-        &self.hists[m.index()]
-    }
-    /// Adds every histogram of `other`.
-    pub fn add(&mut self, other: &HistSet) {
-        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
-            // Auto-resizing histograms accept any value, so add cannot fail.
-            let _ = a.add(b);
-        }
-    }
-    /// Empties every histogram, keeping its memory.
-    pub fn reset(&mut self) {
-        for h in &mut self.hists {
-            h.reset();
-        }
-    }
-}
-
-/// Counters of a run (monotonic; read live).
+/// Counters of a run (monotonic; read live): the counted figures, plus what only the live
+/// run needs — overlap incidents for the progress bar (the summary takes them from the exact
+/// overlap) and failed commands by kind.
 #[derive(Debug, Default)]
 pub struct Counters {
-    /// Acquisition commands sent.
-    pub attempts: AtomicU64,
-    /// Successful acquisitions (sections begun).
-    pub sections: AtomicU64,
-    /// Sections whose release was sent (finished).
-    pub finished: AtomicU64,
-    /// Sections with d > TTL.
-    pub overruns: AtomicU64,
-    /// Sum of the excesses d − TTL of overruns, µs.
-    pub excess_total_us: AtomicU64,
-    /// Releases that found the holder's key gone.
-    pub stale_releases: AtomicU64,
-    /// Stale releases sent by a section with d ≤ TTL (the key's expiry counts from the
-    /// server's SET, up to one round trip before the reply).
-    pub stale_without_overrun: AtomicU64,
-    /// Releases that found the key gone before it could have expired: another holder's naive
-    /// `DEL` had removed it (only possible with `del`).
-    pub deleted_by_other: AtomicU64,
-    /// Token-checked releases refused: key absent.
-    pub refused_expired: AtomicU64,
-    /// Token-checked releases refused: another token present.
-    pub refused_held_by_other: AtomicU64,
-    /// Token-checked releases refused, class unknown (`delex`).
-    pub refused_unclassified: AtomicU64,
-    /// `del` releases that removed another holder's lock.
-    pub wrongful_deletes: AtomicU64,
-    /// `del` releases that found nothing to delete.
-    pub nothing_deleted: AtomicU64,
-    /// Releases that deleted the holder's own lock.
-    pub released: AtomicU64,
-    /// Attempts refused because the lock was busy (fail-fast).
-    pub rejections: AtomicU64,
-    /// Acquisitions abandoned after the retry policy's max wait.
-    pub acquire_giveups: AtomicU64,
-    /// Busy replies that led to a retry.
-    pub retries: AtomicU64,
-    /// Sections cut short by Ctrl-C or the end-of-run grace period.
-    pub interrupted: AtomicU64,
+    /// The counted figures.
+    pub counts: LiveCounts,
     /// Sections that began while another holder of the same key was open (live view).
     pub overlap_incidents: AtomicU64,
     errors: [AtomicU64; 4],
@@ -217,18 +84,6 @@ impl Default for Health {
             outage_us: AtomicU64::new(0),
         }
     }
-}
-
-/// Outages seen by a run: stretches in which the server could not be reached (connection or
-/// timeout errors), each from its first failure to the next successful command.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Outages {
-    /// Outages that ended (a later command succeeded).
-    pub ended: u64,
-    /// Their total length, µs, plus the length of one still open at the end.
-    pub total_us: u64,
-    /// Whether the run ended inside an outage.
-    pub open_at_end: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -385,14 +240,21 @@ impl Recorder {
         lock(&self.first_errors).clone()
     }
 
-    /// Overlap figures per key, and their merge.
-    pub fn overlap(&self) -> (Vec<OverlapStats>, OverlapStats) {
-        let per_key: Vec<OverlapStats> = self.keys.iter().map(|k| lock(k).stats()).collect();
-        let mut all = OverlapStats::default();
-        for k in &per_key {
-            all.merge(k);
+    /// What the variant measured, as plain values for [`crate::analysis::summary::summarize`].
+    pub fn measured(&self) -> Measured {
+        let first = self.first_errors();
+        Measured {
+            counts: self.counters.counts.snapshot(),
+            errors: ErrorKind::ALL
+                .iter()
+                .map(|k| {
+                    let msg = first.iter().find(|(f, _)| f == k).map(|(_, m)| m.clone());
+                    (*k, self.counters.errors(*k), msg)
+                })
+                .collect(),
+            per_key: self.keys.iter().map(|k| lock(k).stats()).collect(),
+            outages: self.outages(),
         }
-        (per_key, all)
     }
 
     /// Moves everything recorded since the last drain into `into` and empties the stripes.
@@ -403,50 +265,4 @@ impl Recorder {
             s.reset();
         }
     }
-}
-
-/// One row of `events.csv`: one section.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct EventRow {
-    /// Variant (release method) of the run.
-    pub variant: String,
-    /// Worker id.
-    pub worker: usize,
-    /// Key index.
-    pub key: usize,
-    /// The worker's section number (0-based): the n-th draw of its duration stream.
-    pub seq: u64,
-    /// First attempt sent (µs since run start).
-    pub attempt_start_us: u64,
-    /// The successful `SET` sent: the key's expiry at the server is at least TTL after this.
-    #[serde(default)]
-    pub set_sent_us: u64,
-    /// Acquire reply received: the section begins.
-    pub acquired_us: u64,
-    /// Release sent: the section ends.
-    pub released_us: u64,
-    /// Duration drawn from the distribution.
-    pub intended_us: u64,
-    /// Measured duration *d*.
-    pub duration_us: u64,
-    /// TTL.
-    pub ttl_us: u64,
-    /// d > TTL.
-    pub overrun: bool,
-    /// d − TTL when positive.
-    pub excess_us: u64,
-    /// Other holders of the key open when this section began.
-    pub holders_at_start: u32,
-    /// Acquisition commands this section needed.
-    pub attempts: u32,
-    /// From first attempt to acquisition.
-    pub acquire_latency_us: u64,
-    /// Round trip of the release command.
-    pub release_latency_us: u64,
-    /// Release method.
-    pub release: String,
-    /// Reply class (`released`, `wrongful_delete`, `refused_expired`, … or `error_<kind>`).
-    pub outcome: String,
-    /// Cut short by Ctrl-C or the end-of-run grace period.
-    pub interrupted: bool,
 }

@@ -1,18 +1,19 @@
 //! Runs a validated plan: picks the backend, opens connections, drives the workers of each
 //! variant, removes exactly the run's keys, and writes every output file.
 
+use crate::analysis::summary::{Meta, StopReason, Summary, summarize};
+use crate::engine::collector::Collector;
 use crate::engine::recorder::Recorder;
 use crate::engine::worker::{Halt, WorkerCtx, run_worker};
-use crate::output::{self, Collector, EventsWriter};
+use crate::output::{self, EventsWriter};
+pub use crate::output::{Manifest, SummaryFile};
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
 use crate::signals::{Request, request_of};
 use crate::store::redis::redact_url;
 use crate::store::{Connector, ErrorKind, LockConn};
-use crate::summary::{Meta, StopReason, Summary, summarize};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -56,49 +57,6 @@ impl Default for RunOptions {
     }
 }
 
-/// What `manifest.json` records.
-#[derive(Debug, Clone, Serialize)]
-pub struct Manifest {
-    /// lockbench version.
-    pub lockbench_version: String,
-    /// Run id.
-    pub run_id: String,
-    /// Sub-command.
-    pub command: String,
-    /// Profile file.
-    pub profile_file: Option<String>,
-    /// The resolved profile (defaults filled in, flags applied, URL redacted).
-    pub profile: Plan,
-    /// Seed.
-    pub seed: u64,
-    /// Backend kind actually used (`spawn`, `url`, `memory`).
-    pub backend: String,
-    /// Backend description (address, no password).
-    pub backend_detail: String,
-    /// Connection mode.
-    pub connection_mode: String,
-    /// Server version from `INFO server`.
-    pub server_version: String,
-    /// Prefix of every key the run wrote.
-    pub key_prefix: String,
-    /// Variants, in run order.
-    pub variants: Vec<String>,
-    /// UTC start.
-    pub started_at: String,
-    /// UTC end.
-    pub ended_at: Option<String>,
-    /// Stopped by Ctrl-C or SIGTERM.
-    pub interrupted: bool,
-    /// What ended the run early, if something failed (the variants before it are in the
-    /// summary).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
-    /// Keys that may remain on the server (cleanup failed or was abandoned), listed in
-    /// `leftover-keys.txt`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leftover_keys: Option<usize>,
-}
-
 /// A finished run.
 #[derive(Debug)]
 pub struct RunOutcome {
@@ -108,15 +66,6 @@ pub struct RunOutcome {
     pub summaries: Vec<Summary>,
     /// The manifest as written.
     pub manifest: Manifest,
-}
-
-/// `summary.json`.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct SummaryFile {
-    /// Run id.
-    pub run_id: String,
-    /// One entry per variant.
-    pub variants: Vec<Summary>,
 }
 
 /// Runs `plan` once per method in `methods` (same seed, separate key namespaces) against
@@ -538,13 +487,13 @@ async fn run_variant<K: Connector>(
         elapsed_s,
         stop_reason,
     };
-    let mut summary = summarize(meta, &recorder, &hists);
+    let mut summary = summarize(meta, &recorder.measured(), &hists);
     summary.analytic = crate::analytic::check(
         &plan.dist,
         plan.ttl_ms as f64,
         hists.get(crate::engine::recorder::Metric::TimerError),
-        summary.overruns,
-        summary.sections,
+        summary.counts.overruns,
+        summary.counts.sections,
     );
     Ok((summary, hists))
 }
@@ -576,7 +525,7 @@ fn progress_bar(plan: &Plan, opts: &RunOptions, method: ReleaseMethod) -> Progre
 
 fn update_bar(bar: &ProgressBar, plan: &Plan, rec: &Recorder) {
     let c = &rec.counters;
-    let sections = c.sections.load(Relaxed);
+    let sections = c.counts.sections.load(Relaxed);
     match plan.stop {
         Stop::Time { duration_us } => {
             bar.set_position((rec.now_us() / 1000).min(duration_us / 1000))
@@ -585,9 +534,9 @@ fn update_bar(bar: &ProgressBar, plan: &Plan, rec: &Recorder) {
     }
     bar.set_message(format!(
         "sections {sections}  overruns {}  overlaps {}  wrongful deletes {}  errors {}",
-        c.overruns.load(Relaxed),
+        c.counts.overruns.load(Relaxed),
         c.overlap_incidents.load(Relaxed),
-        c.wrongful_deletes.load(Relaxed),
+        c.counts.wrongful_deletes.load(Relaxed),
         c.total_errors()
     ));
 }

@@ -5,10 +5,12 @@
 //! backoff jitter, tokens), so the n-th section of worker *w* gets the same intended duration
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
+use crate::analysis::counts::Counts;
 use crate::dist::Sampler;
+use crate::engine::busy::{self, AfterBusy};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
 use crate::profile::BusyPolicy;
-use crate::release::{ReleaseMethod, ReleaseOutcome, release};
+use crate::release::{ReleaseMethod, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -160,222 +162,256 @@ async fn unless_abandoned<T>(
     }
 }
 
-/// Runs one worker until the run's end or shutdown. Never panics on a Redis error: every
-/// failure is counted and the loop goes on.
-pub async fn run_worker<C: LockConn>(
-    id: usize,
-    mut conn: C,
-    ctx: Arc<WorkerCtx>,
-    mut shutdown: watch::Receiver<Halt>,
-) {
-    let rec = &ctx.recorder;
-    let c = &rec.counters;
-    let mut st = Streams::new(ctx.seed, id);
-    let ttl_us = ctx.ttl_ms * 1000;
-    let mut seq: u64 = 0;
-    let mut token_seq: u64 = 0;
-    // Consecutive failed acquisitions: the pause after one doubles (10 ms up to 1 s), so a
-    // server that is down or refusing is probed, not hammered, and a reconnect is tried often
-    // enough to notice its return within a second.
-    let mut failures: u32 = 0;
-    while !ctx.should_stop() && *shutdown.borrow() == Halt::Run && ctx.reserve() {
-        let key = ctx.choose_key(&mut st.keys);
-        let key_name = &ctx.key_names[key];
-        rec.touch(key);
-        let first_attempt = rec.now_us();
-        let mut attempts: u32 = 0;
-        let mut backoff_round: u32 = 0;
+/// A lock just acquired.
+struct Held {
+    key: usize,
+    token: String,
+    /// µs of the section's first attempt, of the successful `SET`'s send, of its reply.
+    first_attempt_us: u64,
+    set_sent_us: u64,
+    acquired_us: u64,
+    attempts: u32,
+    holders_at_start: u32,
+}
 
-        // Acquire.
-        let token = loop {
-            token_seq += 1;
-            let token = format!("w{id}-{token_seq}-{:016x}", st.tokens.random::<u64>());
+/// A section whose work is over (its release is about to be sent).
+struct Section {
+    held: Held,
+    intended_us: u64,
+    released_us: u64,
+    /// It lasted what it should (not cut short by the run's end).
+    completed: bool,
+}
+
+/// One worker: its connection, random streams and counters, and the steps of a section.
+struct Worker<C> {
+    id: usize,
+    conn: C,
+    ctx: Arc<WorkerCtx>,
+    halt: watch::Receiver<Halt>,
+    st: Streams,
+    seq: u64,
+    token_seq: u64,
+    /// Consecutive failed acquisitions (the pause after one grows with it).
+    failures: u32,
+}
+
+impl<C: LockConn> Worker<C> {
+    fn may_start(&self) -> bool {
+        !self.ctx.should_stop() && *self.halt.borrow() == Halt::Run && self.ctx.reserve()
+    }
+
+    /// Acquire: `SET NX PX` until it succeeds or the busy policy says stop.
+    async fn acquire(&mut self, key: usize) -> Option<Held> {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let counts = &rec.counters.counts;
+        let first_attempt_us = rec.now_us();
+        let mut attempts: u32 = 0;
+        let mut round: u32 = 0;
+        loop {
+            self.token_seq += 1;
+            let token = format!(
+                "w{}-{}-{:016x}",
+                self.id,
+                self.token_seq,
+                self.st.tokens.random::<u64>()
+            );
             attempts += 1;
-            c.attempts.fetch_add(1, Relaxed);
+            counts.attempts.fetch_add(1, Relaxed);
             let sent = Instant::now();
-            let sent_us = rec.now_us();
-            let reply =
-                unless_abandoned(conn.set_nx_px(key_name, &token, ctx.ttl_ms), &mut shutdown).await;
-            rec.record(id, Metric::SetLatency, sent.elapsed().as_micros() as u64);
+            let set_sent_us = rec.now_us();
+            let set = self.conn.set_nx_px(&ctx.key_names[key], &token, ctx.ttl_ms);
+            let reply = unless_abandoned(set, &mut self.halt).await;
+            rec.record(
+                self.id,
+                Metric::SetLatency,
+                sent.elapsed().as_micros() as u64,
+            );
             if reply.is_ok() {
                 rec.ok();
-                failures = 0;
+                self.failures = 0;
             }
-            let retry_base = match reply {
-                Ok(true) => break Some((token, sent_us)),
-                Ok(false) => match ctx.busy {
-                    BusyPolicy::FailFast => {
-                        c.rejections.fetch_add(1, Relaxed);
-                        break None;
-                    }
-                    BusyPolicy::Retry {
-                        base_us,
-                        cap_us,
-                        max_wait_us,
-                    } => {
-                        if rec.now_us().saturating_sub(first_attempt) >= max_wait_us {
-                            c.acquire_giveups.fetch_add(1, Relaxed);
-                            break None;
+            let wait_us = match reply {
+                Ok(true) => {
+                    let (acquired_us, holders_at_start) = rec.open_section(key);
+                    return Some(Held {
+                        key,
+                        token,
+                        first_attempt_us,
+                        set_sent_us,
+                        acquired_us,
+                        attempts,
+                        holders_at_start,
+                    });
+                }
+                Ok(false) => {
+                    let waited = rec.now_us().saturating_sub(first_attempt_us);
+                    match busy::after_busy(ctx.busy, round, waited, &mut self.st.jitter) {
+                        AfterBusy::Reject => {
+                            counts.rejections.fetch_add(1, Relaxed);
+                            return None;
                         }
-                        c.retries.fetch_add(1, Relaxed);
-                        // Full jitter: uniform in [0, min(cap, base·2^n)].
-                        let ceil = base_us
-                            .saturating_mul(1u64 << backoff_round.min(30))
-                            .min(cap_us);
-                        backoff_round += 1;
-                        st.jitter.random_range(0..=ceil)
+                        AfterBusy::GiveUp => {
+                            counts.acquire_giveups.fetch_add(1, Relaxed);
+                            return None;
+                        }
+                        AfterBusy::Retry(wait_us) => {
+                            counts.retries.fetch_add(1, Relaxed);
+                            round += 1;
+                            wait_us
+                        }
                     }
-                },
+                }
                 Err(e) => {
                     rec.error(&e);
-                    let ceil_us = error_backoff_us(failures);
-                    failures = failures.saturating_add(1);
-                    let pause = st.jitter.random_range(ceil_us / 2..=ceil_us);
-                    let _ = sleep_until_or_shutdown(
-                        Instant::now() + Duration::from_micros(pause),
-                        &mut shutdown,
-                    )
-                    .await;
-                    break None;
+                    let pause = busy::after_error(self.failures, &mut self.st.jitter);
+                    self.failures = self.failures.saturating_add(1);
+                    self.pause_us(pause).await;
+                    return None;
                 }
             };
-            if ctx.should_stop()
-                || !sleep_until_or_shutdown(
-                    Instant::now() + Duration::from_micros(retry_base),
-                    &mut shutdown,
-                )
-                .await
-            {
-                break None;
+            if ctx.should_stop() || !self.pause_us(wait_us).await {
+                return None;
+            }
+        }
+    }
+
+    /// Hold: work for the sampled duration, measured from the acquire reply.
+    async fn hold(&mut self, held: Held) -> Section {
+        let rec = &self.ctx.recorder;
+        let intended_us = crate::units::ms_to_us(self.ctx.dist.sample_ms(&mut self.st.durations));
+        let end_at =
+            rec.start + Duration::from_micros(held.acquired_us.saturating_add(intended_us));
+        let completed = intended_us == 0 || sleep_until_or_shutdown(end_at, &mut self.halt).await;
+        let released_us = rec.close_section(self.id, held.key);
+        Section {
+            held,
+            intended_us,
+            released_us,
+            completed,
+        }
+    }
+
+    /// Release, then finish the section into one record: its counts (the same function the
+    /// report's recount uses), its histogram values and its `events.csv` row.
+    async fn release_and_finish(&mut self, section: Section) {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let h = &section.held;
+        let sent = Instant::now();
+        let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
+        let outcome = unless_abandoned(release, &mut self.halt).await;
+        let release_latency_us = sent.elapsed().as_micros() as u64;
+        let outcome_name = match &outcome {
+            Ok(o) => {
+                rec.ok();
+                o.name().to_string()
+            }
+            Err(e) => {
+                rec.error(e);
+                format!("error_{}", e.kind.name())
             }
         };
-
-        if token.is_none() {
-            ctx.unreserve();
+        let ttl_us = ctx.ttl_ms * 1000;
+        let d = section.released_us - h.acquired_us;
+        let row = EventRow {
+            variant: ctx.variant.clone(),
+            worker: self.id,
+            key: h.key,
+            seq: self.seq,
+            attempt_start_us: h.first_attempt_us,
+            set_sent_us: h.set_sent_us,
+            acquired_us: h.acquired_us,
+            released_us: section.released_us,
+            intended_us: section.intended_us,
+            duration_us: d,
+            ttl_us,
+            overrun: d > ttl_us,
+            excess_us: d.saturating_sub(ttl_us),
+            holders_at_start: h.holders_at_start,
+            attempts: h.attempts,
+            acquire_latency_us: h.acquired_us.saturating_sub(h.first_attempt_us),
+            release_latency_us,
+            release: ctx.method.name().to_string(),
+            outcome: outcome_name,
+            interrupted: !section.completed,
+        };
+        rec.counters.counts.add(&Counts::of_section(&row));
+        // A fixed array, not a Vec: this runs once per section.
+        let mut values = [
+            (Metric::Duration, d),
+            (Metric::Intended, section.intended_us),
+            (Metric::AcquireLatency, row.acquire_latency_us),
+            (Metric::ReleaseLatency, release_latency_us),
+            (Metric::TimerError, 0),
+            (Metric::Excess, 0),
+        ];
+        let mut n = 4;
+        if section.completed {
+            values[n] = (Metric::TimerError, d.saturating_sub(section.intended_us));
+            n += 1;
         }
-        if let Some((token, set_sent_us)) = token {
-            let intended_ms = ctx.dist.sample_ms(&mut st.durations);
-            let intended_us = crate::units::ms_to_us(intended_ms);
-            c.sections.fetch_add(1, Relaxed);
-            let (t0, holders_at_start) = rec.open_section(key);
-            let end_at = rec.start + Duration::from_micros(t0.saturating_add(intended_us));
-            let completed =
-                intended_us == 0 || sleep_until_or_shutdown(end_at, &mut shutdown).await;
-            let t1 = rec.close_section(id, key);
-            let sent = Instant::now();
-            let outcome = unless_abandoned(
-                release(&mut conn, ctx.method, key_name, &token),
-                &mut shutdown,
-            )
-            .await;
-            let release_latency_us = sent.elapsed().as_micros() as u64;
-            c.finished.fetch_add(1, Relaxed);
-
-            let d = t1 - t0;
-            let overrun = d > ttl_us;
-            let excess = d.saturating_sub(ttl_us);
-            // A fixed array, not a Vec: this runs once per section.
-            let mut values = [
-                (Metric::Duration, d),
-                (Metric::Intended, intended_us),
-                (Metric::AcquireLatency, t0.saturating_sub(first_attempt)),
-                (Metric::ReleaseLatency, release_latency_us),
-                (Metric::TimerError, 0),
-                (Metric::Excess, 0),
-            ];
-            let mut n = 4;
-            if completed {
-                values[n] = (Metric::TimerError, d.saturating_sub(intended_us));
-                n += 1;
-            } else {
-                c.interrupted.fetch_add(1, Relaxed);
-            }
-            if overrun {
-                c.overruns.fetch_add(1, Relaxed);
-                c.excess_total_us.fetch_add(excess, Relaxed);
-                values[n] = (Metric::Excess, excess);
-                n += 1;
-            }
-            rec.record_all(id, &values[..n]);
-            let outcome_name = match &outcome {
-                Ok(o) => {
-                    rec.ok();
-                    let tally = crate::release::tally(*o, overrun, set_sent_us, t1, ttl_us);
-                    count_outcome(rec, *o, tally);
-                    o.name().to_string()
-                }
-                Err(e) => {
-                    rec.error(e);
-                    format!("error_{}", e.kind.name())
-                }
-            };
-            if let Some(tx) = &ctx.events {
-                let row = EventRow {
-                    variant: ctx.variant.clone(),
-                    worker: id,
-                    key,
-                    seq,
-                    attempt_start_us: first_attempt,
-                    set_sent_us,
-                    acquired_us: t0,
-                    released_us: t1,
-                    intended_us,
-                    duration_us: d,
-                    ttl_us,
-                    overrun,
-                    excess_us: excess,
-                    holders_at_start,
-                    attempts,
-                    acquire_latency_us: t0.saturating_sub(first_attempt),
-                    release_latency_us,
-                    release: ctx.method.name().to_string(),
-                    outcome: outcome_name,
-                    interrupted: !completed,
-                };
-                // A closed channel means the writer failed; the run still counts everything.
-                let _ = tx.send(row).await;
-            }
-            seq += 1;
+        if row.overrun {
+            values[n] = (Metric::Excess, row.excess_us);
+            n += 1;
         }
+        rec.record_all(self.id, &values[..n]);
+        if let Some(tx) = &ctx.events {
+            // A closed channel means the writer failed; the run still counts everything.
+            let _ = tx.send(row).await;
+        }
+        self.seq += 1;
+    }
 
-        // Think.
-        let think_us = crate::units::ms_to_us(ctx.think.sample_ms(&mut st.think));
+    /// Think between sections; `false` when the run stops meanwhile.
+    async fn think(&mut self) -> bool {
+        let think_us = crate::units::ms_to_us(self.ctx.think.sample_ms(&mut self.st.think));
         if think_us > 0 {
-            if !sleep_until_or_shutdown(
-                Instant::now() + Duration::from_micros(think_us),
-                &mut shutdown,
-            )
-            .await
-            {
-                break;
-            }
+            self.pause_us(think_us).await
         } else {
             // Let other tasks run between iterations even with zero think time.
             tokio::task::yield_now().await;
+            true
         }
+    }
+
+    /// Sleeps `us`; `false` when the run stops meanwhile.
+    async fn pause_us(&mut self, us: u64) -> bool {
+        sleep_until_or_shutdown(Instant::now() + Duration::from_micros(us), &mut self.halt).await
     }
 }
 
-/// Upper bound of the pause after the `failures`-th consecutive failed acquisition, µs:
-/// 10 ms doubling up to 1 s (the pause is drawn from its upper half).
-fn error_backoff_us(failures: u32) -> u64 {
-    (10_000u64 << failures.min(7)).min(1_000_000)
-}
-
-fn count_outcome(rec: &Recorder, o: ReleaseOutcome, t: crate::release::Tally) {
-    let c = &rec.counters;
-    let counter = match o {
-        ReleaseOutcome::Released => &c.released,
-        ReleaseOutcome::WrongfulDelete => &c.wrongful_deletes,
-        ReleaseOutcome::NothingDeleted => &c.nothing_deleted,
-        ReleaseOutcome::RefusedExpired => &c.refused_expired,
-        ReleaseOutcome::RefusedHeldByOther => &c.refused_held_by_other,
-        ReleaseOutcome::RefusedUnclassified => &c.refused_unclassified,
+/// Runs one worker until the run's end or shutdown: acquire → hold → release and finish →
+/// think. Never panics on a Redis error: every failure is counted and the loop goes on.
+pub async fn run_worker<C: LockConn>(
+    id: usize,
+    conn: C,
+    ctx: Arc<WorkerCtx>,
+    halt: watch::Receiver<Halt>,
+) {
+    let mut w = Worker {
+        id,
+        conn,
+        st: Streams::new(ctx.seed, id),
+        ctx,
+        halt,
+        seq: 0,
+        token_seq: 0,
+        failures: 0,
     };
-    counter.fetch_add(1, Relaxed);
-    c.stale_releases.fetch_add(u64::from(t.stale), Relaxed);
-    c.stale_without_overrun
-        .fetch_add(u64::from(t.stale_without_overrun), Relaxed);
-    c.deleted_by_other
-        .fetch_add(u64::from(t.deleted_by_other), Relaxed);
+    while w.may_start() {
+        let key = w.ctx.choose_key(&mut w.st.keys);
+        w.ctx.recorder.touch(key);
+        match w.acquire(key).await {
+            Some(held) => {
+                let section = w.hold(held).await;
+                w.release_and_finish(section).await;
+            }
+            None => w.ctx.unreserve(),
+        }
+        if !w.think().await {
+            break;
+        }
+    }
 }

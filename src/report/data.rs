@@ -340,9 +340,9 @@ pub fn nines_label(x: f64) -> String {
 }
 
 /// Stretches `[start, end)` with two or more sections open, for intervals in any order. Ties
-/// are ordered as in [`crate::overlap::compute`]: touching sections do not overlap.
+/// are ordered as in [`crate::analysis::overlap::compute`]: touching sections do not overlap.
 pub fn overlap_stretches(intervals: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let (_, stretches) = crate::overlap::compute(intervals);
+    let (_, stretches) = crate::analysis::overlap::compute(intervals);
     // A zero-length stretch has nothing to draw.
     stretches
         .into_iter()
@@ -699,16 +699,20 @@ pub struct ComparePanel {
 }
 
 /// The small multiples of `compare.png`, from the summaries.
-pub fn compare_panels(summaries: &[crate::summary::Summary]) -> Vec<ComparePanel> {
-    type Pick = fn(&crate::summary::Summary) -> f64;
+pub fn compare_panels(summaries: &[crate::analysis::summary::Summary]) -> Vec<ComparePanel> {
+    type Pick = fn(&crate::analysis::summary::Summary) -> f64;
     let specs: [(&'static str, &'static str, Pick); 6] = [
-        ("overruns (d > TTL)", "sections", |s| s.overruns as f64),
-        ("stale releases", "releases", |s| s.stale_releases as f64),
+        ("overruns (d > TTL)", "sections", |s| {
+            s.counts.overruns as f64
+        }),
+        ("stale releases", "releases", |s| {
+            s.counts.stale_releases as f64
+        }),
         ("refused stale releases", "releases", |s| {
             s.refused_releases as f64
         }),
         ("wrongful deletes", "releases", |s| {
-            s.wrongful_deletes as f64
+            s.counts.wrongful_deletes as f64
         }),
         ("overlap time (≥ 2 holders)", "ms", |s| s.overlap_ms),
         ("throughput", "sections / s", |s| s.throughput_per_s),
@@ -731,7 +735,7 @@ mod tests {
     use super::*;
 
     fn hist(values: &[u64]) -> Histogram<u64> {
-        let mut h = crate::engine::recorder::new_hist();
+        let mut h = crate::record::new_hist();
         for &v in values {
             h.record(v).unwrap();
         }
@@ -830,7 +834,7 @@ mod tests {
         let s = overlap_stretches(&iv);
         assert_eq!(s, vec![(8, 10), (15, 20), (35, 36)]);
         let total: u64 = s.iter().map(|(a, b)| b - a).sum();
-        assert_eq!(total, crate::overlap::compute(&iv).0.overlap_us);
+        assert_eq!(total, crate::analysis::overlap::compute(&iv).0.overlap_us);
     }
 
     fn spans(iv: &[(u64, u64)]) -> Vec<SectionSpan> {
@@ -866,7 +870,10 @@ mod tests {
     fn window_around_first_overlap_or_longest() {
         let mut iv: Vec<(u64, u64)> = (0..100).map(|i| (i * 10, i * 10 + 5)).collect();
         iv[50] = (500, 530); // overlaps 510 and 520
-        let t = crate::overlap::compute(&iv).0.first_overlap_us.unwrap();
+        let t = crate::analysis::overlap::compute(&iv)
+            .0
+            .first_overlap_us
+            .unwrap();
         let p = WindowPicker::first_overlap(t, 10);
         assert_eq!(p.focus(), Focus::FirstOverlap(510));
         assert_eq!(picked(&iv, p), (10, 470, 560));
@@ -889,7 +896,7 @@ mod tests {
     fn sorted_rule(iv: &[(u64, u64)], max_rows: usize) -> Vec<usize> {
         let mut sorted: Vec<(u64, u64)> = iv.to_vec();
         sorted.sort_unstable();
-        let first = match crate::overlap::compute(iv).0.first_overlap_us {
+        let first = match crate::analysis::overlap::compute(iv).0.first_overlap_us {
             Some(t) => {
                 let open = sorted.iter().position(|&(s, e)| s <= t && e > t).unwrap();
                 open.saturating_sub(3)
@@ -939,7 +946,7 @@ mod tests {
                 }
             }
             let max_rows = [1, 5, 10, 40][case % 4];
-            let stats = crate::overlap::compute(&iv).0;
+            let stats = crate::analysis::overlap::compute(&iv).0;
             let mut p = match stats.first_overlap_us {
                 Some(t) => {
                     overlapping += 1;

@@ -4,7 +4,8 @@
 
 use super::palette::method_hex;
 use super::verify::Mismatch;
-use crate::summary::{Quantiles, Summary};
+use crate::analysis::figures::{cell, figures};
+use crate::analysis::summary::{Quantiles, Summary};
 use std::fmt::Write as _;
 
 /// A chart on the page.
@@ -65,7 +66,8 @@ fn q3(q: &Quantiles) -> String {
 
 type Row = (&'static str, fn(&Summary) -> String);
 
-const ROWS: &[Row] = &[
+/// Rows before the figures: what the variant was.
+const BEFORE: &[Row] = &[
     ("release method", |s| s.release.clone()),
     ("connection", |s| s.connection_mode.clone()),
     ("workers / keys", |s| format!("{} / {}", s.workers, s.keys)),
@@ -80,19 +82,10 @@ const ROWS: &[Row] = &[
         }
     }),
     ("elapsed", |s| format!("{:.2} s", s.elapsed_s)),
-    ("attempts", |s| s.attempts.to_string()),
-    ("sections", |s| s.sections.to_string()),
-    ("throughput", |s| {
-        format!("{:.0} sections/s", s.throughput_per_s)
-    }),
-    ("rejections (busy)", |s| s.rejections.to_string()),
-    ("overruns (d > TTL)", |s| {
-        format!(
-            "{} ({})",
-            s.overruns,
-            super::data::fmt_pct(s.overrun_fraction)
-        )
-    }),
+];
+
+/// Rows after the figures: the theory check and percentiles.
+const AFTER: &[Row] = &[
     (
         "P(d > TTL) theory, 99 % interval of the measured fraction",
         |s| match &s.analytic {
@@ -106,22 +99,6 @@ const ROWS: &[Row] = &[
             None => "n/a".to_string(),
         },
     ),
-    ("stale releases", |s| s.stale_releases.to_string()),
-    ("… without overrun", |s| {
-        s.stale_without_overrun.to_string()
-    }),
-    ("lock deleted by other (before its TTL)", |s| {
-        s.deleted_by_other.to_string()
-    }),
-    ("refused releases", |s| s.refused_releases.to_string()),
-    ("… expired", |s| s.refused_expired.to_string()),
-    ("… held by other", |s| s.refused_held_by_other.to_string()),
-    ("… unclassified", |s| s.refused_unclassified.to_string()),
-    ("wrongful deletes", |s| s.wrongful_deletes.to_string()),
-    ("nothing deleted (del)", |s| s.nothing_deleted.to_string()),
-    ("overlap time", |s| format!("{:.3} ms", s.overlap_ms)),
-    ("overlap incidents", |s| s.overlap_incidents.to_string()),
-    ("peak holders", |s| s.peak_holders.to_string()),
     ("duration p50/p99/p99.9/max (ms)", |s| q3(&s.duration_ms)),
     ("excess over TTL p50/p99/p99.9/max (ms)", |s| {
         q3(&s.excess_ms)
@@ -136,12 +113,6 @@ const ROWS: &[Row] = &[
     ("release p50/p99/p99.9/max (ms)", |s| {
         q3(&s.release_latency_ms)
     }),
-    ("interrupted sections", |s| s.interrupted.to_string()),
-    ("errors", |s| s.errors.to_string()),
-    ("outages", |s| {
-        format!("{} ({:.3} ms)", s.outages, s.outage_ms)
-    }),
-    ("stopped by", |s| s.stop_reason.name().to_string()),
 ];
 
 /// Flattens JSON into `(dotted.path, value)` rows.
@@ -208,7 +179,19 @@ pub fn page(p: &Page<'_>) -> String {
         );
     }
     h.push_str("</tr></thead>\n<tbody>\n");
-    for (label, f) in ROWS {
+    // What the variant was, every figure of the one table, then theory and percentiles.
+    type Cell = Box<dyn Fn(&Summary) -> String>;
+    let mut rows: Vec<(String, Cell)> = Vec::new();
+    for (label, f) in BEFORE {
+        rows.push((label.to_string(), Box::new(f)));
+    }
+    for fig in figures() {
+        rows.push((fig.label.clone(), Box::new(move |s| cell(&fig, s))));
+    }
+    for (label, f) in AFTER {
+        rows.push((label.to_string(), Box::new(f)));
+    }
+    for (label, f) in &rows {
         let _ = write!(h, "<tr><td>{}</td>", esc(label));
         for s in p.summaries {
             let _ = write!(h, "<td>{}</td>", esc(&f(s)));

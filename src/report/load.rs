@@ -2,9 +2,9 @@
 //! (streamed, one row at a time) and the `.hlog` interval logs. Nothing here needs the process
 //! that made the run, so an old run can be re-rendered.
 
-use crate::engine::recorder::{EventRow, new_hist};
-use crate::engine::runner::SummaryFile;
-use crate::release::ReleaseOutcome;
+use crate::analysis::counts::Counts;
+use crate::output::SummaryFile;
+use crate::record::{EventRow, new_hist};
 use anyhow::Context;
 use base64::Engine;
 use hdrhistogram::Histogram;
@@ -134,39 +134,6 @@ impl RunFiles {
     }
 }
 
-/// Counts over one variant's rows, with the summary's meaning.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct EventCounts {
-    /// Rows (sections).
-    pub sections: u64,
-    /// d > TTL.
-    pub overruns: u64,
-    /// Sum of d − TTL over overruns, µs.
-    pub excess_total_us: u64,
-    /// Releases that found the key gone.
-    pub stale_releases: u64,
-    /// … of sections with d ≤ TTL.
-    pub stale_without_overrun: u64,
-    /// Keys gone before they could expire.
-    pub deleted_by_other: u64,
-    /// Outcome `refused_expired`.
-    pub refused_expired: u64,
-    /// Outcome `refused_held_by_other`.
-    pub refused_held_by_other: u64,
-    /// Outcome `refused_unclassified`.
-    pub refused_unclassified: u64,
-    /// Outcome `wrongful_delete`.
-    pub wrongful_deletes: u64,
-    /// Outcome `nothing_deleted`.
-    pub nothing_deleted: u64,
-    /// Outcome `released`.
-    pub released: u64,
-    /// Outcome `error_<kind>`.
-    pub release_errors: u64,
-    /// Cut short.
-    pub interrupted: u64,
-}
-
 /// What the report keeps of one key: a count and the longest section, the fallback timeline's
 /// centre when nothing overlapped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -202,8 +169,8 @@ pub struct VariantEvents {
     pub durations: Histogram<u64>,
     /// Acquire latencies, µs.
     pub acquire: Histogram<u64>,
-    /// Counters.
-    pub counts: EventCounts,
+    /// Counted figures, recounted from the rows.
+    pub counts: Counts,
     /// Sections per key.
     pub keys: BTreeMap<usize, KeySections>,
 }
@@ -216,38 +183,15 @@ impl VariantEvents {
             ttl_us: 0,
             durations: new_hist(),
             acquire: new_hist(),
-            counts: EventCounts::default(),
+            counts: Counts::default(),
             keys: BTreeMap::new(),
         }
     }
 
-    /// Adds one row, counting it exactly as the worker counted it live.
+    /// Adds one row, counting it with the function the worker used live.
     pub fn add(&mut self, r: &EventRow) {
-        let c = &mut self.counts;
-        c.sections += 1;
+        self.counts.add(&Counts::of_section(r));
         self.ttl_us = r.ttl_us;
-        let overrun = r.duration_us > r.ttl_us;
-        c.overruns += u64::from(overrun);
-        c.excess_total_us += r.duration_us.saturating_sub(r.ttl_us);
-        c.interrupted += u64::from(r.interrupted);
-        match ReleaseOutcome::from_name(&r.outcome) {
-            Some(o) => {
-                let counter = match o {
-                    ReleaseOutcome::Released => &mut c.released,
-                    ReleaseOutcome::WrongfulDelete => &mut c.wrongful_deletes,
-                    ReleaseOutcome::NothingDeleted => &mut c.nothing_deleted,
-                    ReleaseOutcome::RefusedExpired => &mut c.refused_expired,
-                    ReleaseOutcome::RefusedHeldByOther => &mut c.refused_held_by_other,
-                    ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
-                };
-                *counter += 1;
-                let t = crate::release::tally(o, overrun, r.set_sent_us, r.released_us, r.ttl_us);
-                c.stale_releases += u64::from(t.stale);
-                c.stale_without_overrun += u64::from(t.stale_without_overrun);
-                c.deleted_by_other += u64::from(t.deleted_by_other);
-            }
-            None => c.release_errors += 1,
-        }
         record(&mut self.durations, r.duration_us);
         record(&mut self.acquire, r.acquire_latency_us);
         self.keys

@@ -39,7 +39,7 @@ pub use load::ReportError;
 pub use palette::method_colour;
 pub use verify::Mismatch;
 
-use crate::engine::runner::SummaryFile;
+use crate::output::SummaryFile;
 use data::{
     ComparePanel, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS, Timeline,
     VariantDurations, WindowPicker,
@@ -177,7 +177,7 @@ fn timeline_of(target: Option<Target>, events: &Path, ttl_us: u64) -> anyhow::Re
         Centre::FirstOverlap(t) => Some(t),
         Centre::Recompute => {
             let iv = load::key_intervals(events, &v.name, key)?;
-            crate::overlap::compute(&iv).0.first_overlap_us
+            crate::analysis::overlap::compute(&iv).0.first_overlap_us
         }
         Centre::Longest => None,
     };

@@ -8,10 +8,11 @@
 //! `lockbench report DIR` runs this check; the charts drawn at the end of a run do not.
 
 use super::load::{self, EventScan, VariantEvents};
-use crate::engine::recorder::EventRow;
-use crate::engine::runner::SummaryFile;
-use crate::overlap::{self, OverlapStats};
-use crate::summary::{KeyOverlap, Quantiles, Summary};
+use crate::analysis::counts::{Counts, NOT_RECORDED, Recount};
+use crate::analysis::overlap::{self, OverlapStats};
+use crate::analysis::summary::{KeyOverlap, Quantiles, Summary};
+use crate::output::SummaryFile;
+use crate::record::EventRow;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -102,12 +103,12 @@ pub fn compare(summary: &SummaryFile, scan: &EventScan, intervals: &KeyIntervals
     for s in &summary.variants {
         match scan.get(&s.variant) {
             Some(v) => compare_variant(s, v, intervals, &mut out),
-            None if s.sections == 0 => {}
+            None if s.counts.sections == 0 => {}
             None => out.push(Mismatch {
                 variant: s.variant.clone(),
                 figure: "sections".into(),
                 from_events: "no rows".into(),
-                in_summary: s.sections.to_string(),
+                in_summary: s.counts.sections.to_string(),
             }),
         }
     }
@@ -146,41 +147,19 @@ fn compare_variant(
             });
         }
     };
-    let c = &v.counts;
-    let counts = [
-        ("sections", c.sections, s.sections),
-        ("overruns", c.overruns, s.overruns),
-        ("stale_releases", c.stale_releases, s.stale_releases),
-        (
-            "stale_without_overrun",
-            c.stale_without_overrun,
-            s.stale_without_overrun,
-        ),
-        (
-            "refused_releases",
-            c.refused_expired + c.refused_held_by_other + c.refused_unclassified,
-            s.refused_releases,
-        ),
-        ("refused_expired", c.refused_expired, s.refused_expired),
-        (
-            "refused_held_by_other",
-            c.refused_held_by_other,
-            s.refused_held_by_other,
-        ),
-        (
-            "refused_unclassified",
-            c.refused_unclassified,
-            s.refused_unclassified,
-        ),
-        ("wrongful_deletes", c.wrongful_deletes, s.wrongful_deletes),
-        ("deleted_by_other", c.deleted_by_other, s.deleted_by_other),
-        ("nothing_deleted", c.nothing_deleted, s.nothing_deleted),
-        ("released", c.released, s.released),
-        ("interrupted", c.interrupted, s.interrupted),
-    ];
-    for (figure, e, x) in counts {
-        check(figure, e.to_string(), x.to_string());
+    // Every counted figure that the rows carry, from the one list of counts.
+    for (name, _, recount) in Counts::FIELDS {
+        // A count an older summary.json lacks cannot disagree.
+        if *recount == Recount::FromRows && s.counts.get(name) != Some(NOT_RECORDED) {
+            let (e, x) = (v.counts.get(name), s.counts.get(name));
+            check(name, e.unwrap_or(0).to_string(), x.unwrap_or(0).to_string());
+        }
     }
+    check(
+        "refused_releases",
+        v.counts.refused_releases().to_string(),
+        s.refused_releases.to_string(),
+    );
     if v.ttl_us != 0 && v.ttl_us != s.ttl_ms * 1000 {
         check(
             "ttl_ms",
@@ -191,7 +170,7 @@ fn compare_variant(
 
     check(
         "excess_total_ms",
-        format!("{} µs", c.excess_total_us),
+        format!("{} µs", v.counts.excess_total_us),
         format!("{} µs", us(s.excess_total_ms)),
     );
     let (per_key, all) = intervals.overlap(&v.name);

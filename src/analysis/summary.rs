@@ -1,13 +1,14 @@
-//! The reported figures of one variant, computed from what the recorder collected. Field names
-//! are the design notes' terms in snake_case; `schema/summary.schema.json` describes them.
+//! The reported figures of one variant, computed from plain values ([`Measured`]) — what
+//! the recorder collected, or hand-built data in tests. Field names are the design notes'
+//! terms in snake_case; `schema/summary.schema.json` describes them.
 
-use crate::engine::recorder::{HistSet, Metric, Recorder};
-use crate::overlap::OverlapStats;
+use crate::analysis::counts::Counts;
+use crate::analysis::overlap::OverlapStats;
+use crate::record::{HistSet, Metric, Outages};
 use crate::store::ErrorKind;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering::Relaxed;
 
 /// Percentiles of a recorded distribution, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -90,54 +91,23 @@ pub struct Summary {
     pub seed: u64,
     /// Wall time of the variant, s.
     pub elapsed_s: f64,
-    /// Acquisition commands sent.
-    pub attempts: u64,
-    /// Successful acquisitions.
-    pub sections: u64,
+    /// The counted figures (flattened: each is a field of summary.json).
+    #[serde(flatten)]
+    pub counts: Counts,
     /// Sections per second.
     pub throughput_per_s: f64,
-    /// Sections with d > TTL.
-    pub overruns: u64,
     /// overruns / sections.
     pub overrun_fraction: f64,
     /// Sum of the excesses d − TTL over all overruns, ms.
     pub excess_total_ms: f64,
-    /// Releases sent after the holder's key expired at the server (its TTL had run out since
-    /// the `SET` was sent, and the key no longer held the holder's token).
-    pub stale_releases: u64,
-    /// Stale releases of sections with d ≤ TTL.
-    pub stale_without_overrun: u64,
-    /// Releases that found the key gone before it could have expired: deleted by another
-    /// holder's naive `DEL` (only possible with `del`).
-    pub deleted_by_other: u64,
     /// Token-checked releases that deleted nothing.
     pub refused_releases: u64,
-    /// … because the key had expired.
-    pub refused_expired: u64,
-    /// … because another holder's token was there.
-    pub refused_held_by_other: u64,
-    /// … class unknown (`delex`).
-    pub refused_unclassified: u64,
-    /// `del` releases that removed another holder's lock.
-    pub wrongful_deletes: u64,
-    /// `del` releases that found no key.
-    pub nothing_deleted: u64,
-    /// Releases that deleted the holder's own lock.
-    pub released: u64,
     /// Time with ≥ 2 holders, summed over keys, ms.
     pub overlap_ms: f64,
     /// Sections that began while another of the same key was open.
     pub overlap_incidents: u64,
     /// Most simultaneous holders of one key.
     pub peak_holders: u32,
-    /// Attempts refused because the lock was busy (fail-fast).
-    pub rejections: u64,
-    /// Busy replies followed by a retry.
-    pub retries: u64,
-    /// Acquisitions abandoned after the max wait (retry policy).
-    pub acquire_giveups: u64,
-    /// Sections cut short by Ctrl-C or the end-of-run grace period.
-    pub interrupted: u64,
     /// Failed commands.
     pub errors: u64,
     /// Failed commands by kind.
@@ -230,15 +200,28 @@ pub struct Meta {
     pub stop_reason: StopReason,
 }
 
-/// Builds the summary from a finished recorder and its drained histograms.
-pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
-    let c = &rec.counters;
-    let g = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed);
-    let (per_key, all): (Vec<OverlapStats>, OverlapStats) = rec.overlap();
-    let sections = g(&c.sections);
-    let overruns = g(&c.overruns);
-    let refused = g(&c.refused_expired) + g(&c.refused_held_by_other) + g(&c.refused_unclassified);
-    let q = |m: Metric| Quantiles::of(hists.get(m));
+/// What a variant measured, as plain values: the recorder's snapshot, or hand-built in tests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Measured {
+    /// The counted figures.
+    pub counts: Counts,
+    /// Failed commands by kind, and the first message of each kind.
+    pub errors: Vec<(ErrorKind, u64, Option<String>)>,
+    /// Overlap per key, index = key number.
+    pub per_key: Vec<OverlapStats>,
+    /// The outages seen.
+    pub outages: Outages,
+}
+
+/// Builds the summary of one variant from what it measured and its histograms.
+pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
+    let c = m.counts;
+    let mut all = OverlapStats::default();
+    for k in &m.per_key {
+        all.merge(k);
+    }
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
+    let q = |metric: Metric| Quantiles::of(hists.get(metric));
     Summary {
         variant: meta.variant,
         release: meta.release,
@@ -246,59 +229,34 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
         backend: meta.backend,
         server_version: meta.server_version,
         workers: meta.workers,
-        keys: per_key.len(),
+        keys: m.per_key.len(),
         ttl_ms: meta.ttl_ms,
         time_scale: meta.time_scale,
         unscaled_ttl_ms: meta.unscaled_ttl_ms,
         seed: meta.seed,
         elapsed_s: meta.elapsed_s,
-        attempts: g(&c.attempts),
-        sections,
-        throughput_per_s: if meta.elapsed_s > 0.0 {
-            sections as f64 / meta.elapsed_s
-        } else {
-            0.0
-        },
-        overruns,
-        excess_total_ms: g(&c.excess_total_us) as f64 / 1000.0,
-        overrun_fraction: if sections > 0 {
-            overruns as f64 / sections as f64
-        } else {
-            0.0
-        },
-        stale_releases: g(&c.stale_releases),
-        stale_without_overrun: g(&c.stale_without_overrun),
-        deleted_by_other: g(&c.deleted_by_other),
-        refused_releases: refused,
-        refused_expired: g(&c.refused_expired),
-        refused_held_by_other: g(&c.refused_held_by_other),
-        refused_unclassified: g(&c.refused_unclassified),
-        wrongful_deletes: g(&c.wrongful_deletes),
-        nothing_deleted: g(&c.nothing_deleted),
-        released: g(&c.released),
+        counts: c,
+        throughput_per_s: ratio(c.sections as f64, meta.elapsed_s),
+        overrun_fraction: ratio(c.overruns as f64, c.sections as f64),
+        excess_total_ms: c.excess_total_us as f64 / 1000.0,
+        refused_releases: c.refused_releases(),
         overlap_ms: all.overlap_us as f64 / 1000.0,
         overlap_incidents: all.incidents,
         peak_holders: all.peak_holders,
-        rejections: g(&c.rejections),
-        retries: g(&c.retries),
-        acquire_giveups: g(&c.acquire_giveups),
-        interrupted: g(&c.interrupted),
-        errors: c.total_errors(),
-        errors_by_kind: ErrorKind::ALL
+        errors: m.errors.iter().map(|(_, n, _)| n).sum(),
+        errors_by_kind: m
+            .errors
             .iter()
-            .map(|k| (k.name().to_string(), c.errors(*k)))
+            .map(|(k, n, _)| (k.name().to_string(), *n))
             .collect(),
-        first_errors: rec
-            .first_errors()
-            .into_iter()
-            .map(|(k, m)| (k.name().to_string(), m))
+        first_errors: m
+            .errors
+            .iter()
+            .filter_map(|(k, _, first)| Some((k.name().to_string(), first.clone()?)))
             .collect(),
         stop_reason: meta.stop_reason,
-        outages: {
-            let o = rec.outages();
-            o.ended + u64::from(o.open_at_end)
-        },
-        outage_ms: rec.outages().total_us as f64 / 1000.0,
+        outages: m.outages.ended + u64::from(m.outages.open_at_end),
+        outage_ms: m.outages.total_us as f64 / 1000.0,
         duration_ms: q(Metric::Duration),
         intended_ms: q(Metric::Intended),
         timer_error_ms: q(Metric::TimerError),
@@ -307,7 +265,8 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
         set_latency_ms: q(Metric::SetLatency),
         release_latency_ms: q(Metric::ReleaseLatency),
         overlap_stretch_ms: q(Metric::OverlapStretch),
-        per_key: per_key
+        per_key: m
+            .per_key
             .iter()
             .enumerate()
             // Only keys that saw an overlap: with many keys the rest would drown the file.
@@ -321,5 +280,90 @@ pub fn summarize(meta: Meta, rec: &Recorder, hists: &HistSet) -> Summary {
             })
             .collect(),
         analytic: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            variant: "token".into(),
+            release: "token".into(),
+            connection_mode: "per-worker".into(),
+            backend: "memory".into(),
+            server_version: "memory".into(),
+            workers: 2,
+            ttl_ms: 10,
+            time_scale: 1.0,
+            unscaled_ttl_ms: 10.0,
+            seed: 1,
+            elapsed_s: 2.0,
+            stop_reason: StopReason::Limit,
+        }
+    }
+
+    /// Every derived figure follows from hand-built counts: fractions, sums, the merged
+    /// overlap of two keys, errors by kind with their first messages, outages.
+    #[test]
+    fn derived_figures_from_hand_built_data() {
+        let key = |overlap_us, incidents, peak_holders| OverlapStats {
+            overlap_us,
+            incidents,
+            peak_holders,
+            ..OverlapStats::default()
+        };
+        let m = Measured {
+            counts: Counts {
+                sections: 200,
+                overruns: 50,
+                excess_total_us: 12_500,
+                refused_expired: 3,
+                refused_held_by_other: 4,
+                ..Counts::default()
+            },
+            errors: vec![
+                (ErrorKind::Timeout, 5, Some("timed out".into())),
+                (ErrorKind::Server, 0, None),
+            ],
+            per_key: vec![key(1_500, 2, 2), key(0, 0, 1), key(2_500, 3, 3)],
+            outages: Outages {
+                ended: 1,
+                total_us: 4_000,
+                open_at_end: true,
+            },
+        };
+        let s = summarize(meta(), &m, &HistSet::default());
+        assert_eq!(s.throughput_per_s, 100.0);
+        assert_eq!(s.overrun_fraction, 0.25);
+        assert_eq!(s.excess_total_ms, 12.5);
+        assert_eq!(s.refused_releases, 7);
+        assert_eq!(
+            (s.overlap_ms, s.overlap_incidents, s.peak_holders),
+            (4.0, 5, 3)
+        );
+        assert_eq!(s.keys, 3);
+        assert_eq!(s.per_key.len(), 2, "only keys that overlapped");
+        assert_eq!(s.errors, 5);
+        assert_eq!(s.errors_by_kind["timeout"], 5);
+        assert_eq!(s.first_errors.len(), 1);
+        assert_eq!((s.outages, s.outage_ms), (2, 4.0));
+    }
+
+    /// No section: fractions are 0, not NaN.
+    #[test]
+    fn empty_run_has_zero_fractions() {
+        let s = summarize(meta(), &Measured::default(), &HistSet::default());
+        assert_eq!((s.overrun_fraction, s.counts.sections), (0.0, 0));
+        let s = summarize(
+            Meta {
+                elapsed_s: 0.0,
+                ..meta()
+            },
+            &Measured::default(),
+            &HistSet::default(),
+        );
+        assert_eq!(s.throughput_per_s, 0.0);
     }
 }

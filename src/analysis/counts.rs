@@ -1,0 +1,221 @@
+//! The counted figures of a variant, defined once.
+//!
+//! [`counts!`] lists every counter with its definition. From that one list come the plain
+//! [`Counts`] (what the summary holds and `lockbench report` recounts), the atomic
+//! [`LiveCounts`] the workers add to, and [`Counts::FIELDS`] (name, definition, whether
+//! events.csv determines it). A section's counts come from its row alone
+//! ([`Counts::of_section`]), the same function live and in the recount, so the two cannot
+//! drift. Adding a counter is one line here plus the code that counts it.
+
+use crate::record::EventRow;
+use crate::release::{ReleaseOutcome, tally};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A count that the summary.json being read does not have (an older lockbench wrote it).
+pub const NOT_RECORDED: u64 = u64::MAX;
+
+fn not_recorded() -> u64 {
+    NOT_RECORDED
+}
+
+/// Whether a counter can be recounted from `events.csv` (one row per section).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recount {
+    /// Every row carries it: `lockbench report` recounts it exactly.
+    FromRows,
+    /// Counted per attempt (busy replies, failed acquisitions): no row records it.
+    Live,
+}
+
+macro_rules! counts {
+    ($( $(#[doc = $doc:literal])+ $field:ident: $recount:ident, )*) => {
+        /// Counted figures of one variant, as plain numbers. A count missing from a
+        /// summary.json written by an older lockbench reads as [`NOT_RECORDED`].
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        pub struct Counts {
+            $( $(#[doc = $doc])+ #[serde(default = "not_recorded")] pub $field: u64, )*
+        }
+
+        /// The same counters, added to by many workers at once.
+        #[derive(Debug, Default)]
+        pub struct LiveCounts {
+            $( $(#[doc = $doc])+ pub $field: AtomicU64, )*
+        }
+
+        impl LiveCounts {
+            /// The counts so far.
+            pub fn snapshot(&self) -> Counts {
+                Counts { $( $field: self.$field.load(Relaxed), )* }
+            }
+            /// Adds `d` (only its non-zero fields touch an atomic).
+            pub fn add(&self, d: &Counts) {
+                $( if d.$field != 0 { self.$field.fetch_add(d.$field, Relaxed); } )*
+            }
+        }
+
+        impl Counts {
+            /// Every counter: its name (in summary.json), definition and recount.
+            pub const FIELDS: &[(&str, &str, Recount)] = &[
+                $( (stringify!($field), concat!($($doc),+), Recount::$recount), )*
+            ];
+            /// Adds `d`.
+            pub fn add(&mut self, d: &Counts) {
+                $( self.$field += d.$field; )*
+            }
+            /// A counter by name.
+            pub fn get(&self, name: &str) -> Option<u64> {
+                match name {
+                    $( stringify!($field) => Some(self.$field), )*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+counts! {
+    /// Acquisition commands sent.
+    attempts: Live,
+    /// Successful acquisitions (sections begun).
+    sections: FromRows,
+    /// Sections with d > TTL.
+    overruns: FromRows,
+    /// Sum of the excesses d − TTL of overruns, µs.
+    excess_total_us: FromRows,
+    /// Releases sent after the holder's key expired at the server.
+    stale_releases: FromRows,
+    /// Stale releases of sections with d ≤ TTL.
+    stale_without_overrun: FromRows,
+    /// Releases that found the key gone before it could have expired (another holder's naive DEL).
+    deleted_by_other: FromRows,
+    /// Token-checked releases refused: key absent.
+    refused_expired: FromRows,
+    /// Token-checked releases refused: another token present.
+    refused_held_by_other: FromRows,
+    /// Token-checked releases refused, class unknown (delex).
+    refused_unclassified: FromRows,
+    /// del releases that removed another holder's lock.
+    wrongful_deletes: FromRows,
+    /// del releases that found no key.
+    nothing_deleted: FromRows,
+    /// Releases that deleted the holder's own lock.
+    released: FromRows,
+    /// Releases that failed (no reply, or an error reply).
+    release_errors: FromRows,
+    /// Sections cut short by Ctrl-C or the end-of-run grace period.
+    interrupted: FromRows,
+    /// Attempts refused because the lock was busy (fail-fast).
+    rejections: Live,
+    /// Busy replies followed by a retry.
+    retries: Live,
+    /// Acquisitions abandoned after the retry policy's max wait.
+    acquire_giveups: Live,
+}
+
+impl Counts {
+    /// What one section adds, from its row alone: used by the worker as the section ends and
+    /// by `lockbench report` for every row.
+    pub fn of_section(r: &EventRow) -> Counts {
+        let overrun = r.duration_us > r.ttl_us;
+        let mut c = Counts {
+            sections: 1,
+            overruns: u64::from(overrun),
+            excess_total_us: r.duration_us.saturating_sub(r.ttl_us),
+            interrupted: u64::from(r.interrupted),
+            ..Counts::default()
+        };
+        match ReleaseOutcome::from_name(&r.outcome) {
+            Some(o) => {
+                *match o {
+                    ReleaseOutcome::Released => &mut c.released,
+                    ReleaseOutcome::WrongfulDelete => &mut c.wrongful_deletes,
+                    ReleaseOutcome::NothingDeleted => &mut c.nothing_deleted,
+                    ReleaseOutcome::RefusedExpired => &mut c.refused_expired,
+                    ReleaseOutcome::RefusedHeldByOther => &mut c.refused_held_by_other,
+                    ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
+                } += 1;
+                let t = tally(o, overrun, r.set_sent_us, r.released_us, r.ttl_us);
+                c.stale_releases = u64::from(t.stale);
+                c.stale_without_overrun = u64::from(t.stale_without_overrun);
+                c.deleted_by_other = u64::from(t.deleted_by_other);
+            }
+            None => c.release_errors = 1,
+        }
+        c
+    }
+
+    /// Token-checked releases that deleted nothing, of any class.
+    pub fn refused_releases(&self) -> u64 {
+        self.refused_expired + self.refused_held_by_other + self.refused_unclassified
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(duration_us: u64, outcome: &str, released_us: u64) -> EventRow {
+        EventRow {
+            variant: "del".into(),
+            worker: 0,
+            key: 0,
+            seq: 0,
+            attempt_start_us: 0,
+            set_sent_us: 0,
+            acquired_us: 100,
+            released_us,
+            intended_us: duration_us,
+            duration_us,
+            ttl_us: 1_000,
+            overrun: duration_us > 1_000,
+            excess_us: duration_us.saturating_sub(1_000),
+            holders_at_start: 0,
+            attempts: 1,
+            acquire_latency_us: 100,
+            release_latency_us: 50,
+            release: "del".into(),
+            outcome: outcome.into(),
+            interrupted: false,
+        }
+    }
+
+    /// A section counts once, in exactly one outcome; an overrun's excess is summed; a key
+    /// gone after its TTL is a stale release, gone before it another holder's delete.
+    #[test]
+    fn a_section_counts_from_its_row() {
+        let ok = Counts::of_section(&row(500, "released", 600));
+        assert_eq!((ok.sections, ok.released, ok.overruns), (1, 1, 0));
+        assert_eq!(ok.stale_releases + ok.deleted_by_other, 0);
+
+        let late = Counts::of_section(&row(1_500, "nothing_deleted", 1_600));
+        assert_eq!((late.overruns, late.excess_total_us), (1, 500));
+        assert_eq!((late.nothing_deleted, late.stale_releases), (1, 1));
+
+        let robbed = Counts::of_section(&row(300, "nothing_deleted", 400));
+        assert_eq!((robbed.deleted_by_other, robbed.stale_releases), (1, 0));
+
+        let failed = Counts::of_section(&row(300, "error_timeout", 400));
+        assert_eq!((failed.release_errors, failed.released), (1, 0));
+    }
+
+    /// Live and plain counts add the same way; every field has a name and a definition.
+    #[test]
+    fn live_counts_add_like_plain_ones() {
+        let live = LiveCounts::default();
+        let mut plain = Counts::default();
+        for r in [
+            row(500, "released", 600),
+            row(1_500, "wrongful_delete", 1_600),
+        ] {
+            let c = Counts::of_section(&r);
+            live.add(&c);
+            plain.add(&c);
+        }
+        assert_eq!(live.snapshot(), plain);
+        for (name, doc, _) in Counts::FIELDS {
+            assert!(plain.get(name).is_some(), "{name}");
+            assert!(!doc.is_empty(), "{name}");
+        }
+    }
+}

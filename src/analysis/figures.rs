@@ -1,0 +1,245 @@
+//! The one table of reported figures. The terminal table, `summary.csv`, `report.html` and the
+//! recount in `lockbench report` follow it; `summary.json` holds every figure under its name
+//! (a test checks all of these against the table, and the schema too).
+//!
+//! The counted figures come straight from [`Counts::FIELDS`], so a new counter is one line in
+//! `counts.rs`; a derived figure is one entry in [`DERIVED`].
+
+use crate::analysis::counts::{Counts, NOT_RECORDED, Recount};
+use crate::analysis::summary::Summary;
+
+/// How a figure's value reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A whole number of things.
+    Count,
+    /// Milliseconds.
+    Ms,
+    /// A fraction 0–1, shown as a percentage.
+    Fraction,
+    /// Per second.
+    PerSecond,
+    /// A word.
+    Text,
+}
+
+/// How `lockbench report` checks a figure against `events.csv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Recounted from the rows (the same counting function as the live run).
+    Rows,
+    /// Recomputed from the rows' intervals (exact overlap).
+    Overlap,
+    /// Follows from recounted counts.
+    FromCounts,
+    /// Not in the rows; the reason.
+    No(&'static str),
+}
+
+/// One reported figure.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// Name in `summary.json` and column of `summary.csv`.
+    pub name: &'static str,
+    /// Label of its row in the terminal table and `report.html`.
+    pub label: String,
+    /// How its value reads.
+    pub unit: Unit,
+    /// What it means.
+    pub definition: &'static str,
+    /// How `lockbench report` checks it.
+    pub check: Check,
+    /// Shown in the terminal table (every figure is in the files and the HTML).
+    pub terminal: bool,
+    value: fn(&Summary, &str) -> String,
+}
+
+impl Figure {
+    /// Its value in `s`, as the files write it.
+    pub fn value(&self, s: &Summary) -> String {
+        (self.value)(s, self.name)
+    }
+}
+
+fn count(s: &Summary, name: &str) -> String {
+    match s.counts.get(name) {
+        Some(NOT_RECORDED) | None => "n/a".to_string(),
+        Some(n) => n.to_string(),
+    }
+}
+
+/// A number as the files write it: up to 6 decimals, no trailing zeros.
+pub fn num(x: f64) -> String {
+    let t = format!("{x:.6}");
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+type Derived = (
+    &'static str,
+    &'static str,
+    Unit,
+    Check,
+    &'static str,
+    fn(&Summary, &str) -> String,
+);
+
+/// Figures computed from others: (name, label, unit, check, definition, value).
+pub const DERIVED: &[Derived] = &[
+    (
+        "throughput_per_s",
+        "throughput",
+        Unit::PerSecond,
+        Check::No("wall time is not in the rows"),
+        "sections per second of wall time",
+        |s, _| num(s.throughput_per_s),
+    ),
+    (
+        "overrun_fraction",
+        "overrun fraction",
+        Unit::Fraction,
+        Check::FromCounts,
+        "overruns / sections",
+        |s, _| num(s.overrun_fraction),
+    ),
+    (
+        "excess_total_ms",
+        "total excess",
+        Unit::Ms,
+        Check::FromCounts,
+        "sum of the excesses d − TTL over all overruns",
+        |s, _| num(s.excess_total_ms),
+    ),
+    (
+        "refused_releases",
+        "refused releases",
+        Unit::Count,
+        Check::FromCounts,
+        "token-checked releases that deleted nothing (expired + held by other + unclassified)",
+        |s, _| s.refused_releases.to_string(),
+    ),
+    (
+        "overlap_ms",
+        "overlap time",
+        Unit::Ms,
+        Check::Overlap,
+        "per key, the time during which two or more sections were open, summed over keys",
+        |s, _| num(s.overlap_ms),
+    ),
+    (
+        "overlap_incidents",
+        "overlap incidents",
+        Unit::Count,
+        Check::Overlap,
+        "sections that began while another section of the same key was open",
+        |s, _| s.overlap_incidents.to_string(),
+    ),
+    (
+        "peak_holders",
+        "peak holders",
+        Unit::Count,
+        Check::Overlap,
+        "the largest number of simultaneous holders of one key",
+        |s, _| s.peak_holders.to_string(),
+    ),
+    (
+        "errors",
+        "errors",
+        Unit::Count,
+        Check::No("failed acquisitions have no row"),
+        "failed commands (timeout, connection, server, other)",
+        |s, _| s.errors.to_string(),
+    ),
+    (
+        "outages",
+        "outages",
+        Unit::Count,
+        Check::No("outages span commands, not sections"),
+        "stretches in which the server could not be reached, each from its first failure to the next success",
+        |s, _| s.outages.to_string(),
+    ),
+    (
+        "outage_ms",
+        "outage time",
+        Unit::Ms,
+        Check::No("outages span commands, not sections"),
+        "total length of the outages",
+        |s, _| num(s.outage_ms),
+    ),
+    (
+        "stop_reason",
+        "stopped by",
+        Unit::Text,
+        Check::No("how the run ended is not a row"),
+        "why the variant ended: limit, interrupted or gave_up",
+        |s, _| s.stop_reason.name().to_string(),
+    ),
+];
+
+/// Every reported figure: the counted ones, then the derived ones.
+pub fn figures() -> Vec<Figure> {
+    let counted = Counts::FIELDS
+        .iter()
+        .map(|(name, definition, recount)| Figure {
+            name,
+            label: name.replace('_', " "),
+            unit: Unit::Count,
+            definition,
+            check: match recount {
+                Recount::FromRows => Check::Rows,
+                Recount::Live => Check::No("counted per attempt; attempts that failed have no row"),
+            },
+            // Sums kept for the recount, shown through their derived figure.
+            terminal: !matches!(*name, "excess_total_us" | "release_errors"),
+            value: count,
+        });
+    let derived = DERIVED
+        .iter()
+        .map(|&(name, label, unit, check, definition, value)| Figure {
+            name,
+            label: label.to_string(),
+            unit,
+            definition,
+            check,
+            terminal: true,
+            value,
+        });
+    counted.chain(derived).collect()
+}
+
+/// A figure's cell in the terminal table and `report.html`: the value with its unit.
+pub fn cell(f: &Figure, s: &Summary) -> String {
+    let v = f.value(s);
+    match f.unit {
+        Unit::Count | Unit::Text => v,
+        Unit::Ms => format!("{v} ms"),
+        Unit::PerSecond => format!("{v} /s"),
+        Unit::Fraction => v
+            .parse::<f64>()
+            .map(|x| format!("{:.4} %", x * 100.0))
+            .unwrap_or(v),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names are unique, and every figure has a definition.
+    #[test]
+    fn names_are_unique_and_defined() {
+        let all = figures();
+        let mut names: Vec<&str> = all.iter().map(|f| f.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all.len());
+        assert!(all.iter().all(|f| !f.definition.is_empty()));
+    }
+
+    /// Numbers are written without trailing zeros.
+    #[test]
+    fn numbers_are_short() {
+        assert_eq!(num(2.5), "2.5");
+        assert_eq!(num(3.0), "3");
+        assert_eq!(num(0.1234567), "0.123457");
+    }
+}

@@ -1,0 +1,12 @@
+//! Pure analysis: plain values in, figures out — no I/O, no clocks, so every function here is
+//! tested on hand-built data.
+//!
+//! - [`counts`]: the counted figures, defined once, and a section's counts from its row.
+//! - [`figures`]: the one table of reported figures that every output and the recount follow.
+//! - [`overlap`]: exact overlap accounting (time with ≥ 2 holders, incidents, peak holders).
+//! - [`summary`]: a variant's summary from its counts, overlap and histograms.
+
+pub mod counts;
+pub mod figures;
+pub mod overlap;
+pub mod summary;

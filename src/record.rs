@@ -1,0 +1,162 @@
+//! The plain data a run produces, below everything that makes, analyses or reads it: a
+//! section's row (`events.csv`), the recorded metrics with their histograms, and outages.
+
+use hdrhistogram::Histogram;
+
+/// A recorded distribution. All values in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Metric {
+    /// Measured section duration *d*.
+    Duration,
+    /// Intended duration drawn from the distribution.
+    Intended,
+    /// Excess *d* − TTL of overruns.
+    Excess,
+    /// From first attempt to successful acquisition.
+    AcquireLatency,
+    /// Round trip of one `SET NX PX`.
+    SetLatency,
+    /// Round trip of one release command.
+    ReleaseLatency,
+    /// Measured minus intended duration (timer and scheduling error).
+    TimerError,
+    /// Length of each stretch with two or more holders.
+    OverlapStretch,
+}
+
+impl Metric {
+    /// Every metric, in file order.
+    pub const ALL: [Metric; 8] = [
+        Self::Duration,
+        Self::Intended,
+        Self::Excess,
+        Self::AcquireLatency,
+        Self::SetLatency,
+        Self::ReleaseLatency,
+        Self::TimerError,
+        Self::OverlapStretch,
+    ];
+
+    /// File stem of its `.hgrm` / `.hlog` files.
+    pub fn file_stem(self) -> &'static str {
+        match self {
+            Self::Duration => "durations",
+            Self::Intended => "intended-durations",
+            Self::Excess => "excess",
+            Self::AcquireLatency => "acquire-latency",
+            Self::SetLatency => "set-latency",
+            Self::ReleaseLatency => "release-latency",
+            Self::TimerError => "timer-error",
+            Self::OverlapStretch => "overlap-stretch",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// One histogram per metric.
+#[derive(Debug, Clone)]
+pub struct HistSet {
+    hists: Vec<Histogram<u64>>,
+}
+
+impl Default for HistSet {
+    fn default() -> Self {
+        Self {
+            hists: Metric::ALL.iter().map(|_| new_hist()).collect(),
+        }
+    }
+}
+
+/// An auto-resizing histogram: µs, 3 significant figures.
+pub fn new_hist() -> Histogram<u64> {
+    // new(3) only fails for sigfig > 5.
+    Histogram::new(3).unwrap_or_else(|_| unreachable!("3 significant figures is valid"))
+}
+
+impl HistSet {
+    /// Records a value (µs) of `m`.
+    pub fn record(&mut self, m: Metric, us: u64) {
+        // `record` grows an auto-resizing histogram; `saturating_record` would clamp instead.
+        let h = &mut self.hists[m.index()];
+        if h.record(us).is_err() {
+            h.saturating_record(us);
+        }
+    }
+    /// The histogram of `m`.
+    pub fn get(&self, m: Metric) -> &Histogram<u64> {
+        &self.hists[m.index()]
+    }
+    /// Adds every histogram of `other`.
+    pub fn add(&mut self, other: &HistSet) {
+        for (a, b) in self.hists.iter_mut().zip(&other.hists) {
+            // Auto-resizing histograms accept any value, so add cannot fail.
+            let _ = a.add(b);
+        }
+    }
+    /// Empties every histogram, keeping its memory.
+    pub fn reset(&mut self) {
+        for h in &mut self.hists {
+            h.reset();
+        }
+    }
+}
+
+/// Outages seen by a run: stretches in which the server could not be reached (connection or
+/// timeout errors), each from its first failure to the next successful command.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Outages {
+    /// Outages that ended (a later command succeeded).
+    pub ended: u64,
+    /// Their total length, µs, plus the length of one still open at the end.
+    pub total_us: u64,
+    /// Whether the run ended inside an outage.
+    pub open_at_end: bool,
+}
+/// One row of `events.csv`: one section.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct EventRow {
+    /// Variant (release method) of the run.
+    pub variant: String,
+    /// Worker id.
+    pub worker: usize,
+    /// Key index.
+    pub key: usize,
+    /// The worker's section number (0-based): the n-th draw of its duration stream.
+    pub seq: u64,
+    /// First attempt sent (µs since run start).
+    pub attempt_start_us: u64,
+    /// The successful `SET` sent: the key's expiry at the server is at least TTL after this.
+    #[serde(default)]
+    pub set_sent_us: u64,
+    /// Acquire reply received: the section begins.
+    pub acquired_us: u64,
+    /// Release sent: the section ends.
+    pub released_us: u64,
+    /// Duration drawn from the distribution.
+    pub intended_us: u64,
+    /// Measured duration *d*.
+    pub duration_us: u64,
+    /// TTL.
+    pub ttl_us: u64,
+    /// d > TTL.
+    pub overrun: bool,
+    /// d − TTL when positive.
+    pub excess_us: u64,
+    /// Other holders of the key open when this section began.
+    pub holders_at_start: u32,
+    /// Acquisition commands this section needed.
+    pub attempts: u32,
+    /// From first attempt to acquisition.
+    pub acquire_latency_us: u64,
+    /// Round trip of the release command.
+    pub release_latency_us: u64,
+    /// Release method.
+    pub release: String,
+    /// Reply class (`released`, `wrongful_delete`, `refused_expired`, … or `error_<kind>`).
+    pub outcome: String,
+    /// Cut short by Ctrl-C or the end-of-run grace period.
+    pub interrupted: bool,
+}
