@@ -133,9 +133,13 @@ pub enum LostKey {
 }
 
 /// Classifies a release that found its key gone, from the time its `SET` was sent, the time
-/// the release was sent and the TTL (all µs on the same clock).
-pub fn lost_key(set_sent_us: u64, released_us: u64, ttl_us: u64) -> LostKey {
-    if released_us >= set_sent_us.saturating_add(ttl_us) {
+/// the release's reply arrived and the TTL (all µs on the same clock).
+///
+/// Why the reply and not the send: the server ran the release somewhere in its round trip,
+/// so a key can expire while the release is on its way. Only a release that was answered
+/// before the key could have expired proves that someone else deleted it.
+pub fn lost_key(set_sent_us: u64, reply_us: u64, ttl_us: u64) -> LostKey {
+    if reply_us >= set_sent_us.saturating_add(ttl_us) {
         LostKey::Expired
     } else {
         LostKey::DeletedByOther
@@ -154,18 +158,19 @@ pub struct Tally {
     pub deleted_by_other: bool,
 }
 
-/// Tallies a release: `overrun` is d > TTL; the times (µs, one clock) place a missing key.
+/// Tallies a release: `overrun` is d > TTL; the times (µs, one clock: the `SET` sent, the
+/// release's reply received) place a missing key.
 pub fn tally(
     o: ReleaseOutcome,
     overrun: bool,
     set_sent_us: u64,
-    released_us: u64,
+    reply_us: u64,
     ttl_us: u64,
 ) -> Tally {
     if !o.is_stale() {
         return Tally::default();
     }
-    match lost_key(set_sent_us, released_us, ttl_us) {
+    match lost_key(set_sent_us, reply_us, ttl_us) {
         LostKey::Expired => Tally {
             stale: true,
             stale_without_overrun: !overrun,

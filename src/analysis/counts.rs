@@ -135,7 +135,9 @@ impl Counts {
                     ReleaseOutcome::RefusedHeldByOther => &mut c.refused_held_by_other,
                     ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
                 } += 1;
-                let t = tally(o, overrun, r.set_sent_us, r.released_us, r.ttl_us);
+                // The release ran at the server before its reply came back.
+                let reply_us = r.released_us.saturating_add(r.release_latency_us);
+                let t = tally(o, overrun, r.set_sent_us, reply_us, r.ttl_us);
                 c.stale_releases = u64::from(t.stale);
                 c.stale_without_overrun = u64::from(t.stale_without_overrun);
                 c.deleted_by_other = u64::from(t.deleted_by_other);
@@ -194,6 +196,14 @@ mod tests {
 
         let robbed = Counts::of_section(&row(300, "nothing_deleted", 400));
         assert_eq!((robbed.deleted_by_other, robbed.stale_releases), (1, 0));
+
+        // Sent 50 µs before the TTL ran out, answered 50 µs after: the key may have expired
+        // on the way, so the release is stale, not proof of another holder's delete.
+        let in_flight = Counts::of_section(&row(850, "refused_expired", 950));
+        assert_eq!(
+            (in_flight.stale_releases, in_flight.deleted_by_other),
+            (1, 0)
+        );
 
         let failed = Counts::of_section(&row(300, "error_timeout", 400));
         assert_eq!((failed.release_errors, failed.released), (1, 0));
