@@ -209,14 +209,12 @@ pub fn figures() -> Vec<Figure> {
 /// A figure's cell in the terminal table and `report.html`: the value with its unit.
 pub fn cell(f: &Figure, s: &Summary) -> String {
     let v = f.value(s);
-    match f.unit {
-        Unit::Count | Unit::Text => v,
-        Unit::Ms => format!("{v} ms"),
-        Unit::PerSecond => format!("{v} /s"),
-        Unit::Fraction => v
-            .parse::<f64>()
-            .map(|x| format!("{:.4} %", x * 100.0))
-            .unwrap_or(v),
+    let x = v.parse::<f64>();
+    match (f.unit, x) {
+        (Unit::Ms, Ok(x)) => format!("{x:.3} ms"),
+        (Unit::PerSecond, Ok(x)) => format!("{x:.0} /s"),
+        (Unit::Fraction, Ok(x)) => format!("{:.4} %", x * 100.0),
+        _ => v,
     }
 }
 
