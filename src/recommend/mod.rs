@@ -24,7 +24,7 @@
 //! File reading ([`load_durations`], [`read_csv`], [`parse_hgrm`], [`parse_hlog`]) is separate
 //! from the computation ([`recommend`]) and the printer ([`print_recommendation`]).
 
-use crate::dist::{normal_quantile, normal_sf};
+use crate::math::{normal_quantile, normal_sf};
 use anyhow::Context;
 use base64::Engine as _;
 use hdrhistogram::Histogram;
