@@ -37,6 +37,7 @@ pub mod cli;
 pub mod demo;
 pub mod dist;
 pub mod exit;
+pub mod inputs;
 pub mod math;
 pub mod output;
 pub mod overlap;

@@ -334,6 +334,9 @@ impl Profile {
 
     /// Validates into a [`Plan`]. `source` is the profile text (to find line numbers), `file`
     /// its name, `base` the directory relative paths (empirical CSVs) are resolved against.
+    ///
+    /// Every field is checked before any file is read: the `empirical(…)` files the
+    /// distributions name are read last.
     pub fn plan(
         &self,
         file: &str,
@@ -354,8 +357,7 @@ impl Profile {
                     .map_err(|e| err(field, e.to_string()))
             };
         let dist = |field: &str, v: &Option<String>, default: &str| -> Result<Dist, ProfileError> {
-            Dist::parse_with_base(v.as_deref().unwrap_or(default), base)
-                .map_err(|e| err(field, e.to_string()))
+            Dist::parse(v.as_deref().unwrap_or(default)).map_err(|e| err(field, e.to_string()))
         };
 
         let dist_think = |v: &Option<String>| dist("think", v, "constant(0ms)");
@@ -549,8 +551,32 @@ impl Profile {
                 "timeouts must be longer than 0".to_string(),
             ));
         }
-        let dist = dist("dist", &self.dist, "constant(10ms)")?.scaled(scale);
-        let think = dist_think(&self.think)?.scaled(scale);
+        let dist = dist("dist", &self.dist, "constant(10ms)")?;
+        let think = dist_think(&self.think)?;
+        let memory_rtt_us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
+        if memory_rtt_us > 10_000_000 {
+            return Err(err(
+                "memory_rtt",
+                format!(
+                    "{} is not a round trip: use 0 to 10s",
+                    units::fmt_us(memory_rtt_us)
+                ),
+            ));
+        }
+        let give_up_after_us = dur_us("give_up_after", &self.give_up_after, "10s")?;
+        if give_up_after_us < 100_000 {
+            return Err(err(
+                "give_up_after",
+                format!(
+                    "{} is too short to tell an outage from a hiccup: use at least 100ms",
+                    units::fmt_us(give_up_after_us)
+                ),
+            ));
+        }
+        // Every field is valid: only now read the files the distributions name.
+        let load = |field: &str, d: Dist| d.load(base).map_err(|e| err(field, e.to_string()));
+        let dist = load("dist", dist)?.scaled(scale);
+        let think = load("think", think)?.scaled(scale);
         if let Some(median) = dist.quantile(0.5)
             && median > 0.0
             && median < 5.0
@@ -576,31 +602,10 @@ impl Profile {
             seed: self.seed.unwrap_or(1),
             backend,
             redis: self.redis.clone(),
-            memory_rtt_us: {
-                let us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
-                if us > 10_000_000 {
-                    return Err(err(
-                        "memory_rtt",
-                        format!("{} is not a round trip: use 0 to 10s", units::fmt_us(us)),
-                    ));
-                }
-                us
-            },
+            memory_rtt_us,
             command_timeout_us,
             connect_timeout_us,
-            give_up_after_us: {
-                let us = dur_us("give_up_after", &self.give_up_after, "10s")?;
-                if us < 100_000 {
-                    return Err(err(
-                        "give_up_after",
-                        format!(
-                            "{} is too short to tell an outage from a hiccup: use at least 100ms",
-                            units::fmt_us(us)
-                        ),
-                    ));
-                }
-                us
-            },
+            give_up_after_us,
             time_scale: scale,
             unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
             warnings,
@@ -728,6 +733,23 @@ mod tests {
             assert!(!value.is_null(), "test profile leaves `{name}` unset");
             assert!(full.is_set(name), "is_set misses `{name}`");
         }
+    }
+
+    /// Every field is validated before an `empirical(…)` file is read: with a bad field and a
+    /// missing file, the bad field is reported; with only the missing file, the file is, under
+    /// its field and line.
+    #[test]
+    fn fields_are_validated_before_files_are_read() {
+        let missing = "dist = \"empirical(/nonexistent/lockbench/d.csv)\"\n";
+        let e = plan(&format!("{missing}give_up_after = \"1ms\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `give_up_after`"), "{e}");
+        let e = plan(missing).unwrap_err().to_string();
+        assert!(
+            e.starts_with("p.toml:1: field `dist`") && e.contains("/nonexistent/lockbench/d.csv"),
+            "{e}"
+        );
     }
 
     /// Defaults fill a minimal profile.

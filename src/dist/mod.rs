@@ -18,9 +18,18 @@
 //! | `mixture(0.99*constant(5ms),0.01*uniform(1s,3s))` | weighted mixture (weights sum to 1, may nest) |
 //! | `empirical(runs.csv)`, `empirical(file=runs.csv,column=durationMs,unit=ms)` | resampling of recorded values |
 //!
-//! `empirical` reads a CSV file with a header line when the text is parsed; the column defaults
-//! to `durationMs` and the unit (`us`, `ms` or `s`) to `ms`. A path containing `,`, `(`, `)`
-//! or `=` can be written in double quotes: `empirical(file="a,b.csv")`.
+//! `empirical` names a CSV file with a header line; the column defaults to `durationMs` and the
+//! unit (`us`, `ms` or `s`) to `ms`. A path containing `,`, `(`, `)` or `=` can be written in
+//! double quotes: `empirical(file="a,b.csv")`. Parsing never touches the file: [`Dist::load`]
+//! reads it in a separate step, so a whole profile is validated before any I/O.
+//!
+//! - this file: the [`Dist`] type and its analytics (mean, survival, quantile, scaling) and the
+//!   loading of `empirical` files (through [`crate::inputs`]);
+//! - `parse.rs`: the grammar, with errors that point at the column at fault;
+//! - `sample.rs`: the [`Sampler`] that draws values.
+//!
+//! Past 800 lines only through its tests, about half the file, with the fixtures the tests of
+//! `parse` and `sample` share.
 //!
 //! ```
 //! use lockbench::dist::Dist;
@@ -33,6 +42,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::inputs::{self, DurationCsv, Unit};
 use crate::math::{ln_gamma, normal_pdf, normal_quantile, normal_sf};
 
 mod parse;
@@ -96,14 +106,26 @@ pub enum Dist {
     /// A weighted mixture; weights are in `(0, 1]` and sum to 1.
     Mixture(Vec<(f64, Dist)>),
     /// Uniform resampling of recorded values.
-    Empirical {
-        /// The canonical argument text (`file=…,column=…[,unit=…][,scale=…]`), printed by
-        /// `Display` as `empirical(<source>)`. The file is kept as written (relative paths are
-        /// resolved against the base given to [`Dist::parse_with_base`]).
-        source: String,
-        /// The values in ms, sorted ascending when produced by the parser.
-        values: Arc<Vec<f64>>,
-    },
+    Empirical(Empirical),
+}
+
+/// `empirical(…)`: the CSV file and column whose recorded values are resampled.
+///
+/// The parser only names the file; [`Dist::load`] reads it. Until then `values` is `None`, the
+/// analytics answer `None` and a sampler draws 0.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Empirical {
+    /// The file as written; a relative path is resolved against the base given to
+    /// [`Dist::load`].
+    pub file: String,
+    /// The header of the column read.
+    pub column: String,
+    /// Unit of the values in the file.
+    pub unit: Unit,
+    /// Factor applied to every value (`scale=`, and [`Dist::scaled`]).
+    pub scale: f64,
+    /// The values in ms, sorted ascending; `None` until loaded.
+    pub values: Option<Arc<Vec<f64>>>,
 }
 
 /// Why a distribution text was refused.
@@ -120,9 +142,9 @@ pub enum DistError {
         message: String,
     },
     /// The data file of an `empirical(…)` distribution cannot be used.
-    #[error("in `{spec}`: file `{file}`{location}: {message}", location = data_location(*line, column.as_deref()))]
+    #[error("in `{spec}`: file `{file}`{location}: {message}", location = inputs::location(*line, column.as_deref()))]
     Data {
-        /// The full text that was parsed.
+        /// The `empirical(…)` whose file it is, in canonical form.
         spec: String,
         /// The file, as resolved.
         file: String,
@@ -139,28 +161,32 @@ fn caret_line(column: usize) -> String {
     format!("{}^", " ".repeat(column.saturating_sub(1)))
 }
 
-fn data_location(line: Option<u64>, column: Option<&str>) -> String {
-    match (line, column) {
-        (Some(l), Some(c)) => format!(", line {l}, {c}"),
-        (Some(l), None) => format!(", line {l}"),
-        (None, Some(c)) => format!(", {c}"),
-        (None, None) => String::new(),
-    }
-}
-
 impl Dist {
     /// Parses a distribution text (see the [module documentation](self) for the grammar).
     ///
-    /// `empirical(…)` files are read now; relative paths are resolved against the current
-    /// directory.
+    /// No file is read: an `empirical(…)` comes back naming its file, to be read by
+    /// [`Dist::load`].
     pub fn parse(text: &str) -> Result<Dist, DistError> {
-        Dist::parse_with_base(text, None)
+        parse::parse(text)
     }
 
-    /// Parses a distribution text, resolving relative `empirical(…)` paths against `base`
-    /// (e.g. the directory of the profile that contains the text).
-    pub fn parse_with_base(text: &str, base: Option<&Path>) -> Result<Dist, DistError> {
-        parse::parse(text, base)
+    /// Reads the file of every `empirical(…)` in this distribution (also inside mixtures);
+    /// relative paths resolve against `base` (e.g. the directory of the profile), or the current
+    /// directory. Files already read are not read again; other variants come back unchanged.
+    pub fn load(&self, base: Option<&Path>) -> Result<Dist, DistError> {
+        Ok(match self {
+            Dist::Empirical(e) if e.values.is_none() => Dist::Empirical(Empirical {
+                values: Some(Arc::new(e.read(base)?)),
+                ..e.clone()
+            }),
+            Dist::Mixture(parts) => Dist::Mixture(
+                parts
+                    .iter()
+                    .map(|(w, d)| Ok((*w, d.load(base)?)))
+                    .collect::<Result<_, DistError>>()?,
+            ),
+            other => other.clone(),
+        })
     }
 
     /// Builds a sampler (prebuilt `rand_distr` objects; cheap to clone).
@@ -202,7 +228,8 @@ impl Dist {
                 }
                 sum
             }
-            Dist::Empirical { values, .. } => {
+            Dist::Empirical(e) => {
+                let values = e.values.as_ref()?;
                 if values.is_empty() {
                     return None;
                 }
@@ -212,7 +239,8 @@ impl Dist {
         m.is_finite().then_some(m)
     }
 
-    /// The analytic survival function `P(X > t_ms)`; `None` only if `t_ms` is NaN.
+    /// The analytic survival function `P(X > t_ms)`; `None` only if `t_ms` is NaN or an
+    /// `empirical` part is not loaded.
     ///
     /// Exact for every variant; for `empirical` it is the fraction of values above `t_ms`,
     /// for mixtures the weighted sum of the components.
@@ -278,7 +306,8 @@ impl Dist {
                 }
                 sum.clamp(0.0, 1.0)
             }
-            Dist::Empirical { values, .. } => {
+            Dist::Empirical(e) => {
+                let values = e.values.as_ref()?;
                 if values.is_empty() {
                     return Some(0.0);
                 }
@@ -297,7 +326,8 @@ impl Dist {
     ///
     /// Closed forms for every parametric variant; the empirical quantile for `empirical`;
     /// bisection on [`Dist::survival`] for mixtures. `None` for `p` outside `[0, 1]` and when the
-    /// quantile is infinite (e.g. `p = 1` for unbounded distributions).
+    /// quantile is infinite (e.g. `p = 1` for unbounded distributions), or an `empirical` part
+    /// is not loaded.
     pub fn quantile(&self, p: f64) -> Option<f64> {
         if !(0.0..=1.0).contains(&p) {
             return None;
@@ -315,7 +345,8 @@ impl Dist {
             Dist::Pareto { scale, shape } => scale * (1.0 - p).powf(-1.0 / shape),
             Dist::Weibull { scale, shape } => scale * (-(-p).ln_1p()).powf(1.0 / shape),
             Dist::Mixture(parts) => return mixture_quantile(self, parts, p),
-            Dist::Empirical { values, .. } => {
+            Dist::Empirical(e) => {
+                let values = e.values.as_ref()?;
                 if values.is_empty() {
                     return None;
                 }
@@ -336,8 +367,8 @@ impl Dist {
     /// Multiplies every time value by `factor` (for log-normal, `mu += ln(factor)`).
     ///
     /// `factor` must be finite and `≥ 0`; `0` gives `constant(0ms)`; any other factor returns
-    /// an unchanged copy. For `empirical`, the values are multiplied and the source text gets a
-    /// `scale=` argument, so the text still describes the result (up to rounding).
+    /// an unchanged copy. For `empirical`, the values (if loaded) are multiplied and so is its
+    /// `scale=`, so the text still describes the result (up to rounding).
     pub fn scaled(&self, factor: f64) -> Dist {
         if !factor.is_finite() || factor < 0.0 {
             return self.clone();
@@ -373,26 +404,21 @@ impl Dist {
             Dist::Mixture(parts) => {
                 Dist::Mixture(parts.iter().map(|(w, d)| (*w, d.scaled(factor))).collect())
             }
-            Dist::Empirical { source, values } => {
-                let source = match EmpiricalSpec::from_source(source) {
-                    Some(mut spec) => {
-                        spec.scale *= factor;
-                        spec.to_string()
-                    }
-                    None => format!("{source},scale={}", crate::units::fmt_exact(factor)),
-                };
-                Dist::Empirical {
-                    source,
-                    values: Arc::new(values.iter().map(|v| v * factor).collect()),
-                }
-            }
+            Dist::Empirical(e) => Dist::Empirical(Empirical {
+                scale: e.scale * factor,
+                values: e
+                    .values
+                    .as_ref()
+                    .map(|v| Arc::new(v.iter().map(|x| x * factor).collect())),
+                ..e.clone()
+            }),
         }
     }
 
     /// `false` for `empirical` and for mixtures that contain one.
     pub fn is_parametric(&self) -> bool {
         match self {
-            Dist::Empirical { .. } => false,
+            Dist::Empirical(_) => false,
             Dist::Mixture(parts) => parts.iter().all(|(_, d)| d.is_parametric()),
             _ => true,
         }
@@ -462,7 +488,7 @@ impl fmt::Display for Dist {
                 }
                 f.write_str(")")
             }
-            Dist::Empirical { source, .. } => write!(f, "empirical({source})"),
+            Dist::Empirical(e) => write!(f, "empirical({e})"),
         }
     }
 }
@@ -474,8 +500,7 @@ impl serde::Serialize for Dist {
 }
 
 impl<'de> serde::Deserialize<'de> for Dist {
-    /// Parses the string form (relative `empirical` paths resolve against the current
-    /// directory; re-parse with [`Dist::parse_with_base`] to resolve them elsewhere).
+    /// Parses the string form; `empirical` files are not read (see [`Dist::load`]).
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
         Dist::parse(&text).map_err(serde::de::Error::custom)
@@ -485,32 +510,6 @@ impl<'de> serde::Deserialize<'de> for Dist {
 // ---------------------------------------------------------------------------------------------
 // Empirical data
 // ---------------------------------------------------------------------------------------------
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum EmpiricalUnit {
-    Us,
-    Ms,
-    S,
-}
-
-impl EmpiricalUnit {
-    fn factor(self) -> f64 {
-        match self {
-            EmpiricalUnit::Us => 1e-3,
-            EmpiricalUnit::Ms => 1.0,
-            EmpiricalUnit::S => 1e3,
-        }
-    }
-}
-
-/// The arguments of `empirical(…)`; its `Display` is the canonical `source` text.
-#[derive(Debug, Clone, PartialEq)]
-struct EmpiricalSpec {
-    file: String,
-    column: String,
-    unit: EmpiricalUnit,
-    scale: f64,
-}
 
 /// Quotes a value when it would not survive the argument grammar unquoted.
 fn quote_if_needed(v: &str) -> String {
@@ -525,7 +524,8 @@ fn quote_if_needed(v: &str) -> String {
     }
 }
 
-impl fmt::Display for EmpiricalSpec {
+impl fmt::Display for Empirical {
+    /// The canonical arguments: `file=…,column=…[,unit=…][,scale=…]`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -534,9 +534,9 @@ impl fmt::Display for EmpiricalSpec {
             quote_if_needed(&self.column)
         )?;
         match self.unit {
-            EmpiricalUnit::Us => f.write_str(",unit=us")?,
-            EmpiricalUnit::Ms => {}
-            EmpiricalUnit::S => f.write_str(",unit=s")?,
+            Unit::Us => f.write_str(",unit=us")?,
+            Unit::Ms => {}
+            Unit::S => f.write_str(",unit=s")?,
         }
         if self.scale != 1.0 {
             write!(f, ",scale={}", crate::units::fmt_exact(self.scale))?;
@@ -545,127 +545,55 @@ impl fmt::Display for EmpiricalSpec {
     }
 }
 
-impl EmpiricalSpec {
-    /// Re-reads a canonical `source` text (without touching the file).
-    fn from_source(source: &str) -> Option<EmpiricalSpec> {
-        parse::empirical_from_source(source)
-    }
-
-    /// Reads the column from the CSV file; values are sorted ascending.
-    fn load(&self, spec: &str, base: Option<&Path>) -> Result<Vec<f64>, DistError> {
+impl Empirical {
+    /// Reads the column from the file; values in ms, sorted ascending.
+    fn read(&self, base: Option<&Path>) -> Result<Vec<f64>, DistError> {
         let path = match base {
             Some(b) if Path::new(&self.file).is_relative() => b.join(&self.file),
             _ => PathBuf::from(&self.file),
         };
-        let shown = path.display().to_string();
-        let fail = |line: Option<u64>, column: Option<String>, message: String| DistError::Data {
-            spec: spec.to_string(),
-            file: shown.clone(),
-            line,
-            column,
-            message,
+        let fail = |p: inputs::Problem| DistError::Data {
+            spec: format!("empirical({self})"),
+            file: path.display().to_string(),
+            line: p.line,
+            column: p.column,
+            message: p.message,
         };
-        let csv_fail = |e: csv::Error| {
-            let line = e.position().map(|p| p.line());
-            fail(line, None, e.to_string())
-        };
-        let mut reader = csv::ReaderBuilder::new()
-            .has_headers(true)
-            .flexible(true)
-            .trim(csv::Trim::All)
-            .from_path(&path)
-            .map_err(|e| fail(None, None, format!("cannot read the file: {e}")))?;
-        let headers = reader.headers().map_err(csv_fail)?.clone();
-        if headers.iter().all(str::is_empty) {
-            return Err(fail(
-                Some(1),
-                None,
-                format!(
-                    "the file is empty: expected a header line naming the column `{}`",
-                    self.column
-                ),
-            ));
-        }
-        let Some(index) = headers.iter().position(|h| h == self.column) else {
-            let names: Vec<String> = headers.iter().map(|h| format!("`{h}`")).collect();
-            return Err(fail(
-                Some(1),
-                None,
-                format!(
-                    "the header has no column `{}`; its columns are {} (choose one with column=…)",
-                    self.column,
-                    names.join(", ")
-                ),
-            ));
-        };
-        let column_desc = format!("column {} (`{}`)", index + 1, self.column);
-        let factor = self.unit.factor() * self.scale;
-        let mut values = Vec::new();
-        for record in reader.records() {
-            let record = record.map_err(csv_fail)?;
-            let line = record.position().map(|p| p.line());
-            let cell_fail = |message: String| fail(line, Some(column_desc.clone()), message);
-            let Some(cell) = record.get(index) else {
-                return Err(cell_fail(format!(
-                    "the row has only {} field(s), so there is no value",
-                    record.len()
-                )));
-            };
-            if cell.is_empty() {
-                return Err(cell_fail(
-                    "the cell is empty: expected a number".to_string(),
-                ));
-            }
-            let v: f64 = match cell.parse() {
-                Ok(v) if f64::is_finite(v) => v,
-                _ => return Err(cell_fail(format!("`{cell}` is not a finite number"))),
-            };
-            if v < 0.0 {
-                return Err(cell_fail(format!(
-                    "`{cell}` is negative: durations must be ≥ 0"
-                )));
-            }
-            // The same bound as every other duration (`constant(…)`, flags): 1000h.
-            let Ok(ms) = crate::units::check_ms(v * factor) else {
-                return Err(cell_fail(format!(
-                    "`{cell}` is out of range: a duration must be at most {} ({} ms)",
-                    crate::units::MAX_TEXT,
-                    crate::units::MAX_MS
-                )));
-            };
-            values.push(ms);
-        }
-        if values.is_empty() {
-            return Err(fail(
-                None,
-                None,
-                format!(
-                    "the file has a header but no rows: expected values in column `{}`",
-                    self.column
-                ),
-            ));
-        }
-        values.sort_by(f64::total_cmp);
-        Ok(values)
+        let file = std::fs::File::open(&path).map_err(|e| {
+            fail(inputs::Problem {
+                line: None,
+                column: None,
+                message: format!("cannot read the file: {e}"),
+            })
+        })?;
+        let csv = DurationCsv::new(file).map_err(fail)?;
+        let column = csv.column(&self.column, "column=…").map_err(fail)?;
+        csv.read(&column, self.unit.ms() * self.scale, |_| false)
+            .map_err(fail)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    //! Shared fixtures (`pub(super)`, used by the tests of `parse` and `sample` too) and the
+    //! tests of the analytics and of loading `empirical` files.
     use super::*;
     use rand::SeedableRng;
     use rand::rngs::SmallRng;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    const N: usize = 200_000;
+    /// Parses and loads (reads the `empirical` files, relative to the current directory).
+    pub(super) fn loaded(text: &str) -> Result<Dist, DistError> {
+        Dist::parse(text)?.load(None)
+    }
 
-    fn draws(d: &Dist, seed: u64, n: usize) -> Vec<f64> {
+    pub(super) fn draws(d: &Dist, seed: u64, n: usize) -> Vec<f64> {
         let s = d.sampler();
         let mut rng = SmallRng::seed_from_u64(seed);
         (0..n).map(|_| s.sample_ms(&mut rng)).collect()
     }
 
-    fn mean_sd(xs: &[f64]) -> (f64, f64) {
+    pub(super) fn mean_sd(xs: &[f64]) -> (f64, f64) {
         let n = xs.len() as f64;
         let m = xs.iter().sum::<f64>() / n;
         let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0);
@@ -673,7 +601,7 @@ mod tests {
     }
 
     /// A file in the temp directory, removed when dropped.
-    struct TempFile(PathBuf);
+    pub(super) struct TempFile(PathBuf);
 
     impl Drop for TempFile {
         fn drop(&mut self) {
@@ -689,7 +617,7 @@ mod tests {
     }
 
     /// Writes `content` to a uniquely named CSV file in the temp directory.
-    fn temp_csv(tag: &str, content: &str) -> TempFile {
+    pub(super) fn temp_csv(tag: &str, content: &str) -> TempFile {
         static COUNTER: AtomicUsize = AtomicUsize::new(0);
         let n = COUNTER.fetch_add(1, Ordering::Relaxed);
         let path = std::env::temp_dir().join(format!(
@@ -700,7 +628,7 @@ mod tests {
         TempFile(path)
     }
 
-    fn empirical_fixture() -> (TempFile, Dist) {
+    pub(super) fn empirical_fixture() -> (TempFile, Dist) {
         let mut csv = String::from("worker,durationMs\n");
         for i in 0..500 {
             // A skewed set: many short values, a few long ones.
@@ -712,12 +640,12 @@ mod tests {
             csv.push_str(&format!("{i},{v}\n"));
         }
         let path = temp_csv("fixture", &csv);
-        let d = Dist::parse(&format!("empirical(file={})", path.display())).unwrap();
+        let d = loaded(&format!("empirical(file={})", path.display())).unwrap();
         (path, d)
     }
 
     /// One or more of each variant; the file keeps the empirical source readable.
-    fn all_dists() -> (Vec<Dist>, TempFile) {
+    pub(super) fn all_dists() -> (Vec<Dist>, TempFile) {
         let (file, emp) = empirical_fixture();
         let mut v: Vec<Dist> = [
             "constant(2ms)",
@@ -742,71 +670,27 @@ mod tests {
         (v, file)
     }
 
-    /// Every sampler's sample mean is within 5 standard errors of the analytic mean.
+    /// Parsing an `empirical(…)` reads no file, so a profile is validated before any I/O;
+    /// `load` reads it (inside mixtures too), and only then is a missing file refused.
     #[test]
-    fn sample_means_match_analytic_means() {
-        let (ds, _file) = all_dists();
-        for (i, d) in ds.iter().enumerate() {
-            let xs = draws(d, 42 + i as u64, N);
-            assert!(xs.iter().all(|x| x.is_finite() && *x >= 0.0), "{d}");
-            let (m, sd) = mean_sd(&xs);
-            let want = d.mean_ms().unwrap();
-            let tol = 5.0 * sd / (N as f64).sqrt() + 1e-9 * want.abs();
-            assert!(
-                (m - want).abs() <= tol,
-                "{d}: sample mean {m}, analytic {want}, tol {tol}"
-            );
-        }
-    }
-
-    /// `lognormal(median=20ms,p99=120ms)` has the right mu/sigma, and its samples have that
-    /// median and p99 (within 2%); `lognormal(mean=…,sd=…)` reproduces its mean and sd.
-    #[test]
-    fn lognormal_fits_median_and_p99() {
-        let d = Dist::parse("lognormal(median=20ms, p99=120ms)").unwrap();
-        let Dist::LogNormal { mu, sigma } = d else {
-            panic!("not a lognormal: {d:?}")
-        };
-        assert!((mu - 20f64.ln()).abs() < 1e-12);
-        assert!((sigma - 6f64.ln() / Z_P99).abs() < 1e-12);
-        assert!((d.quantile(0.5).unwrap() - 20.0).abs() < 1e-9);
-        assert!((d.quantile(0.99).unwrap() - 120.0).abs() < 1e-9);
-        let mut xs = draws(&d, 7, N);
-        xs.sort_by(f64::total_cmp);
-        let median = xs[N / 2];
-        let p99 = xs[N * 99 / 100];
-        assert!((median / 20.0 - 1.0).abs() < 0.02, "median {median}");
-        assert!((p99 / 120.0 - 1.0).abs() < 0.02, "p99 {p99}");
-
-        let d = Dist::parse("lognormal(mean=25ms,sd=10ms)").unwrap();
-        let (m, sd) = mean_sd(&draws(&d, 8, N));
-        assert!((d.mean_ms().unwrap() - 25.0).abs() < 1e-9);
+    fn empirical_files_are_read_by_load_not_by_parse() {
+        let d = Dist::parse("mixture(0.5*constant(1ms),0.5*empirical(/nonexistent/lb/nope.csv))")
+            .unwrap();
+        assert_eq!(d.mean_ms(), None);
+        let e = d.load(None).unwrap_err().to_string();
         assert!(
-            (m - 25.0).abs() < 5.0 * 10.0 / (N as f64).sqrt(),
-            "mean {m}"
+            e.contains("/nonexistent/lb/nope.csv") && e.contains("cannot read the file"),
+            "{e}"
         );
-        assert!((sd / 10.0 - 1.0).abs() < 0.02, "sd {sd}");
-    }
-
-    /// The fraction of samples above t matches `survival(t)` within 5 standard errors, for every
-    /// variant (so the sampler and the analytic tail agree).
-    #[test]
-    fn sample_tail_fractions_match_survival() {
-        let (ds, _file) = all_dists();
-        for (i, d) in ds.iter().enumerate() {
-            let xs = draws(d, 1000 + i as u64, N);
-            let mut ts = vec![d.mean_ms().unwrap()];
-            ts.extend([0.5, 0.9, 0.99].iter().filter_map(|p| d.quantile(*p)));
-            for t in ts {
-                let s = d.survival(t).unwrap();
-                let frac = xs.iter().filter(|x| **x > t).count() as f64 / N as f64;
-                let se = (s * (1.0 - s) / N as f64).sqrt();
-                assert!(
-                    (frac - s).abs() <= 5.0 * se + 1e-12,
-                    "{d} at t={t}: sample {frac}, survival {s}, se {se}"
-                );
-            }
-        }
+        let path = temp_csv("load", "durationMs\n2\n4\n");
+        let text = format!(
+            "mixture(0.5*constant(1ms),0.5*empirical({}))",
+            path.display()
+        );
+        let d = Dist::parse(&text).unwrap();
+        // What the file holds when it is loaded counts.
+        std::fs::write(&*path, "durationMs\n6\n").unwrap();
+        assert_eq!(d.load(None).unwrap().mean_ms(), Some(3.5));
     }
 
     /// `survival(quantile(p)) = 1 - p` for continuous variants, including a mixture (bisection).
@@ -853,7 +737,7 @@ mod tests {
     #[test]
     fn empirical_matches_its_data() {
         let path = temp_csv("small", "durationMs,other\n3,x\n1,y\n2,z\n10,w\n");
-        let d = Dist::parse(&format!("empirical({})", path.display())).unwrap();
+        let d = loaded(&format!("empirical({})", path.display())).unwrap();
         assert_eq!(d.mean_ms(), Some(4.0));
         assert_eq!(d.survival(2.0), Some(0.5));
         assert_eq!(d.quantile(0.0), Some(1.0));
@@ -861,55 +745,8 @@ mod tests {
         assert_eq!(d.quantile(0.51), Some(3.0));
         assert_eq!(d.quantile(1.0), Some(10.0));
         assert!(!d.is_parametric());
-        let us = Dist::parse(&format!("empirical(file={},unit=us)", path.display())).unwrap();
+        let us = loaded(&format!("empirical(file={},unit=us)", path.display())).unwrap();
         assert_eq!(us.mean_ms(), Some(0.004));
-    }
-
-    /// Same seed gives the same sequence; a different seed gives a different one.
-    #[test]
-    fn seeds_are_reproducible() {
-        let (ds, _file) = all_dists();
-        for d in ds.iter().filter(|d| !matches!(d, Dist::Constant { .. })) {
-            let a = draws(d, 99, 100);
-            assert_eq!(a, draws(d, 99, 100), "{d}");
-            assert_ne!(a, draws(d, 100, 100), "{d}");
-        }
-    }
-
-    /// `Display` prints text that parses back to an equal `Dist`, for every variant.
-    #[test]
-    fn display_round_trips() {
-        let (mut ds, _file) = all_dists();
-        ds.push(Dist::parse("exponential(rate=0.1/ms)").unwrap());
-        ds.push(Dist::parse("constant(0.3us)").unwrap());
-        ds.push(Dist::parse("uniform(5ms,5ms)").unwrap());
-        ds.push(Dist::parse("weibull(scale=1.7s,shape=0.123456789)").unwrap());
-        // Extreme numbers round-trip in scientific notation, not hundreds of digits.
-        let extreme = [
-            Dist::parse("weibull(scale=1.7s,shape=1e300)").unwrap(),
-            Dist::parse("constant(1e-300ms)").unwrap(),
-        ];
-        for d in &extreme {
-            assert!(d.to_string().len() < 60, "{d}");
-        }
-        ds.extend(extreme);
-        let (path, _) = empirical_fixture();
-        ds.push(Dist::parse(&format!("empirical(file={},unit=s)", path.display())).unwrap());
-        for d in &ds {
-            let text = d.to_string();
-            let back = Dist::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
-            assert_eq!(&back, d, "{text}");
-        }
-        assert_eq!(
-            Dist::parse(" uniform( min = 70ms , max = 110ms ) ")
-                .unwrap()
-                .to_string(),
-            "uniform(min=70ms,max=110ms)"
-        );
-        assert_eq!(
-            Dist::parse("constant(value=2ms)").unwrap().to_string(),
-            "constant(2ms)"
-        );
     }
 
     /// Serde uses the text form (e.g. `dist = "lognormal(median=20ms,p99=120ms)"` in a profile).
@@ -939,7 +776,7 @@ mod tests {
                 (qs - 2.5 * q).abs() <= 1e-9 * qs.max(1.0),
                 "{d}: {q} -> {qs}"
             );
-            let back = Dist::parse(&s.to_string()).unwrap();
+            let back = loaded(&s.to_string()).unwrap();
             assert!((back.mean_ms().unwrap() / ms - 1.0).abs() < 1e-12, "{s}");
         }
         assert_eq!(
@@ -953,102 +790,9 @@ mod tests {
         );
     }
 
-    fn parse_err(text: &str) -> String {
-        match Dist::parse(text) {
-            Ok(d) => panic!("`{text}` parsed as {d:?}"),
-            Err(e) => e.to_string(),
-        }
-    }
-
-    fn syntax_column(text: &str) -> usize {
-        match Dist::parse(text) {
-            Err(DistError::Syntax { column, .. }) => column,
-            other => panic!("`{text}`: expected a syntax error, got {other:?}"),
-        }
-    }
-
-    /// An unknown name is refused with the list of valid names, pointing at the name.
-    #[test]
-    fn unknown_name_lists_valid_names() {
-        let e = parse_err("mixture(0.5*constant(1ms),0.5*gamma(2ms))");
-        assert!(e.contains("unknown distribution `gamma`"), "{e}");
-        assert!(e.contains("constant, uniform, normal, lognormal"), "{e}");
-        assert!(e.contains("column 31"), "{e}");
-        assert!(
-            e.contains("\n    mixture(0.5*constant(1ms),0.5*gamma(2ms))\n"),
-            "{e}"
-        );
-        assert!(e.ends_with(&format!("{}^", " ".repeat(30))), "{e}");
-    }
-
-    /// A malformed number or duration is reported at its column with what was expected.
-    #[test]
-    fn malformed_values_point_at_the_column() {
-        let e = parse_err("uniform(70ms,x)");
-        assert!(e.contains("at column 14"), "{e}");
-        assert!(
-            e.contains("expected a duration like `250ms`, found `x`"),
-            "{e}"
-        );
-        assert_eq!(syntax_column("uniform(70ms, 110)"), 15);
-        assert_eq!(syntax_column("pareto(scale=10ms,shape=2.x)"), 25);
-        assert_eq!(syntax_column("weibull(scale=20ms,shape=-1)"), 26);
-        assert_eq!(
-            syntax_column("mixture(0.5*constant(1ms),0.5x*constant(2ms))"),
-            30
-        );
-        assert_eq!(syntax_column("constant(2ms"), 13);
-        assert_eq!(syntax_column("constant(2ms) extra"), 15);
-        let e = parse_err("uniform(110ms,70ms)");
-        assert!(e.contains("uniform needs min ≤ max"), "{e}");
-        let e = parse_err("lognormal(median=20ms,p99=10ms)");
-        assert!(e.contains("p99 > median"), "{e}");
-        let e = parse_err("normal(mean=-100ms,sd=10ms)");
-        assert!(e.contains("almost no mass above 0"), "{e}");
-        let e = parse_err("uniform(min=1ms,maximum=2ms)");
-        assert!(
-            e.contains("unknown parameter `maximum`") && e.contains("accepted: min, max"),
-            "{e}"
-        );
-        let e = parse_err("lognormal(20ms,120ms)");
-        assert!(e.contains("must be named"), "{e}");
-    }
-
-    /// Mixture weights that do not sum to 1 are refused with their sum.
-    #[test]
-    fn mixture_weights_must_sum_to_one() {
-        let e = parse_err("mixture(0.9*constant(5ms),0.08*uniform(1s,3s))");
-        assert!(e.contains("sum to 0.98"), "{e}");
-        assert!(e.contains("0.9 + 0.08"), "{e}");
-        assert!(e.contains("column 1"), "{e}");
-        let e = parse_err("mixture(1.5*constant(5ms))");
-        assert!(e.contains("(0, 1]"), "{e}");
-        assert!(Dist::parse("mixture(0.3333333*constant(1ms),0.6666667*constant(2ms))").is_ok());
-    }
-
-    /// Missing parameters are refused with the required ones and an example.
-    #[test]
-    fn missing_parameters_are_named() {
-        let e = parse_err("uniform(min=70ms)");
-        assert!(e.contains("uniform needs min= and max="), "{e}");
-        let e = parse_err("normal(sd=3ms)");
-        assert!(e.contains("normal needs mean= and sd="), "{e}");
-        let e = parse_err("lognormal(median=20ms)");
-        assert!(
-            e.contains("median= and p99=") && e.contains("got: median"),
-            "{e}"
-        );
-        let e = parse_err("exponential()");
-        assert!(e.contains("exactly one of mean="), "{e}");
-        let e = parse_err("pareto(shape=2)");
-        assert!(e.contains("scale="), "{e}");
-        let e = parse_err("empirical(column=x)");
-        assert!(e.contains("file="), "{e}");
-    }
-
     fn data_err(content: &str, tag: &str, extra: &str) -> (DistError, TempFile) {
         let path = temp_csv(tag, content);
-        let e = Dist::parse(&format!("empirical(file={}{extra})", path.display())).unwrap_err();
+        let e = loaded(&format!("empirical(file={}{extra})", path.display())).unwrap_err();
         (e, path)
     }
 
@@ -1088,7 +832,7 @@ mod tests {
         let (e, _) = data_err("a,durationMs\n1,2\n3\n", "short", "");
         assert!(matches!(&e, DistError::Data { line: Some(3), .. }), "{e:?}");
 
-        let e = Dist::parse("empirical(/nonexistent/lockbench/nope.csv)").unwrap_err();
+        let e = loaded("empirical(/nonexistent/lockbench/nope.csv)").unwrap_err();
         assert!(
             e.to_string().contains("/nonexistent/lockbench/nope.csv"),
             "{e}"
@@ -1113,7 +857,7 @@ mod tests {
             assert!(e.to_string().contains("at most 1000h"), "{name}: {e}");
         }
         let path = temp_csv("max", "durationMs\n3600000000\n");
-        assert!(Dist::parse(&format!("empirical(file={})", path.display())).is_ok());
+        assert!(loaded(&format!("empirical(file={})", path.display())).is_ok());
         assert!(Dist::parse("constant(1001h)").is_err());
     }
 
@@ -1122,68 +866,13 @@ mod tests {
     fn empirical_paths_resolve_against_base() {
         let path = temp_csv("base", "durationMs\n4\n");
         let name = path.file_name().unwrap().to_str().unwrap().to_string();
-        let d = Dist::parse_with_base(&format!("empirical({name})"), Some(&std::env::temp_dir()))
+        let d = Dist::parse(&format!("empirical({name})"))
+            .and_then(|d| d.load(Some(&std::env::temp_dir())))
             .unwrap();
         assert_eq!(d.mean_ms(), Some(4.0));
         assert_eq!(
             d.to_string(),
             format!("empirical(file={name},column=durationMs)")
         );
-    }
-
-    /// No text makes the parser panic: every prefix of valid and odd texts parses or errors.
-    #[test]
-    fn parser_never_panics() {
-        let texts = [
-            "mixture(0.5*normal(mean=-5ms,sd=10ms),0.5*mixture(0.2*constant(1µs),0.8*exponential(rate=2/s)))",
-            "empirical(file=\"a,b.csv\",column=\"x\")",
-            "lognormal(mean=1e308ms,sd=1e-308ms)",
-            "µµµ(((((",
-            "constant(NaNms)",
-            "exponential(rate=0/ms)",
-        ];
-        for t in texts {
-            for (i, _) in t.char_indices() {
-                let _ = Dist::parse(&t[..i]);
-            }
-        }
-        let deep = format!("{}constant(1ms){}", "mixture(1*".repeat(40), ")".repeat(40));
-        assert!(parse_err(&deep).contains("nested"));
-    }
-
-    /// Hand-built invalid distributions still sample finite non-negative values.
-    #[test]
-    fn invalid_hand_built_dists_sample_safely() {
-        let bad = [
-            Dist::Uniform { lo: 5.0, hi: 1.0 },
-            Dist::Normal {
-                mean: -1e9,
-                sd: 1.0,
-            },
-            Dist::Normal { mean: 1.0, sd: 0.0 },
-            Dist::LogNormal {
-                mu: f64::NAN,
-                sigma: -1.0,
-            },
-            Dist::Exponential { mean: -3.0 },
-            Dist::Pareto {
-                scale: 0.0,
-                shape: 1.0,
-            },
-            Dist::Weibull {
-                scale: 1.0,
-                shape: f64::NAN,
-            },
-            Dist::Mixture(vec![]),
-            Dist::Empirical {
-                source: "x".into(),
-                values: Arc::new(vec![]),
-            },
-        ];
-        for d in &bad {
-            for x in draws(d, 1, 100) {
-                assert!(x.is_finite() && x >= 0.0, "{d:?}: {x}");
-            }
-        }
     }
 }

@@ -113,7 +113,8 @@ impl SamplerKind {
                     Err(_) => SamplerKind::Constant(0.0),
                 }
             }
-            Dist::Empirical { values, .. } => SamplerKind::Empirical(Arc::clone(values)),
+            // Not loaded: no values, so draws are 0 (a `Plan` always holds loaded ones).
+            Dist::Empirical(e) => SamplerKind::Empirical(e.values.clone().unwrap_or_default()),
         }
     }
 }
@@ -157,5 +158,132 @@ impl Sampler {
             }
         };
         nonneg(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dist::tests::{all_dists, draws, mean_sd};
+    use crate::dist::{Empirical, Z_P99};
+    use crate::inputs::Unit;
+
+    const N: usize = 200_000;
+
+    /// Every sampler's sample mean is within 5 standard errors of the analytic mean.
+    #[test]
+    fn sample_means_match_analytic_means() {
+        let (ds, _file) = all_dists();
+        for (i, d) in ds.iter().enumerate() {
+            let xs = draws(d, 42 + i as u64, N);
+            assert!(xs.iter().all(|x| x.is_finite() && *x >= 0.0), "{d}");
+            let (m, sd) = mean_sd(&xs);
+            let want = d.mean_ms().unwrap();
+            let tol = 5.0 * sd / (N as f64).sqrt() + 1e-9 * want.abs();
+            assert!(
+                (m - want).abs() <= tol,
+                "{d}: sample mean {m}, analytic {want}, tol {tol}"
+            );
+        }
+    }
+
+    /// `lognormal(median=20ms,p99=120ms)` has the right mu/sigma, and its samples have that
+    /// median and p99 (within 2%); `lognormal(mean=…,sd=…)` reproduces its mean and sd.
+    #[test]
+    fn lognormal_fits_median_and_p99() {
+        let d = Dist::parse("lognormal(median=20ms, p99=120ms)").unwrap();
+        let Dist::LogNormal { mu, sigma } = d else {
+            panic!("not a lognormal: {d:?}")
+        };
+        assert!((mu - 20f64.ln()).abs() < 1e-12);
+        assert!((sigma - 6f64.ln() / Z_P99).abs() < 1e-12);
+        assert!((d.quantile(0.5).unwrap() - 20.0).abs() < 1e-9);
+        assert!((d.quantile(0.99).unwrap() - 120.0).abs() < 1e-9);
+        let mut xs = draws(&d, 7, N);
+        xs.sort_by(f64::total_cmp);
+        let median = xs[N / 2];
+        let p99 = xs[N * 99 / 100];
+        assert!((median / 20.0 - 1.0).abs() < 0.02, "median {median}");
+        assert!((p99 / 120.0 - 1.0).abs() < 0.02, "p99 {p99}");
+
+        let d = Dist::parse("lognormal(mean=25ms,sd=10ms)").unwrap();
+        let (m, sd) = mean_sd(&draws(&d, 8, N));
+        assert!((d.mean_ms().unwrap() - 25.0).abs() < 1e-9);
+        assert!(
+            (m - 25.0).abs() < 5.0 * 10.0 / (N as f64).sqrt(),
+            "mean {m}"
+        );
+        assert!((sd / 10.0 - 1.0).abs() < 0.02, "sd {sd}");
+    }
+
+    /// The fraction of samples above t matches `survival(t)` within 5 standard errors, for every
+    /// variant (so the sampler and the analytic tail agree).
+    #[test]
+    fn sample_tail_fractions_match_survival() {
+        let (ds, _file) = all_dists();
+        for (i, d) in ds.iter().enumerate() {
+            let xs = draws(d, 1000 + i as u64, N);
+            let mut ts = vec![d.mean_ms().unwrap()];
+            ts.extend([0.5, 0.9, 0.99].iter().filter_map(|p| d.quantile(*p)));
+            for t in ts {
+                let s = d.survival(t).unwrap();
+                let frac = xs.iter().filter(|x| **x > t).count() as f64 / N as f64;
+                let se = (s * (1.0 - s) / N as f64).sqrt();
+                assert!(
+                    (frac - s).abs() <= 5.0 * se + 1e-12,
+                    "{d} at t={t}: sample {frac}, survival {s}, se {se}"
+                );
+            }
+        }
+    }
+
+    /// Same seed gives the same sequence; a different seed gives a different one.
+    #[test]
+    fn seeds_are_reproducible() {
+        let (ds, _file) = all_dists();
+        for d in ds.iter().filter(|d| !matches!(d, Dist::Constant { .. })) {
+            let a = draws(d, 99, 100);
+            assert_eq!(a, draws(d, 99, 100), "{d}");
+            assert_ne!(a, draws(d, 100, 100), "{d}");
+        }
+    }
+
+    /// Hand-built invalid distributions still sample finite non-negative values.
+    #[test]
+    fn invalid_hand_built_dists_sample_safely() {
+        let bad = [
+            Dist::Uniform { lo: 5.0, hi: 1.0 },
+            Dist::Normal {
+                mean: -1e9,
+                sd: 1.0,
+            },
+            Dist::Normal { mean: 1.0, sd: 0.0 },
+            Dist::LogNormal {
+                mu: f64::NAN,
+                sigma: -1.0,
+            },
+            Dist::Exponential { mean: -3.0 },
+            Dist::Pareto {
+                scale: 0.0,
+                shape: 1.0,
+            },
+            Dist::Weibull {
+                scale: 1.0,
+                shape: f64::NAN,
+            },
+            Dist::Mixture(vec![]),
+            Dist::Empirical(Empirical {
+                file: "x".into(),
+                column: "durationMs".into(),
+                unit: Unit::Ms,
+                scale: 1.0,
+                values: Some(Arc::new(vec![])),
+            }),
+        ];
+        for d in &bad {
+            for x in draws(d, 1, 100) {
+                assert!(x.is_finite() && x >= 0.0, "{d:?}: {x}");
+            }
+        }
     }
 }
