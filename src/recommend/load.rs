@@ -2,6 +2,9 @@
 //! the shared reader in [`crate::inputs`]), an `.hgrm` percentile distribution or an `.hlog`
 //! interval log. Histogram inputs keep their counts ([`Samples::Histogram`]).
 
+pub use crate::inputs::Unit;
+use crate::inputs::{self, DurationCsv, Problem};
+use crate::recorder::new_hist;
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
@@ -10,37 +13,6 @@ use serde::Serialize;
 use std::collections::BTreeSet;
 use std::io::{self, Read};
 use std::path::Path;
-
-/// Unit of the values in an input file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unit {
-    /// Microseconds.
-    Us,
-    /// Milliseconds.
-    Ms,
-    /// Seconds.
-    S,
-}
-
-impl Unit {
-    /// Milliseconds per unit.
-    pub fn ms(self) -> f64 {
-        match self {
-            Unit::Us => 1e-3,
-            Unit::Ms => 1.0,
-            Unit::S => 1e3,
-        }
-    }
-
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            Unit::Us => "µs",
-            Unit::Ms => "ms",
-            Unit::S => "s",
-        }
-    }
-}
 
 /// How to read an input file.
 #[derive(Debug, Clone, Default)]
@@ -158,7 +130,7 @@ pub enum LoadError {
         found: String,
     },
     /// The content is malformed; the message names the line and column and says what is valid.
-    #[error("`{file}`{}: {message}", location(*line, column.as_deref()))]
+    #[error("`{file}`{}: {message}", inputs::location(*line, column.as_deref()))]
     Data {
         /// The file.
         file: String,
@@ -169,24 +141,6 @@ pub enum LoadError {
         /// What is wrong.
         message: String,
     },
-}
-
-fn location(line: Option<u64>, column: Option<&str>) -> String {
-    match (line, column) {
-        (Some(l), Some(c)) => format!(", line {l}, {c}"),
-        (Some(l), None) => format!(", line {l}"),
-        (None, Some(c)) => format!(", {c}"),
-        (None, None) => String::new(),
-    }
-}
-
-/// The message for a value above the duration bound (or not representable).
-fn out_of_range(cell: &str) -> String {
-    format!(
-        "`{cell}` is out of range: a duration must be ≥ 0 and at most {} ({} ms)",
-        crate::units::MAX_TEXT,
-        crate::units::MAX_MS
-    )
 }
 
 fn data_err(file: &str, line: Option<u64>, column: Option<String>, message: String) -> LoadError {
@@ -237,26 +191,9 @@ pub fn load_durations(path: &Path, opts: &LoadOptions) -> Result<Loaded, LoadErr
 /// Reads a CSV (events.csv or a plain one with a header line) from `reader`; `file` names it in
 /// errors.
 pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(true)
-        .trim(csv::Trim::All)
-        .from_reader(reader);
-    let csv_err = |e: csv::Error| {
-        let line = e.position().map(|p| p.line());
-        data_err(file, line, None, format!("not valid CSV: {e}"))
-    };
-    let headers = rdr.headers().map_err(csv_err)?.clone();
-    if headers.iter().all(str::is_empty) {
-        return Err(data_err(
-            file,
-            Some(1),
-            None,
-            "the file is empty: expected a header line naming the duration column".to_string(),
-        ));
-    }
-    let find = |name: &str| headers.iter().position(|h| h == name);
-    let events = find("duration_us").is_some() && find("acquired_us").is_some();
+    let fail = |p: Problem| data_err(file, p.line, p.column, p.message);
+    let csv = DurationCsv::new(reader).map_err(fail)?;
+    let events = csv.find("duration_us").is_some() && csv.find("acquired_us").is_some();
     let (kind, column, default_unit) = match (&opts.column, events) {
         (None, true) => (InputKind::EventsCsv, "duration_us".to_string(), Unit::Us),
         (Some(c), true) => (InputKind::EventsCsv, c.clone(), Unit::Us),
@@ -280,27 +217,15 @@ pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Lo
         }
         (_, u) => u.unwrap_or(default_unit),
     };
-    let Some(index) = find(&column) else {
-        let names: Vec<String> = headers.iter().map(|h| format!("`{h}`")).collect();
-        return Err(data_err(
-            file,
-            Some(1),
-            None,
-            format!(
-                "the header has no column `{column}`; its columns are {} (choose one with --column)",
-                names.join(", ")
-            ),
-        ));
-    };
-    let column_desc = format!("column {} (`{column}`)", index + 1);
+    let col = csv.column(&column, "--column").map_err(fail)?;
     // events.csv: skip sections cut short by Ctrl-C, and other variants when --tag is given.
     let variant_idx = if kind == InputKind::EventsCsv {
-        find("variant")
+        csv.find("variant")
     } else {
         None
     };
     let interrupted_idx = if kind == InputKind::EventsCsv {
-        find("interrupted")
+        csv.find("interrupted")
     } else {
         None
     };
@@ -312,65 +237,38 @@ pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Lo
             "--tag selects a variant, but the file has no `variant` column".to_string(),
         ));
     }
-    let factor = unit.ms();
-    let mut values = Vec::new();
     let mut tags = BTreeSet::new();
     let (mut interrupted, mut other_variant) = (0u64, 0u64);
-    for record in rdr.records() {
-        let record = record.map_err(csv_err)?;
-        let line = record.position().map(|p| p.line());
-        if record.iter().all(str::is_empty) {
-            continue;
-        }
-        if let Some(v) = variant_idx.and_then(|i| record.get(i)) {
-            if !tags.contains(v) {
-                tags.insert(v.to_string());
+    let values = csv
+        .read(&col, unit.ms(), |record| {
+            if let Some(v) = variant_idx.and_then(|i| record.get(i)) {
+                if !tags.contains(v) {
+                    tags.insert(v.to_string());
+                }
+                if opts.tag.as_deref().is_some_and(|t| t != v) {
+                    other_variant += 1;
+                    return true;
+                }
             }
-            if opts.tag.as_deref().is_some_and(|t| t != v) {
-                other_variant += 1;
-                continue;
+            if interrupted_idx.and_then(|i| record.get(i)) == Some("true") {
+                interrupted += 1;
+                return true;
             }
-        }
-        if interrupted_idx.and_then(|i| record.get(i)) == Some("true") {
-            interrupted += 1;
-            continue;
-        }
-        let cell_err = |message: String| data_err(file, line, Some(column_desc.clone()), message);
-        let Some(cell) = record.get(index) else {
-            return Err(cell_err(format!(
-                "the row has only {} field(s), so there is no value",
-                record.len()
-            )));
-        };
-        if cell.is_empty() {
-            return Err(cell_err("the cell is empty: expected a number".to_string()));
-        }
-        let v: f64 = match cell.parse() {
-            Ok(v) if f64::is_finite(v) => v,
-            _ => return Err(cell_err(format!("`{cell}` is not a finite number"))),
-        };
-        if v < 0.0 {
-            return Err(cell_err(format!(
-                "`{cell}` is negative: durations must be ≥ 0"
-            )));
-        }
-        // The bound every duration in lockbench obeys (profiles, distributions): 1000h.
-        let Ok(ms) = crate::units::check_ms(v * factor) else {
-            return Err(cell_err(out_of_range(cell)));
-        };
-        values.push(ms);
-    }
+            false
+        })
+        .map_err(fail)?;
     if values.is_empty() {
-        let why = if interrupted + other_variant > 0 {
+        // Only when every row was skipped; a file without rows is refused by the reader.
+        return Err(data_err(
+            file,
+            None,
+            None,
             format!(
                 "no usable rows ({interrupted} interrupted, {other_variant} of other variants; \
                  variants present: {})",
                 tags.iter().cloned().collect::<Vec<_>>().join(", ")
-            )
-        } else {
-            format!("the file has a header but no rows: expected values in column `{column}`")
-        };
-        return Err(data_err(file, None, None, why));
+            ),
+        ));
     }
     let mut notes = Vec::new();
     if interrupted > 0 {
@@ -385,7 +283,7 @@ pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Lo
         ));
     }
     Ok(Loaded {
-        samples: Samples::from_ms(values),
+        samples: Samples::Exact(values),
         input: InputInfo {
             file: file.to_string(),
             kind,
@@ -399,11 +297,6 @@ pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Lo
     })
 }
 
-pub(super) fn new_hist(sigfig: u8) -> Histogram<u64> {
-    Histogram::new(sigfig.clamp(1, 5))
-        .unwrap_or_else(|_| unreachable!("1 to 5 significant figures is valid"))
-}
-
 /// Parses an HdrHistogram percentile distribution (`Value Percentile TotalCount 1/(1-Percentile)`
 /// rows, `#` footer lines). Values are in `opts.unit` (default ms, as lockbench writes them).
 ///
@@ -413,7 +306,7 @@ pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, 
     const COLUMNS: [&str; 3] = ["Value", "Percentile", "TotalCount"];
     let unit = opts.unit.unwrap_or(Unit::Ms);
     let to_us = unit.ms() * 1000.0;
-    let mut hist = new_hist(3);
+    let mut hist = new_hist();
     let mut prev_total = 0u64;
     let mut footer_total: Option<(u64, u64)> = None;
     let mut rows = 0u64;
@@ -500,7 +393,7 @@ pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, 
                 file,
                 Some(line_no),
                 Some(col(0)),
-                out_of_range(fields[0]),
+                inputs::out_of_range(fields[0]),
             ));
         }
         if total > prev_total && hist.record_n(us as u64, total - prev_total).is_err() {
@@ -619,14 +512,24 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
                 format!("not an HdrHistogram V2 encoding: {e:?}"),
             )
         })?;
-        let m = merged.get_or_insert_with(|| new_hist(h.sigfig()));
-        if m.add(&h).is_err() {
-            return Err(data_err(
-                file,
-                Some(line),
-                None,
-                "this interval cannot be merged with the others".to_string(),
-            ));
+        // The first interval is the sum, so the merged histogram keeps the file's precision;
+        // it must grow to take the later intervals' values.
+        match &mut merged {
+            None => {
+                let mut first = h;
+                first.auto(true);
+                merged = Some(first);
+            }
+            Some(m) => {
+                if m.add(&h).is_err() {
+                    return Err(data_err(
+                        file,
+                        Some(line),
+                        None,
+                        "this interval cannot be merged with the others".to_string(),
+                    ));
+                }
+            }
         }
         intervals += 1;
     }

@@ -634,8 +634,8 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
 
 #[cfg(test)]
 mod tests {
-    use super::load::new_hist;
     use super::*;
+    use crate::recorder::new_hist;
 
     pub(super) fn exact(values: &[f64]) -> Samples {
         Samples::from_ms(values.to_vec())
@@ -674,7 +674,7 @@ mod tests {
             exact(&[5.0; 40_000]),
             exact(&[1.0]),
             Samples::Histogram {
-                hist: new_hist(3),
+                hist: new_hist(),
                 unit_ms: 1e-3,
             },
         ] {
