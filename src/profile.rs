@@ -403,7 +403,7 @@ impl Profile {
                     "ttl",
                     format!(
                         "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
-                        units::fmt_us(raw_ttl_us)
+                        units::fmt_us(raw_ttl_us, units::Style::Compact)
                     ),
                 ));
             }
@@ -415,9 +415,9 @@ impl Profile {
                     "time_scale",
                     format!(
                         "scaling the TTL {} by {} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
-                        units::fmt_us(raw_ttl_us),
+                        units::fmt_us(raw_ttl_us, units::Style::Compact),
                         units::fmt_num(scale),
-                        units::fmt_us(scaled.round() as u64),
+                        units::fmt_us(scaled.round() as u64, units::Style::Compact),
                         units::fmt_num(1000.0 / raw_ttl_us as f64)
                     ),
                 ));
@@ -426,8 +426,8 @@ impl Profile {
             if (rounded - scaled).abs() >= 1.0 {
                 warnings.push(format!(
                     "scaled TTL {} rounded to {} (Redis PX is whole milliseconds)",
-                    units::fmt_us(scaled.round() as u64),
-                    units::fmt_us(rounded as u64)
+                    units::fmt_us(scaled.round() as u64, units::Style::Compact),
+                    units::fmt_us(rounded as u64, units::Style::Compact)
                 ));
             }
             if rounded > units::MAX_US as f64 {
@@ -435,7 +435,7 @@ impl Profile {
                     "time_scale",
                     format!(
                         "scaling the TTL {} by {} gives more than {}: use a time scale ≤ {}",
-                        units::fmt_us(raw_ttl_us),
+                        units::fmt_us(raw_ttl_us, units::Style::Compact),
                         units::fmt_num(scale),
                         units::MAX_TEXT,
                         units::fmt_num(units::MAX_US as f64 / raw_ttl_us as f64)
@@ -447,7 +447,7 @@ impl Profile {
         if ttl_us < 20_000 {
             warnings.push(format!(
                 "TTL {} is short: the ~1ms timer resolution and Redis's millisecond expiry are ≥ 5 % of it",
-                units::fmt_us(ttl_us)
+                units::fmt_us(ttl_us, units::Style::Compact)
             ));
         }
         let stop = match (&self.duration, self.sections) {
@@ -559,7 +559,7 @@ impl Profile {
                 "memory_rtt",
                 format!(
                     "{} is not a round trip: use 0 to 10s",
-                    units::fmt_us(memory_rtt_us)
+                    units::fmt_us(memory_rtt_us, units::Style::Compact)
                 ),
             ));
         }
@@ -569,7 +569,7 @@ impl Profile {
                 "give_up_after",
                 format!(
                     "{} is too short to tell an outage from a hiccup: use at least 100ms",
-                    units::fmt_us(give_up_after_us)
+                    units::fmt_us(give_up_after_us, units::Style::Compact)
                 ),
             ));
         }
@@ -583,7 +583,7 @@ impl Profile {
         {
             warnings.push(format!(
                 "median section {} is within a few timer ticks (~1ms): measured durations will run visibly longer than intended (see timer error)",
-                units::fmt_us(units::ms_to_us(median))
+                units::fmt_us(units::ms_to_us(median), units::Style::Compact)
             ));
         }
         Ok(Plan {

@@ -38,7 +38,7 @@ pub(super) fn fmt_long_ms(x: f64) -> String {
     } else {
         format!(
             "{x:.0} ms ({})",
-            crate::units::fmt_us(crate::units::ms_to_us(x))
+            crate::units::fmt_us(crate::units::ms_to_us(x), crate::units::Style::Compact)
         )
     }
 }
