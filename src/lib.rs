@@ -7,8 +7,14 @@
 //!
 //! ## Layout
 //!
-//! - [`units`]: durations written with units (`250ms`, `1.5s`).
-//! - [`dist`]: latency distributions for simulated sections: grammar, samplers, analytic tails.
+//! - [`units`]: durations written with units (`250ms`, `1.5s`), and the one formatter of a
+//!   duration.
+//! - [`math`]: special functions (erfc, normal quantile, `ln Γ`, Wilson interval), hand-written
+//!   and tested.
+//! - [`inputs`]: the one reader of duration columns in CSV files (`empirical(…)`, `recommend`).
+//! - [`dist`]: latency distributions for simulated sections: the type and its analytic tails;
+//!   `parse` (the grammar), `sample` (the sampler). Files are read by [`dist::Dist::load`],
+//!   after parsing.
 //! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
 //! - [`store`]: the [`store::LockStore`] trait — the handful of commands lockbench sends.
 //!   - [`store::redis`]: a real Redis through redis-rs (per-worker or shared connection).
@@ -25,7 +31,8 @@
 //! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `.hgrm`, `.hlog`) and the
 //!   terminal table.
 //! - [`recommend`]: `lockbench recommend` — a TTL from measured durations (observed worst case,
-//!   distribution-free order-statistic bound, log-normal and Pareto-tail models).
+//!   distribution-free order-statistic bound, log-normal and Pareto-tail models); `load`,
+//!   `stats`, `models`, `print`.
 //! - [`report`]: charts and `report.html` rebuilt from a run directory, and the check of
 //!   `summary.json` against `events.csv`.
 //! - [`demo`]: the A/B/C stale-release story replayed against a real server.
