@@ -9,6 +9,7 @@
 //! chance, one run in a hundred.
 
 use crate::dist::Dist;
+use crate::math::wilson;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -35,34 +36,6 @@ pub struct AnalyticCheck {
 /// Slack allowed when asking whether a probability lies inside an interval: both come out of
 /// floating-point sums, so a value on the boundary may land a few ulps outside it.
 pub const PROB_TOLERANCE: f64 = 1e-12;
-
-/// Wilson score interval for `k` successes out of `n` at normal quantile `z`, inside [0, 1].
-///
-/// For `k = 0` the lower end is exactly 0 and for `k = n` the upper end exactly 1: in exact
-/// arithmetic `centre − half` is then 0 (`centre + half` is 1), but computed in floats it
-/// comes out a few ulps off (1.4e-17 for 0 of 28), which made "0 expected, 0 seen" a mismatch.
-pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
-    if n == 0 {
-        return (0.0, 1.0);
-    }
-    let k = k.min(n);
-    let (kf, nf) = (k as f64, n as f64);
-    let p = kf / nf;
-    let z2 = z * z;
-    let centre = (p + z2 / (2.0 * nf)) / (1.0 + z2 / nf);
-    let half = z / (1.0 + z2 / nf) * (p * (1.0 - p) / nf + z2 / (4.0 * nf * nf)).sqrt();
-    let lo = if k == 0 {
-        0.0
-    } else {
-        (centre - half).clamp(0.0, 1.0)
-    };
-    let hi = if k == n {
-        1.0
-    } else {
-        (centre + half).clamp(0.0, 1.0)
-    };
-    (lo, hi)
-}
 
 /// `p` lies in `[lo, hi]`, allowing [`PROB_TOLERANCE`] of rounding at either end.
 pub fn within(p: f64, lo: f64, hi: f64) -> bool {
@@ -110,19 +83,6 @@ pub fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The Wilson interval matches a textbook value and stays inside [0, 1].
-    #[test]
-    fn wilson_interval() {
-        let (lo, hi) = wilson(50, 100, 1.959_963_984_540_054);
-        assert!(
-            (lo - 0.4038).abs() < 1e-4 && (hi - 0.5962).abs() < 1e-4,
-            "{lo} {hi}"
-        );
-        let (lo, hi) = wilson(0, 1000, Z99);
-        assert_eq!(lo, 0.0);
-        assert!(hi > 0.0 && hi < 0.01);
-    }
 
     /// With nothing expected and nothing seen, the interval starts at exactly 0 and the check
     /// agrees, for every run length (the old formula gave 1.4e-17 at n = 28: a false MISMATCH);

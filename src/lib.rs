@@ -26,7 +26,8 @@
 //! - [`analytic`]: theoretical overrun probability vs the measured fraction (self-check).
 //! - [`report`]: charts and `report.html` from a run directory, and the recount of
 //!   `summary.json` from `events.csv`.
-//! - [`recommend`]: a TTL from measured durations (order statistics, tail models).
+//! - [`recommend`]: a TTL from measured durations — `load` (inputs), `stats` (order
+//!   statistics), `models` (log-normal and GPD tails, KS/AD fits), `print`.
 //! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `events.csv`, `.hgrm`,
 //!   `.hlog`) and the terminal table.
 //! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
@@ -36,8 +37,13 @@
 //! - [`record`]: the plain data a run produces — a section's row, metrics and their
 //!   histograms, outages — below everything that makes, analyses or reads it.
 //! - [`release`]: release methods (`del`, `token`, `delex`) and classification of replies.
-//! - [`profile`], [`dist`], [`units`]: the TOML profile and its validation, latency
-//!   distributions, durations with units.
+//! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
+//! - [`dist`]: latency distributions: the type and its analytic tails; `parse` (the grammar),
+//!   `sample` (the sampler). Files are read by [`dist::Dist::load`], after parsing.
+//! - [`inputs`]: the one reader of duration columns in CSV files (`empirical(…)`, `recommend`).
+//! - [`math`]: special functions (erfc, normal quantile, `ln Γ`, Wilson interval).
+//! - [`units`]: durations written with units (`250ms`, `1.5s`), and the one formatter of a
+//!   duration.
 //! - [`signals`]: Ctrl-C and SIGTERM counted process-wide; [`exit`]: exit codes and a run's
 //!   verdict.
 #![forbid(unsafe_code)]
@@ -49,6 +55,8 @@ pub mod commands;
 pub mod dist;
 pub mod engine;
 pub mod exit;
+pub mod inputs;
+pub mod math;
 pub mod output;
 pub mod profile;
 pub mod recommend;

@@ -22,34 +22,21 @@ pub fn run_id(now: SystemTime) -> String {
     format!("{}-{:08x}", utc_stamp(now, true), rand::random::<u32>())
 }
 
-/// UTC time as `2026-12-02T15:30:12Z` (or compact `20261202T153012Z`).
+/// UTC time to the second as RFC 3339, `2026-12-02T15:30:12Z`, or compact,
+/// `20261202T153012Z` (run ids, file names).
 pub fn utc_stamp(t: SystemTime, compact: bool) -> String {
-    let secs = t
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    let (hh, mm, ss) = (rem / 3600, rem % 3600 / 60, rem % 60);
-    if compact {
-        format!("{y:04}{m:02}{d:02}T{hh:02}{mm:02}{ss:02}Z")
+    // Out of jiff's range (years beyond ±9999) only for a clock gone mad: clamp.
+    let ts = jiff::Timestamp::try_from(t).unwrap_or(if t < UNIX_EPOCH {
+        jiff::Timestamp::MIN
     } else {
-        format!("{y:04}-{m:02}-{d:02}T{hh:02}:{mm:02}:{ss:02}Z")
-    }
-}
-
-/// Days since 1970-01-01 → (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+        jiff::Timestamp::MAX
+    });
+    let format = if compact {
+        "%Y%m%dT%H%M%SZ"
+    } else {
+        "%Y-%m-%dT%H:%M:%SZ"
+    };
+    ts.strftime(format).to_string()
 }
 
 /// What `manifest.json` records.
@@ -578,6 +565,10 @@ mod tests {
         );
         let a = run_id(t);
         assert!(a.starts_with("20261118T110640Z-"));
+        assert_eq!(a.len(), "20261118T110640Z-".len() + 8, "{a}");
+        // Whole seconds: a fraction is cut, never printed.
+        let late = t + Duration::from_millis(999);
+        assert_eq!(utc_stamp(late, false), "2026-11-18T11:06:40Z");
     }
 
     /// Exactly lockbench's own names count as run files: every chart and page the report draws,

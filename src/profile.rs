@@ -337,6 +337,9 @@ impl Profile {
 
     /// Validates into a [`Plan`]. `source` is the profile text (to find line numbers), `file`
     /// its name, `base` the directory relative paths (empirical CSVs) are resolved against.
+    ///
+    /// Every field is checked before any file is read: the `empirical(…)` files the
+    /// distributions name are read last.
     pub fn plan(
         &self,
         file: &str,
@@ -357,8 +360,7 @@ impl Profile {
                     .map_err(|e| err(field, e.to_string()))
             };
         let dist = |field: &str, v: &Option<String>, default: &str| -> Result<Dist, ProfileError> {
-            Dist::parse_with_base(v.as_deref().unwrap_or(default), base)
-                .map_err(|e| err(field, e.to_string()))
+            Dist::parse(v.as_deref().unwrap_or(default)).map_err(|e| err(field, e.to_string()))
         };
 
         let dist_think = |v: &Option<String>| dist("think", v, "constant(0ms)");
@@ -501,15 +503,39 @@ impl Profile {
                 "timeouts must be longer than 0".to_string(),
             ));
         }
-        let dist = dist("dist", &self.dist, "constant(10ms)")?.scaled(scale);
-        let think = dist_think(&self.think)?.scaled(scale);
+        let dist = dist("dist", &self.dist, "constant(10ms)")?;
+        let think = dist_think(&self.think)?;
+        let memory_rtt_us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
+        if memory_rtt_us > 10_000_000 {
+            return Err(err(
+                "memory_rtt",
+                format!(
+                    "{} is not a round trip: use 0 to 10s",
+                    units::fmt_us(memory_rtt_us, units::Style::Compact)
+                ),
+            ));
+        }
+        let give_up_after_us = dur_us("give_up_after", &self.give_up_after, "10s")?;
+        if give_up_after_us < 100_000 {
+            return Err(err(
+                "give_up_after",
+                format!(
+                    "{} is too short to tell an outage from a hiccup: use at least 100ms",
+                    units::fmt_us(give_up_after_us, units::Style::Compact)
+                ),
+            ));
+        }
+        // Every field is valid: only now read the files the distributions name.
+        let load = |field: &str, d: Dist| d.load(base).map_err(|e| err(field, e.to_string()));
+        let dist = load("dist", dist)?.scaled(scale);
+        let think = load("think", think)?.scaled(scale);
         if let Some(median) = dist.quantile(0.5)
             && median > 0.0
             && median < 5.0
         {
             warnings.push(format!(
                 "median section {} is within a few timer ticks (~1ms): measured durations will run visibly longer than intended (see timer error)",
-                units::fmt_us(units::ms_to_us(median))
+                units::fmt_us(units::ms_to_us(median), units::Style::Compact)
             ));
         }
         Ok(Plan {
@@ -528,31 +554,10 @@ impl Profile {
             seed: self.seed.unwrap_or(1),
             backend,
             redis: self.redis.clone(),
-            memory_rtt_us: {
-                let us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
-                if us > 10_000_000 {
-                    return Err(err(
-                        "memory_rtt",
-                        format!("{} is not a round trip: use 0 to 10s", units::fmt_us(us)),
-                    ));
-                }
-                us
-            },
+            memory_rtt_us,
             command_timeout_us,
             connect_timeout_us,
-            give_up_after_us: {
-                let us = dur_us("give_up_after", &self.give_up_after, "10s")?;
-                if us < 100_000 {
-                    return Err(err(
-                        "give_up_after",
-                        format!(
-                            "{} is too short to tell an outage from a hiccup: use at least 100ms",
-                            units::fmt_us(us)
-                        ),
-                    ));
-                }
-                us
-            },
+            give_up_after_us,
             time_scale: scale,
             unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
             warnings,
@@ -597,7 +602,7 @@ fn scaled_ttl(
                 "ttl",
                 format!(
                     "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
-                    units::fmt_us(raw_ttl_us)
+                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact)
                 ),
             ));
         }
@@ -609,9 +614,9 @@ fn scaled_ttl(
                 "time_scale",
                 format!(
                     "scaling the TTL {} by {} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
-                    units::fmt_us(raw_ttl_us),
+                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact),
                     units::fmt_num(scale),
-                    units::fmt_us(scaled.round() as u64),
+                    units::fmt_us(scaled.round() as u64, crate::units::Style::Compact),
                     units::fmt_num(1000.0 / raw_ttl_us as f64)
                 ),
             ));
@@ -620,8 +625,8 @@ fn scaled_ttl(
         if (rounded - scaled).abs() >= 1.0 {
             warnings.push(format!(
                 "scaled TTL {} rounded to {} (Redis PX is whole milliseconds)",
-                units::fmt_us(scaled.round() as u64),
-                units::fmt_us(rounded as u64)
+                units::fmt_us(scaled.round() as u64, crate::units::Style::Compact),
+                units::fmt_us(rounded as u64, crate::units::Style::Compact)
             ));
         }
         if rounded > units::MAX_US as f64 {
@@ -629,7 +634,7 @@ fn scaled_ttl(
                 "time_scale",
                 format!(
                     "scaling the TTL {} by {} gives more than {}: use a time scale ≤ {}",
-                    units::fmt_us(raw_ttl_us),
+                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact),
                     units::fmt_num(scale),
                     units::MAX_TEXT,
                     units::fmt_num(units::MAX_US as f64 / raw_ttl_us as f64)
@@ -641,7 +646,7 @@ fn scaled_ttl(
     if ttl_us < 20_000 {
         warnings.push(format!(
                 "TTL {} is short: the ~1ms timer resolution and Redis's millisecond expiry are ≥ 5 % of it",
-                units::fmt_us(ttl_us)
+                units::fmt_us(ttl_us, crate::units::Style::Compact)
             ));
     }
     Ok(ttl_us)
@@ -656,7 +661,10 @@ impl Plan {
             ProfileError {
                 file: "command line".to_string(),
                 line: None,
-                message: format!("--ttl {}: {m}", units::fmt_us(raw_ttl_us)),
+                message: format!(
+                    "--ttl {}: {m}",
+                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact)
+                ),
                 field: Some(f.to_string()),
             }
         })?;
@@ -769,6 +777,23 @@ mod tests {
             assert!(!value.is_null(), "test profile leaves `{name}` unset");
             assert!(full.is_set(name), "is_set misses `{name}`");
         }
+    }
+
+    /// Every field is validated before an `empirical(…)` file is read: with a bad field and a
+    /// missing file, the bad field is reported; with only the missing file, the file is, under
+    /// its field and line.
+    #[test]
+    fn fields_are_validated_before_files_are_read() {
+        let missing = "dist = \"empirical(/nonexistent/lockbench/d.csv)\"\n";
+        let e = plan(&format!("{missing}give_up_after = \"1ms\"\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `give_up_after`"), "{e}");
+        let e = plan(missing).unwrap_err().to_string();
+        assert!(
+            e.starts_with("p.toml:1: field `dist`") && e.contains("/nonexistent/lockbench/d.csv"),
+            "{e}"
+        );
     }
 
     /// Defaults fill a minimal profile.

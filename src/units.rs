@@ -100,31 +100,50 @@ pub fn ms_to_us(ms: f64) -> u64 {
     }
 }
 
-/// Formats microseconds compactly with a unit: `850us`, `12.5ms`, `1.25s`, `2m30s`, `1h5m`,
-/// `41d16h`. From a minute on, whole seconds in the largest units (trailing zero parts left out).
-pub fn fmt_us(us: u64) -> String {
-    if us < 1_000 {
-        format!("{us}us")
-    } else if us < 1_000_000 {
-        trim(format!("{:.3}", us as f64 / 1e3)) + "ms"
-    } else if us < 60_000_000 {
-        trim(format!("{:.3}", us as f64 / 1e6)) + "s"
-    } else {
-        let s = us / 1_000_000;
-        let parts = [
-            (s / 86_400, "d"),
-            (s % 86_400 / 3600, "h"),
-            (s % 3600 / 60, "m"),
-            (s % 60, "s"),
-        ];
-        // From the first non-zero part to the last non-zero one: `1h0m5s`, `2d`, `3m`.
-        let first = parts.iter().position(|p| p.0 > 0).unwrap_or(3);
-        let last = parts.iter().rposition(|p| p.0 > 0).unwrap_or(3);
-        parts[first..=last]
-            .iter()
-            .map(|(n, u)| format!("{n}{u}"))
-            .collect()
+/// How [`fmt_us`] writes a duration below a minute (from a minute on both write `2m30s`,
+/// `1h5m`, `41d16h`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Messages and terminal tables: as short as possible, the unit attached, in ASCII:
+    /// `850us`, `12.5ms`, `1.25s`.
+    Compact,
+    /// Charts and `report.html`: a space before the unit, `µs`, and fixed decimals so that
+    /// neighbouring labels line up: `850 µs`, `2.50 ms`, `20.0 ms`, `1.25 s`.
+    Spaced,
+}
+
+/// Formats microseconds with a unit in the given [`Style`]. From a minute on, whole seconds in
+/// the largest units (trailing zero parts left out), the same in both styles.
+pub fn fmt_us(us: u64, style: Style) -> String {
+    let v = us as f64;
+    match style {
+        _ if us >= 60_000_000 => fmt_long(us),
+        Style::Compact if us < 1_000 => format!("{us}us"),
+        Style::Compact if us < 1_000_000 => trim(format!("{:.3}", v / 1e3)) + "ms",
+        Style::Compact => trim(format!("{:.3}", v / 1e6)) + "s",
+        Style::Spaced if us < 1_000 => format!("{us} µs"),
+        Style::Spaced if us < 10_000 => format!("{:.2} ms", v / 1e3),
+        Style::Spaced if us < 1_000_000 => format!("{:.1} ms", v / 1e3),
+        Style::Spaced => format!("{:.2} s", v / 1e6),
     }
+}
+
+/// A minute or more in days, hours, minutes and seconds: `2m30s`, `1h0m5s`, `41d16h`.
+fn fmt_long(us: u64) -> String {
+    let s = us / 1_000_000;
+    let parts = [
+        (s / 86_400, "d"),
+        (s % 86_400 / 3600, "h"),
+        (s % 3600 / 60, "m"),
+        (s % 60, "s"),
+    ];
+    // From the first non-zero part to the last non-zero one: `1h0m5s`, `2d`, `3m`.
+    let first = parts.iter().position(|p| p.0 > 0).unwrap_or(3);
+    let last = parts.iter().rposition(|p| p.0 > 0).unwrap_or(3);
+    parts[first..=last]
+        .iter()
+        .map(|(n, u)| format!("{n}{u}"))
+        .collect()
 }
 
 /// Formats a number exactly (the shortest text that parses back to the same `f64`), in
@@ -207,22 +226,35 @@ mod tests {
 
     #[test]
     fn formats_compactly() {
-        assert_eq!(fmt_us(850), "850us");
-        assert_eq!(fmt_us(12_500), "12.5ms");
-        assert_eq!(fmt_us(1_250_000), "1.25s");
-        assert_eq!(fmt_us(150_000_000), "2m30s");
+        assert_eq!(fmt_us(850, Style::Compact), "850us");
+        assert_eq!(fmt_us(12_500, Style::Compact), "12.5ms");
+        assert_eq!(fmt_us(1_250_000, Style::Compact), "1.25s");
+        assert_eq!(fmt_us(150_000_000, Style::Compact), "2m30s");
+    }
+
+    /// The spaced style (charts, report.html) has fixed decimals so labels line up.
+    #[test]
+    fn formats_spaced_for_charts() {
+        assert_eq!(fmt_us(850, Style::Spaced), "850 µs");
+        assert_eq!(fmt_us(2500, Style::Spaced), "2.50 ms");
+        assert_eq!(fmt_us(20_000, Style::Spaced), "20.0 ms");
+        assert_eq!(fmt_us(1_250_000, Style::Spaced), "1.25 s");
+        // Long durations in hours and days, as in the compact style (was `3600000.00 s`).
+        assert_eq!(fmt_us(MAX_US, Style::Spaced), "41d16h");
+        assert_eq!(fmt_us(90 * 60_000_000, Style::Spaced), "1h30m");
     }
 
     /// Long durations use hours and days (1000h used to print as `60000m0s`).
     #[test]
     fn formats_hours_and_days() {
-        assert_eq!(fmt_us(MAX_US), "41d16h");
-        assert_eq!(fmt_us(120_000_000), "2m");
-        assert_eq!(fmt_us(3_600_000_000), "1h");
-        assert_eq!(fmt_us(3_605_000_000), "1h0m5s");
-        assert_eq!(fmt_us(5_400_000_000), "1h30m");
-        assert_eq!(fmt_us(86_400_000_000), "1d");
-        assert_eq!(fmt_us(u64::MAX), "213503982d8h1m49s");
+        let f = |us| fmt_us(us, Style::Compact);
+        assert_eq!(f(MAX_US), "41d16h");
+        assert_eq!(f(120_000_000), "2m");
+        assert_eq!(f(3_600_000_000), "1h");
+        assert_eq!(f(3_605_000_000), "1h0m5s");
+        assert_eq!(f(5_400_000_000), "1h30m");
+        assert_eq!(f(86_400_000_000), "1d");
+        assert_eq!(f(u64::MAX), "213503982d8h1m49s");
     }
 
     /// The one duration bound: 1000h is accepted, anything above, negative or not finite is not,

@@ -94,7 +94,7 @@ pub async fn stale_release<C: LockConn, W: Write>(
             .map_err(io)?;
         s.say(&format!(
             "A works longer than its TTL of {}...",
-            units::fmt_us(ttl * 1000)
+            units::fmt_us(ttl * 1000, units::Style::Compact)
         ))
         .map_err(io)?;
         tokio::time::sleep(Duration::from_millis(ttl + ttl / 5 + 1)).await;

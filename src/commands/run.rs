@@ -67,11 +67,12 @@ fn finish(
             println!(
                 "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
                 outcome.manifest.profile.ttl_ms,
-                crate::units::fmt_us(crate::units::ms_to_us(
-                    outcome.manifest.profile.unscaled_ttl_ms
-                )),
+                crate::units::fmt_us(
+                    crate::units::ms_to_us(outcome.manifest.profile.unscaled_ttl_ms),
+                    crate::units::Style::Compact
+                ),
                 elapsed,
-                crate::units::fmt_us((elapsed / scale * 1e6) as u64)
+                crate::units::fmt_us((elapsed / scale * 1e6) as u64, crate::units::Style::Compact)
             );
         }
         println!("results: {}", outcome.dir.display());

@@ -84,7 +84,7 @@ pub fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
 
 /// A TTL for a file name or a table: `100ms`, `1.5s`, `1234us`.
 pub fn ttl_label(us: u64) -> String {
-    units::fmt_us(us)
+    units::fmt_us(us, units::Style::Compact)
 }
 
 /// Runs every TTL × method. `plan_for(ttl_us)` builds the validated plan of one TTL (the profile
@@ -169,8 +169,8 @@ pub fn print_row<W: Write>(mut w: W, r: &SweepRow) -> std::io::Result<()> {
         (Some(s), _) => writeln!(
             w,
             "{:>10} {:>10} {:>6} {:>9} {:>10.4} {:>7} {:>8} {:>9} {:>11.2} {:>5}  {}",
-            units::fmt_us(s.ttl_ms * 1000),
-            units::fmt_us(units::ms_to_us(s.unscaled_ttl_ms)),
+            units::fmt_us(s.ttl_ms * 1000, units::Style::Compact),
+            units::fmt_us(units::ms_to_us(s.unscaled_ttl_ms), units::Style::Compact),
             r.release.name(),
             s.counts.sections,
             s.overrun_fraction * 100.0,

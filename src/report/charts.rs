@@ -7,9 +7,10 @@
 
 use super::data::{
     ComparePanel, DurationChart, DurationPanel, Focus, PercentileCurve, ReleaseMark, SurvivalCurve,
-    Timeline, fmt_pct, fmt_us, ms, nines_label,
+    Timeline, fmt_pct, ms, nines_label,
 };
 use super::palette::method_colour;
+use crate::units::{Style::Spaced, fmt_us};
 use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
@@ -98,7 +99,7 @@ pub fn durations(path: &Path, c: &DurationChart) -> anyhow::Result<()> {
         top.draw(&Text::new(
             format!(
                 "Section durations d (measured, acquire reply → release sent), TTL {}",
-                fmt_us(c.ttl_us)
+                fmt_us(c.ttl_us, Spaced)
             ),
             (20, 12),
             bold(20),
@@ -168,7 +169,7 @@ where
         BLACK.stroke_width(2),
     )))?;
     chart.draw_series(std::iter::once(Text::new(
-        format!(" TTL {}", fmt_us(c.ttl_us)),
+        format!(" TTL {}", fmt_us(c.ttl_us, Spaced)),
         (ttl, top * 0.98),
         bold(14),
     )))?;
@@ -194,9 +195,9 @@ where
         let (px, _) = chart.backend_coord(&(x, top));
         let right = chart.plotting_area().get_pixel_range().0.end;
         let (text, anchor) = if px > right - 140 {
-            (format!("{name} {} ", fmt_us(us)), HPos::Right)
+            (format!("{name} {} ", fmt_us(us, Spaced)), HPos::Right)
         } else {
-            (format!(" {name} {}", fmt_us(us)), HPos::Left)
+            (format!(" {name} {}", fmt_us(us, Spaced)), HPos::Left)
         };
         chart.draw_series(std::iter::once(Text::new(
             text,
@@ -288,7 +289,7 @@ where
         BLACK.stroke_width(2),
     )))?;
     chart.draw_series(std::iter::once(Text::new(
-        format!(" TTL {}", fmt_us(ttl_us)),
+        format!(" TTL {}", fmt_us(ttl_us, Spaced)),
         (ttl, 1.2),
         bold(14),
     )))?;
@@ -334,7 +335,7 @@ where
                 grey.stroke_width(1),
             ))?;
             chart.draw_series(std::iter::once(Text::new(
-                format!("1 in {:.0} outlives {}", 1.0 / p, fmt_us(t)),
+                format!("1 in {:.0} outlives {}", 1.0 / p, fmt_us(t, Spaced)),
                 (x_lo, p),
                 font(12)
                     .color(&grey)
@@ -393,10 +394,10 @@ pub fn acquire_latency(path: &Path, curves: &[PercentileCurve]) -> anyhow::Resul
                 .label(format!(
                     "{}: p50 {} · p99 {} · p99.9 {} · max {} (n = {})",
                     c.variant,
-                    fmt_us(c.marks.p50_us),
-                    fmt_us(c.marks.p99_us),
-                    fmt_us(c.marks.p999_us),
-                    fmt_us(c.marks.max_us),
+                    fmt_us(c.marks.p50_us, Spaced),
+                    fmt_us(c.marks.p99_us, Spaced),
+                    fmt_us(c.marks.p999_us, Spaced),
+                    fmt_us(c.marks.max_us, Spaced),
                     c.count
                 ))
                 .legend(move |(x, y)| {
@@ -808,7 +809,7 @@ where
         .x_desc(x_desc)
         .y_desc(y_desc)
         .x_labels(8)
-        .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64))
+        .x_label_formatter(&|v| fmt_us((*v * 1000.0) as u64, Spaced))
         .y_label_formatter(y_label)
         .label_style(font(12))
         .axis_desc_style(font(13))

@@ -18,23 +18,6 @@ pub fn ms(us: u64) -> f64 {
     us as f64 / 1000.0
 }
 
-/// A duration for people: `850 µs`, `12.3 ms`, `1.25 s`; from a minute on the same minutes,
-/// hours and days as [`crate::units::fmt_us`] (`2m30s`, `41d16h`), never thousands of seconds.
-pub fn fmt_us(us: u64) -> String {
-    let v = us as f64;
-    if us < 1000 {
-        format!("{us} µs")
-    } else if us < 10_000 {
-        format!("{:.2} ms", v / 1000.0)
-    } else if us < 1_000_000 {
-        format!("{:.1} ms", v / 1000.0)
-    } else if us < 60_000_000 {
-        format!("{:.2} s", v / 1_000_000.0)
-    } else {
-        crate::units::fmt_us(us)
-    }
-}
-
 /// A fraction as a percentage with enough digits to tell small values apart.
 pub fn fmt_pct(f: f64) -> String {
     let p = f * 100.0;
@@ -1036,16 +1019,9 @@ mod tests {
         assert_eq!(lost, [None, Some(150), None]);
     }
 
-    /// Durations print with a unit people read.
+    /// Percentages print with a unit people read (durations: `units::fmt_us`, spaced style).
     #[test]
     fn formats() {
-        assert_eq!(fmt_us(850), "850 µs");
-        assert_eq!(fmt_us(2500), "2.50 ms");
-        assert_eq!(fmt_us(20_000), "20.0 ms");
-        assert_eq!(fmt_us(1_250_000), "1.25 s");
-        // Long durations in hours and days, like units::fmt_us (was `3600000.00 s`).
-        assert_eq!(fmt_us(crate::units::MAX_US), "41d16h");
-        assert_eq!(fmt_us(90 * 60_000_000), "1h30m");
         assert_eq!(fmt_pct(0.0123), "1.23 %");
     }
 }

@@ -1,0 +1,290 @@
+//! The recommendation as readable text; generic over the writer, tested in-module.
+
+use super::{InputKind, Model, Recommendation};
+use std::io::{self, Write};
+
+pub(super) fn fmt_ms(x: f64) -> String {
+    if !x.is_finite() {
+        "—".to_string()
+    } else if x >= 60_000.0 {
+        fmt_long_ms(x)
+    } else if x >= 100.0 {
+        format!("{x:.1} ms")
+    } else if x >= 10.0 {
+        format!("{x:.2} ms")
+    } else {
+        format!("{x:.3} ms")
+    }
+}
+
+/// A TTL in whole ms, with hours or days beside it from a minute on; a value beyond the
+/// 1000h bound (a model's extrapolation) in scientific notation instead of hundreds of digits.
+pub(super) fn fmt_ttl(x: f64) -> String {
+    if x.is_finite() && x < 60_000.0 {
+        format!("{x:.0} ms")
+    } else {
+        fmt_long_ms(x)
+    }
+}
+
+/// From a minute on: `5400000 ms (1h30m)`, `1e30 ms (beyond 1000h)`.
+pub(super) fn fmt_long_ms(x: f64) -> String {
+    if !x.is_finite() || x > crate::units::MAX_MS {
+        format!(
+            "{} ms (beyond {})",
+            crate::units::fmt_num(x),
+            crate::units::MAX_TEXT
+        )
+    } else {
+        format!(
+            "{x:.0} ms ({})",
+            crate::units::fmt_us(crate::units::ms_to_us(x), crate::units::Style::Compact)
+        )
+    }
+}
+
+pub(super) fn ordinal(k: u64) -> String {
+    let suffix = match (k % 10, k % 100) {
+        (1, r) if r != 11 => "st",
+        (2, r) if r != 12 => "nd",
+        (3, r) if r != 13 => "rd",
+        _ => "th",
+    };
+    format!("{k}{suffix}")
+}
+
+pub(super) fn fmt_prob(p: f64) -> String {
+    if p == 0.0 {
+        "0".to_string()
+    } else if p >= 0.01 {
+        format!("{:.2} %", p * 100.0)
+    } else {
+        format!("{p:.2e}")
+    }
+}
+
+pub(super) fn fmt_count(x: f64) -> String {
+    if x >= 100.0 {
+        format!("{x:.0}")
+    } else if x >= 1.0 {
+        format!("{x:.1}")
+    } else {
+        format!("{x:.2}")
+    }
+}
+
+/// Prints the recommendation as readable text.
+pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Result<()> {
+    let p = &r.params;
+    if let Some(i) = &r.input {
+        let what = match i.kind {
+            InputKind::EventsCsv => "lockbench events.csv",
+            InputKind::Csv => "CSV",
+            InputKind::Hgrm => "HdrHistogram percentile distribution",
+            InputKind::Hlog => "HdrHistogram interval log",
+        };
+        let column = i
+            .column
+            .as_deref()
+            .map(|c| format!(", column `{c}`"))
+            .unwrap_or_default();
+        let tag = i
+            .selected_tag
+            .as_deref()
+            .map(|t| format!(", tag `{t}`"))
+            .unwrap_or_default();
+        writeln!(
+            w,
+            "input    {} ({what}{column}{tag}, values in {})",
+            i.file,
+            i.unit.name()
+        )?;
+        for note in &i.notes {
+            writeln!(w, "         {note}")?;
+        }
+    }
+    writeln!(
+        w,
+        "samples  {}{}",
+        r.n,
+        if r.exact { "" } else { " (histogram counts)" }
+    )?;
+    let (Some(obs), Some(worst)) = (&r.observed, &r.worst_case) else {
+        writeln!(w, "\n{}", r.distribution_free.explanation)?;
+        return Ok(());
+    };
+
+    writeln!(w, "\nobserved")?;
+    for q in &obs.quantiles {
+        match q.value_ms {
+            Some(v) => writeln!(w, "  {:<7} {}", q.label, fmt_ms(v))?,
+            None => writeln!(
+                w,
+                "  {:<7} —  (needs ≥ {} samples)",
+                q.label, q.needs_samples
+            )?,
+        }
+    }
+    writeln!(w, "  {:<7} {}   (worst case)", "max", fmt_ms(obs.max_ms))?;
+    writeln!(
+        w,
+        "  worst case × margin {} = {}",
+        worst.margin,
+        fmt_ms(worst.ttl_ms)
+    )?;
+
+    writeln!(
+        w,
+        "\ntarget   overrun probability ≤ {:e} per section, confidence {} %",
+        p.target,
+        p.confidence * 100.0
+    )?;
+    let df = &r.distribution_free;
+    if df.supported {
+        writeln!(w, "  distribution-free TTL: {}", df.explanation)?;
+    } else {
+        writeln!(w, "  NOT SUPPORTED: {}", df.explanation)?;
+    }
+
+    writeln!(
+        w,
+        "\nmodels   extrapolation beyond the data — assumptions, not measurements"
+    )?;
+    for f in &r.models {
+        let params = match f.fitted {
+            Some(Model::Lognormal { mu, sigma }) => {
+                format!(
+                    "mu = {mu:.4}, sigma = {sigma:.4} (median {})",
+                    fmt_ms(mu.exp())
+                )
+            }
+            Some(Model::GeneralizedPareto {
+                threshold_ms,
+                xi,
+                scale_ms,
+                ..
+            }) => format!(
+                "u = {}, xi = {xi:.4}, sigma = {}",
+                fmt_ms(threshold_ms),
+                fmt_ms(scale_ms)
+            ),
+            None => String::new(),
+        };
+        writeln!(w, "  {} — {}", f.name.replace('_', " "), f.method)?;
+        if !params.is_empty() {
+            writeln!(w, "    fitted     {params}")?;
+        }
+        if let Some(t) = f.ttl_ms {
+            writeln!(w, "    TTL        {}   (MODEL)", fmt_ms(t))?;
+        }
+        if let (Some(ks), Some(ad)) = (f.tail_ks, f.tail_ad) {
+            writeln!(
+                w,
+                "    tail fit   KS {ks:.4}, AD {ad:.2} over {} values above {}",
+                f.tail_samples,
+                fmt_ms(f.tail_threshold_ms.unwrap_or(f64::NAN))
+            )?;
+        }
+        writeln!(w, "    verdict    {}", f.verdict)?;
+    }
+
+    writeln!(
+        w,
+        "\nin practice   at {} sections/s{}",
+        fmt_count(p.rate_per_s),
+        if p.rate_assumed {
+            " (assumed; set --rate)"
+        } else {
+            ""
+        }
+    )?;
+    writeln!(
+        w,
+        "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
+        "TTL", "basis", "above", "P(overrun)", "/million", "/day", "lognormal", "GPD"
+    )?;
+    writeln!(
+        w,
+        "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
+        "",
+        "",
+        "in data",
+        format!("≤ ({:.0} %)", p.confidence * 100.0),
+        "≤",
+        "≤",
+        "model",
+        "model"
+    )?;
+    for row in &r.in_practice {
+        let model = |x: Option<f64>| x.map_or("—".to_string(), fmt_prob);
+        writeln!(
+            w,
+            "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
+            fmt_ttl(row.ttl_ms),
+            row.basis,
+            row.samples_above,
+            fmt_prob(row.overrun_bound),
+            fmt_count(row.per_million_bound),
+            fmt_count(row.per_day_bound),
+            model(row.lognormal_overrun),
+            model(row.gpd_overrun)
+        )?;
+    }
+    writeln!(
+        w,
+        "  (data bounds: distribution-free upper bounds from the samples above each TTL; model \
+         columns: each model's own estimate)"
+    )?;
+
+    match (r.recommended_ttl_ms, r.in_practice.first()) {
+        (Some(t), Some(row)) => writeln!(
+            w,
+            "\nrecommended TTL  {}  — meets the target {:e}: with {:.0} % confidence at most \
+             {} overruns per million sections, {} per day at {} sections/s (from the data alone)",
+            fmt_ttl(t),
+            p.target,
+            p.confidence * 100.0,
+            fmt_count(row.per_million_bound),
+            fmt_count(row.per_day_bound),
+            fmt_count(p.rate_per_s),
+        )?,
+        _ => writeln!(
+            w,
+            "\nrecommended TTL  none from the data alone: collect at least {} samples, or accept \
+             a model's TTL as an assumption",
+            r.distribution_free.samples_needed
+        )?,
+    }
+    for note in &r.notes {
+        writeln!(w, "note: {note}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recommend::tests::exact;
+    use crate::recommend::{Params, recommend};
+
+    /// The printer shows the worst case, the refusal and the models on a small sample.
+    #[test]
+    fn printer_shows_the_sections() {
+        let values: Vec<f64> = (1..=500).map(|i| f64::from(i) * 0.1).collect();
+        let r = recommend(&exact(&values), &Params::default());
+        let mut out = Vec::new();
+        print_recommendation(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for needle in [
+            "observed",
+            "worst case × margin 1.5 = 75.00 ms",
+            "NOT SUPPORTED",
+            "29956",
+            "MODEL",
+            "assumed; set --rate",
+            "recommended TTL  none",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+    }
+}
