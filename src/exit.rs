@@ -36,7 +36,7 @@ pub fn code_of_error(e: &anyhow::Error) -> i32 {
     let bad = e.chain().any(|c| {
         c.is::<BadInput>()
             || c.is::<crate::profile::ProfileError>()
-            || c.is::<crate::output::OutDirError>()
+            || c.is::<crate::results::OutDirError>()
             || c.is::<crate::dist::DistError>()
             || c.is::<crate::units::UnitError>()
             || c.is::<crate::recommend::LoadError>()

@@ -8,7 +8,7 @@
 //! ## Layout
 //!
 //! Each layer uses only the ones below it: `cli` → `commands` → `engine` / `report` →
-//! `analysis`, `store`, `output` → `profile`, `dist`, `units`.
+//! `results`, `analysis`, `store` → `profile`, `dist`, `units`.
 //!
 //! - [`main`](../lockbench/index.html) is thin: parse, build the runtime, call [`cli::dispatch`],
 //!   map errors to [`exit`] codes.
@@ -28,8 +28,8 @@
 //!   `summary.json` from `events.csv`.
 //! - [`recommend`]: a TTL from measured durations — `load` (inputs), `stats` (order
 //!   statistics), `models` (log-normal and GPD tails, KS/AD fits), `print`.
-//! - [`output`]: files of a run (`manifest.json`, `summary.json/csv`, `events.csv`, `.hgrm`,
-//!   `.hlog`) and the terminal table.
+//! - [`results`]: the run directory's format in one place — run ids, manifest and summary
+//!   files, `summary.csv`, `events.csv` (written and read), `.hgrm`, `.hlog` (read).
 //! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
 //!   [`store::backend`], the one place a plan's backend is opened: [`store::redis`] (a real
 //!   Redis, reconnecting), [`store::memory`] (an in-process model), [`store::spawn`] (a private
@@ -57,12 +57,12 @@ pub mod engine;
 pub mod exit;
 pub mod inputs;
 pub mod math;
-pub mod output;
 pub mod profile;
 pub mod recommend;
 pub mod record;
 pub mod release;
 pub mod report;
+pub mod results;
 pub mod signals;
 pub mod store;
 pub mod units;

@@ -132,6 +132,19 @@ pub enum LostKey {
     DeletedByOther,
 }
 
+/// Which instant of a release decides whether its key could have expired: the rule a run's
+/// summary was counted with, so `lockbench report` recounts it the same way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleRule {
+    /// The release's reply (since lockbench 0.1 with the figures table): the server ran the
+    /// release somewhere in its round trip.
+    #[default]
+    Reply,
+    /// The release's send time, as summaries written before then counted.
+    Send,
+}
+
 /// Classifies a release that found its key gone, from the time its `SET` was sent, the time
 /// the release's reply arrived and the TTL (all µs on the same clock).
 ///

@@ -5,8 +5,8 @@ mod common;
 
 use lockbench::engine::collector::Collector;
 use lockbench::engine::recorder::{EventRow, HistSet, Metric, Recorder};
-use lockbench::output::{self, EventsWriter};
 use lockbench::release::ReleaseMethod::Token;
+use lockbench::results::{self, EventsWriter};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -242,21 +242,21 @@ fn full_disk_errors_name_the_file() {
     let dir = d.path();
     let value = serde_json::json!({"run_id": "x"});
     assert_names(
-        &output::write_json(&dir.join("summary.json"), &value).unwrap_err(),
+        &results::write_json(&dir.join("summary.json"), &value).unwrap_err(),
         "summary.json",
     );
     assert_names(
-        &output::write_json(&dir.join("manifest.json"), &value).unwrap_err(),
+        &results::write_json(&dir.join("manifest.json"), &value).unwrap_err(),
         "manifest.json",
     );
     assert_names(
-        &output::write_summary_csv_file(dir, &[]).unwrap_err(),
+        &results::write_summary_csv_file(dir, &[]).unwrap_err(),
         "summary.csv",
     );
     let mut hists = HistSet::default();
     hists.record(Metric::Duration, 1500);
     assert_names(
-        &output::write_hgrms(dir, &hists, None).unwrap_err(),
+        &results::write_hgrms(dir, &hists, None).unwrap_err(),
         "durations.hgrm",
     );
 

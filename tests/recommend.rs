@@ -265,7 +265,7 @@ fn reads_hgrm_written_by_lockbench() {
     let dir = TempDir::new("hgrm");
     let path = dir.0.join("durations.hgrm");
     let mut text = Vec::new();
-    lockbench::output::write_hgrm(&mut text, &h).unwrap();
+    lockbench::results::write_hgrm(&mut text, &h).unwrap();
     std::fs::write(&path, &text).unwrap();
     let loaded = load_durations(&path, &LoadOptions::default()).unwrap();
     assert_eq!(loaded.input.kind, InputKind::Hgrm);

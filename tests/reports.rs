@@ -347,9 +347,9 @@ fn truncated_events_names_the_line() {
     cut.push_str(&lines[keep][..lines[keep].len() / 2]);
     std::fs::write(&p, cut).unwrap();
     let e = report::render(&dir).unwrap_err();
-    match e.downcast_ref::<ReportError>() {
-        Some(ReportError::BadEvents { line, .. }) => assert_eq!(*line, keep as u64 + 1),
-        other => panic!("expected BadEvents, got {other:?}: {e:#}"),
+    match e.downcast_ref::<lockbench::results::events::BadRow>() {
+        Some(bad) => assert_eq!(bad.line, keep as u64 + 1),
+        None => panic!("expected BadRow, got {e:#}"),
     }
     assert!(format!("{e:#}").contains(&format!("line {}", keep + 1)));
 }

@@ -8,7 +8,7 @@
 //! drift. Adding a counter is one line here plus the code that counts it.
 
 use crate::record::EventRow;
-use crate::release::{ReleaseOutcome, tally};
+use crate::release::{ReleaseOutcome, StaleRule, tally};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -116,7 +116,7 @@ counts! {
 impl Counts {
     /// What one section adds, from its row alone: used by the worker as the section ends and
     /// by `lockbench report` for every row.
-    pub fn of_section(r: &EventRow) -> Counts {
+    pub fn of_section(r: &EventRow, rule: StaleRule) -> Counts {
         let overrun = r.duration_us > r.ttl_us;
         let mut c = Counts {
             sections: 1,
@@ -136,8 +136,11 @@ impl Counts {
                     ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
                 } += 1;
                 // The release ran at the server before its reply came back.
-                let reply_us = r.released_us.saturating_add(r.release_latency_us);
-                let t = tally(o, overrun, r.set_sent_us, reply_us, r.ttl_us);
+                let decided_us = match rule {
+                    StaleRule::Reply => r.released_us.saturating_add(r.release_latency_us),
+                    StaleRule::Send => r.released_us,
+                };
+                let t = tally(o, overrun, r.set_sent_us, decided_us, r.ttl_us);
                 c.stale_releases = u64::from(t.stale);
                 c.stale_without_overrun = u64::from(t.stale_without_overrun);
                 c.deleted_by_other = u64::from(t.deleted_by_other);
@@ -186,26 +189,26 @@ mod tests {
     /// gone after its TTL is a stale release, gone before it another holder's delete.
     #[test]
     fn a_section_counts_from_its_row() {
-        let ok = Counts::of_section(&row(500, "released", 600));
+        let ok = Counts::of_section(&row(500, "released", 600), StaleRule::Reply);
         assert_eq!((ok.sections, ok.released, ok.overruns), (1, 1, 0));
         assert_eq!(ok.stale_releases + ok.deleted_by_other, 0);
 
-        let late = Counts::of_section(&row(1_500, "nothing_deleted", 1_600));
+        let late = Counts::of_section(&row(1_500, "nothing_deleted", 1_600), StaleRule::Reply);
         assert_eq!((late.overruns, late.excess_total_us), (1, 500));
         assert_eq!((late.nothing_deleted, late.stale_releases), (1, 1));
 
-        let robbed = Counts::of_section(&row(300, "nothing_deleted", 400));
+        let robbed = Counts::of_section(&row(300, "nothing_deleted", 400), StaleRule::Reply);
         assert_eq!((robbed.deleted_by_other, robbed.stale_releases), (1, 0));
 
         // Sent 50 µs before the TTL ran out, answered 50 µs after: the key may have expired
         // on the way, so the release is stale, not proof of another holder's delete.
-        let in_flight = Counts::of_section(&row(850, "refused_expired", 950));
+        let in_flight = Counts::of_section(&row(850, "refused_expired", 950), StaleRule::Reply);
         assert_eq!(
             (in_flight.stale_releases, in_flight.deleted_by_other),
             (1, 0)
         );
 
-        let failed = Counts::of_section(&row(300, "error_timeout", 400));
+        let failed = Counts::of_section(&row(300, "error_timeout", 400), StaleRule::Reply);
         assert_eq!((failed.release_errors, failed.released), (1, 0));
     }
 
@@ -218,7 +221,7 @@ mod tests {
             row(500, "released", 600),
             row(1_500, "wrongful_delete", 1_600),
         ] {
-            let c = Counts::of_section(&r);
+            let c = Counts::of_section(&r, StaleRule::Reply);
             live.add(&c);
             plain.add(&c);
         }

@@ -5,6 +5,7 @@
 use crate::analysis::counts::Counts;
 use crate::analysis::overlap::OverlapStats;
 use crate::record::{HistSet, Metric, Outages};
+use crate::release::StaleRule;
 use crate::store::ErrorKind;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -91,6 +92,10 @@ pub struct Summary {
     pub seed: u64,
     /// Wall time of the variant, s.
     pub elapsed_s: f64,
+    /// Which instant of a release decided stale vs deleted by another (older summaries: the
+    /// send time).
+    #[serde(default = "send_rule")]
+    pub stale_rule: StaleRule,
     /// The counted figures (flattened: each is a field of summary.json).
     #[serde(flatten)]
     pub counts: Counts,
@@ -145,6 +150,10 @@ pub struct Summary {
     /// Theoretical overrun probability next to the measured fraction (parametric
     /// distributions only).
     pub analytic: Option<crate::analytic::AnalyticCheck>,
+}
+
+fn send_rule() -> StaleRule {
+    StaleRule::Send
 }
 
 /// Why a variant stopped.
@@ -235,6 +244,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         unscaled_ttl_ms: meta.unscaled_ttl_ms,
         seed: meta.seed,
         elapsed_s: meta.elapsed_s,
+        stale_rule: StaleRule::Reply,
         counts: c,
         throughput_per_s: ratio(c.sections as f64, meta.elapsed_s),
         overrun_fraction: ratio(c.overruns as f64, c.sections as f64),

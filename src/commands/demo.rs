@@ -170,7 +170,7 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     let backend = Backend::open(&plan, false).await?;
     let key = format!(
         "lockbench:{}:demo:lock",
-        crate::output::run_id(std::time::SystemTime::now())
+        crate::results::run_id(std::time::SystemTime::now())
     );
     let result = crate::with_connector!(&backend, c => run_demo(c, &key, ttl).await);
     backend.close().await;

@@ -52,7 +52,7 @@ fn finish(
     if !quiet {
         let stdout = std::io::stdout();
         let mut w = stdout.lock();
-        crate::output::print_table(&mut w, &outcome.summaries)?;
+        crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
         println!(
             "\nbackend: {} ({}), connection: {}, seed {}",
             outcome.manifest.backend_detail,
@@ -133,7 +133,7 @@ mod tests {
         let report = Some(anyhow::anyhow!("cannot write report.html"));
         assert_eq!(finish(outcome, report, true).unwrap(), 1);
 
-        let bad = anyhow::Error::from(crate::output::OutDirError::NotADirectory("x".into()));
+        let bad = anyhow::Error::from(crate::results::OutDirError::NotADirectory("x".into()));
         assert_eq!(
             crate::exit::code_of_error(&bad.context("preparing the run")),
             2

@@ -97,7 +97,7 @@ pub async fn sweep(
     dir: &Path,
     opts: &RunOptions,
 ) -> anyhow::Result<Vec<SweepRow>> {
-    crate::output::prepare_dir(dir, opts.force)?;
+    crate::results::prepare_dir(dir, opts.force)?;
     let mut rows = Vec::new();
     for &ttl in ttls_us {
         let plan = plan_for(ttl)?;
@@ -205,7 +205,7 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
         "overlap_s_per_hour",
         "wrongful_deletes_per_hour",
     ];
-    header.extend(crate::output::csv_columns());
+    header.extend(crate::results::csv_columns());
     w.write_record(&header)?;
     for r in rows {
         let mut rec = vec![
@@ -219,9 +219,9 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
                 .unwrap_or_default(),
         ];
         match &r.summary {
-            Some(s) => rec.extend(crate::output::csv_row(s)),
+            Some(s) => rec.extend(crate::results::csv_row(s)),
             None => {
-                let mut blank = vec![String::new(); crate::output::csv_columns().len()];
+                let mut blank = vec![String::new(); crate::results::csv_columns().len()];
                 blank[0] = r.release.name().to_string();
                 blank[1] = r.release.name().to_string();
                 rec.extend(blank);
@@ -319,7 +319,7 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     let dir = a.workload.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
             "{}-sweep",
-            crate::output::run_id(std::time::SystemTime::now())
+            crate::results::run_id(std::time::SystemTime::now())
         ))
     });
     let opts = RunOptions {
@@ -343,7 +343,7 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     .await;
     backend.close().await;
     let rows = rows?;
-    crate::output::write_file(&dir.join("sweep.csv"), |w| write_csv(w, &rows))?;
+    crate::results::write_file(&dir.join("sweep.csv"), |w| write_csv(w, &rows))?;
     crate::report::charts::sweep(&dir.join("sweep.png"), &chart_series(&rows), "real units")?;
     if !a.workload.quiet {
         println!();

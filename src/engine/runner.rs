@@ -5,10 +5,10 @@ use crate::analysis::summary::{Meta, StopReason, Summary, summarize};
 use crate::engine::collector::Collector;
 use crate::engine::recorder::Recorder;
 use crate::engine::worker::{Halt, WorkerCtx, run_worker};
-use crate::output::{self, EventsWriter};
-pub use crate::output::{Manifest, SummaryFile};
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
+use crate::results::{self, EventsWriter};
+pub use crate::results::{Manifest, SummaryFile};
 use crate::signals::{Request, request_of};
 use crate::store::redis::redact_url;
 use crate::store::{Connector, ErrorKind, LockConn};
@@ -85,7 +85,7 @@ pub async fn run_with<K: Connector>(
         .await
         .map_err(|e| anyhow::anyhow!("{} did not answer INFO server: {e}", connector.describe()))?;
     let started = SystemTime::now();
-    let run_id = output::run_id(started);
+    let run_id = results::run_id(started);
     // Computed before the support check, whose probes touch only keys under it.
     let prefix = format!("lockbench:{run_id}");
     for &method in methods {
@@ -96,7 +96,7 @@ pub async fn run_with<K: Connector>(
         .out_dir
         .clone()
         .unwrap_or_else(|| opts.results_root.join(&run_id));
-    output::prepare_dir(&dir, opts.force)?;
+    results::prepare_dir(&dir, opts.force)?;
     let mut manifest = Manifest {
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.clone(),
@@ -110,13 +110,13 @@ pub async fn run_with<K: Connector>(
         server_version: server_version.clone(),
         key_prefix: prefix.clone(),
         variants: methods.iter().map(|m| m.name().to_string()).collect(),
-        started_at: output::utc_stamp(started, false),
+        started_at: results::utc_stamp(started, false),
         ended_at: None,
         interrupted: false,
         failure: None,
         leftover_keys: None,
     };
-    output::write_json(&dir.join("manifest.json"), &manifest)?;
+    results::write_json(&dir.join("manifest.json"), &manifest)?;
 
     let events = EventsWriter::start(&dir.join("events.csv"))?;
     let mut summaries = Vec::new();
@@ -149,7 +149,7 @@ pub async fn run_with<K: Connector>(
         .await;
         let r = r.and_then(|(summary, hists)| {
             let suffix = (methods.len() > 1).then_some(method.name());
-            output::write_hgrms(&dir, &hists, suffix)?;
+            results::write_hgrms(&dir, &hists, suffix)?;
             Ok(summary)
         });
         match r {
@@ -191,12 +191,12 @@ pub async fn run_with<K: Connector>(
         run_id: run_id.clone(),
         variants: summaries.clone(),
     };
-    output::write_json(&dir.join("summary.json"), &summary_file)?;
-    output::write_summary_csv_file(&dir, &summaries)?;
-    manifest.ended_at = Some(output::utc_stamp(SystemTime::now(), false));
+    results::write_json(&dir.join("summary.json"), &summary_file)?;
+    results::write_summary_csv_file(&dir, &summaries)?;
+    manifest.ended_at = Some(results::utc_stamp(SystemTime::now(), false));
     manifest.interrupted = interrupted;
     manifest.failure = failure.as_ref().map(|e| format!("{e:#}"));
-    output::write_json(&dir.join("manifest.json"), &manifest)?;
+    results::write_json(&dir.join("manifest.json"), &manifest)?;
     // The data files are written; drawing the report is the command's decision.
     Ok(RunOutcome {
         dir,

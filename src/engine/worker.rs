@@ -10,7 +10,7 @@ use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
 use crate::profile::BusyPolicy;
-use crate::release::{ReleaseMethod, release};
+use crate::release::{ReleaseMethod, StaleRule, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
@@ -337,7 +337,9 @@ impl<C: LockConn> Worker<C> {
             outcome: outcome_name,
             interrupted: !section.completed,
         };
-        rec.counters.counts.add(&Counts::of_section(&row));
+        rec.counters
+            .counts
+            .add(&Counts::of_section(&row, StaleRule::Reply));
         // A fixed array, not a Vec: this runs once per section.
         let mut values = [
             (Metric::Duration, d),

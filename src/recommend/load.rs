@@ -5,10 +5,7 @@
 pub use crate::inputs::Unit;
 use crate::inputs::{self, DurationCsv, Problem};
 use crate::record::new_hist;
-use base64::Engine as _;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::io::{self, Read};
@@ -457,74 +454,33 @@ pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, 
 /// when set). Values are in `opts.unit` (default µs, as lockbench writes them).
 pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
     let unit = opts.unit.unwrap_or(Unit::Us);
-    let line_of = |offset: usize| {
-        let end = offset.min(bytes.len());
-        bytes[..end].iter().filter(|b| **b == b'\n').count() as u64 + 1
-    };
-    let base = bytes.as_ptr() as usize;
     let mut merged: Option<Histogram<u64>> = None;
     let mut tags = BTreeSet::new();
     let mut intervals = 0u64;
     let mut skipped = 0u64;
-    let mut deser = Deserializer::new();
-    for entry in IntervalLogIterator::new(bytes) {
-        let entry = entry.map_err(|e| {
-            let hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } =
-                e;
-            data_err(
-                file,
-                Some(line_of(offset)),
-                None,
-                "not an HdrHistogram interval log line (expected `Tag=…,start,length,max,base64` \
-                 or a `#` comment)"
-                    .to_string(),
-            )
-        })?;
-        let LogEntry::Interval(ilh) = entry else {
-            continue;
-        };
-        let tag = ilh.tag().map(|t| t.as_str().to_string());
-        tags.insert(tag.clone().unwrap_or_else(|| "(untagged)".to_string()));
+    let all = crate::results::hlog::intervals(bytes)
+        .map_err(|e| data_err(file, Some(e.line), None, e.what))?;
+    for iv in all {
+        tags.insert(iv.tag.clone().unwrap_or_else(|| "(untagged)".to_string()));
         if let Some(want) = &opts.tag
-            && tag.as_deref() != Some(want.as_str())
+            && iv.tag.as_deref() != Some(want.as_str())
         {
             skipped += 1;
             continue;
         }
-        // The encoded text is a slice of `bytes`: its address gives its line.
-        let encoded = ilh.encoded_histogram();
-        let line = line_of((encoded.as_ptr() as usize).saturating_sub(base));
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(encoded.trim())
-            .map_err(|e| {
-                data_err(
-                    file,
-                    Some(line),
-                    Some("the histogram field".to_string()),
-                    format!("not base64: {e}"),
-                )
-            })?;
-        let h: Histogram<u64> = deser.deserialize(&mut &decoded[..]).map_err(|e| {
-            data_err(
-                file,
-                Some(line),
-                Some("the histogram field".to_string()),
-                format!("not an HdrHistogram V2 encoding: {e:?}"),
-            )
-        })?;
         // The first interval is the sum, so the merged histogram keeps the file's precision;
         // it must grow to take the later intervals' values.
         match &mut merged {
             None => {
-                let mut first = h;
+                let mut first = iv.histogram;
                 first.auto(true);
                 merged = Some(first);
             }
             Some(m) => {
-                if m.add(&h).is_err() {
+                if m.add(&iv.histogram).is_err() {
                     return Err(data_err(
                         file,
-                        Some(line),
+                        Some(iv.line),
                         None,
                         "this interval cannot be merged with the others".to_string(),
                     ));

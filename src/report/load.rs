@@ -3,13 +3,11 @@
 //! that made the run, so an old run can be re-rendered.
 
 use crate::analysis::counts::Counts;
-use crate::output::SummaryFile;
 use crate::record::{EventRow, new_hist};
+use crate::release::StaleRule;
+use crate::results::SummaryFile;
 use anyhow::Context;
-use base64::Engine;
 use hdrhistogram::Histogram;
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -32,17 +30,6 @@ pub enum ReportError {
         dir: PathBuf,
         /// The required files it lacks.
         missing: Vec<&'static str>,
-    },
-    /// A row of `events.csv` cannot be read: the file was truncated (a run killed mid-write)
-    /// or edited. The line number is the file's, header included.
-    #[error("{path} line {line}: {detail}")]
-    BadEvents {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line.
-        line: u64,
-        /// What is wrong with it.
-        detail: String,
     },
 }
 
@@ -173,11 +160,13 @@ pub struct VariantEvents {
     pub counts: Counts,
     /// Sections per key.
     pub keys: BTreeMap<usize, KeySections>,
+    /// How its summary decided stale vs deleted by another.
+    pub rule: StaleRule,
 }
 
 impl VariantEvents {
     /// Empty.
-    pub fn new(name: &str) -> Self {
+    pub fn new(name: &str, rule: StaleRule) -> Self {
         Self {
             name: name.to_string(),
             ttl_us: 0,
@@ -185,12 +174,13 @@ impl VariantEvents {
             acquire: new_hist(),
             counts: Counts::default(),
             keys: BTreeMap::new(),
+            rule,
         }
     }
 
     /// Adds one row, counting it with the function the worker used live.
     pub fn add(&mut self, r: &EventRow) {
-        self.counts.add(&Counts::of_section(r));
+        self.counts.add(&Counts::of_section(r, self.rule));
         self.ttl_us = r.ttl_us;
         record(&mut self.durations, r.duration_us);
         record(&mut self.acquire, r.acquire_latency_us);
@@ -213,6 +203,8 @@ fn record(h: &mut Histogram<u64>, v: u64) {
 pub struct EventScan {
     /// One entry per variant.
     pub variants: Vec<VariantEvents>,
+    /// The stale rule each variant's summary was counted with (default: the current one).
+    pub rules: Vec<(String, StaleRule)>,
 }
 
 impl EventScan {
@@ -226,7 +218,12 @@ impl EventScan {
         let i = match self.variants.iter().position(|v| v.name == r.variant) {
             Some(i) => i,
             None => {
-                self.variants.push(VariantEvents::new(&r.variant));
+                let rule = self
+                    .rules
+                    .iter()
+                    .find(|(v, _)| *v == r.variant)
+                    .map_or(StaleRule::Reply, |(_, rule)| *rule);
+                self.variants.push(VariantEvents::new(&r.variant, rule));
                 self.variants.len() - 1
             }
         };
@@ -234,53 +231,10 @@ impl EventScan {
     }
 }
 
-fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
-    let line = e.position().map(|p| p.line());
-    let detail = match e.kind() {
-        csv::ErrorKind::UnequalLengths {
-            expected_len, len, ..
-        } => {
-            format!("{len} fields where the header has {expected_len} (truncated or edited file?)")
-        }
-        csv::ErrorKind::Deserialize { err, .. } => format!("cannot read the row: {err}"),
-        _ => e.to_string(),
-    };
-    match line {
-        Some(line) => ReportError::BadEvents {
-            path: path.to_path_buf(),
-            line,
-            detail,
-        }
-        .into(),
-        None => anyhow::anyhow!("{}: {detail}", path.display()),
-    }
-}
-
-/// Streams `events.csv` through `f`, one row at a time.
-pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Result<()> {
-    let mut rdr =
-        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut row = csv::StringRecord::new();
-    let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
-    loop {
-        match rdr.read_record(&mut row) {
-            Ok(false) => break,
-            Ok(true) => {
-                let r: EventRow = row
-                    .deserialize(Some(&headers))
-                    .map_err(|e| csv_error(path, e))?;
-                f(&r);
-            }
-            Err(e) => return Err(csv_error(path, e)),
-        }
-    }
-    Ok(())
-}
-
 /// First pass: histograms, counts and per-key counts of every variant.
 pub fn scan_events(path: &Path) -> anyhow::Result<EventScan> {
     let mut scan = EventScan::default();
-    for_each_event(path, |r| scan.add(r))?;
+    crate::results::for_each_event(path, |r| scan.add(r))?;
     Ok(scan)
 }
 
@@ -292,7 +246,7 @@ pub fn window_sections(
     key: usize,
     mut picker: WindowPicker,
 ) -> anyhow::Result<Vec<SectionSpan>> {
-    for_each_event(path, |r| {
+    crate::results::for_each_event(path, |r| {
         if r.variant == variant && r.key == key {
             picker.offer(SectionSpan {
                 worker: r.worker,
@@ -310,7 +264,7 @@ pub fn window_sections(
 /// `first_overlap_ms` (older runs) leaves to recompute. 16 bytes a section of that key only.
 pub fn key_intervals(path: &Path, variant: &str, key: usize) -> anyhow::Result<Vec<(u64, u64)>> {
     let mut out = Vec::new();
-    for_each_event(path, |r| {
+    crate::results::for_each_event(path, |r| {
         if r.variant == variant && r.key == key {
             out.push((r.acquired_us, r.released_us));
         }
@@ -318,43 +272,7 @@ pub fn key_intervals(path: &Path, variant: &str, key: usize) -> anyhow::Result<V
     Ok(out)
 }
 
-/// Reads an interval log and merges its intervals by tag (untagged ones under `""`), in order
-/// of first appearance.
+/// The intervals of an `.hlog` merged per tag (the shared reader).
 pub fn read_hlog(path: &Path) -> anyhow::Result<Vec<(String, Histogram<u64>)>> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let mut out: Vec<(String, Histogram<u64>)> = Vec::new();
-    let mut de = Deserializer::new();
-    for entry in IntervalLogIterator::new(&bytes) {
-        let entry = entry.map_err(|e| {
-            let hdrhistogram::serialization::interval_log::LogIteratorError::ParseError { offset } =
-                e;
-            let line = 1 + bytes[..offset.min(bytes.len())]
-                .iter()
-                .filter(|&&b| b == b'\n')
-                .count();
-            anyhow::anyhow!("{} line {line}: not an interval log entry", path.display())
-        })?;
-        let LogEntry::Interval(iv) = entry else {
-            continue;
-        };
-        let raw = base64::engine::general_purpose::STANDARD
-            .decode(iv.encoded_histogram())
-            .with_context(|| format!("{}: an interval is not base64", path.display()))?;
-        let h: Histogram<u64> = de
-            .deserialize(&mut raw.as_slice())
-            .map_err(|e| anyhow::anyhow!("{}: bad histogram: {e:?}", path.display()))?;
-        let tag = iv.tag().map(|t| t.as_str().to_string()).unwrap_or_default();
-        let i = match out.iter().position(|(t, _)| *t == tag) {
-            Some(i) => i,
-            None => {
-                out.push((tag, new_hist()));
-                out.len() - 1
-            }
-        };
-        out[i]
-            .1
-            .add(&h)
-            .map_err(|e| anyhow::anyhow!("{}: cannot merge: {e:?}", path.display()))?;
-    }
-    Ok(out)
+    crate::results::hlog::read_by_tag(path)
 }

@@ -33,13 +33,14 @@ pub mod data;
 pub mod html;
 pub mod load;
 pub mod palette;
+pub mod terminal;
 pub mod verify;
 
 pub use load::ReportError;
 pub use palette::method_colour;
 pub use verify::Mismatch;
 
-use crate::output::SummaryFile;
+use crate::results::SummaryFile;
 use data::{
     ComparePanel, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS, Timeline,
     VariantDurations, WindowPicker,

@@ -7,12 +7,12 @@
 //! section, [`KeyIntervals`]), so memory grows with the run's length. That is why only
 //! `lockbench report DIR` runs this check; the charts drawn at the end of a run do not.
 
-use super::load::{self, EventScan, VariantEvents};
+use super::load::{EventScan, VariantEvents};
 use crate::analysis::counts::{Counts, NOT_RECORDED, Recount};
 use crate::analysis::overlap::{self, OverlapStats};
 use crate::analysis::summary::{KeyOverlap, Quantiles, Summary};
-use crate::output::SummaryFile;
 use crate::record::EventRow;
+use crate::results::SummaryFile;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
@@ -88,9 +88,17 @@ impl KeyIntervals {
 
 /// Reads `events` once and compares every variant of `summary` with its rows.
 pub fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<Mismatch>> {
-    let mut scan = EventScan::default();
+    // Recount each variant with the rule its summary was counted with.
+    let mut scan = EventScan {
+        rules: summary
+            .variants
+            .iter()
+            .map(|s| (s.variant.clone(), s.stale_rule))
+            .collect(),
+        ..EventScan::default()
+    };
     let mut intervals = KeyIntervals::default();
-    load::for_each_event(events, |r| {
+    crate::results::for_each_event(events, |r| {
         scan.add(r);
         intervals.add(r);
     })?;

@@ -1,18 +1,29 @@
-//! Files of a run and the terminal table.
+//! The run directory's format, in one place, below the engine that writes it and the report
+//! and `recommend` that read it.
 //!
-//! `results/<run-id>/`: `manifest.json`, `summary.json`, `summary.csv`, `events.csv` (streamed),
-//! `<metric>.hgrm` (percentile distribution, values in ms) and `<metric>.hlog` (HdrHistogram
-//! interval log, V2 deflate-compressed, one tagged interval per second and variant).
+//! `results/<run-id>/`: `manifest.json` and `summary.json` ([`Manifest`], [`SummaryFile`]),
+//! `summary.csv` ([`csv`]), `events.csv` ([`events`], streamed and read row by row),
+//! `<metric>.hgrm` ([`hgrm`], percentile distributions in ms) and `<metric>.hlog` ([`hlog`],
+//! HdrHistogram interval logs, V2 deflate, one tagged interval per second and variant; written
+//! by [`crate::engine::collector`]). This file: run ids, the output directory, file writing.
 
-use crate::analysis::figures::{cell, figures, num};
-use crate::analysis::summary::{Quantiles, Summary};
+pub mod csv;
+pub mod events;
+pub mod hgrm;
+pub mod hlog;
+
+pub use csv::{csv_columns, csv_row, write_summary_csv, write_summary_csv_file};
+pub use events::{EventsWriter, for_each_event};
+pub use hgrm::{write_hgrm, write_hgrms};
+
+use crate::analysis::summary::Summary;
 use crate::profile::Plan;
-use crate::record::{EventRow, HistSet, Metric};
+use crate::record::Metric;
 use anyhow::Context;
-use hdrhistogram::Histogram;
+
 use serde::Serialize;
-use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -293,262 +304,6 @@ pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> anyhow::Result
     })
 }
 
-/// Streams section rows into `events.csv` from a dedicated thread, so memory stays flat and
-/// workers never block on disk (the channel is bounded: back-pressure instead of growth).
-pub struct EventsWriter {
-    /// Where workers send rows.
-    pub tx: tokio::sync::mpsc::Sender<EventRow>,
-    handle: std::thread::JoinHandle<anyhow::Result<u64>>,
-}
-
-impl EventsWriter {
-    /// Opens `path` for appending (a header is written only to a new file).
-    pub fn start(path: &Path) -> anyhow::Result<Self> {
-        let new = !path.exists();
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<EventRow>(8192);
-        let path = path.to_path_buf();
-        let handle = std::thread::spawn(move || -> anyhow::Result<u64> {
-            let mut w = csv::WriterBuilder::new()
-                .has_headers(new)
-                .from_writer(BufWriter::with_capacity(1 << 16, f));
-            let ctx = || format!("cannot write {}", path.display());
-            let mut n = 0u64;
-            while let Some(row) = rx.blocking_recv() {
-                w.serialize(&row).with_context(ctx)?;
-                n += 1;
-            }
-            // csv's flush also flushes the BufWriter underneath: a full disk surfaces here.
-            w.flush().with_context(ctx)?;
-            Ok(n)
-        });
-        Ok(Self { tx, handle })
-    }
-
-    /// Waits for every row to be written (all senders must be dropped first).
-    pub fn finish(self) -> anyhow::Result<u64> {
-        drop(self.tx);
-        self.handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("the events.csv writer thread panicked"))?
-    }
-}
-
-/// Writes a histogram (µs) as an HdrHistogram percentile distribution with values in ms.
-pub fn write_hgrm<W: Write>(mut w: W, h: &Histogram<u64>) -> io::Result<()> {
-    writeln!(
-        w,
-        "{:>12} {:>14} {:>10} {:>14}\n",
-        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
-    )?;
-    if h.is_empty() {
-        writeln!(
-            w,
-            "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]",
-            0.0, 0.0
-        )?;
-        writeln!(w, "#[Max     = {:>12.3}, Total count    = {:>12}]", 0.0, 0)?;
-        return Ok(());
-    }
-    let mut count = 0;
-    for v in h.iter_quantiles(5) {
-        count += v.count_since_last_iteration();
-        let q = v.quantile_iterated_to();
-        let value = v.value_iterated_to() as f64 / 1000.0;
-        if q < 1.0 {
-            writeln!(
-                w,
-                "{value:>12.3} {q:>14.12} {count:>10} {:>14.2}",
-                1.0 / (1.0 - q)
-            )?;
-        } else {
-            writeln!(w, "{value:>12.3} {q:>14.12} {count:>10}")?;
-        }
-    }
-    writeln!(
-        w,
-        "#[Mean    = {:>12.3}, StdDeviation   = {:>12.3}]",
-        h.mean() / 1000.0,
-        h.stdev() / 1000.0
-    )?;
-    writeln!(
-        w,
-        "#[Max     = {:>12.3}, Total count    = {:>12}]",
-        h.max() as f64 / 1000.0,
-        h.len()
-    )?;
-    Ok(())
-}
-
-/// Writes every metric's `.hgrm` for `hists`, suffixed by variant when `suffix` is set.
-pub fn write_hgrms(
-    dir: &Path,
-    hists: &HistSet,
-    suffix: Option<&str>,
-) -> anyhow::Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
-    for m in Metric::ALL {
-        let name = match suffix {
-            Some(s) => format!("{}-{s}.hgrm", m.file_stem()),
-            None => format!("{}.hgrm", m.file_stem()),
-        };
-        let path = dir.join(name);
-        write_file(&path, |w| Ok(write_hgrm(w, hists.get(m))?))?;
-        out.push(path);
-    }
-    Ok(out)
-}
-
-/// The run's facts that lead every `summary.csv` row.
-/// A column and how to fill it.
-type Column<T> = (&'static str, fn(&Summary) -> T);
-
-const META_COLUMNS: &[Column<String>] = &[
-    ("variant", |s| s.variant.clone()),
-    ("release", |s| s.release.clone()),
-    ("connection_mode", |s| s.connection_mode.clone()),
-    ("backend", |s| s.backend.clone()),
-    ("server_version", |s| s.server_version.clone()),
-    ("workers", |s| s.workers.to_string()),
-    ("keys", |s| s.keys.to_string()),
-    ("ttl_ms", |s| s.ttl_ms.to_string()),
-    ("time_scale", |s| num(s.time_scale)),
-    ("unscaled_ttl_ms", |s| num(s.unscaled_ttl_ms)),
-    ("seed", |s| s.seed.to_string()),
-    ("elapsed_s", |s| num(s.elapsed_s)),
-];
-
-/// Percentiles that follow the figures in `summary.csv`.
-const QUANTILE_COLUMNS: &[Column<f64>] = &[
-    ("duration_p50_ms", |s| s.duration_ms.p50),
-    ("duration_p99_ms", |s| s.duration_ms.p99),
-    ("duration_max_ms", |s| s.duration_ms.max),
-    ("timer_error_p50_ms", |s| s.timer_error_ms.p50),
-    ("timer_error_p99_ms", |s| s.timer_error_ms.p99),
-    ("timer_error_max_ms", |s| s.timer_error_ms.max),
-    ("excess_p99_ms", |s| s.excess_ms.p99),
-    ("acquire_latency_p50_ms", |s| s.acquire_latency_ms.p50),
-    ("acquire_latency_p99_ms", |s| s.acquire_latency_ms.p99),
-    ("set_latency_p50_ms", |s| s.set_latency_ms.p50),
-    ("set_latency_p99_ms", |s| s.set_latency_ms.p99),
-    ("release_latency_p50_ms", |s| s.release_latency_ms.p50),
-    ("release_latency_p99_ms", |s| s.release_latency_ms.p99),
-];
-
-/// Columns of `summary.csv` (one row per variant): the run's facts, every figure of
-/// [`figures()`], then percentiles.
-pub fn csv_columns() -> Vec<&'static str> {
-    let meta = META_COLUMNS.iter().map(|(n, _)| *n);
-    let figs = figures().into_iter().map(|f| f.name);
-    let quant = QUANTILE_COLUMNS.iter().map(|(n, _)| *n);
-    meta.chain(figs).chain(quant).collect()
-}
-
-/// The `summary.csv` cells of one summary, in [`csv_columns`] order.
-pub fn csv_row(s: &Summary) -> Vec<String> {
-    let meta = META_COLUMNS.iter().map(|(_, f)| f(s));
-    let figs = figures().into_iter().map(|f| f.value(s));
-    let quant = QUANTILE_COLUMNS.iter().map(|(_, f)| num(f(s)));
-    meta.chain(figs).chain(quant).collect()
-}
-
-/// Writes `<dir>/summary.csv` (errors name the file).
-pub fn write_summary_csv_file(dir: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
-    write_file(&dir.join("summary.csv"), |w| {
-        write_summary_csv(w, summaries)
-    })
-}
-
-/// Writes `summary.csv` with one row per variant.
-pub fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Result<()> {
-    let mut w = csv::Writer::from_writer(w);
-    w.write_record(csv_columns())?;
-    for s in summaries {
-        w.write_record(csv_row(s))?;
-    }
-    w.flush()?;
-    Ok(())
-}
-
-/// Prints the summary table, one column per variant.
-pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {
-    let pct = |x: f64| format!("{:.4} %", x * 100.0);
-    type Cell = Box<dyn Fn(&Summary) -> String>;
-    let mut rows: Vec<(String, Cell)> = vec![
-        ("release".into(), Box::new(|s| s.release.clone())),
-        ("connection".into(), Box::new(|s| s.connection_mode.clone())),
-    ];
-    // Every figure of the one table that the terminal shows.
-    for f in figures().into_iter().filter(|f| f.terminal) {
-        rows.push((f.label.clone(), Box::new(move |s| cell(&f, s))));
-    }
-    rows.push((
-        "P(d > TTL) theory".into(),
-        Box::new(move |s| match &s.analytic {
-            Some(a) => format!(
-                "{} in [{}, {}]{}",
-                pct(a.p_expected),
-                pct(a.ci99_low),
-                pct(a.ci99_high),
-                if a.agrees { "" } else { " MISMATCH" }
-            ),
-            None => "n/a".to_string(),
-        }),
-    ));
-    rows.push((
-        "duration p50/p99/max".into(),
-        Box::new(|s| q3(&s.duration_ms)),
-    ));
-    rows.push((
-        "timer error p50/p99/max".into(),
-        Box::new(|s| q3(&s.timer_error_ms)),
-    ));
-    rows.push((
-        "acquire lat. p50/p99/max".into(),
-        Box::new(|s| q3(&s.acquire_latency_ms)),
-    ));
-    let label_w = rows
-        .iter()
-        .map(|(l, _)| l.chars().count())
-        .max()
-        .unwrap_or(0);
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(_, f)| summaries.iter().map(f).collect())
-        .collect();
-    let col_w: Vec<usize> = (0..summaries.len())
-        .map(|i| {
-            cells
-                .iter()
-                .map(|r| r[i].chars().count())
-                .max()
-                .unwrap_or(0)
-                .max(summaries[i].variant.len())
-        })
-        .collect();
-    write!(w, "{:label_w$}", "")?;
-    for (s, cw) in summaries.iter().zip(&col_w) {
-        write!(w, "  {:>cw$}", s.variant)?;
-    }
-    writeln!(w)?;
-    for ((label, _), row) in rows.iter().zip(&cells) {
-        write!(w, "{label:label_w$}")?;
-        for (cell, cw) in row.iter().zip(&col_w) {
-            write!(w, "  {cell:>cw$}")?;
-        }
-        writeln!(w)?;
-    }
-    Ok(())
-}
-
-fn q3(q: &Quantiles) -> String {
-    format!("{:.2}/{:.2}/{:.2} ms", q.p50, q.p99, q.max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,30 +364,5 @@ mod tests {
         ] {
             assert!(!is_run_file(f), "{f}");
         }
-    }
-
-    /// The hgrm text is the standard percentile layout with values in ms and the right totals.
-    #[test]
-    fn hgrm_has_standard_layout() {
-        let mut h = crate::record::new_hist();
-        for v in 1..=1000u64 {
-            h.record(v * 1000).unwrap();
-        }
-        let mut out = Vec::new();
-        write_hgrm(&mut out, &h).unwrap();
-        let text = String::from_utf8(out).unwrap();
-        assert!(text.lines().next().unwrap().contains("Percentile"));
-        assert!(text.contains("Total count    =         1000"), "{text}");
-        let last_value_line = text
-            .lines()
-            .rfind(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .unwrap();
-        let v: f64 = last_value_line
-            .split_whitespace()
-            .next()
-            .unwrap()
-            .parse()
-            .unwrap();
-        assert!((v - 1000.0).abs() / 1000.0 < 0.001, "{v}");
     }
 }

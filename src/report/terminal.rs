@@ -1,0 +1,81 @@
+//! The summary table printed at the end of a run, one column per variant, its rows from the
+//! one table of figures.
+
+use crate::analysis::figures::{cell, figures};
+use crate::analysis::summary::{Quantiles, Summary};
+use std::io::{self, Write};
+
+/// Prints the summary table, one column per variant.
+pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {
+    let pct = |x: f64| format!("{:.4} %", x * 100.0);
+    type Cell = Box<dyn Fn(&Summary) -> String>;
+    let mut rows: Vec<(String, Cell)> = vec![
+        ("release".into(), Box::new(|s| s.release.clone())),
+        ("connection".into(), Box::new(|s| s.connection_mode.clone())),
+    ];
+    // Every figure of the one table that the terminal shows.
+    for f in figures().into_iter().filter(|f| f.terminal) {
+        rows.push((f.label.clone(), Box::new(move |s| cell(&f, s))));
+    }
+    rows.push((
+        "P(d > TTL) theory".into(),
+        Box::new(move |s| match &s.analytic {
+            Some(a) => format!(
+                "{} in [{}, {}]{}",
+                pct(a.p_expected),
+                pct(a.ci99_low),
+                pct(a.ci99_high),
+                if a.agrees { "" } else { " MISMATCH" }
+            ),
+            None => "n/a".to_string(),
+        }),
+    ));
+    rows.push((
+        "duration p50/p99/max".into(),
+        Box::new(|s| q3(&s.duration_ms)),
+    ));
+    rows.push((
+        "timer error p50/p99/max".into(),
+        Box::new(|s| q3(&s.timer_error_ms)),
+    ));
+    rows.push((
+        "acquire lat. p50/p99/max".into(),
+        Box::new(|s| q3(&s.acquire_latency_ms)),
+    ));
+    let label_w = rows
+        .iter()
+        .map(|(l, _)| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(_, f)| summaries.iter().map(f).collect())
+        .collect();
+    let col_w: Vec<usize> = (0..summaries.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|r| r[i].chars().count())
+                .max()
+                .unwrap_or(0)
+                .max(summaries[i].variant.len())
+        })
+        .collect();
+    write!(w, "{:label_w$}", "")?;
+    for (s, cw) in summaries.iter().zip(&col_w) {
+        write!(w, "  {:>cw$}", s.variant)?;
+    }
+    writeln!(w)?;
+    for ((label, _), row) in rows.iter().zip(&cells) {
+        write!(w, "{label:label_w$}")?;
+        for (cell, cw) in row.iter().zip(&col_w) {
+            write!(w, "  {cell:>cw$}")?;
+        }
+        writeln!(w)?;
+    }
+    Ok(())
+}
+
+fn q3(q: &Quantiles) -> String {
+    format!("{:.2}/{:.2}/{:.2} ms", q.p50, q.p99, q.max)
+}

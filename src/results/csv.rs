@@ -1,0 +1,79 @@
+//! `summary.csv`: one row per variant — the run's facts, every figure of the one table
+//! ([`figures()`]), then percentiles.
+
+use super::write_file;
+use crate::analysis::figures::{figures, num};
+use crate::analysis::summary::Summary;
+use std::io::Write;
+use std::path::Path;
+
+/// The run's facts that lead every `summary.csv` row.
+/// A column and how to fill it.
+type Column<T> = (&'static str, fn(&Summary) -> T);
+
+const META_COLUMNS: &[Column<String>] = &[
+    ("variant", |s| s.variant.clone()),
+    ("release", |s| s.release.clone()),
+    ("connection_mode", |s| s.connection_mode.clone()),
+    ("backend", |s| s.backend.clone()),
+    ("server_version", |s| s.server_version.clone()),
+    ("workers", |s| s.workers.to_string()),
+    ("keys", |s| s.keys.to_string()),
+    ("ttl_ms", |s| s.ttl_ms.to_string()),
+    ("time_scale", |s| num(s.time_scale)),
+    ("unscaled_ttl_ms", |s| num(s.unscaled_ttl_ms)),
+    ("seed", |s| s.seed.to_string()),
+    ("elapsed_s", |s| num(s.elapsed_s)),
+];
+
+/// Percentiles that follow the figures in `summary.csv`.
+const QUANTILE_COLUMNS: &[Column<f64>] = &[
+    ("duration_p50_ms", |s| s.duration_ms.p50),
+    ("duration_p99_ms", |s| s.duration_ms.p99),
+    ("duration_max_ms", |s| s.duration_ms.max),
+    ("timer_error_p50_ms", |s| s.timer_error_ms.p50),
+    ("timer_error_p99_ms", |s| s.timer_error_ms.p99),
+    ("timer_error_max_ms", |s| s.timer_error_ms.max),
+    ("excess_p99_ms", |s| s.excess_ms.p99),
+    ("acquire_latency_p50_ms", |s| s.acquire_latency_ms.p50),
+    ("acquire_latency_p99_ms", |s| s.acquire_latency_ms.p99),
+    ("set_latency_p50_ms", |s| s.set_latency_ms.p50),
+    ("set_latency_p99_ms", |s| s.set_latency_ms.p99),
+    ("release_latency_p50_ms", |s| s.release_latency_ms.p50),
+    ("release_latency_p99_ms", |s| s.release_latency_ms.p99),
+];
+
+/// Columns of `summary.csv` (one row per variant): the run's facts, every figure of
+/// [`figures()`], then percentiles.
+pub fn csv_columns() -> Vec<&'static str> {
+    let meta = META_COLUMNS.iter().map(|(n, _)| *n);
+    let figs = figures().into_iter().map(|f| f.name);
+    let quant = QUANTILE_COLUMNS.iter().map(|(n, _)| *n);
+    meta.chain(figs).chain(quant).collect()
+}
+
+/// The `summary.csv` cells of one summary, in [`csv_columns`] order.
+pub fn csv_row(s: &Summary) -> Vec<String> {
+    let meta = META_COLUMNS.iter().map(|(_, f)| f(s));
+    let figs = figures().into_iter().map(|f| f.value(s));
+    let quant = QUANTILE_COLUMNS.iter().map(|(_, f)| num(f(s)));
+    meta.chain(figs).chain(quant).collect()
+}
+
+/// Writes `<dir>/summary.csv` (errors name the file).
+pub fn write_summary_csv_file(dir: &Path, summaries: &[Summary]) -> anyhow::Result<()> {
+    write_file(&dir.join("summary.csv"), |w| {
+        write_summary_csv(w, summaries)
+    })
+}
+
+/// Writes `summary.csv` with one row per variant.
+pub fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Result<()> {
+    let mut w = csv::Writer::from_writer(w);
+    w.write_record(csv_columns())?;
+    for s in summaries {
+        w.write_record(csv_row(s))?;
+    }
+    w.flush()?;
+    Ok(())
+}
