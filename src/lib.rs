@@ -36,6 +36,8 @@
 //!   `redis-server` that never outlives lockbench).
 //! - [`record`]: the plain data a run produces — a section's row, metrics and their
 //!   histograms, outages — below everything that makes, analyses or reads it.
+//! - [`target`]: the Redis URL a user names — checked, loopback only, and redacted the one
+//!   way every printed or stored target is.
 //! - [`release`]: release methods (`del`, `token`, `delex`) and classification of replies.
 //! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
 //! - [`dist`]: latency distributions: the type and its analytic tails; `parse` (the grammar),
@@ -65,4 +67,5 @@ pub mod report;
 pub mod results;
 pub mod signals;
 pub mod store;
+pub mod target;
 pub mod units;

@@ -1,4 +1,5 @@
 //! Profiles: TOML files describing a workload, validated into a [`Plan`] before any I/O.
+//! (Its length over 800 lines is its tests; the code is one concept, the profile.)
 //!
 //! ```toml
 //! workers = 50                 # concurrent clients
@@ -219,7 +220,7 @@ pub struct Plan {
 
 fn ser_redacted<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     v.as_ref()
-        .map(|u| crate::store::redis::redact_url(u))
+        .map(|u| crate::target::redact_url(u))
         .serialize(s)
 }
 
@@ -493,7 +494,7 @@ impl Profile {
             ));
         }
         if let Some(url) = &self.redis {
-            crate::store::redis::check_url(url).map_err(|e| err("redis", format!("{e:#}")))?;
+            crate::target::check_url(url).map_err(|e| err("redis", format!("{e:#}")))?;
         }
         let command_timeout_us = dur_us("command_timeout", &self.command_timeout, "10s")?;
         let connect_timeout_us = dur_us("connect_timeout", &self.connect_timeout, "5s")?;

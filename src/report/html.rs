@@ -254,7 +254,7 @@ pub fn page(p: &Page<'_>) -> String {
     for (k, mut v) in rows {
         // Again here: the manifest may come from an older lockbench or be edited by hand.
         if k == "profile.redis" {
-            v = crate::store::redis::redact_url(&v);
+            v = crate::target::redact_url(&v);
         }
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(&k), esc(&v));
     }
