@@ -264,3 +264,106 @@ async fn fence_scenario<C: LockConn>(c: &mut C, backend: &str) {
 async fn fences_strictly_increase_per_key() {
     on_both!(fence_scenario);
 }
+
+async fn demo_scenario<C: LockConn>(c: &mut C, backend: &str) {
+    use lockbench::commands::demo::{FencingKeys, fencing};
+    let keys = FencingKeys::new(&format!("lockbench:test:demo-{backend}:{{fencing}}"));
+    let mut out = Vec::new();
+    let steps = fencing(c, &keys, Duration::from_millis(30), &mut out)
+        .await
+        .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    // (who, first word of the command, reply) of one act.
+    let act = |name: &str| -> Vec<(String, String, String)> {
+        steps
+            .iter()
+            .filter(|s| s.act == name)
+            .map(|s| {
+                let verb = s.command.split_whitespace().next().unwrap().to_string();
+                (s.who.to_string(), verb, s.reply.clone())
+            })
+            .collect()
+    };
+    let rows = |v: &[(&str, &str, &str)]| -> Vec<(String, String, String)> {
+        v.iter()
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+            .collect()
+    };
+    let (read0, held, refused, unsafe_) = (
+        "1) (integer) 1\n2) (integer) 0",
+        "1) (integer) 1\n2) (integer) 1",
+        "1) (integer) 0\n2) (integer) 2",
+        "1) (integer) 1\n2) (integer) 0",
+    );
+    assert_eq!(
+        act("fenced"),
+        rows(&[
+            ("A", "EVALSHA", "(integer) 1"),
+            ("A", "EVALSHA", read0),
+            ("observer", "EXISTS", "(integer) 0"),
+            ("B", "EVALSHA", "(integer) 2"),
+            ("B", "EVALSHA", read0),
+            ("B", "EVALSHA", held),
+            ("A", "EVALSHA", refused),
+            ("observer", "HGET", "\"1\""),
+            ("B", "EVAL", "(integer) 1"),
+        ]),
+        "{backend}"
+    );
+    assert_eq!(
+        act("unfenced"),
+        rows(&[
+            ("A", "SET", "OK"),
+            ("A", "EVALSHA", read0),
+            ("observer", "EXISTS", "(integer) 0"),
+            ("B", "SET", "OK"),
+            ("B", "EVALSHA", read0),
+            ("B", "EVALSHA", held),
+            ("A", "EVALSHA", unsafe_),
+            ("observer", "HGET", "\"1\""),
+            ("B", "EVAL", "(integer) 1"),
+        ]),
+        "{backend}"
+    );
+    assert!(
+        text.contains("refused: the resource has seen fence 2, higher than A's fence 1"),
+        "{backend}: {text}"
+    );
+    assert!(text.contains("an unsafe write"), "{backend}: {text}");
+    for k in keys.all() {
+        assert_eq!(c.exists(&k).await.unwrap(), 0, "{backend}: {k} left behind");
+    }
+}
+
+/// `demo fencing` replays the story with the server's real replies: with a fence A's late write
+/// is refused (B's fence 2 is higher) and nothing is lost; without, A's late write is accepted
+/// from a non-holder and B's update is lost. Every key is deleted at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_fencing_refuses_the_late_write() {
+    on_both!(demo_scenario);
+}
+
+/// `lockbench demo fencing` through the binary, on the memory model and on a spawned server,
+/// prints the refusal and exits 0.
+#[test]
+fn demo_fencing_binary_prints_the_refusal() {
+    for backend in ["memory", "spawn"] {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+            .args(["demo", "fencing", "--ttl", "30ms", "--backend", backend])
+            .output()
+            .expect("run lockbench");
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "{backend}: {err}");
+        assert!(
+            out.contains("refused: the resource has seen fence 2, higher than A's fence 1"),
+            "{backend}: {out}"
+        );
+        assert!(
+            out.contains("1) (integer) 0\n          2) (integer) 2"),
+            "{backend}: {out}"
+        );
+    }
+}
