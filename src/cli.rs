@@ -166,8 +166,9 @@ pub struct SweepArgs {
 /// `demo`.
 #[derive(Debug, Args, Clone)]
 pub struct DemoArgs {
-    /// The story: stale-release.
-    #[arg(value_parser = ["stale-release"])]
+    /// The story: stale-release (DEL vs compare-and-delete) or fencing (a fencing token at the
+    /// resource refuses the late write that compare-and-delete lets through).
+    #[arg(value_parser = ["stale-release", "fencing"])]
     pub story: String,
     /// A's TTL; the demo waits this long (plus 20 %) for it to expire [default 300ms].
     #[arg(long, default_value = "300ms")]

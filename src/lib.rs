@@ -69,3 +69,4 @@ pub mod signals;
 pub mod store;
 pub mod target;
 pub mod units;
+pub mod variant;

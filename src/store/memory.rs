@@ -1,8 +1,10 @@
 //! An in-process model of exactly the commands lockbench uses, with the same semantics as Redis
-//! (millisecond `PX`, lazy expiry, atomic compare-and-delete) and a configurable simulated round
+//! (millisecond `PX`, lazy expiry, atomic compare-and-delete, the fenced acquisition, resource
+//! and extension scripts, `SET … IFEQ` as Valkey answers it) and a configurable simulated round
 //! trip. Time comes from tokio's clock, so paused-time tests run it deterministically.
 
-use super::{CmdResult, Connector, LockConn};
+use super::WriteOutcome;
+use super::{CmdError, CmdResult, Connector, ErrorKind, ExtendCommand, LockConn, ReadOutcome};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -10,8 +12,32 @@ use tokio::time::Instant;
 
 #[derive(Debug)]
 struct Entry {
-    value: String,
+    value: Value,
     expires_at: Option<Instant>,
+}
+
+/// The two types of value lockbench stores: strings (locks, fence counters) and the resource
+/// hash, modelled by its two fields (an absent field reads as 0, as the scripts read it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Value {
+    Str(String),
+    Resource { value: u64, fence: u64 },
+}
+
+fn wrong_type() -> CmdError {
+    CmdError {
+        kind: ErrorKind::Server,
+        detail: "WRONGTYPE Operation against a key holding the wrong kind of value".into(),
+    }
+}
+
+impl Entry {
+    fn str(&self) -> CmdResult<&str> {
+        match &self.value {
+            Value::Str(s) => Ok(s),
+            Value::Resource { .. } => Err(wrong_type()),
+        }
+    }
 }
 
 /// The model's keyspace, shared by every connection to it.
@@ -69,6 +95,26 @@ impl MemoryStore {
         self.keys.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The resource's `(value, fence)`, `(0, 0)` when absent; an error if the key is a string.
+    fn resource(ks: &mut Keyspace, key: &str, now: Instant) -> CmdResult<(u64, u64)> {
+        match ks.live(key, now).map(|e| &e.value) {
+            None => Ok((0, 0)),
+            Some(Value::Resource { value, fence }) => Ok((*value, *fence)),
+            Some(Value::Str(_)) => Err(wrong_type()),
+        }
+    }
+
+    /// Stores the resource's `(value, fence)`; the key has no TTL, like the `HSET` it models.
+    fn set_resource(ks: &mut Keyspace, key: &str, value: u64, fence: u64) {
+        ks.map.insert(
+            key.to_string(),
+            Entry {
+                value: Value::Resource { value, fence },
+                expires_at: None,
+            },
+        );
+    }
+
     /// Runs `f` on the keyspace at the simulated server time, then completes the round trip.
     async fn call<T>(&self, f: impl FnOnce(&mut Keyspace, Instant) -> T) -> T {
         let sent = Instant::now();
@@ -107,7 +153,7 @@ impl LockConn for MemoryStore {
             ks.map.insert(
                 key.to_string(),
                 Entry {
-                    value: value.to_string(),
+                    value: Value::Str(value.to_string()),
                     expires_at: Some(now + Duration::from_millis(ttl_ms)),
                 },
             );
@@ -119,11 +165,14 @@ impl LockConn for MemoryStore {
 
     async fn getdel(&mut self, key: &str) -> CmdResult<Option<String>> {
         self.call(|ks, now| {
-            ks.live(key, now)?;
-            ks.map.remove(key).map(|e| e.value)
+            let Some(e) = ks.live(key, now) else {
+                return Ok(None);
+            };
+            let v = e.str()?.to_string();
+            ks.map.remove(key);
+            Ok(Some(v))
         })
         .await
-        .pipe(Ok)
     }
 
     async fn del(&mut self, key: &str) -> CmdResult<i64> {
@@ -156,15 +205,14 @@ impl LockConn for MemoryStore {
 
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         self.call(|ks, now| match ks.live(key, now) {
-            None => 0,
-            Some(e) if e.value == token => {
+            None => Ok(0),
+            Some(e) if e.str()? == token => {
                 ks.map.remove(key);
-                1
+                Ok(1)
             }
-            Some(_) => -1,
+            Some(_) => Ok(-1),
         })
         .await
-        .pipe(Ok)
     }
 
     async fn canonical_cad(&mut self, key: &str, token: &str) -> CmdResult<i64> {
@@ -182,9 +230,12 @@ impl LockConn for MemoryStore {
     }
 
     async fn get(&mut self, key: &str) -> CmdResult<Option<String>> {
-        self.call(|ks, now| ks.live(key, now).map(|e| e.value.clone()))
-            .await
-            .pipe(Ok)
+        self.call(|ks, now| {
+            ks.live(key, now)
+                .map(|e| e.str().map(str::to_string))
+                .transpose()
+        })
+        .await
     }
 
     async fn exists(&mut self, key: &str) -> CmdResult<i64> {
@@ -211,7 +262,8 @@ impl LockConn for MemoryStore {
     async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
         Ok(match name.to_ascii_uppercase().as_str() {
             "DELEX" => self.delex,
-            "SET" | "GETDEL" | "DEL" | "GET" | "EXISTS" | "PTTL" | "EVALSHA" | "EVAL" => true,
+            "SET" | "GETDEL" | "DEL" | "GET" | "EXISTS" | "PTTL" | "EVALSHA" | "EVAL" | "INCR"
+            | "HGET" | "HSET" | "HMGET" | "PEXPIRE" => true,
             _ => false,
         })
     }
@@ -221,6 +273,131 @@ impl LockConn for MemoryStore {
             "lockbench-memory-model {}",
             env!("CARGO_PKG_VERSION")
         ))
+    }
+
+    async fn set_nx_px_fenced(
+        &mut self,
+        key: &str,
+        fence_key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> CmdResult<Option<u64>> {
+        self.call(|ks, now| {
+            // A counter that is not a number fails the INCR; Redis would have set the lock
+            // already (scripts do not roll back). lockbench never stores one, so the model
+            // simply checks first.
+            let current = match ks.live(fence_key, now) {
+                None => 0,
+                Some(e) => e.str()?.parse::<u64>().map_err(|_| CmdError {
+                    kind: ErrorKind::Server,
+                    detail: "ERR value is not an integer or out of range".into(),
+                })?,
+            };
+            if ks.live(key, now).is_some() {
+                return Ok(None);
+            }
+            ks.map.insert(
+                key.to_string(),
+                Entry {
+                    value: Value::Str(token.to_string()),
+                    expires_at: Some(now + Duration::from_millis(ttl_ms)),
+                },
+            );
+            // INCR keeps the counter's TTL (it has none).
+            let fence = current + 1;
+            let expires_at = ks.map.get(fence_key).and_then(|e| e.expires_at);
+            ks.map.insert(
+                fence_key.to_string(),
+                Entry {
+                    value: Value::Str(fence.to_string()),
+                    expires_at,
+                },
+            );
+            Ok(Some(fence))
+        })
+        .await
+    }
+
+    async fn resource_read(
+        &mut self,
+        res_key: &str,
+        register_fence: Option<u64>,
+    ) -> CmdResult<ReadOutcome> {
+        self.call(|ks, now| {
+            let (value, fence) = Self::resource(ks, res_key, now)?;
+            if let Some(f) = register_fence {
+                if f < fence {
+                    return Ok(ReadOutcome::Fenced { highest: fence });
+                }
+                if f > fence {
+                    Self::set_resource(ks, res_key, value, f);
+                }
+            }
+            Ok(ReadOutcome::Value(value))
+        })
+        .await
+    }
+
+    async fn resource_write(
+        &mut self,
+        res_key: &str,
+        lock_key: &str,
+        token: &str,
+        fence: Option<u64>,
+        value: u64,
+    ) -> CmdResult<WriteOutcome> {
+        self.call(|ks, now| {
+            let (_, mut highest) = Self::resource(ks, res_key, now)?;
+            if let Some(f) = fence {
+                if f < highest {
+                    return Ok(WriteOutcome::Fenced { highest });
+                }
+                highest = f;
+            }
+            Self::set_resource(ks, res_key, value, highest);
+            let holder = match ks.live(lock_key, now) {
+                None => false,
+                Some(e) => e.str()? == token,
+            };
+            Ok(WriteOutcome::Accepted { holder })
+        })
+        .await
+    }
+
+    async fn extend(
+        &mut self,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        how: ExtendCommand,
+    ) -> CmdResult<bool> {
+        self.call(|ks, now| {
+            if how == ExtendCommand::SetIfeq && ttl_ms == 0 {
+                return Err(CmdError {
+                    kind: ErrorKind::Server,
+                    detail: "ERR invalid expire time in 'set' command".into(),
+                });
+            }
+            let Some(e) = ks.live(key, now) else {
+                return Ok(false);
+            };
+            if e.str()? != token {
+                return Ok(false);
+            }
+            // `PEXPIRE key 0` deletes the key, `SET … PX n` (n ≥ 1) re-arms it.
+            if ttl_ms == 0 {
+                ks.map.remove(key);
+            } else {
+                e.expires_at = Some(now + Duration::from_millis(ttl_ms));
+            }
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn resource_value(&mut self, res_key: &str) -> CmdResult<u64> {
+        self.call(|ks, now| Self::resource(ks, res_key, now).map(|(v, _)| v))
+            .await
     }
 }
 
@@ -253,5 +430,159 @@ mod tests {
         assert_eq!(m.delex("k", "x").await.unwrap(), 0);
         assert_eq!(m.delex("k", "c").await.unwrap(), 1);
         assert!(m.is_empty());
+    }
+
+    /// Fences from the fenced acquisition strictly increase per fence key, only successful
+    /// acquisitions take one, and two keys count independently.
+    #[tokio::test(start_paused = true)]
+    async fn fences_strictly_increase_per_key() {
+        let mut m = MemoryStore::new(Duration::ZERO, true);
+        assert_eq!(
+            m.set_nx_px_fenced("a", "a:f", "t1", 100).await.unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            m.set_nx_px_fenced("a", "a:f", "t2", 100).await.unwrap(),
+            None
+        );
+        assert_eq!(
+            m.set_nx_px_fenced("b", "b:f", "t1", 100).await.unwrap(),
+            Some(1)
+        );
+        tokio::time::advance(Duration::from_millis(101)).await;
+        assert_eq!(
+            m.set_nx_px_fenced("a", "a:f", "t3", 100).await.unwrap(),
+            Some(2)
+        );
+        assert_eq!(m.get("a").await.unwrap().as_deref(), Some("t3"));
+        // The counter outlives the lock: no TTL.
+        assert_eq!(m.pttl("a:f").await.unwrap(), -1);
+    }
+
+    /// The lost update of a read-modify-write under each fencing, on hand-built interleavings:
+    /// A reads, B reads, A writes, B writes. Without fencing and with write-only fencing both
+    /// writes are accepted and the value ends at 1 (one update lost); with read-write fencing
+    /// B's read registered fence 2, so A's write (fence 1) is refused and nothing is lost.
+    #[tokio::test(start_paused = true)]
+    async fn read_modify_write_interleaving_under_each_fencing() {
+        // (fence at read, fence at write) per mode.
+        for (mode, at_read, at_write) in [
+            ("off", false, false),
+            ("write", false, true),
+            ("read-write", true, true),
+        ] {
+            let mut m = MemoryStore::new(Duration::ZERO, true);
+            let fa = m
+                .set_nx_px_fenced("l", "f", "A", 10)
+                .await
+                .unwrap()
+                .unwrap();
+            tokio::time::advance(Duration::from_millis(11)).await;
+            let fb = m
+                .set_nx_px_fenced("l", "f", "B", 10_000)
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(fb > fa);
+            let reg = |on: bool, f: u64| on.then_some(f);
+            let ReadOutcome::Value(va) = m.resource_read("r", reg(at_read, fa)).await.unwrap()
+            else {
+                panic!("{mode}: A's read refused before B registered");
+            };
+            let ReadOutcome::Value(vb) = m.resource_read("r", reg(at_read, fb)).await.unwrap()
+            else {
+                panic!("{mode}: B's read refused");
+            };
+            let wa = m
+                .resource_write("r", "l", "A", reg(at_write, fa), va + 1)
+                .await
+                .unwrap();
+            let wb = m
+                .resource_write("r", "l", "B", reg(at_write, fb), vb + 1)
+                .await
+                .unwrap();
+            assert_eq!(wb, WriteOutcome::Accepted { holder: true }, "{mode}");
+            let value = m.resource_value("r").await.unwrap();
+            assert_eq!(value, 1, "{mode}");
+            if at_read {
+                assert_eq!(wa, WriteOutcome::Fenced { highest: fb }, "{mode}");
+            } else {
+                // Accepted from a writer that had lost the lock: unsafe, and lost by B.
+                assert_eq!(wa, WriteOutcome::Accepted { holder: false }, "{mode}");
+            }
+        }
+    }
+
+    /// Under read-write fencing a stale holder is refused at its read once a newer holder has
+    /// registered, and a refused read or write changes nothing; an equal fence is accepted.
+    #[tokio::test(start_paused = true)]
+    async fn refused_reads_and_writes_change_nothing() {
+        let mut m = MemoryStore::new(Duration::ZERO, true);
+        assert_eq!(
+            m.resource_read("r", None).await.unwrap(),
+            ReadOutcome::Value(0)
+        );
+        assert_eq!(
+            m.resource_read("r", Some(5)).await.unwrap(),
+            ReadOutcome::Value(0)
+        );
+        assert_eq!(
+            m.resource_read("r", Some(4)).await.unwrap(),
+            ReadOutcome::Fenced { highest: 5 }
+        );
+        assert_eq!(
+            m.resource_write("r", "l", "t", Some(5), 7).await.unwrap(),
+            WriteOutcome::Accepted { holder: false }
+        );
+        assert_eq!(
+            m.resource_write("r", "l", "t", Some(4), 9).await.unwrap(),
+            WriteOutcome::Fenced { highest: 5 }
+        );
+        // Unfenced writes are never refused and leave the fence alone.
+        assert_eq!(
+            m.resource_write("r", "l", "t", None, 8).await.unwrap(),
+            WriteOutcome::Accepted { holder: false }
+        );
+        assert_eq!(m.resource_value("r").await.unwrap(), 8);
+        assert_eq!(
+            m.resource_read("r", Some(4)).await.unwrap(),
+            ReadOutcome::Fenced { highest: 5 }
+        );
+        assert_eq!(
+            m.resource_read("r", Some(6)).await.unwrap(),
+            ReadOutcome::Value(8)
+        );
+        // The resource is a hash: string commands refuse it, as Redis does.
+        assert!(m.get("r").await.is_err());
+        assert_eq!(m.del("r").await.unwrap(), 1);
+        assert_eq!(m.resource_value("r").await.unwrap(), 0);
+    }
+
+    /// Both extension commands re-arm only the holder's lock, fail after expiry or for another
+    /// token, and `SET … IFEQ … PX 0` is an error as on Valkey.
+    #[tokio::test(start_paused = true)]
+    async fn extension_by_script_and_set_ifeq() {
+        for how in [ExtendCommand::Script, ExtendCommand::SetIfeq] {
+            let mut m = MemoryStore::new(Duration::ZERO, true);
+            assert!(m.set_nx_px("k", "a", 100).await.unwrap());
+            tokio::time::advance(Duration::from_millis(60)).await;
+            assert!(m.extend("k", "a", 1000, how).await.unwrap(), "{how:?}");
+            assert_eq!(m.pttl("k").await.unwrap(), 1000, "{how:?}");
+            assert!(!m.extend("k", "b", 1000, how).await.unwrap(), "{how:?}");
+            assert_eq!(m.get("k").await.unwrap().as_deref(), Some("a"));
+            tokio::time::advance(Duration::from_millis(1001)).await;
+            assert!(!m.extend("k", "a", 1000, how).await.unwrap(), "{how:?}");
+            assert_eq!(
+                m.exists("k").await.unwrap(),
+                0,
+                "an extension never creates"
+            );
+        }
+        let mut m = MemoryStore::new(Duration::ZERO, true);
+        let e = m
+            .extend("k", "a", 0, ExtendCommand::SetIfeq)
+            .await
+            .unwrap_err();
+        assert_eq!(e.server_code(), Some("ERR"));
     }
 }

@@ -114,6 +114,119 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     fn supports_command(&mut self, name: &str) -> impl Future<Output = CmdResult<bool>> + Send;
     /// Server name and version, e.g. `redis 7.0.15` (from `INFO server`).
     fn server_version(&mut self) -> impl Future<Output = CmdResult<String>> + Send;
+
+    /// Fenced acquisition, one script ([`FENCED_ACQUIRE_LUA`]): `SET key token NX PX ttl_ms`
+    /// and, only if that set the key, `INCR fence_key`. `Some(fence)` = acquired, with a fence
+    /// that strictly increases per `fence_key` (1 for the first acquisition: an absent counter
+    /// counts as 0); `None` = the key was held, nothing changed. The fence counter has no TTL:
+    /// it must outlive every lock on its key. On a cluster, give `fence_key` the same hash tag
+    /// as `key`.
+    fn set_nx_px_fenced(
+        &mut self,
+        key: &str,
+        fence_key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = CmdResult<Option<u64>>> + Send;
+    /// Reads the protected resource, a hash `{value, fence}` (absent key or field = 0), in one
+    /// script ([`RESOURCE_READ_LUA`]). `register_fence: None` (no fencing, or write-only
+    /// fencing) is a plain read. `Some(f)` (read-write fencing) registers the reader's fence:
+    /// if `f` is below the highest fence the resource has seen the read is refused
+    /// ([`ReadOutcome::Fenced`]: no value, nothing changed); otherwise the resource's fence
+    /// becomes `max(fence, f)` and the value is returned. A fence equal to the highest is
+    /// accepted (the holder that registered it reads or writes again).
+    fn resource_read(
+        &mut self,
+        res_key: &str,
+        register_fence: Option<u64>,
+    ) -> impl Future<Output = CmdResult<ReadOutcome>> + Send;
+    /// Writes `value` into the protected resource in one script ([`RESOURCE_WRITE_LUA`]).
+    /// With `fence: Some(f)` and `f` below the highest fence seen, the write is refused
+    /// ([`WriteOutcome::Fenced`]: nothing written). Otherwise the value is set, the resource's
+    /// fence becomes `max(fence, f)`, and the reply says whether the writer held the lock at
+    /// that instant (`GET lock_key == token`, in the same script): `Accepted { holder: false }`
+    /// is an unsafe write, decided by the server. On a cluster, give `res_key` the same hash
+    /// tag as `lock_key`.
+    fn resource_write(
+        &mut self,
+        res_key: &str,
+        lock_key: &str,
+        token: &str,
+        fence: Option<u64>,
+        value: u64,
+    ) -> impl Future<Output = CmdResult<WriteOutcome>> + Send;
+    /// Re-arms a held lock to `ttl_ms` only if it still holds `token`, atomically, with the
+    /// command `how` names. `true` = re-armed; `false` = the key was absent or held another
+    /// token (an extension failure: too late). [`ExtendCommand::SetIfeq`] on a server without
+    /// `SET … IFEQ` (Redis < 8.4, Valkey < 8.1) is a server error (`ERR syntax error`), never
+    /// `false`: so `extend` of an absent key with `SetIfeq` doubles as a support probe
+    /// (`Ok(false)` = supported). `ttl_ms` must be at least 1 (`PX 0` is an error, `PEXPIRE 0`
+    /// deletes the key).
+    fn extend(
+        &mut self,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        how: ExtendCommand,
+    ) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// The resource's value (`HGET res_key value`; absent = 0), for the final read-back.
+    fn resource_value(&mut self, res_key: &str) -> impl Future<Output = CmdResult<u64>> + Send;
+}
+
+/// What a read of the protected resource gave ([`LockConn::resource_read`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// The resource's value (0 when it was never written).
+    Value(u64),
+    /// Refused under read-write fencing: the reader's fence is below `highest`, the highest
+    /// fence the resource has seen (a newer holder has registered). Nothing was read or changed.
+    Fenced {
+        /// The highest fence the resource had seen.
+        highest: u64,
+    },
+}
+
+/// What a write to the protected resource gave ([`LockConn::resource_write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// The value was written. `holder` = the lock key held the writer's token at the instant
+    /// of the write; `false` is an *unsafe write* (the writer had lost the lock).
+    Accepted {
+        /// Whether the writer held the lock when the write was applied.
+        holder: bool,
+    },
+    /// Refused: the writer's fence is below `highest`, the highest fence the resource has
+    /// seen. Nothing was written.
+    Fenced {
+        /// The highest fence the resource had seen.
+        highest: u64,
+    },
+}
+
+/// The command that re-arms a held lock ([`LockConn::extend`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExtendCommand {
+    /// Compare-and-`PEXPIRE` in a script ([`EXTEND_LUA`]): every Redis with scripting.
+    Script,
+    /// `SET key token IFEQ token PX ttl`: one command, no script, on Valkey ≥ 8.1 and
+    /// Redis ≥ 8.4. `PX` is always sent: without it `SET` would drop the TTL.
+    SetIfeq,
+}
+
+impl ExtendCommand {
+    /// Stable kebab-case name (`script`, `set-ifeq`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Script => "script",
+            Self::SetIfeq => "set-ifeq",
+        }
+    }
+}
+
+/// The fence argument of the resource scripts: the fence in decimal, or `-` for none.
+pub fn fence_arg(fence: Option<u64>) -> String {
+    fence.map_or_else(|| "-".to_string(), |f| f.to_string())
 }
 
 /// Opens connections: one per worker, or one shared by all.
@@ -135,3 +248,48 @@ return 0";
 
 /// The article's compare-and-delete, verbatim; the demo shows it with its real replies.
 pub const CANONICAL_CAD_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// Fenced acquisition: `SET NX PX` and, only if it set the key, `INCR` of the key's fence
+/// counter. KEYS: lock, fence counter. ARGV: token, ttl in ms. Reply: the new fence, or nil.
+pub const FENCED_ACQUIRE_LUA: &str = "\
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('incr', KEYS[2])
+end
+return false";
+
+/// Read of the resource hash, registering the reader's fence unless ARGV[1] is `-`.
+/// KEYS: resource. ARGV: fence or `-`. Reply: `{1, value}` read, `{0, highest}` refused.
+/// Fences and values are compared as Lua numbers: exact below 2^53.
+pub const RESOURCE_READ_LUA: &str = "\
+local r = redis.call('hmget', KEYS[1], 'value', 'fence')
+local v, f = tonumber(r[1] or '0'), tonumber(r[2] or '0')
+if ARGV[1] ~= '-' then
+  local g = tonumber(ARGV[1])
+  if g < f then return {0, f} end
+  if g > f then redis.call('hset', KEYS[1], 'fence', ARGV[1]) end
+end
+return {1, v}";
+
+/// Write of the resource hash, refused below the highest fence seen unless ARGV[2] is `-`,
+/// reporting whether the writer held the lock at that instant.
+/// KEYS: resource, lock. ARGV: token, fence or `-`, value.
+/// Reply: `{1, 1}` accepted from the holder, `{1, 0}` accepted from a non-holder (unsafe),
+/// `{0, highest}` refused.
+pub const RESOURCE_WRITE_LUA: &str = "\
+local f = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
+if ARGV[2] ~= '-' then
+  local g = tonumber(ARGV[2])
+  if g < f then return {0, f} end
+  if g > f then redis.call('hset', KEYS[1], 'fence', ARGV[2]) end
+end
+redis.call('hset', KEYS[1], 'value', ARGV[3])
+if redis.call('get', KEYS[2]) == ARGV[1] then return {1, 1} end
+return {1, 0}";
+
+/// Compare-and-`PEXPIRE`: re-arms the lock only if it holds the token.
+/// KEYS: lock. ARGV: token, ttl in ms. Reply: 1 re-armed, 0 absent or another's.
+pub const EXTEND_LUA: &str = "\
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0";

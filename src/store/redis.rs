@@ -1,7 +1,11 @@
 //! A real Redis through redis-rs. Timeouts are set deliberately: redis-rs 1.x would otherwise
 //! give up on a reply after 500 ms, turning a slow server into errors instead of samples.
 
-use super::{CANONICAL_CAD_LUA, CmdError, CmdResult, Connector, ErrorKind, LockConn, RELEASE_LUA};
+use super::{
+    CANONICAL_CAD_LUA, CmdError, CmdResult, Connector, EXTEND_LUA, ErrorKind, ExtendCommand,
+    FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA, RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome,
+    WriteOutcome, fence_arg,
+};
 pub use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;
@@ -22,6 +26,10 @@ pub struct RedisConnector {
 struct Scripts {
     release: Script,
     canonical: Script,
+    acquire_fenced: Script,
+    read: Script,
+    write: Script,
+    extend: Script,
 }
 
 /// Timeouts applied to every connection.
@@ -76,6 +84,10 @@ impl RedisConnector {
             scripts: Arc::new(Scripts {
                 release: Script::new(RELEASE_LUA),
                 canonical: Script::new(CANONICAL_CAD_LUA),
+                acquire_fenced: Script::new(FENCED_ACQUIRE_LUA),
+                read: Script::new(RESOURCE_READ_LUA),
+                write: Script::new(RESOURCE_WRITE_LUA),
+                extend: Script::new(EXTEND_LUA),
             }),
         })
     }
@@ -281,6 +293,118 @@ impl LockConn for RedisConn {
             .await
             .map_err(classify)?;
         Ok(parse_server_version(&info))
+    }
+
+    async fn set_nx_px_fenced(
+        &mut self,
+        key: &str,
+        fence_key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> CmdResult<Option<u64>> {
+        self.scripts
+            .acquire_fenced
+            .key(key)
+            .key(fence_key)
+            .arg(token)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(classify)
+    }
+
+    async fn resource_read(
+        &mut self,
+        res_key: &str,
+        register_fence: Option<u64>,
+    ) -> CmdResult<ReadOutcome> {
+        let (read, n): (i64, u64) = self
+            .scripts
+            .read
+            .key(res_key)
+            .arg(fence_arg(register_fence))
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(classify)?;
+        Ok(if read == 1 {
+            ReadOutcome::Value(n)
+        } else {
+            ReadOutcome::Fenced { highest: n }
+        })
+    }
+
+    async fn resource_write(
+        &mut self,
+        res_key: &str,
+        lock_key: &str,
+        token: &str,
+        fence: Option<u64>,
+        value: u64,
+    ) -> CmdResult<WriteOutcome> {
+        let (accepted, n): (i64, u64) = self
+            .scripts
+            .write
+            .key(res_key)
+            .key(lock_key)
+            .arg(token)
+            .arg(fence_arg(fence))
+            .arg(value)
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(classify)?;
+        Ok(if accepted == 1 {
+            WriteOutcome::Accepted { holder: n == 1 }
+        } else {
+            WriteOutcome::Fenced { highest: n }
+        })
+    }
+
+    async fn extend(
+        &mut self,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        how: ExtendCommand,
+    ) -> CmdResult<bool> {
+        match how {
+            ExtendCommand::Script => {
+                let r: i64 = self
+                    .scripts
+                    .extend
+                    .key(key)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .invoke_async(&mut self.conn)
+                    .await
+                    .map_err(classify)?;
+                Ok(r == 1)
+            }
+            ExtendCommand::SetIfeq => {
+                // OK when re-armed, nil when absent or another's; a server without IFEQ
+                // answers `ERR syntax error`, which stays an error.
+                let r: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg(token)
+                    .arg("IFEQ")
+                    .arg(token)
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .query_async(&mut self.conn)
+                    .await
+                    .map_err(classify)?;
+                Ok(r.is_some())
+            }
+        }
+    }
+
+    async fn resource_value(&mut self, res_key: &str) -> CmdResult<u64> {
+        let v: Option<u64> = redis::cmd("HGET")
+            .arg(res_key)
+            .arg("value")
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)?;
+        Ok(v.unwrap_or(0))
     }
 }
 

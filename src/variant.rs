@@ -1,0 +1,153 @@
+//! A variant: one combination of release method, fencing and lease extension, written
+//! `token`, `token+fence`, `token+fence-rw`, `token+extend`, `token+extend+fence-rw`, `del`…
+//! `compare` runs several on the same workload and seed.
+
+use crate::release::ReleaseMethod;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+/// What the protected resource checks on writes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fencing {
+    /// No fence: the resource accepts every write.
+    #[default]
+    Off,
+    /// Writes carry the holder's fence; the resource refuses one below the highest it saw.
+    Write,
+    /// The read registers the fence too, so a holder that read before a newer one is refused.
+    ReadWrite,
+}
+
+impl Fencing {
+    /// The profile's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Write => "write",
+            Self::ReadWrite => "read-write",
+        }
+    }
+}
+
+impl FromStr for Fencing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim() {
+            "off" => Ok(Self::Off),
+            "write" => Ok(Self::Write),
+            "read-write" => Ok(Self::ReadWrite),
+            other => Err(format!(
+                "`{other}` is not a fencing mode: use \"off\", \"write\" or \"read-write\""
+            )),
+        }
+    }
+}
+
+/// One combination compared by `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct Variant {
+    /// How the lock is released.
+    pub release: ReleaseMethod,
+    /// What the resource checks.
+    pub fencing: Fencing,
+    /// Whether a watchdog re-arms the lock while the section runs.
+    pub extend: bool,
+}
+
+impl From<ReleaseMethod> for Variant {
+    fn from(release: ReleaseMethod) -> Self {
+        Self {
+            release,
+            fencing: Fencing::Off,
+            extend: false,
+        }
+    }
+}
+
+impl Variant {
+    /// Its name in every output: the release method, then `+extend`, then `+fence` or
+    /// `+fence-rw` (the same whatever order it was written in).
+    pub fn name(&self) -> String {
+        let mut n = self.release.name().to_string();
+        if self.extend {
+            n.push_str("+extend");
+        }
+        match self.fencing {
+            Fencing::Off => {}
+            Fencing::Write => n.push_str("+fence"),
+            Fencing::ReadWrite => n.push_str("+fence-rw"),
+        }
+        n
+    }
+
+    /// Parses `method[+extend][+fence|+fence-rw]`; parts not written take `default`'s.
+    pub fn parse_with(s: &str, default: Variant) -> Result<Variant, String> {
+        let mut parts = s.trim().split('+');
+        let release: ReleaseMethod = parts.next().unwrap_or_default().parse()?;
+        let mut v = Variant { release, ..default };
+        let mut fenced = false;
+        for part in parts {
+            match part.trim() {
+                "extend" => v.extend = true,
+                "fence" | "fence-rw" if fenced => {
+                    return Err(format!("`{s}` names two fencing modes: use one"));
+                }
+                "fence" => (v.fencing, fenced) = (Fencing::Write, true),
+                "fence-rw" => (v.fencing, fenced) = (Fencing::ReadWrite, true),
+                other => {
+                    return Err(format!(
+                        "`{other}` in `{s}` is not a variant part: write METHOD[+extend][+fence|+fence-rw], e.g. token+extend+fence-rw"
+                    ));
+                }
+            }
+        }
+        Ok(v)
+    }
+}
+
+impl fmt::Display for Variant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names are canonical whatever the order; defaults fill what is not written; bad parts
+    /// say what is valid.
+    #[test]
+    fn parses_and_names_variants() {
+        let d = Variant::from(ReleaseMethod::Token);
+        let v = Variant::parse_with("token+fence-rw+extend", d).unwrap();
+        assert_eq!(v.name(), "token+extend+fence-rw");
+        assert_eq!(Variant::parse_with("del", d).unwrap().name(), "del");
+        let fenced = Variant {
+            fencing: Fencing::Write,
+            ..d
+        };
+        assert_eq!(
+            Variant::parse_with("token", fenced).unwrap().name(),
+            "token+fence"
+        );
+        assert!(
+            Variant::parse_with("token+fence+fence-rw", d)
+                .unwrap_err()
+                .contains("two fencing")
+        );
+        assert!(
+            Variant::parse_with("token+lease", d)
+                .unwrap_err()
+                .contains("METHOD[+extend]")
+        );
+        assert!(
+            Variant::parse_with("tokn", d)
+                .unwrap_err()
+                .contains("del, token or delex")
+        );
+        assert_eq!("read-write".parse::<Fencing>(), Ok(Fencing::ReadWrite));
+    }
+}
