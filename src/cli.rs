@@ -109,6 +109,34 @@ pub struct WorkloadArgs {
     /// [profile: give_up_after; default 10s].
     #[arg(long)]
     pub give_up_after: Option<String>,
+    /// Sections read-modify-write a protected resource (one per lock key, in the same store),
+    /// counting accepted, fenced and unsafe writes and lost updates [profile: resource;
+    /// default off; on when a variant fences].
+    #[arg(long)]
+    pub resource: bool,
+    /// Fencing of variants that do not name one: off, write or read-write [profile: fencing;
+    /// default off].
+    #[arg(long)]
+    pub fencing: Option<String>,
+    /// Lease extension of every variant: off, an interval (10ms) or ttl/N; `METHOD+extend`
+    /// variants extend every ttl/3 when this is off [profile: extend; default off].
+    #[arg(long)]
+    pub extend: Option<String>,
+    /// The extension command: script (compare-and-PEXPIRE) or set-ifeq (SET … IFEQ, Valkey
+    /// ≥ 8.1 / Redis ≥ 8.4) [profile: extend_with; default script].
+    #[arg(long)]
+    pub extend_with: Option<String>,
+    /// When an extension finds the lock gone: continue (write anyway) or abort (skip the
+    /// write) [profile: on_lost; default continue].
+    #[arg(long)]
+    pub on_lost: Option<String>,
+    /// Stop-the-world pauses of holders, a distribution, e.g.
+    /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))' [profile: pause; default none].
+    #[arg(long)]
+    pub pause: Option<String>,
+    /// Where a pause strikes: random or before-write [profile: pause_at; default random].
+    #[arg(long)]
+    pub pause_at: Option<String>,
     /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the
     /// run length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show
     /// scaled and original units [profile: time_scale; default 1].
@@ -203,6 +231,13 @@ impl WorkloadArgs {
             memory_rtt: self.memory_rtt.clone(),
             command_timeout: self.command_timeout.clone(),
             give_up_after: self.give_up_after.clone(),
+            resource: self.resource.then_some(true),
+            fencing: self.fencing.clone(),
+            extend: self.extend.clone(),
+            extend_with: self.extend_with.clone(),
+            on_lost: self.on_lost.clone(),
+            pause: self.pause.clone(),
+            pause_at: self.pause_at.clone(),
             time_scale: self.time_scale,
             ..Profile::default()
         }

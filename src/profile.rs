@@ -18,7 +18,9 @@
 
 use crate::dist::Dist;
 use crate::release::ReleaseMethod;
+use crate::store::ExtendCommand;
 use crate::units;
+use crate::variant::{Fencing, Variant};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -77,6 +79,23 @@ pub struct Profile {
     pub connect_timeout: Option<String>,
     /// A run gives up when no command has succeeded for this long while commands fail.
     pub give_up_after: Option<String>,
+    /// Sections read-modify-write a protected resource (one per lock key).
+    pub resource: Option<bool>,
+    /// Fencing of variants that do not name one: `off`, `write` or `read-write` (implies
+    /// `resource`).
+    pub fencing: Option<String>,
+    /// Lease extension of every variant: `off`, an interval (`10ms`) or `ttl/N`; a variant
+    /// written `METHOD+extend` extends every `ttl/3` when this is `off`.
+    pub extend: Option<String>,
+    /// The extension command: `script` (compare-and-PEXPIRE) or `set-ifeq` (`SET … IFEQ`,
+    /// Valkey ≥ 8.1 / Redis ≥ 8.4).
+    pub extend_with: Option<String>,
+    /// What a holder does when an extension finds its lock gone: `continue` or `abort`.
+    pub on_lost: Option<String>,
+    /// Stop-the-world pauses of a holder (section and watchdog), a distribution.
+    pub pause: Option<String>,
+    /// Where a pause strikes: `random` (anywhere in the section) or `before-write`.
+    pub pause_at: Option<String>,
     /// Multiplies every duration of the workload (TTL, distribution, think time, retry
     /// backoff) — not the run length — so a 30 s-TTL world can be measured in seconds.
     pub time_scale: Option<f64>,
@@ -92,6 +111,26 @@ pub struct RetryProfile {
     pub cap: Option<String>,
     /// Give up after waiting this long for one acquisition.
     pub max_wait: Option<String>,
+}
+
+/// What a holder does when an extension finds its lock gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnLost {
+    /// Work on and write as if nothing happened (what most code does).
+    Continue,
+    /// Skip the resource write and release (counted as `sections_aborted`).
+    Abort,
+}
+
+/// Where a holder's pause strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseAt {
+    /// At a uniformly random point of the section's work.
+    Random,
+    /// After the work, right before the resource write.
+    BeforeWrite,
 }
 
 /// What to do when the lock is busy.
@@ -182,10 +221,22 @@ pub struct Plan {
     pub think: Dist,
     /// Busy policy.
     pub busy: BusyPolicy,
-    /// Release method of a `run`.
-    pub release: ReleaseMethod,
-    /// Release methods of a `compare`.
-    pub releases: Vec<ReleaseMethod>,
+    /// Variant of a `run`.
+    pub release: Variant,
+    /// Variants of a `compare`.
+    pub releases: Vec<Variant>,
+    /// Sections read-modify-write a protected resource.
+    pub resource: bool,
+    /// Interval of lease extension for variants that extend, µs.
+    pub extend_us: u64,
+    /// The extension command.
+    pub extend_with: ExtendCommand,
+    /// What a holder does when an extension finds its lock gone.
+    pub on_lost: OnLost,
+    /// Stop-the-world pauses of holders (constant 0 = none).
+    pub pause: Dist,
+    /// Where a pause strikes.
+    pub pause_at: PauseAt,
     /// Connection mode.
     pub connection: ConnectionMode,
     /// Seed.
@@ -265,6 +316,13 @@ macro_rules! profile_fields {
             command_timeout,
             connect_timeout,
             give_up_after,
+            resource,
+            fencing,
+            extend,
+            extend_with,
+            on_lost,
+            pause,
+            pause_at,
             time_scale
         )
     };
@@ -443,7 +501,24 @@ impl Profile {
                 ));
             }
         };
-        let method = |field: &str, s: &str| s.parse::<ReleaseMethod>().map_err(|m| err(field, m));
+        let fencing: Fencing = self
+            .fencing
+            .as_deref()
+            .unwrap_or("off")
+            .parse()
+            .map_err(|m| err("fencing", m))?;
+        let extend_all = match self.extend.as_deref().map(str::trim) {
+            None | Some("off") => false,
+            Some(_) => true,
+        };
+        let default_variant = Variant {
+            release: ReleaseMethod::Token,
+            fencing,
+            extend: extend_all,
+        };
+        let method = |field: &str, s: &str| {
+            Variant::parse_with(s, default_variant).map_err(|m| err(field, m))
+        };
         let release = method("release", self.release.as_deref().unwrap_or("token"))?;
         let releases = match &self.releases {
             Some(list) if list.is_empty() => {
@@ -462,7 +537,13 @@ impl Profile {
                 }
                 out
             }
-            None => vec![ReleaseMethod::Del, ReleaseMethod::Token],
+            None => vec![
+                Variant {
+                    release: ReleaseMethod::Del,
+                    ..default_variant
+                },
+                default_variant,
+            ],
         };
         let connection = match self.connection.as_deref().unwrap_or("per-worker") {
             "per-worker" => ConnectionMode::PerWorker,
@@ -504,6 +585,7 @@ impl Profile {
                 "timeouts must be longer than 0".to_string(),
             ));
         }
+        let pause = dist("pause", &self.pause, "constant(0ms)")?;
         let dist = dist("dist", &self.dist, "constant(10ms)")?;
         let think = dist_think(&self.think)?;
         let memory_rtt_us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
@@ -526,6 +608,69 @@ impl Profile {
                 ),
             ));
         }
+        let extend_us = match self.extend.as_deref().map(str::trim) {
+            None | Some("off") => ttl_us / 3,
+            Some(t) => match t.strip_prefix("ttl/") {
+                Some(n) => match n.parse::<u64>() {
+                    Ok(n) if n >= 2 => ttl_us / n,
+                    _ => {
+                        return Err(err(
+                            "extend",
+                            format!(
+                                "`{t}`: write ttl/N with N ≥ 2 (e.g. ttl/3, Redisson's default)"
+                            ),
+                        ));
+                    }
+                },
+                None => dur_us("extend", &self.extend, "0ms")?,
+            },
+        };
+        if extend_us < 1_000 || extend_us >= ttl_us {
+            return Err(err(
+                "extend",
+                format!(
+                    "an extension every {} cannot keep a {} lock: use an interval from 1ms to below the TTL (e.g. ttl/3)",
+                    units::fmt_us(extend_us, units::Style::Compact),
+                    units::fmt_us(ttl_us, units::Style::Compact)
+                ),
+            ));
+        }
+        let extend_with = match self.extend_with.as_deref().unwrap_or("script") {
+            "script" => ExtendCommand::Script,
+            "set-ifeq" => ExtendCommand::SetIfeq,
+            other => {
+                return Err(err(
+                    "extend_with",
+                    format!(
+                        "`{other}` is not an extension command: use \"script\" or \"set-ifeq\""
+                    ),
+                ));
+            }
+        };
+        let on_lost = match self.on_lost.as_deref().unwrap_or("continue") {
+            "continue" => OnLost::Continue,
+            "abort" => OnLost::Abort,
+            other => {
+                return Err(err(
+                    "on_lost",
+                    format!("`{other}` is not a choice: use \"continue\" or \"abort\""),
+                ));
+            }
+        };
+        let pause_at = match self.pause_at.as_deref().unwrap_or("random") {
+            "random" => PauseAt::Random,
+            "before-write" => PauseAt::BeforeWrite,
+            other => {
+                return Err(err(
+                    "pause_at",
+                    format!("`{other}` is not a place: use \"random\" or \"before-write\""),
+                ));
+            }
+        };
+        let resource = self.resource.unwrap_or(false)
+            || std::iter::once(&release)
+                .chain(&releases)
+                .any(|v| v.fencing != Fencing::Off);
         // Every field is valid: only now read the files the distributions name.
         let load = |field: &str, d: Dist| d.load(base).map_err(|e| err(field, e.to_string()));
         let dist = load("dist", dist)?.scaled(scale);
@@ -551,6 +696,12 @@ impl Profile {
             busy,
             release,
             releases,
+            resource,
+            extend_us,
+            extend_with,
+            on_lost,
+            pause: load("pause", pause)?.scaled(scale),
+            pause_at,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,
@@ -803,7 +954,7 @@ mod tests {
         let p = plan("workers = 3\n").unwrap();
         assert_eq!(p.workers, 3);
         assert_eq!(p.ttl_ms, 100);
-        assert_eq!(p.release, ReleaseMethod::Token);
+        assert_eq!(p.release, ReleaseMethod::Token.into());
         assert_eq!(p.connection, ConnectionMode::PerWorker);
     }
 

@@ -116,7 +116,7 @@ pub struct Outages {
     pub open_at_end: bool,
 }
 /// One row of `events.csv`: one section.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct EventRow {
     /// Variant (release method) of the run.
     pub variant: String,
@@ -159,4 +159,28 @@ pub struct EventRow {
     pub outcome: String,
     /// Cut short by Ctrl-C or the end-of-run grace period.
     pub interrupted: bool,
+    /// The fence the acquisition returned (0: none, the variant does not fence).
+    #[serde(default)]
+    pub fence: u64,
+    /// The resource read: `value`, `fenced` (refused under read-write fencing), `error`, or
+    /// empty when there is no resource.
+    #[serde(default)]
+    pub read: String,
+    /// The resource write: `accepted`, `unsafe` (accepted from a writer that no longer held
+    /// the lock), `fenced` (refused), `skipped` (read refused or section aborted), `error`, or
+    /// empty when there is no resource.
+    #[serde(default)]
+    pub write: String,
+    /// Extensions that re-armed the lock.
+    #[serde(default)]
+    pub extensions: u32,
+    /// An extension found the lock gone.
+    #[serde(default)]
+    pub extension_failed: bool,
+    /// The holder gave up its section after losing the lock (`on_lost = "abort"`).
+    #[serde(default)]
+    pub aborted: bool,
+    /// Length of the holder's stop-the-world pause, µs (0: none).
+    #[serde(default)]
+    pub pause_us: u64,
 }

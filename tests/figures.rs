@@ -14,7 +14,8 @@ fn lockbench(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// A contended compare on the memory model, so every kind of figure is non-trivial.
+/// A contended compare on the memory model with a resource, extension and pauses, so every
+/// group of figures is there.
 fn run(dir: &std::path::Path) -> String {
     let o = lockbench(&[
         "compare",
@@ -31,7 +32,10 @@ fn run(dir: &std::path::Path) -> String {
         "--sections",
         "400",
         "--release",
-        "del,token",
+        "del,token+extend+fence-rw",
+        "--resource",
+        "--pause",
+        "mixture(0.9*constant(0ms),0.1*uniform(5ms,10ms))",
         "--out",
         dir.to_str().unwrap(),
     ]);

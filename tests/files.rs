@@ -302,6 +302,7 @@ fn row() -> EventRow {
         release: "token".into(),
         outcome: "released".into(),
         interrupted: false,
+        ..EventRow::default()
     }
 }
 

@@ -195,6 +195,7 @@ fn event(variant: &str, seq: u64, duration_us: u64, interrupted: bool) -> EventR
         release: variant.to_string(),
         outcome: "released".to_string(),
         interrupted,
+        ..EventRow::default()
     }
 }
 

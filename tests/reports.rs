@@ -381,6 +381,7 @@ fn row(worker: usize, seq: u64, a: u64, r: u64, outcome: &str) -> EventRow {
         release: "del".into(),
         outcome: outcome.into(),
         interrupted: false,
+        ..EventRow::default()
     }
 }
 

@@ -105,6 +105,26 @@ counts! {
     release_errors: FromRows,
     /// Sections cut short by Ctrl-C or the end-of-run grace period.
     interrupted: FromRows,
+    /// Resource writes sent.
+    resource_writes: FromRows,
+    /// Resource writes the resource applied.
+    writes_accepted: FromRows,
+    /// Accepted writes whose writer no longer held the lock (decided by the server).
+    unsafe_writes_accepted: FromRows,
+    /// Writes the resource refused: a higher fence had been seen.
+    writes_rejected_fenced: FromRows,
+    /// Reads the resource refused under read-write fencing (the write is then skipped).
+    reads_rejected_fenced: FromRows,
+    /// Lease extensions that re-armed a held lock.
+    extensions: FromRows,
+    /// Extensions that found the lock already gone (too late).
+    extension_failures: FromRows,
+    /// Sections given up after losing the lock (on_lost = abort): no write.
+    sections_aborted: FromRows,
+    /// Stop-the-world pauses of holders.
+    pauses: FromRows,
+    /// Their total length, µs.
+    pause_total_us: FromRows,
     /// Attempts refused because the lock was busy (fail-fast).
     rejections: Live,
     /// Busy replies followed by a retry.
@@ -125,6 +145,19 @@ impl Counts {
             interrupted: u64::from(r.interrupted),
             ..Counts::default()
         };
+        c.resource_writes = u64::from(matches!(
+            r.write.as_str(),
+            "accepted" | "unsafe" | "fenced" | "error"
+        ));
+        c.writes_accepted = u64::from(matches!(r.write.as_str(), "accepted" | "unsafe"));
+        c.unsafe_writes_accepted = u64::from(r.write == "unsafe");
+        c.writes_rejected_fenced = u64::from(r.write == "fenced");
+        c.reads_rejected_fenced = u64::from(r.read == "fenced");
+        c.extensions = u64::from(r.extensions);
+        c.extension_failures = u64::from(r.extension_failed);
+        c.sections_aborted = u64::from(r.aborted);
+        c.pauses = u64::from(r.pause_us > 0);
+        c.pause_total_us = r.pause_us;
         match ReleaseOutcome::from_name(&r.outcome) {
             Some(o) => {
                 *match o {
@@ -182,6 +215,7 @@ mod tests {
             release: "del".into(),
             outcome: outcome.into(),
             interrupted: false,
+            ..EventRow::default()
         }
     }
 

@@ -51,7 +51,48 @@ pub struct Figure {
     pub check: Check,
     /// Shown in the terminal table (every figure is in the files and the HTML).
     pub terminal: bool,
+    /// Which part of a run it is about: tables show a group only when a variant has it.
+    pub group: Group,
     value: fn(&Summary, &str) -> String,
+}
+
+/// What a figure is about, so tables leave out what no variant did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Every run.
+    Lock,
+    /// The protected resource (writes, fencing, lost updates).
+    Resource,
+    /// Lease extension.
+    Extension,
+    /// Holder pauses.
+    Pause,
+}
+
+impl Group {
+    /// Whether `s` has any of this group.
+    pub fn present(self, s: &Summary) -> bool {
+        match self {
+            Group::Lock => true,
+            Group::Resource => s.protect.resource,
+            Group::Extension => s.protect.extend_every_ms > 0.0,
+            Group::Pause => s.counts.pauses > 0 && s.counts.pauses != NOT_RECORDED,
+        }
+    }
+
+    fn of(name: &str) -> Group {
+        match name {
+            "resource_writes"
+            | "writes_accepted"
+            | "unsafe_writes_accepted"
+            | "writes_rejected_fenced"
+            | "reads_rejected_fenced"
+            | "lost_updates" => Group::Resource,
+            "extensions" | "extension_failures" | "sections_aborted" => Group::Extension,
+            "pauses" | "pause_total_us" | "pause_total_ms" => Group::Pause,
+            _ => Group::Lock,
+        }
+    }
 }
 
 impl Figure {
@@ -142,6 +183,22 @@ pub const DERIVED: &[Derived] = &[
         |s, _| s.peak_holders.to_string(),
     ),
     (
+        "lost_updates",
+        "lost updates",
+        Unit::Count,
+        Check::FromCounts,
+        "accepted writes − (final value − initial value), the final value read back from the server",
+        |s, _| s.lost_updates.to_string(),
+    ),
+    (
+        "pause_total_ms",
+        "pause time",
+        Unit::Ms,
+        Check::FromCounts,
+        "total length of the holders' stop-the-world pauses",
+        |s, _| num(s.pause_total_ms),
+    ),
+    (
         "errors",
         "errors",
         Unit::Count,
@@ -189,7 +246,8 @@ pub fn figures() -> Vec<Figure> {
                 Recount::Live => Check::No("counted per attempt; attempts that failed have no row"),
             },
             // Sums kept for the recount, shown through their derived figure.
-            terminal: !matches!(*name, "excess_total_us" | "release_errors"),
+            terminal: !name.ends_with("_us") && *name != "release_errors",
+            group: Group::of(name),
             value: count,
         });
     let derived = DERIVED
@@ -201,6 +259,7 @@ pub fn figures() -> Vec<Figure> {
             definition,
             check,
             terminal: true,
+            group: Group::of(name),
             value,
         });
     counted.chain(derived).collect()

@@ -7,6 +7,7 @@ use crate::analysis::overlap::OverlapStats;
 use crate::record::{HistSet, Metric, Outages};
 use crate::release::StaleRule;
 use crate::store::ErrorKind;
+use crate::variant::Fencing;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -122,6 +123,16 @@ pub struct Summary {
     /// Why the variant stopped.
     #[serde(default)]
     pub stop_reason: StopReason,
+    /// What protected the resource (flattened into summary.json).
+    #[serde(flatten)]
+    pub protect: Protection,
+    /// Total length of the holders' pauses, ms.
+    #[serde(default)]
+    pub pause_total_ms: f64,
+    /// Accepted writes whose effect is not in the final value: writes_accepted −
+    /// (final − initial), the initial value being 0.
+    #[serde(default)]
+    pub lost_updates: u64,
     /// Stretches in which the server could not be reached (connection or timeout errors),
     /// each from its first failure to the next successful command.
     #[serde(default)]
@@ -207,6 +218,25 @@ pub struct Meta {
     pub elapsed_s: f64,
     /// Why it stopped.
     pub stop_reason: StopReason,
+    /// What protected the resource.
+    pub protect: Protection,
+}
+
+/// What a variant did for the resource its lock protects.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Protection {
+    /// Sections read-modify-write a resource.
+    #[serde(default)]
+    pub resource: bool,
+    /// What the resource checked.
+    #[serde(default)]
+    pub fencing: Fencing,
+    /// Interval of lease extension, ms (0: no extension).
+    #[serde(default)]
+    pub extend_every_ms: f64,
+    /// Sum over keys of the resource's final value, read back from the server.
+    #[serde(default)]
+    pub resource_final: u64,
 }
 
 /// What a variant measured, as plain values: the recorder's snapshot, or hand-built in tests.
@@ -265,6 +295,11 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
             .filter_map(|(k, _, first)| Some((k.name().to_string(), first.clone()?)))
             .collect(),
         stop_reason: meta.stop_reason,
+        protect: meta.protect,
+        lost_updates: c
+            .writes_accepted
+            .saturating_sub(meta.protect.resource_final),
+        pause_total_ms: c.pause_total_us as f64 / 1000.0,
         outages: m.outages.ended + u64::from(m.outages.open_at_end),
         outage_ms: m.outages.total_us as f64 / 1000.0,
         duration_ms: q(Metric::Duration),
@@ -311,6 +346,7 @@ mod tests {
             seed: 1,
             elapsed_s: 2.0,
             stop_reason: StopReason::Limit,
+            protect: Protection::default(),
         }
     }
 

@@ -4,8 +4,8 @@
 use crate::cli::{CompareArgs, RunArgs};
 use crate::engine::runner::{RunOptions, RunOutcome, run_with};
 use crate::profile::{Plan, Profile};
-use crate::release::ReleaseMethod;
 use crate::store::backend::Backend;
+use crate::variant::Variant;
 
 /// `lockbench run`.
 pub async fn run(a: RunArgs) -> anyhow::Result<i32> {
@@ -25,14 +25,14 @@ pub async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
         ..Profile::default()
     };
     let plan = a.workload.plan(extra)?;
-    let methods: Vec<ReleaseMethod> = plan.releases.clone();
+    let methods: Vec<Variant> = plan.releases.clone();
     let opts = a.workload.options("compare");
     execute(&plan, &methods, &opts).await
 }
 
 /// Opens the plan's backend, runs every method, closes the backend, draws the report and
 /// prints the outcome; returns the exit code.
-async fn execute(plan: &Plan, methods: &[ReleaseMethod], opts: &RunOptions) -> anyhow::Result<i32> {
+async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow::Result<i32> {
     let backend = Backend::open(plan, opts.quiet).await?;
     let kind = backend.kind();
     let result =

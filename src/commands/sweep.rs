@@ -6,9 +6,9 @@ use crate::analysis::summary::Summary;
 use crate::cli::SweepArgs;
 use crate::engine::runner::{RunOptions, run_with};
 use crate::profile::Profile;
-use crate::release::ReleaseMethod;
 use crate::store::backend::Backend;
 use crate::units;
+use crate::variant::Variant;
 use anyhow::{Context, bail};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ pub struct SweepRow {
     /// TTL as written (profile units, before any time scale), µs.
     pub ttl_us: u64,
     /// Release method.
-    pub release: ReleaseMethod,
+    pub release: Variant,
     /// The cell's summary, when it ran.
     pub summary: Option<Summary>,
     /// Why it did not run.
@@ -92,7 +92,7 @@ pub fn ttl_label(us: u64) -> String {
 pub async fn sweep(
     backend: &Backend,
     ttls_us: &[u64],
-    methods: &[ReleaseMethod],
+    methods: &[Variant],
     plan_for: impl Fn(u64) -> anyhow::Result<crate::profile::Plan>,
     dir: &Path,
     opts: &RunOptions,
@@ -222,8 +222,8 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
             Some(s) => rec.extend(crate::results::csv_row(s)),
             None => {
                 let mut blank = vec![String::new(); crate::results::csv_columns().len()];
-                blank[0] = r.release.name().to_string();
-                blank[1] = r.release.name().to_string();
+                blank[0] = r.release.name();
+                blank[1] = r.release.name();
                 rec.extend(blank);
             }
         }
@@ -243,7 +243,7 @@ pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries
             Some(i) => i,
             None => {
                 out.push(crate::report::charts::SweepSeries {
-                    method: r.release.name().to_string(),
+                    method: r.release.name(),
                     overrun_fraction: Vec::new(),
                     overlap_s_per_hour: Vec::new(),
                     wrongful_per_hour: Vec::new(),
@@ -272,7 +272,7 @@ pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries
 }
 
 /// Checks that the sweep has something to run.
-pub fn validate(ttls: &[u64], methods: &[ReleaseMethod]) -> anyhow::Result<()> {
+pub fn validate(ttls: &[u64], methods: &[Variant]) -> anyhow::Result<()> {
     if ttls.is_empty() || methods.is_empty() {
         bail!("a sweep needs at least one TTL and one release method");
     }

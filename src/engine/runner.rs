@@ -1,10 +1,10 @@
 //! Runs a validated plan: picks the backend, opens connections, drives the workers of each
 //! variant, removes exactly the run's keys, and writes every output file.
 
-use crate::analysis::summary::{Meta, StopReason, Summary, summarize};
+use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize};
 use crate::engine::collector::Collector;
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::{Halt, WorkerCtx, run_worker};
+use crate::engine::worker::{Extend, Halt, Pause, Resource, WorkerCtx, run_worker};
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
 use crate::results::{self, EventsWriter};
@@ -12,6 +12,7 @@ pub use crate::results::{Manifest, SummaryFile};
 use crate::signals::{Request, request_of};
 use crate::store::{Connector, ErrorKind, LockConn};
 use crate::target::redact_url;
+use crate::variant::Variant;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -74,9 +75,10 @@ pub async fn run_with<K: Connector>(
     connector: &K,
     kind: &str,
     plan: &Plan,
-    methods: &[ReleaseMethod],
+    variants: &[impl Into<Variant> + Copy],
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
+    let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();
     let mut probe = connector.connect().await?;
@@ -88,8 +90,8 @@ pub async fn run_with<K: Connector>(
     let run_id = results::run_id(started);
     // Computed before the support check, whose probes touch only keys under it.
     let prefix = format!("lockbench:{run_id}");
-    for &method in methods {
-        check_support(&mut probe, method, &server_version, &prefix).await?;
+    for v in &variants {
+        check_support(&mut probe, v.release, &server_version, &prefix).await?;
     }
 
     let dir = opts
@@ -109,32 +111,35 @@ pub async fn run_with<K: Connector>(
         connection_mode: plan.connection.name().to_string(),
         server_version: server_version.clone(),
         key_prefix: prefix.clone(),
-        variants: methods.iter().map(|m| m.name().to_string()).collect(),
+        variants: variants.iter().map(Variant::name).collect(),
         started_at: results::utc_stamp(started, false),
         ended_at: None,
         interrupted: false,
         failure: None,
         leftover_keys: None,
+        cleanup_removed_locks: 0,
     };
     results::write_json(&dir.join("manifest.json"), &manifest)?;
 
     let events = EventsWriter::start(&dir.join("events.csv"))?;
     let mut summaries = Vec::new();
     let mut written_keys: Vec<String> = Vec::new();
+    let mut companion_keys: Vec<String> = Vec::new();
     // The first thing that went wrong; what was measured before it is still written.
     let mut failure: Option<anyhow::Error> = None;
-    for &method in methods {
+    for &variant in &variants {
+        let name = variant.name();
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
         let key_names: Vec<String> = (0..plan.keys)
-            .map(|k| format!("{prefix}:{method}:{k}"))
+            .map(|k| format!("{prefix}:{name}:{k}"))
             .collect();
         let r = run_variant(
             connector,
             &probe,
             plan,
-            method,
+            variant,
             key_names,
             &events.tx,
             VariantEnv {
@@ -144,18 +149,19 @@ pub async fn run_with<K: Connector>(
                 signals: signals.clone(),
                 server_version: &server_version,
                 written_keys: &mut written_keys,
+                companion_keys: &mut companion_keys,
             },
         )
         .await;
         let r = r.and_then(|(summary, hists)| {
-            let suffix = (methods.len() > 1).then_some(method.name());
+            let suffix = (variants.len() > 1).then_some(name.as_str());
             results::write_hgrms(&dir, &hists, suffix)?;
             Ok(summary)
         });
         match r {
             Ok(summary) => summaries.push(summary),
             Err(e) => {
-                failure = Some(e.context(format!("variant `{method}` failed")));
+                failure = Some(e.context(format!("variant `{name}` failed")));
                 break;
             }
         }
@@ -166,7 +172,15 @@ pub async fn run_with<K: Connector>(
         failure.get_or_insert(e);
     }
 
-    let leftover = remove_keys(&mut probe, &written_keys, &mut signals).await;
+    // Locks first, counted: every lock a SET created ends exactly once, and these are the ones
+    // the cleanup ended.
+    let (mut leftover, removed_locks) = remove_keys(&mut probe, &written_keys, &mut signals).await;
+    leftover.extend(
+        remove_keys(&mut probe, &companion_keys, &mut signals)
+            .await
+            .0,
+    );
+    manifest.cleanup_removed_locks = removed_locks;
     if !leftover.is_empty() {
         let list = dir.join("leftover-keys.txt");
         let written = std::fs::write(&list, leftover.join("\n") + "\n");
@@ -212,8 +226,9 @@ async fn remove_keys<C: LockConn>(
     conn: &mut C,
     keys: &[String],
     signals: &mut watch::Receiver<u32>,
-) -> Vec<String> {
+) -> (Vec<String>, u64) {
     let mut leftover = Vec::new();
+    let mut removed = 0u64;
     let mut chunks = keys.chunks(500);
     for chunk in chunks.by_ref() {
         if request_of(*signals.borrow()) == Request::Abandon {
@@ -225,7 +240,10 @@ async fn remove_keys<C: LockConn>(
         let delete = async {
             for _ in 0..2 {
                 match conn.del_many(chunk).await {
-                    Ok(_) => return true,
+                    Ok(n) => {
+                        removed += n.max(0) as u64;
+                        return true;
+                    }
                     Err(e) if e.kind == ErrorKind::Connection => continue,
                     Err(_) => return false,
                 }
@@ -243,7 +261,7 @@ async fn remove_keys<C: LockConn>(
     for chunk in chunks {
         leftover.extend_from_slice(chunk);
     }
-    leftover
+    (leftover, removed)
 }
 
 /// Refuses a release method the server cannot run for this user, before the run: a command
@@ -325,13 +343,15 @@ struct VariantEnv<'a> {
     server_version: &'a str,
     /// Every key the variant may have written is added here, also when it fails.
     written_keys: &'a mut Vec<String>,
+    /// The resource and fence keys of those, when the run has a resource.
+    companion_keys: &'a mut Vec<String>,
 }
 
 async fn run_variant<K: Connector>(
     connector: &K,
     probe: &K::Conn,
     plan: &Plan,
-    method: ReleaseMethod,
+    variant: Variant,
     key_names: Vec<String>,
     events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
     env: VariantEnv<'_>,
@@ -357,12 +377,15 @@ async fn run_variant<K: Connector>(
     let collector = Collector::start(
         recorder.clone(),
         env.dir,
-        method.name(),
+        &variant.name(),
         env.base,
         offset,
         env.opts.log_interval,
     )?;
     let deadline = plan.run_time().map(|d| recorder.start + d);
+    let resource = plan
+        .resource
+        .then(|| Resource::new(&key_names, variant.fencing));
     let ctx = Arc::new(WorkerCtx {
         recorder: recorder.clone(),
         key_names,
@@ -371,14 +394,26 @@ async fn run_variant<K: Connector>(
         dist: plan.dist.sampler(),
         think: plan.think.sampler(),
         busy: plan.busy,
-        method,
+        method: variant.release,
+        resource,
+        extend: variant.extend.then_some(Extend {
+            every_us: plan.extend_us,
+            with: plan.extend_with,
+            on_lost: plan.on_lost,
+        }),
+        pause: (!matches!(plan.pause, crate::dist::Dist::Constant { ms } if ms == 0.0)).then(
+            || Pause {
+                length: plan.pause.sampler(),
+                at: plan.pause_at,
+            },
+        ),
         seed: plan.seed,
         deadline,
         max_sections: match plan.stop {
             Stop::Sections { sections } => Some(sections),
             Stop::Time { .. } => None,
         },
-        variant: method.name().to_string(),
+        variant: variant.name(),
         events: Some(events.clone()),
         reserved: Default::default(),
     });
@@ -398,7 +433,7 @@ async fn run_variant<K: Connector>(
     for (id, conn) in conns.into_iter().enumerate() {
         set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
     }
-    let bar = progress_bar(plan, env.opts, method);
+    let bar = progress_bar(plan, env.opts, &variant.name());
     let grace = end_grace(plan.ttl_ms);
     let mut signals = env.signals.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -463,19 +498,34 @@ async fn run_variant<K: Connector>(
     bar.finish_and_clear();
     let elapsed_s = recorder.start.elapsed().as_secs_f64();
     // Whatever happens next, the caller deletes every key this variant may have written.
-    env.written_keys.extend(
-        recorder
-            .touched_keys()
-            .into_iter()
-            .map(|k| ctx.key_names[k].clone()),
-    );
+    let touched = recorder.touched_keys();
+    env.written_keys
+        .extend(touched.iter().map(|&k| ctx.key_names[k].clone()));
+    if let Some(r) = &ctx.resource {
+        env.companion_keys.extend(
+            touched
+                .iter()
+                .flat_map(|&k| [r.res_keys[k].clone(), r.fence_keys[k].clone()]),
+        );
+    }
     if let Some(p) = panicked {
         bail!("a worker panicked: {p}");
     }
+    // The resource's final values, read back from the server: what lost updates count from.
+    let mut resource_final = 0u64;
+    if let Some(r) = &ctx.resource {
+        let mut conn = probe.clone();
+        for &k in &touched {
+            let v = conn.resource_value(&r.res_keys[k]).await.map_err(|e| {
+                anyhow::anyhow!("cannot read back the resource {}: {e}", r.res_keys[k])
+            })?;
+            resource_final += v;
+        }
+    }
     let hists = collector.finish()?;
     let meta = Meta {
-        variant: method.name().to_string(),
-        release: method.name().to_string(),
+        variant: variant.name(),
+        release: variant.release.name().to_string(),
         connection_mode: plan.connection.name().to_string(),
         backend: redact_url(&connector.describe()),
         server_version: env.server_version.to_string(),
@@ -486,15 +536,28 @@ async fn run_variant<K: Connector>(
         seed: plan.seed,
         elapsed_s,
         stop_reason,
+        protect: Protection {
+            resource: plan.resource,
+            fencing: variant.fencing,
+            extend_every_ms: if variant.extend {
+                plan.extend_us as f64 / 1000.0
+            } else {
+                0.0
+            },
+            resource_final,
+        },
     };
     let mut summary = summarize(meta, &recorder.measured(), &hists);
+    // The theory knows the distribution and the timer error, not pauses.
+    let paused = summary.counts.pauses > 0;
     summary.analytic = crate::analytic::check(
         &plan.dist,
         plan.ttl_ms as f64,
         hists.get(crate::engine::recorder::Metric::TimerError),
         summary.counts.overruns,
         summary.counts.sections,
-    );
+    )
+    .filter(|_| !paused);
     Ok((summary, hists))
 }
 
@@ -504,7 +567,7 @@ pub fn end_grace(ttl_ms: u64) -> Duration {
     Duration::from_millis(ttl_ms.saturating_mul(3).clamp(5_000, 60_000))
 }
 
-fn progress_bar(plan: &Plan, opts: &RunOptions, method: ReleaseMethod) -> ProgressBar {
+fn progress_bar(plan: &Plan, opts: &RunOptions, name: &str) -> ProgressBar {
     if !opts.progress || opts.quiet {
         return ProgressBar::hidden();
     }
@@ -519,7 +582,7 @@ fn progress_bar(plan: &Plan, opts: &RunOptions, method: ReleaseMethod) -> Progre
     .unwrap_or_else(|_| ProgressStyle::default_bar())
     .progress_chars("=> ");
     bar.set_style(style);
-    bar.set_prefix(method.name());
+    bar.set_prefix(name.to_string());
     bar
 }
 

@@ -9,9 +9,11 @@ use crate::analysis::counts::Counts;
 use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
-use crate::profile::BusyPolicy;
+use crate::profile::{BusyPolicy, OnLost, PauseAt};
 use crate::release::{ReleaseMethod, StaleRule, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
+use crate::store::{ExtendCommand, ReadOutcome, WriteOutcome};
+use crate::variant::Fencing;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;
@@ -38,6 +40,12 @@ pub struct WorkerCtx {
     pub busy: BusyPolicy,
     /// Release method.
     pub method: ReleaseMethod,
+    /// The protected resource, when sections read-modify-write one.
+    pub resource: Option<Resource>,
+    /// Lease extension, when the variant extends.
+    pub extend: Option<Extend>,
+    /// Stop-the-world pauses of holders, when the profile has them.
+    pub pause: Option<Pause>,
     /// Base seed.
     pub seed: u64,
     /// No attempt starts after this instant (time-limited runs).
@@ -53,6 +61,47 @@ pub struct WorkerCtx {
     pub reserved: std::sync::atomic::AtomicU64,
 }
 
+/// The protected resource of every lock key: its key, its fence counter's key, and what it
+/// checks. The companions are named after the lock (`<lock>:res`, `<lock>:fence`).
+pub struct Resource {
+    /// Resource key per lock key.
+    pub res_keys: Vec<String>,
+    /// Fence counter key per lock key.
+    pub fence_keys: Vec<String>,
+    /// What the resource checks.
+    pub fencing: Fencing,
+}
+
+impl Resource {
+    /// The companions of `key_names`.
+    pub fn new(key_names: &[String], fencing: Fencing) -> Self {
+        Self {
+            res_keys: key_names.iter().map(|k| format!("{k}:res")).collect(),
+            fence_keys: key_names.iter().map(|k| format!("{k}:fence")).collect(),
+            fencing,
+        }
+    }
+}
+
+/// A watchdog that re-arms the holder's lock while its section runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Extend {
+    /// Interval, µs.
+    pub every_us: u64,
+    /// The command.
+    pub with: ExtendCommand,
+    /// What the holder does when an extension finds its lock gone.
+    pub on_lost: OnLost,
+}
+
+/// Stop-the-world pauses: the holder's section and its watchdog both stop.
+pub struct Pause {
+    /// Length of each holder's pause (0 = none this section).
+    pub length: Sampler,
+    /// Where it strikes.
+    pub at: PauseAt,
+}
+
 /// Independent random streams of one worker, derived from the base seed and the worker id.
 struct Streams {
     durations: SmallRng,
@@ -60,6 +109,7 @@ struct Streams {
     keys: SmallRng,
     jitter: SmallRng,
     tokens: SmallRng,
+    pauses: SmallRng,
 }
 
 impl Streams {
@@ -79,6 +129,7 @@ impl Streams {
             keys: s(3),
             jitter: s(4),
             tokens: s(5),
+            pauses: s(6),
         }
     }
 }
@@ -172,6 +223,8 @@ struct Held {
     acquired_us: u64,
     attempts: u32,
     holders_at_start: u32,
+    /// The fence the acquisition returned (0: the variant does not fence).
+    fence: u64,
 }
 
 /// A section whose work is over (its release is about to be sent).
@@ -181,6 +234,15 @@ struct Section {
     released_us: u64,
     /// It lasted what it should (not cut short by the run's end).
     completed: bool,
+    /// The resource's value as read right after acquiring (`None`: refused, failed or no
+    /// resource), and the row's words for the read and the write.
+    value: Option<u64>,
+    read: &'static str,
+    write: &'static str,
+    extensions: u32,
+    extension_failed: bool,
+    aborted: bool,
+    pause_us: u64,
 }
 
 /// One worker: its connection, random streams and counters, and the steps of a section.
@@ -221,8 +283,22 @@ impl<C: LockConn> Worker<C> {
             counts.attempts.fetch_add(1, Relaxed);
             let sent = Instant::now();
             let set_sent_us = rec.now_us();
-            let set = self.conn.set_nx_px(&ctx.key_names[key], &token, ctx.ttl_ms);
-            let reply = unless_abandoned(set, &mut self.halt).await;
+            let lock = &ctx.key_names[key];
+            // `Some(fence)` acquired (fence 0 when the variant does not fence).
+            let reply = match &ctx.resource {
+                Some(r) if r.fencing != Fencing::Off => {
+                    let set =
+                        self.conn
+                            .set_nx_px_fenced(lock, &r.fence_keys[key], &token, ctx.ttl_ms);
+                    unless_abandoned(set, &mut self.halt).await
+                }
+                _ => {
+                    let set = self.conn.set_nx_px(lock, &token, ctx.ttl_ms);
+                    unless_abandoned(set, &mut self.halt)
+                        .await
+                        .map(|ok| ok.then_some(0))
+                }
+            };
             rec.record(
                 self.id,
                 Metric::SetLatency,
@@ -233,7 +309,7 @@ impl<C: LockConn> Worker<C> {
                 self.failures = 0;
             }
             let wait_us = match reply {
-                Ok(true) => {
+                Ok(Some(fence)) => {
                     let (acquired_us, holders_at_start) = rec.open_section(key);
                     return Some(Held {
                         key,
@@ -243,9 +319,10 @@ impl<C: LockConn> Worker<C> {
                         acquired_us,
                         attempts,
                         holders_at_start,
+                        fence,
                     });
                 }
-                Ok(false) => {
+                Ok(None) => {
                     let waited = rec.now_us().saturating_sub(first_attempt_us);
                     match busy::after_busy(ctx.busy, round, waited, &mut self.st.jitter) {
                         AfterBusy::Reject => {
@@ -277,27 +354,157 @@ impl<C: LockConn> Worker<C> {
         }
     }
 
-    /// Hold: work for the sampled duration, measured from the acquire reply.
+    /// Hold: read the resource, then work for the sampled duration (measured from the
+    /// acquire reply) while the watchdog re-arms the lock. A pause stops both, as a GC pause
+    /// or a VM stall freezes a whole process: the work resumes after it, and a watchdog tick
+    /// that fell due during it fires late.
     async fn hold(&mut self, held: Held) -> Section {
-        let rec = &self.ctx.recorder;
-        let intended_us = crate::units::ms_to_us(self.ctx.dist.sample_ms(&mut self.st.durations));
-        let end_at =
-            rec.start + Duration::from_micros(held.acquired_us.saturating_add(intended_us));
-        let completed = intended_us == 0 || sleep_until_or_shutdown(end_at, &mut self.halt).await;
-        let released_us = rec.close_section(self.id, held.key);
-        Section {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let intended_us = crate::units::ms_to_us(ctx.dist.sample_ms(&mut self.st.durations));
+        let mut s = Section {
             held,
             intended_us,
-            released_us,
-            completed,
+            released_us: 0,
+            completed: true,
+            value: None,
+            read: "",
+            write: "",
+            extensions: 0,
+            extension_failed: false,
+            aborted: false,
+            pause_us: 0,
+        };
+        let (key, lock) = (s.held.key, &ctx.key_names[s.held.key]);
+        if let Some(r) = &ctx.resource {
+            let register = (r.fencing == Fencing::ReadWrite).then_some(s.held.fence);
+            let read = self.conn.resource_read(&r.res_keys[key], register);
+            (s.value, s.read) = match unless_abandoned(read, &mut self.halt).await {
+                Ok(ReadOutcome::Value(v)) => (Some(v), "value"),
+                Ok(ReadOutcome::Fenced { .. }) => (None, "fenced"),
+                Err(e) => {
+                    rec.error(&e);
+                    (None, "error")
+                }
+            };
         }
+        let pause_us = ctx.pause.as_ref().map_or(0, |p| {
+            crate::units::ms_to_us(p.length.sample_ms(&mut self.st.pauses))
+        });
+        let start = rec.start + Duration::from_micros(s.held.acquired_us);
+        let mut end_at = start + Duration::from_micros(intended_us);
+        let mut pause_at = match ctx.pause.as_ref() {
+            Some(p) if pause_us > 0 => Some(match p.at {
+                PauseAt::Random => {
+                    let f: f64 = self.st.pauses.random();
+                    start + Duration::from_micros((intended_us as f64 * f) as u64)
+                }
+                PauseAt::BeforeWrite => end_at,
+            }),
+            _ => None,
+        };
+        let mut next_extend = ctx
+            .extend
+            .map(|e| start + Duration::from_micros(e.every_us));
+        loop {
+            let next = [Some(end_at), pause_at, next_extend]
+                .into_iter()
+                .flatten()
+                .min()
+                .unwrap_or(end_at);
+            if next > Instant::now() && !sleep_until_or_shutdown(next, &mut self.halt).await {
+                s.completed = false;
+                break;
+            }
+            let now = Instant::now();
+            if let Some(p) = pause_at
+                && p <= now
+            {
+                pause_at = None;
+                let d = Duration::from_micros(pause_us);
+                if !sleep_until_or_shutdown(now + d, &mut self.halt).await {
+                    s.completed = false;
+                    break;
+                }
+                s.pause_us = pause_us;
+                end_at += d;
+                continue;
+            }
+            if let (Some(e), Some(n)) = (ctx.extend, next_extend)
+                && n <= now
+            {
+                let ext = self.conn.extend(lock, &s.held.token, ctx.ttl_ms, e.with);
+                next_extend = match unless_abandoned(ext, &mut self.halt).await {
+                    Ok(true) => {
+                        rec.ok();
+                        s.extensions += 1;
+                        Some(now + Duration::from_micros(e.every_us))
+                    }
+                    Ok(false) => {
+                        rec.ok();
+                        s.extension_failed = true;
+                        if e.on_lost == OnLost::Abort {
+                            s.aborted = true;
+                            break;
+                        }
+                        None
+                    }
+                    Err(err) => {
+                        rec.error(&err);
+                        Some(now + Duration::from_micros(e.every_us))
+                    }
+                };
+                continue;
+            }
+            if end_at <= now {
+                break;
+            }
+        }
+        s
+    }
+
+    /// Write `value + 1` right before releasing (read-modify-write across the section), with
+    /// the fence when the variant fences. The server says whether the writer still held the
+    /// lock at that instant.
+    async fn write(&mut self, s: &mut Section) {
+        let ctx = self.ctx.clone();
+        let Some(r) = &ctx.resource else {
+            return;
+        };
+        let value = match s.value {
+            Some(v) if !s.aborted => v,
+            _ => {
+                s.write = "skipped";
+                return;
+            }
+        };
+        let key = s.held.key;
+        let fence = (r.fencing != Fencing::Off).then_some(s.held.fence);
+        let write = self.conn.resource_write(
+            &r.res_keys[key],
+            &ctx.key_names[key],
+            &s.held.token,
+            fence,
+            value + 1,
+        );
+        s.write = match unless_abandoned(write, &mut self.halt).await {
+            Ok(WriteOutcome::Accepted { holder: true }) => "accepted",
+            Ok(WriteOutcome::Accepted { holder: false }) => "unsafe",
+            Ok(WriteOutcome::Fenced { .. }) => "fenced",
+            Err(e) => {
+                ctx.recorder.error(&e);
+                "error"
+            }
+        };
     }
 
     /// Release, then finish the section into one record: its counts (the same function the
     /// report's recount uses), its histogram values and its `events.csv` row.
-    async fn release_and_finish(&mut self, section: Section) {
+    async fn release_and_finish(&mut self, mut section: Section) {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
+        // The section ends as its release is sent.
+        section.released_us = rec.close_section(self.id, section.held.key);
         let h = &section.held;
         let sent = Instant::now();
         let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
@@ -336,6 +543,13 @@ impl<C: LockConn> Worker<C> {
             release: ctx.method.name().to_string(),
             outcome: outcome_name,
             interrupted: !section.completed,
+            fence: h.fence,
+            read: section.read.to_string(),
+            write: section.write.to_string(),
+            extensions: section.extensions,
+            extension_failed: section.extension_failed,
+            aborted: section.aborted,
+            pause_us: section.pause_us,
         };
         rec.counters
             .counts
@@ -350,8 +564,10 @@ impl<C: LockConn> Worker<C> {
             (Metric::Excess, 0),
         ];
         let mut n = 4;
-        if section.completed {
-            values[n] = (Metric::TimerError, d.saturating_sub(section.intended_us));
+        // Timer error only of sections that ran their course; a pause is not timer error.
+        if section.completed && !section.aborted {
+            let late = d.saturating_sub(section.intended_us + section.pause_us);
+            values[n] = (Metric::TimerError, late);
             n += 1;
         }
         if row.overrun {
@@ -407,7 +623,8 @@ pub async fn run_worker<C: LockConn>(
         w.ctx.recorder.touch(key);
         match w.acquire(key).await {
             Some(held) => {
-                let section = w.hold(held).await;
+                let mut section = w.hold(held).await;
+                w.write(&mut section).await;
                 w.release_and_finish(section).await;
             }
             None => w.ctx.unreserve(),

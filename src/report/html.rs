@@ -185,7 +185,10 @@ pub fn page(p: &Page<'_>) -> String {
     for (label, f) in BEFORE {
         rows.push((label.to_string(), Box::new(f)));
     }
-    for fig in figures() {
+    for fig in figures()
+        .into_iter()
+        .filter(|f| p.summaries.iter().any(|s| f.group.present(s)))
+    {
         rows.push((fig.label.clone(), Box::new(move |s| cell(&fig, s))));
     }
     for (label, f) in AFTER {

@@ -14,7 +14,10 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
         ("connection".into(), Box::new(|s| s.connection_mode.clone())),
     ];
     // Every figure of the one table that the terminal shows.
-    for f in figures().into_iter().filter(|f| f.terminal) {
+    for f in figures()
+        .into_iter()
+        .filter(|f| f.terminal && summaries.iter().any(|s| f.group.present(s)))
+    {
         rows.push((f.label.clone(), Box::new(move |s| cell(&f, s))));
     }
     rows.push((

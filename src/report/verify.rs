@@ -163,6 +163,16 @@ fn compare_variant(
             check(name, e.unwrap_or(0).to_string(), x.unwrap_or(0).to_string());
         }
     }
+    if s.protect.resource {
+        check(
+            "lost_updates",
+            v.counts
+                .writes_accepted
+                .saturating_sub(s.protect.resource_final)
+                .to_string(),
+            s.lost_updates.to_string(),
+        );
+    }
     check(
         "refused_releases",
         v.counts.refused_releases().to_string(),

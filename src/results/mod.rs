@@ -91,6 +91,8 @@ pub struct Manifest {
     /// `leftover-keys.txt`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leftover_keys: Option<usize>,
+    /// Locks the final cleanup removed (they had not expired or been released yet).
+    pub cleanup_removed_locks: u64,
 }
 
 /// `summary.json`.
