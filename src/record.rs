@@ -166,9 +166,10 @@ pub struct EventRow {
     /// empty when there is no resource.
     #[serde(default)]
     pub read: String,
-    /// The resource write: `accepted`, `unsafe` (accepted from a writer that no longer held
-    /// the lock), `fenced` (refused), `skipped` (read refused or section aborted), `error`, or
-    /// empty when there is no resource.
+    /// The resource write: `accepted`, `unsafe` (accepted from a writer whose lock was gone,
+    /// nobody holding it), `unsafe_over_holder` (accepted while another holder held the lock),
+    /// `fenced` (refused), `skipped` (read refused or section aborted), `error`, or empty when
+    /// there is no resource.
     #[serde(default)]
     pub write: String,
     /// Extensions that re-armed the lock.

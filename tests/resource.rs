@@ -56,7 +56,7 @@ async fn interleave<C: LockConn>(
     let on_read = |f: u64| (mode == Fencing::ReadWrite).then_some(f);
     let on_write = |f: u64| (mode != Fencing::Off).then_some(f);
     let fa = c
-        .set_nx_px_fenced(&lock, &fence, "A", 30)
+        .set_nx_px_fenced(&lock, &fence, None, "A", 30)
         .await
         .unwrap()
         .unwrap();
@@ -65,7 +65,7 @@ async fn interleave<C: LockConn>(
     };
     wait_expired(c, &lock).await;
     let fb = c
-        .set_nx_px_fenced(&lock, &fence, "B", 30_000)
+        .set_nx_px_fenced(&lock, &fence, None, "B", 30_000)
         .await
         .unwrap()
         .expect("B acquires the expired lock");
@@ -90,7 +90,14 @@ async fn lost_update_scenario<C: LockConn>(c: &mut C, backend: &str) {
         let at = format!("{backend}-{mode:?}");
         let (wa, wb, value, fa, fb) = interleave(c, &at, mode).await;
         assert_eq!((fa, fb), (1, 2), "{at}: fences");
-        assert_eq!(wb, WriteOutcome::Accepted { holder: true }, "{at}");
+        assert_eq!(
+            wb,
+            WriteOutcome::Accepted {
+                holder: true,
+                other_holder: false
+            },
+            "{at}"
+        );
         assert_eq!(value, 1, "{at}: final value");
         let accepted = 1 + u64::from(matches!(wa, WriteOutcome::Accepted { .. }));
         let lost = accepted - value;
@@ -98,7 +105,14 @@ async fn lost_update_scenario<C: LockConn>(c: &mut C, backend: &str) {
             // Both writes accepted, A's as an unsafe write: one update lost. Write-only
             // fencing does not help: A wrote (fence 1) before B's fence 2 reached the resource.
             Fencing::Off | Fencing::Write => {
-                assert_eq!(wa, WriteOutcome::Accepted { holder: false }, "{at}");
+                assert_eq!(
+                    wa,
+                    WriteOutcome::Accepted {
+                        holder: false,
+                        other_holder: true
+                    },
+                    "{at}"
+                );
                 assert_eq!(lost, 1, "{at}: lost updates");
             }
             // B's read registered fence 2, so A's write with fence 1 is refused: nothing lost.
@@ -124,25 +138,37 @@ async fn unsafe_write_scenario<C: LockConn>(c: &mut C, backend: &str) {
     assert!(c.set_nx_px(lock, "A", 30).await.unwrap());
     assert_eq!(
         c.resource_write(res, lock, "A", None, 1).await.unwrap(),
-        WriteOutcome::Accepted { holder: true },
+        WriteOutcome::Accepted {
+            holder: true,
+            other_holder: false
+        },
         "{backend}: A while holding"
     );
     wait_expired(c, lock).await;
     // Expired, nobody else yet: still not the holder.
     assert_eq!(
         c.resource_write(res, lock, "A", None, 2).await.unwrap(),
-        WriteOutcome::Accepted { holder: false },
+        WriteOutcome::Accepted {
+            holder: false,
+            other_holder: false
+        },
         "{backend}: A after expiry"
     );
     assert!(c.set_nx_px(lock, "B", 30_000).await.unwrap());
     assert_eq!(
         c.resource_write(res, lock, "A", None, 3).await.unwrap(),
-        WriteOutcome::Accepted { holder: false },
+        WriteOutcome::Accepted {
+            holder: false,
+            other_holder: true
+        },
         "{backend}: A after B took the lock"
     );
     assert_eq!(
         c.resource_write(res, lock, "B", None, 4).await.unwrap(),
-        WriteOutcome::Accepted { holder: true },
+        WriteOutcome::Accepted {
+            holder: true,
+            other_holder: false
+        },
         "{backend}: B"
     );
     assert_eq!(c.resource_value(res).await.unwrap(), 4, "{backend}");
@@ -235,18 +261,21 @@ async fn fence_scenario<C: LockConn>(c: &mut C, backend: &str) {
     let (k2, f2) = ("lockbench:test:{f2}:lock", "lockbench:test:{f2}:fence");
     let mut last = 0;
     for i in 0..5 {
-        let f = c.set_nx_px_fenced(k1, f1, "A", 30_000).await.unwrap();
+        let f = c.set_nx_px_fenced(k1, f1, None, "A", 30_000).await.unwrap();
         let f = f.unwrap_or_else(|| panic!("{backend}: acquisition {i}"));
         assert!(f > last, "{backend}: fence {f} after {last}");
         // A refused acquisition takes no fence and leaves the holder's token.
-        assert_eq!(c.set_nx_px_fenced(k1, f1, "B", 30_000).await.unwrap(), None);
+        assert_eq!(
+            c.set_nx_px_fenced(k1, f1, None, "B", 30_000).await.unwrap(),
+            None
+        );
         assert_eq!(c.get(k1).await.unwrap().as_deref(), Some("A"));
         assert_eq!(c.release_script(k1, "A").await.unwrap(), 1);
         last = f;
     }
     assert_eq!(last, 5, "{backend}: one fence per acquisition");
     assert_eq!(
-        c.set_nx_px_fenced(k2, f2, "A", 30_000).await.unwrap(),
+        c.set_nx_px_fenced(k2, f2, None, "A", 30_000).await.unwrap(),
         Some(1)
     );
     assert_eq!(

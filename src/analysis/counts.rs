@@ -111,6 +111,8 @@ counts! {
     writes_accepted: FromRows,
     /// Accepted writes whose writer no longer held the lock (decided by the server).
     unsafe_writes_accepted: FromRows,
+    /// … of which another holder held the lock at that instant (the rest found it gone).
+    unsafe_writes_over_holder: FromRows,
     /// Writes the resource refused: a higher fence had been seen.
     writes_rejected_fenced: FromRows,
     /// Reads the resource refused under read-write fencing (the write is then skipped).
@@ -145,12 +147,14 @@ impl Counts {
             interrupted: u64::from(r.interrupted),
             ..Counts::default()
         };
+        let w = r.write.as_str();
         c.resource_writes = u64::from(matches!(
-            r.write.as_str(),
-            "accepted" | "unsafe" | "fenced" | "error"
+            w,
+            "accepted" | "unsafe" | "unsafe_over_holder" | "fenced" | "error"
         ));
-        c.writes_accepted = u64::from(matches!(r.write.as_str(), "accepted" | "unsafe"));
-        c.unsafe_writes_accepted = u64::from(r.write == "unsafe");
+        c.writes_accepted = u64::from(matches!(w, "accepted" | "unsafe" | "unsafe_over_holder"));
+        c.unsafe_writes_accepted = u64::from(matches!(w, "unsafe" | "unsafe_over_holder"));
+        c.unsafe_writes_over_holder = u64::from(w == "unsafe_over_holder");
         c.writes_rejected_fenced = u64::from(r.write == "fenced");
         c.reads_rejected_fenced = u64::from(r.read == "fenced");
         c.extensions = u64::from(r.extensions);

@@ -85,6 +85,7 @@ impl Group {
             "resource_writes"
             | "writes_accepted"
             | "unsafe_writes_accepted"
+            | "unsafe_writes_over_holder"
             | "writes_rejected_fenced"
             | "reads_rejected_fenced"
             | "lost_updates" => Group::Resource,

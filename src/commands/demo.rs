@@ -206,7 +206,19 @@ fn read_reply(r: ReadOutcome) -> String {
 }
 fn write_reply(w: WriteOutcome) -> String {
     match w {
-        WriteOutcome::Accepted { holder } => pair(1, u64::from(holder)),
+        WriteOutcome::Accepted {
+            holder,
+            other_holder,
+        } => pair(
+            1,
+            if holder {
+                1
+            } else if other_holder {
+                2
+            } else {
+                0
+            },
+        ),
         WriteOutcome::Fenced { highest } => pair(0, highest),
     }
 }
@@ -299,7 +311,10 @@ pub async fn fencing<C: LockConn, W: Write>(
 
         // A acquires and reads.
         let fa = if fenced {
-            let f = cmd(s.conn.set_nx_px_fenced(lock, fence, "tokA", ttl).await)?;
+            let f = cmd(s
+                .conn
+                .set_nx_px_fenced(lock, fence, None, "tokA", ttl)
+                .await)?;
             let reply = f.map_or_else(|| "(nil)".to_string(), |f| int(f as i64));
             s.show(
                 "A",
@@ -336,7 +351,10 @@ pub async fn fencing<C: LockConn, W: Write>(
 
         // B acquires, reads and writes.
         let fb = if fenced {
-            let f = cmd(s.conn.set_nx_px_fenced(lock, fence, "tokB", 30_000).await)?;
+            let f = cmd(s
+                .conn
+                .set_nx_px_fenced(lock, fence, None, "tokB", 30_000)
+                .await)?;
             let reply = f.map_or_else(|| "(nil)".to_string(), |f| int(f as i64));
             s.show(
                 "B",
@@ -395,7 +413,7 @@ pub async fn fencing<C: LockConn, W: Write>(
                 "refused: the resource has seen fence {highest}, higher than A's fence {f}. \
                  B's update stands."
             )),
-            (WriteOutcome::Accepted { holder: false }, _) => s.say(
+            (WriteOutcome::Accepted { holder: false, .. }, _) => s.say(
                 "accepted (1) from a writer that did not hold the lock (0): an unsafe write. \
                  A wrote over B's update.",
             ),

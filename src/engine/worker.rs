@@ -287,9 +287,16 @@ impl<C: LockConn> Worker<C> {
             // `Some(fence)` acquired (fence 0 when the variant does not fence).
             let reply = match &ctx.resource {
                 Some(r) if r.fencing != Fencing::Off => {
-                    let set =
-                        self.conn
-                            .set_nx_px_fenced(lock, &r.fence_keys[key], &token, ctx.ttl_ms);
+                    // Read-write fencing registers the fence as the lock is taken.
+                    let register =
+                        (r.fencing == Fencing::ReadWrite).then_some(r.res_keys[key].as_str());
+                    let set = self.conn.set_nx_px_fenced(
+                        lock,
+                        &r.fence_keys[key],
+                        register,
+                        &token,
+                        ctx.ttl_ms,
+                    );
                     unless_abandoned(set, &mut self.halt).await
                 }
                 _ => {
@@ -488,8 +495,13 @@ impl<C: LockConn> Worker<C> {
             value + 1,
         );
         s.write = match unless_abandoned(write, &mut self.halt).await {
-            Ok(WriteOutcome::Accepted { holder: true }) => "accepted",
-            Ok(WriteOutcome::Accepted { holder: false }) => "unsafe",
+            Ok(WriteOutcome::Accepted { holder: true, .. }) => "accepted",
+            // The writer had lost the lock and another holder had it: the damage case.
+            Ok(WriteOutcome::Accepted {
+                other_holder: true, ..
+            }) => "unsafe_over_holder",
+            // The writer's lock was gone and nobody held it.
+            Ok(WriteOutcome::Accepted { .. }) => "unsafe",
             Ok(WriteOutcome::Fenced { .. }) => "fenced",
             Err(e) => {
                 ctx.recorder.error(&e);

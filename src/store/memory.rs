@@ -279,6 +279,7 @@ impl LockConn for MemoryStore {
         &mut self,
         key: &str,
         fence_key: &str,
+        register_at: Option<&str>,
         token: &str,
         ttl_ms: u64,
     ) -> CmdResult<Option<u64>> {
@@ -313,6 +314,12 @@ impl LockConn for MemoryStore {
                     expires_at,
                 },
             );
+            if let Some(res) = register_at {
+                let (value, highest) = Self::resource(ks, res, now)?;
+                if fence > highest {
+                    Self::set_resource(ks, res, value, fence);
+                }
+            }
             Ok(Some(fence))
         })
         .await
@@ -355,11 +362,17 @@ impl LockConn for MemoryStore {
                 highest = f;
             }
             Self::set_resource(ks, res_key, value, highest);
-            let holder = match ks.live(lock_key, now) {
-                None => false,
-                Some(e) => e.str()? == token,
+            let (holder, other_holder) = match ks.live(lock_key, now) {
+                None => (false, false),
+                Some(e) => {
+                    let mine = e.str()? == token;
+                    (mine, !mine)
+                }
             };
-            Ok(WriteOutcome::Accepted { holder })
+            Ok(WriteOutcome::Accepted {
+                holder,
+                other_holder,
+            })
         })
         .await
     }
@@ -438,20 +451,28 @@ mod tests {
     async fn fences_strictly_increase_per_key() {
         let mut m = MemoryStore::new(Duration::ZERO, true);
         assert_eq!(
-            m.set_nx_px_fenced("a", "a:f", "t1", 100).await.unwrap(),
+            m.set_nx_px_fenced("a", "a:f", None, "t1", 100)
+                .await
+                .unwrap(),
             Some(1)
         );
         assert_eq!(
-            m.set_nx_px_fenced("a", "a:f", "t2", 100).await.unwrap(),
+            m.set_nx_px_fenced("a", "a:f", None, "t2", 100)
+                .await
+                .unwrap(),
             None
         );
         assert_eq!(
-            m.set_nx_px_fenced("b", "b:f", "t1", 100).await.unwrap(),
+            m.set_nx_px_fenced("b", "b:f", None, "t1", 100)
+                .await
+                .unwrap(),
             Some(1)
         );
         tokio::time::advance(Duration::from_millis(101)).await;
         assert_eq!(
-            m.set_nx_px_fenced("a", "a:f", "t3", 100).await.unwrap(),
+            m.set_nx_px_fenced("a", "a:f", None, "t3", 100)
+                .await
+                .unwrap(),
             Some(2)
         );
         assert_eq!(m.get("a").await.unwrap().as_deref(), Some("t3"));
@@ -473,13 +494,13 @@ mod tests {
         ] {
             let mut m = MemoryStore::new(Duration::ZERO, true);
             let fa = m
-                .set_nx_px_fenced("l", "f", "A", 10)
+                .set_nx_px_fenced("l", "f", None, "A", 10)
                 .await
                 .unwrap()
                 .unwrap();
             tokio::time::advance(Duration::from_millis(11)).await;
             let fb = m
-                .set_nx_px_fenced("l", "f", "B", 10_000)
+                .set_nx_px_fenced("l", "f", None, "B", 10_000)
                 .await
                 .unwrap()
                 .unwrap();
@@ -501,14 +522,28 @@ mod tests {
                 .resource_write("r", "l", "B", reg(at_write, fb), vb + 1)
                 .await
                 .unwrap();
-            assert_eq!(wb, WriteOutcome::Accepted { holder: true }, "{mode}");
+            assert_eq!(
+                wb,
+                WriteOutcome::Accepted {
+                    holder: true,
+                    other_holder: false
+                },
+                "{mode}"
+            );
             let value = m.resource_value("r").await.unwrap();
             assert_eq!(value, 1, "{mode}");
             if at_read {
                 assert_eq!(wa, WriteOutcome::Fenced { highest: fb }, "{mode}");
             } else {
                 // Accepted from a writer that had lost the lock: unsafe, and lost by B.
-                assert_eq!(wa, WriteOutcome::Accepted { holder: false }, "{mode}");
+                assert_eq!(
+                    wa,
+                    WriteOutcome::Accepted {
+                        holder: false,
+                        other_holder: true
+                    },
+                    "{mode}"
+                );
             }
         }
     }
@@ -532,7 +567,10 @@ mod tests {
         );
         assert_eq!(
             m.resource_write("r", "l", "t", Some(5), 7).await.unwrap(),
-            WriteOutcome::Accepted { holder: false }
+            WriteOutcome::Accepted {
+                holder: false,
+                other_holder: false
+            }
         );
         assert_eq!(
             m.resource_write("r", "l", "t", Some(4), 9).await.unwrap(),
@@ -541,7 +579,10 @@ mod tests {
         // Unfenced writes are never refused and leave the fence alone.
         assert_eq!(
             m.resource_write("r", "l", "t", None, 8).await.unwrap(),
-            WriteOutcome::Accepted { holder: false }
+            WriteOutcome::Accepted {
+                holder: false,
+                other_holder: false
+            }
         );
         assert_eq!(m.resource_value("r").await.unwrap(), 8);
         assert_eq!(

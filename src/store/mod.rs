@@ -120,11 +120,15 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     /// that strictly increases per `fence_key` (1 for the first acquisition: an absent counter
     /// counts as 0); `None` = the key was held, nothing changed. The fence counter has no TTL:
     /// it must outlive every lock on its key. On a cluster, give `fence_key` the same hash tag
-    /// as `key`.
+    /// as `key`. With `register_at: Some(res_key)` the new fence is also registered at that
+    /// resource in the same script (read-write fencing: the holder's first contact with the
+    /// resource happens as it acquires, so no stale write can land between a newer holder's
+    /// acquisition and its read).
     fn set_nx_px_fenced(
         &mut self,
         key: &str,
         fence_key: &str,
+        register_at: Option<&str>,
         token: &str,
         ttl_ms: u64,
     ) -> impl Future<Output = CmdResult<Option<u64>>> + Send;
@@ -194,6 +198,10 @@ pub enum WriteOutcome {
     Accepted {
         /// Whether the writer held the lock when the write was applied.
         holder: bool,
+        /// Whether *another* holder's token was in the lock at that instant (the writer's
+        /// lock had expired and been taken): the case fencing exists to refuse. `false` with
+        /// `holder: false` means the lock was gone and nobody held it.
+        other_holder: bool,
     },
     /// Refused: the writer's fence is below `highest`, the highest fence the resource has
     /// seen. Nothing was written.
@@ -253,7 +261,12 @@ pub const CANONICAL_CAD_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] th
 /// counter. KEYS: lock, fence counter. ARGV: token, ttl in ms. Reply: the new fence, or nil.
 pub const FENCED_ACQUIRE_LUA: &str = "\
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('incr', KEYS[2])
+  local f = redis.call('incr', KEYS[2])
+  if KEYS[3] then
+    local hi = tonumber(redis.call('hget', KEYS[3], 'fence') or '0')
+    if f > hi then redis.call('hset', KEYS[3], 'fence', f) end
+  end
+  return f
 end
 return false";
 
@@ -283,7 +296,9 @@ if ARGV[2] ~= '-' then
   if g > f then redis.call('hset', KEYS[1], 'fence', ARGV[2]) end
 end
 redis.call('hset', KEYS[1], 'value', ARGV[3])
-if redis.call('get', KEYS[2]) == ARGV[1] then return {1, 1} end
+local v = redis.call('get', KEYS[2])
+if v == ARGV[1] then return {1, 1} end
+if v then return {1, 2} end
 return {1, 0}";
 
 /// Compare-and-`PEXPIRE`: re-arms the lock only if it holds the token.

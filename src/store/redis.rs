@@ -299,14 +299,16 @@ impl LockConn for RedisConn {
         &mut self,
         key: &str,
         fence_key: &str,
+        register_at: Option<&str>,
         token: &str,
         ttl_ms: u64,
     ) -> CmdResult<Option<u64>> {
-        self.scripts
-            .acquire_fenced
-            .key(key)
-            .key(fence_key)
-            .arg(token)
+        let mut inv = self.scripts.acquire_fenced.key(key);
+        inv.key(fence_key);
+        if let Some(res) = register_at {
+            inv.key(res);
+        }
+        inv.arg(token)
             .arg(ttl_ms)
             .invoke_async(&mut self.conn)
             .await
@@ -353,7 +355,10 @@ impl LockConn for RedisConn {
             .await
             .map_err(classify)?;
         Ok(if accepted == 1 {
-            WriteOutcome::Accepted { holder: n == 1 }
+            WriteOutcome::Accepted {
+                holder: n == 1,
+                other_holder: n == 2,
+            }
         } else {
             WriteOutcome::Fenced { highest: n }
         })

@@ -3,7 +3,6 @@
 
 use lockbench::engine::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::profile::{Plan, Profile};
-use lockbench::release::ReleaseMethod;
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::spawn::{SpawnedRedis, redis_server_available};
@@ -42,7 +41,7 @@ pub fn opts(dir: &Path) -> RunOptions {
 pub async fn run_redis(
     server: &SpawnedRedis,
     plan: &Plan,
-    methods: &[ReleaseMethod],
+    methods: &[impl Into<lockbench::variant::Variant> + Copy],
     dir: &Path,
 ) -> RunOutcome {
     let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
@@ -57,7 +56,7 @@ pub async fn run_redis(
 /// Runs `plan` for `methods` against a fresh memory model.
 pub async fn run_memory(
     plan: &Plan,
-    methods: &[ReleaseMethod],
+    methods: &[impl Into<lockbench::variant::Variant> + Copy],
     dir: &Path,
 ) -> (RunOutcome, MemoryStore) {
     let m = MemoryStore::new(Duration::from_micros(plan.memory_rtt_us), true);
