@@ -915,7 +915,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n",
             "p.toml",
         )
         .unwrap();

@@ -204,3 +204,50 @@ fn off_by_default() {
             .all(|v| !v.extend && v.fencing == Default::default())
     );
 }
+
+/// `extend_with = "set-ifeq"` is refused before the run on Redis 7.0 (no `SET … IFEQ`),
+/// naming the server and the command, and runs on the memory model, which has it.
+#[test]
+fn set_ifeq_extension_is_probed_not_assumed() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |backend: &str, out: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+            .args([
+                "run",
+                "--backend",
+                backend,
+                "--release",
+                "token+extend",
+                "--extend-with",
+                "set-ifeq",
+                "--ttl",
+                "30ms",
+                "--dist",
+                "constant(60ms)",
+                "--sections",
+                "5",
+                "--quiet",
+                "--out",
+            ])
+            .arg(dir.path().join(out))
+            .output()
+            .unwrap()
+    };
+    let refused = run("spawn", "redis");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(err.contains("redis 7.0") && err.contains("IFEQ"), "{err}");
+    assert!(!dir.path().join("redis").exists(), "nothing was written");
+    let ok = run("memory", "memory");
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let s: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.path().join("memory/summary.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(s["variants"][0]["extensions"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["variants"][0]["stale_releases"], 0);
+}

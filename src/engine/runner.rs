@@ -5,11 +5,13 @@ use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize}
 use crate::engine::collector::Collector;
 use crate::engine::recorder::Recorder;
 use crate::engine::worker::{Extend, Halt, Pause, Resource, WorkerCtx, run_worker};
+use crate::exit::BadInput;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
 use crate::results::{self, EventsWriter};
 pub use crate::results::{Manifest, SummaryFile};
 use crate::signals::{Request, request_of};
+use crate::store::ExtendCommand;
 use crate::store::{Connector, ErrorKind, LockConn};
 use crate::target::redact_url;
 use crate::variant::Variant;
@@ -92,6 +94,9 @@ pub async fn run_with<K: Connector>(
     let prefix = format!("lockbench:{run_id}");
     for v in &variants {
         check_support(&mut probe, v.release, &server_version, &prefix).await?;
+    }
+    if plan.extend_with == ExtendCommand::SetIfeq && variants.iter().any(|v| v.extend) {
+        check_set_ifeq(&mut probe, &server_version, &prefix).await?;
     }
 
     let dir = opts
@@ -217,6 +222,27 @@ pub async fn run_with<K: Connector>(
         summaries,
         manifest,
     })
+}
+
+/// Refuses `extend_with = "set-ifeq"` on a server without `SET … IFEQ`, before the run:
+/// extending an absent key under the run's prefix answers `0`/nil where the server knows IFEQ
+/// and an error where it does not (it writes nothing either way).
+pub async fn check_set_ifeq<C: LockConn>(
+    probe: &mut C,
+    server_version: &str,
+    prefix: &str,
+) -> anyhow::Result<()> {
+    let key = format!("{prefix}:probe");
+    match probe.extend(&key, "probe", 1_000, ExtendCommand::SetIfeq).await {
+        Ok(_) => Ok(()),
+        Err(e) => Err(BadInput(format!(
+            "extend_with = \"set-ifeq\" needs SET … IFEQ (Valkey ≥ 8.1, Redis ≥ 8.4); this server is \
+             {server_version} and answered `SET {key} probe IFEQ probe PX 1000` with: {}. Use \
+             extend_with = \"script\" (compare-and-PEXPIRE works on every version).",
+            e.detail
+        ))
+        .into()),
+    }
 }
 
 /// Removes exactly the keys this run could have written (those it sent a SET for), nothing
