@@ -414,8 +414,8 @@ pub async fn fencing<C: LockConn, W: Write>(
                  B's update stands."
             )),
             (WriteOutcome::Accepted { holder: false, .. }, _) => s.say(
-                "accepted (1) from a writer that did not hold the lock (0): an unsafe write. \
-                 A wrote over B's update.",
+                "accepted (1) from a writer that did not hold the lock while another holder did \
+                 (2): an unsafe write. A wrote over B's update.",
             ),
             (other, _) => s.say(&format!("unexpected: {other:?}")),
         }
