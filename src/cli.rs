@@ -142,6 +142,11 @@ pub struct WorkloadArgs {
     /// scaled and original units [profile: time_scale; default 1].
     #[arg(long, allow_negative_numbers = true)]
     pub time_scale: Option<f64>,
+    /// Fail the run with exit code 99 when this condition on a summary figure holds for a
+    /// variant, e.g. 'overlap_ms > 0', 'lost_updates > 0', 'duration_ms.p99 >= 250'
+    /// (repeatable; added to the profile's [thresholds] fail_if).
+    #[arg(long = "fail-if")]
+    pub fail_if: Vec<String>,
     /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
     /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
@@ -282,6 +287,16 @@ impl WorkloadArgs {
             }
         })?;
         plan.allow_remote = self.allow_remote;
+        for expr in &self.fail_if {
+            let t =
+                crate::analysis::threshold::Threshold::parse(expr).map_err(|m| ProfileError {
+                    file: "command line".to_string(),
+                    line: None,
+                    message: format!("--fail-if {m}"),
+                    field: Some("thresholds".to_string()),
+                })?;
+            plan.fail_if.push(t);
+        }
         if !self.quiet {
             for w in &plan.warnings {
                 eprintln!("warning: {w}");

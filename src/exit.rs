@@ -16,6 +16,8 @@ pub const OK: i32 = 0;
 pub const FAILED: i32 = 1;
 /// Bad input, or `lockbench report` found summary.json disagreeing with events.csv.
 pub const BAD_INPUT: i32 = 2;
+/// A `fail_if` threshold crossed; the run itself completed.
+pub const THRESHOLD: i32 = 99;
 /// Interrupted by Ctrl-C or SIGTERM (files written).
 pub const INTERRUPTED: i32 = 130;
 
@@ -85,12 +87,28 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
             ));
         }
     }
+    let crossed: Vec<String> = summaries
+        .iter()
+        .flat_map(|s| {
+            s.thresholds
+                .iter()
+                .filter(|t| t.crossed)
+                .map(move |t| format!("variant `{}`: {} (it is {})", s.variant, t.expr, t.value))
+        })
+        .collect();
     let code = if interrupted {
         INTERRUPTED
-    } else if reasons.is_empty() {
-        OK
-    } else {
+    } else if !reasons.is_empty() {
         FAILED
+    } else if !crossed.is_empty() {
+        reasons.extend(
+            crossed
+                .into_iter()
+                .map(|c| format!("threshold crossed: {c}")),
+        );
+        THRESHOLD
+    } else {
+        OK
     };
     Verdict { code, reasons }
 }
@@ -183,6 +201,26 @@ mod tests {
             v.reasons,
             vec!["variant `token` failed: refused".to_string()]
         );
+    }
+
+    /// A crossed threshold exits 99 when the run is otherwise sound, and 1 when it also failed.
+    #[test]
+    fn thresholds_exit_99_unless_the_run_failed() {
+        let crossed = crate::analysis::threshold::Crossing {
+            expr: "overlap_ms > 0".into(),
+            value: 3.0,
+            crossed: true,
+        };
+        let mut ok = summary(100, 90, 0, StopReason::Limit);
+        ok.thresholds = vec![crossed.clone()];
+        let v = verdict(std::slice::from_ref(&ok), false, None);
+        assert_eq!(v.code, THRESHOLD);
+        assert!(v.reasons[0].contains("overlap_ms > 0"), "{v:?}");
+        let mut bad = summary(100, 40, 71, StopReason::Limit);
+        bad.thresholds = vec![crossed];
+        assert_eq!(verdict(&[bad], false, None).code, FAILED);
+        ok.thresholds[0].crossed = false;
+        assert_eq!(verdict(&[ok], false, None).code, OK);
     }
 
     /// Bad input is told apart from failure by the error's type, anywhere in its chain.

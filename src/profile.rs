@@ -16,6 +16,7 @@
 //!
 //! Every error names the file, the line and the field, and says what would be valid.
 
+use crate::analysis::threshold::Threshold;
 use crate::dist::Dist;
 use crate::release::ReleaseMethod;
 use crate::store::ExtendCommand;
@@ -58,6 +59,8 @@ pub struct Profile {
     pub busy: Option<String>,
     /// Retry settings when `busy = "retry"`.
     pub retry: Option<RetryProfile>,
+    /// CI gates (`[thresholds]`).
+    pub thresholds: Option<ThresholdsProfile>,
     /// Release method for `run`.
     pub release: Option<String>,
     /// Release methods for `compare`.
@@ -99,6 +102,15 @@ pub struct Profile {
     /// Multiplies every duration of the workload (TTL, distribution, think time, retry
     /// backoff) — not the run length — so a 30 s-TTL world can be measured in seconds.
     pub time_scale: Option<f64>,
+}
+
+/// The `[thresholds]` table.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThresholdsProfile {
+    /// Conditions on summary figures, e.g. `"overlap_ms > 0"`: a variant for which one holds
+    /// fails the gate (exit 99).
+    pub fail_if: Option<Vec<String>>,
 }
 
 /// `[retry]` table.
@@ -235,6 +247,8 @@ pub struct Plan {
     pub on_lost: OnLost,
     /// Stop-the-world pauses of holders (constant 0 = none).
     pub pause: Dist,
+    /// CI gates: conditions on summary figures that fail the run with exit 99.
+    pub fail_if: Vec<Threshold>,
     /// Where a pause strikes.
     pub pause_at: PauseAt,
     /// Connection mode.
@@ -306,6 +320,7 @@ macro_rules! profile_fields {
             think,
             busy,
             retry,
+            thresholds,
             release,
             releases,
             connection,
@@ -671,6 +686,16 @@ impl Profile {
             || std::iter::once(&release)
                 .chain(&releases)
                 .any(|v| v.fencing != Fencing::Off);
+        let mut fail_if = Vec::new();
+        for expr in self
+            .thresholds
+            .as_ref()
+            .and_then(|t| t.fail_if.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            fail_if.push(Threshold::parse(expr).map_err(|m| err("thresholds", m))?);
+        }
         // Every field is valid: only now read the files the distributions name.
         let load = |field: &str, d: Dist| d.load(base).map_err(|e| err(field, e.to_string()));
         let dist = load("dist", dist)?.scaled(scale);
@@ -702,6 +727,7 @@ impl Profile {
             on_lost,
             pause: load("pause", pause)?.scaled(scale),
             pause_at,
+            fail_if,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,

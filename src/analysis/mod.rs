@@ -5,8 +5,10 @@
 //! - [`figures`]: the one table of reported figures that every output and the recount follow.
 //! - [`overlap`]: exact overlap accounting (time with ≥ 2 holders, incidents, peak holders).
 //! - [`summary`]: a variant's summary from its counts, overlap and histograms.
+//! - [`threshold`]: `fail_if` conditions on any figure, the CI gate (exit 99).
 
 pub mod counts;
 pub mod figures;
 pub mod overlap;
 pub mod summary;
+pub mod threshold;

@@ -123,6 +123,9 @@ pub struct Summary {
     /// Why the variant stopped.
     #[serde(default)]
     pub stop_reason: StopReason,
+    /// The `fail_if` conditions and their verdicts on this variant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub thresholds: Vec<crate::analysis::threshold::Crossing>,
     /// What protected the resource (flattened into summary.json).
     #[serde(flatten)]
     pub protect: Protection,
@@ -192,7 +195,7 @@ impl StopReason {
 }
 
 /// Facts about a variant that the recorder does not know.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Meta {
     /// Variant name.
     pub variant: String,
@@ -295,6 +298,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
             .filter_map(|(k, _, first)| Some((k.name().to_string(), first.clone()?)))
             .collect(),
         stop_reason: meta.stop_reason,
+        thresholds: Vec::new(),
         protect: meta.protect,
         lost_updates: c
             .writes_accepted

@@ -91,7 +91,28 @@ fn finish(
             }
         }
     }
-    if verdict.code == crate::exit::FAILED {
+    if !quiet {
+        for s in outcome
+            .summaries
+            .iter()
+            .filter(|s| !s.thresholds.is_empty())
+        {
+            let line: Vec<String> = s
+                .thresholds
+                .iter()
+                .map(|t| {
+                    let mark = if t.crossed { "CROSSED" } else { "ok" };
+                    format!(
+                        "{} ({}): {mark}",
+                        t.expr,
+                        crate::analysis::figures::num(t.value)
+                    )
+                })
+                .collect();
+            println!("thresholds, {}: {}", s.variant, line.join("; "));
+        }
+    }
+    if verdict.code == crate::exit::FAILED || verdict.code == crate::exit::THRESHOLD {
         for r in &verdict.reasons {
             eprintln!("error: {r}");
         }
@@ -100,7 +121,7 @@ fn finish(
     // Shown even with --quiet: a missing report is a failed output, not a notice.
     if let Some(e) = &report_error {
         eprintln!("error: the run's data files are written, but the report is not: {e:#}");
-        if verdict.code == crate::exit::OK {
+        if verdict.code == crate::exit::OK || verdict.code == crate::exit::THRESHOLD {
             return Ok(crate::exit::FAILED);
         }
     }

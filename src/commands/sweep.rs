@@ -375,7 +375,7 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         .any(|r| r.summary.is_some() && r.error.is_some());
     let failure = (unreported || failures.len() == rows.len()).then(|| failures.join("\n"));
     let verdict = crate::exit::verdict(&summaries, interrupted, failure.as_deref());
-    if verdict.code == crate::exit::FAILED {
+    if verdict.code == crate::exit::FAILED || verdict.code == crate::exit::THRESHOLD {
         for r in &verdict.reasons {
             eprintln!("error: {r}");
         }

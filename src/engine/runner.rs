@@ -584,6 +584,7 @@ async fn run_variant<K: Connector>(
         summary.counts.sections,
     )
     .filter(|_| !paused);
+    summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
     Ok((summary, hists))
 }
 

@@ -84,8 +84,18 @@ const BEFORE: &[Row] = &[
     ("elapsed", |s| format!("{:.2} s", s.elapsed_s)),
 ];
 
-/// Rows after the figures: the theory check and percentiles.
+/// Rows after the figures: the CI gates, the theory check and percentiles.
 const AFTER: &[Row] = &[
+    ("thresholds (fail_if)", |s| {
+        if s.thresholds.is_empty() {
+            return "none".to_string();
+        }
+        s.thresholds
+            .iter()
+            .map(|t| format!("{}: {}", t.expr, if t.crossed { "CROSSED" } else { "ok" }))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }),
     (
         "P(d > TTL) theory, 99 % interval of the measured fraction",
         |s| match &s.analytic {

@@ -1,0 +1,193 @@
+//! CI gates: `fail_if` conditions on any figure of the summary (k6's thresholds are the
+//! model), e.g. `overlap_ms > 0`, `lost_updates > 0`, `duration_ms.p99 >= 250`. A run whose
+//! variants cross one exits with 99, distinct from errors (1), bad input (2) and Ctrl-C (130).
+
+use crate::analysis::summary::Summary;
+use serde::{Deserialize, Serialize};
+
+/// A comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Op {
+    /// `<`
+    #[serde(rename = "<")]
+    Lt,
+    /// `<=`
+    #[serde(rename = "<=")]
+    Le,
+    /// `>`
+    #[serde(rename = ">")]
+    Gt,
+    /// `>=`
+    #[serde(rename = ">=")]
+    Ge,
+    /// `==`
+    #[serde(rename = "==")]
+    Eq,
+    /// `!=`
+    #[serde(rename = "!=")]
+    Ne,
+}
+
+impl Op {
+    fn holds(self, a: f64, b: f64) -> bool {
+        match self {
+            Op::Lt => a < b,
+            Op::Le => a <= b,
+            Op::Gt => a > b,
+            Op::Ge => a >= b,
+            Op::Eq => a == b,
+            Op::Ne => a != b,
+        }
+    }
+}
+
+/// One `fail_if` condition: the run fails the gate when it holds for a variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Threshold {
+    /// As written.
+    pub expr: String,
+    /// A numeric field of summary.json (`overlap_ms`) or of one of its percentile sets
+    /// (`duration_ms.p99`).
+    pub figure: String,
+    /// The comparison.
+    pub op: Op,
+    /// The number compared with.
+    pub value: f64,
+}
+
+/// A threshold's verdict on one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Crossing {
+    /// The condition as written.
+    pub expr: String,
+    /// The figure's value in this variant.
+    pub value: f64,
+    /// Whether the condition held (the gate failed).
+    pub crossed: bool,
+}
+
+impl Threshold {
+    /// Parses `FIGURE OP NUMBER`; the figure must be a number in every summary.
+    pub fn parse(expr: &str) -> Result<Threshold, String> {
+        let ops = [
+            ("<=", Op::Le),
+            (">=", Op::Ge),
+            ("==", Op::Eq),
+            ("!=", Op::Ne),
+            ("<", Op::Lt),
+            (">", Op::Gt),
+        ];
+        let Some((at, sym, op)) = ops
+            .iter()
+            .filter_map(|(sym, op)| expr.find(sym).map(|i| (i, *sym, *op)))
+            .min_by_key(|(i, sym, _)| (*i, std::cmp::Reverse(sym.len())))
+        else {
+            return Err(format!(
+                "`{expr}`: write FIGURE OP NUMBER, e.g. `overlap_ms > 0` (OP one of < <= > >= == !=)"
+            ));
+        };
+        let figure = expr[..at].trim().to_string();
+        let number = expr[at + sym.len()..].trim();
+        let value: f64 = number
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| format!("`{expr}`: `{number}` is not a number"))?;
+        if !known_figure(&figure) {
+            return Err(format!(
+                "`{expr}`: `{figure}` is not a figure of the summary; use a field of summary.json \
+                 such as overlap_ms, overlap_incidents, wrongful_deletes, lost_updates, \
+                 unsafe_writes_over_holder, errors, or a percentile such as duration_ms.p99"
+            ));
+        }
+        Ok(Threshold {
+            expr: expr.trim().to_string(),
+            figure,
+            op,
+            value,
+        })
+    }
+
+    /// Its verdict on `s`.
+    pub fn check(&self, s: &Summary) -> Crossing {
+        let value = figure_value(s, &self.figure).unwrap_or(f64::NAN);
+        Crossing {
+            expr: self.expr.clone(),
+            value,
+            crossed: self.op.holds(value, self.value),
+        }
+    }
+}
+
+/// The numeric field `path` (`a` or `a.b`) of a summary, as summary.json has it.
+fn figure_value(s: &Summary, path: &str) -> Option<f64> {
+    let v = serde_json::to_value(s).ok()?;
+    let mut at = &v;
+    for part in path.split('.') {
+        at = at.get(part)?;
+    }
+    at.as_f64()
+}
+
+fn known_figure(path: &str) -> bool {
+    // An empty summary has every field: enough to know the names.
+    let probe = crate::analysis::summary::summarize(
+        crate::analysis::summary::Meta::default(),
+        &Default::default(),
+        &Default::default(),
+    );
+    figure_value(&probe, path).is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Conditions parse with every operator; unknown figures and bad numbers say what is valid.
+    #[test]
+    fn parses_conditions() {
+        let t = Threshold::parse("overlap_ms > 0").unwrap();
+        assert_eq!(
+            (t.figure.as_str(), t.op, t.value),
+            ("overlap_ms", Op::Gt, 0.0)
+        );
+        assert_eq!(Threshold::parse("duration_ms.p99>=250").unwrap().op, Op::Ge);
+        assert_eq!(Threshold::parse("errors != 0").unwrap().op, Op::Ne);
+        assert!(
+            Threshold::parse("overlap > 0")
+                .unwrap_err()
+                .contains("not a figure")
+        );
+        assert!(
+            Threshold::parse("overlap_ms > x")
+                .unwrap_err()
+                .contains("not a number")
+        );
+        assert!(
+            Threshold::parse("overlap_ms")
+                .unwrap_err()
+                .contains("FIGURE OP NUMBER")
+        );
+    }
+
+    /// A condition crosses exactly when it holds for the variant.
+    #[test]
+    fn checks_a_summary() {
+        let mut s = crate::analysis::summary::summarize(
+            crate::analysis::summary::Meta::default(),
+            &Default::default(),
+            &Default::default(),
+        );
+        s.overlap_ms = 12.5;
+        let t = Threshold::parse("overlap_ms > 0").unwrap();
+        assert!(t.check(&s).crossed);
+        s.overlap_ms = 0.0;
+        assert!(!t.check(&s).crossed);
+        assert!(
+            Threshold::parse("duration_ms.p99 >= 0")
+                .unwrap()
+                .check(&s)
+                .crossed
+        );
+    }
+}
