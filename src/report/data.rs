@@ -1,8 +1,10 @@
 //! What each chart plots, as plain numbers: bins, percentiles, survival points, the timeline
-//! window and its red stretches. Everything here is a pure function of histograms and
-//! intervals, so tests check the numbers rather than pixels.
+//! window with its red stretches and marks. Everything here is a pure function of
+//! histograms, intervals and rows, so tests check the numbers rather
+//! than pixels.
 //!
-//! Its length over 800 lines is its tests; the code itself is about 700 lines of one concept.
+//! Past 800 lines through its tests (about 460 lines) and one section per chart; the
+//! timeline's window and marks are the largest, and the first to move out if it grows again.
 
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
@@ -548,6 +550,40 @@ impl ReleaseMark {
     ];
 }
 
+/// What happened to a section's resource write, when it is worth marking. The write is sent
+/// right before the release, so it is marked at the section's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMark {
+    /// Accepted while another holder held the lock.
+    UnsafeOverHolder,
+    /// Accepted while nobody held the lock (it had expired or been deleted).
+    UnsafeLockGone,
+    /// Refused by the resource: a higher fence had been seen.
+    Fenced,
+}
+
+impl WriteMark {
+    /// From the `write` column; `None` for writes not marked (accepted safely, skipped, …).
+    pub fn from_write(write: &str) -> Option<Self> {
+        match write {
+            "unsafe_over_holder" => Some(Self::UnsafeOverHolder),
+            "unsafe" => Some(Self::UnsafeLockGone),
+            "fenced" => Some(Self::Fenced),
+            _ => None,
+        }
+    }
+    /// Legend text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::UnsafeOverHolder => "unsafe write over a holder",
+            Self::UnsafeLockGone => "unsafe write, lock gone",
+            Self::Fenced => "write refused by the fence",
+        }
+    }
+    /// Every mark, in legend order.
+    pub const ALL: [WriteMark; 3] = [Self::UnsafeOverHolder, Self::UnsafeLockGone, Self::Fenced];
+}
+
 /// One row (one holder's section) of the timeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelineRow {
@@ -567,6 +603,27 @@ pub struct TimelineRow {
     pub mark: Option<ReleaseMark>,
     /// When another holder's naive release deleted this holder's still-valid lock, µs.
     pub lost_at_us: Option<u64>,
+    /// What its resource write did, if marked.
+    pub write: Option<WriteMark>,
+    /// Length of the holder's pause, µs (0: none).
+    pub pause_us: u64,
+}
+
+impl TimelineRow {
+    /// Where to draw the pause on the bar, µs: `events.csv` records its length, not when it
+    /// struck, so it can be placed only when the profile says it struck right before the
+    /// write (`pause_at = "before-write"`): the stretch ending at the write, clipped to the
+    /// section. `None` when there was no pause or its place is unknown (`random`).
+    pub fn pause_span(&self, before_write: bool) -> Option<(u64, u64)> {
+        (before_write && self.pause_us > 0).then(|| {
+            (
+                self.released_us
+                    .saturating_sub(self.pause_us)
+                    .max(self.acquired_us),
+                self.released_us,
+            )
+        })
+    }
 }
 
 /// Everything `timeline.png` shows.
@@ -582,10 +639,13 @@ pub struct Timeline {
     pub focus: Focus,
     /// Rows by start time.
     pub rows: Vec<TimelineRow>,
+    /// Pauses struck right before the write (`pause_at = "before-write"`), so their place on
+    /// the bar is known; otherwise only their length is.
+    pub pause_before_write: bool,
 }
 
 /// A section as read back for the timeline.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SectionSpan {
     /// Worker.
     pub worker: usize,
@@ -597,6 +657,10 @@ pub struct SectionSpan {
     pub released_us: u64,
     /// `outcome` column.
     pub outcome: String,
+    /// `write` column.
+    pub write: String,
+    /// `pause_us` column.
+    pub pause_us: u64,
 }
 
 /// Builds the timeline rows from the window's sections; `stretches` are the overlap stretches
@@ -609,6 +673,7 @@ pub fn timeline(
     focus: Focus,
     mut sections: Vec<SectionSpan>,
     stretches: &[(u64, u64)],
+    pause_before_write: bool,
 ) -> Timeline {
     sections.sort_by_key(|s| (s.acquired_us, s.released_us, s.worker, s.seq));
     sections.truncate(TIMELINE_ROWS);
@@ -632,6 +697,8 @@ pub fn timeline(
                 red,
                 mark: ReleaseMark::from_outcome(&s.outcome),
                 lost_at_us: None,
+                write: WriteMark::from_write(&s.write),
+                pause_us: s.pause_us,
             }
         })
         .collect();
@@ -642,6 +709,7 @@ pub fn timeline(
         ttl_us,
         focus,
         rows,
+        pause_before_write,
     }
 }
 
@@ -831,6 +899,7 @@ mod tests {
                 acquired_us: a,
                 released_us: r,
                 outcome: "released".into(),
+                ..SectionSpan::default()
             })
             .collect()
     }
@@ -960,6 +1029,7 @@ mod tests {
             acquired_us: a,
             released_us: r,
             outcome: outcome.into(),
+            ..SectionSpan::default()
         }
     }
 
@@ -980,6 +1050,7 @@ mod tests {
                 span(1, 200, 350, "nothing_deleted"),
             ],
             &stretches,
+            false,
         );
         let w: Vec<usize> = t.rows.iter().map(|r| r.worker).collect();
         assert_eq!(w, [0, 1, 2]);
@@ -1016,9 +1087,57 @@ mod tests {
             Focus::FirstOverlap(120),
             sections,
             &overlap_stretches(&iv),
+            false,
         );
         let lost: Vec<Option<u64>> = t.rows.iter().map(|r| r.lost_at_us).collect();
         assert_eq!(lost, [None, Some(150), None]);
+    }
+
+    /// Timeline rows carry their write's mark (unsafe over a holder, unsafe with the lock
+    /// gone, refused by the fence; nothing for a safe or skipped write) and their pause. The
+    /// pause is placed — ending at the write, clipped to the section — only when it struck
+    /// before the write; otherwise its place is unknown and only its length is kept.
+    #[test]
+    fn timeline_write_marks_and_pauses() {
+        let with = |worker, a, r, write: &str, pause_us| SectionSpan {
+            write: write.into(),
+            pause_us,
+            ..span(worker, a, r, "released")
+        };
+        let sections = vec![
+            with(0, 0, 300, "unsafe_over_holder", 150),
+            with(1, 100, 200, "unsafe", 0),
+            with(2, 150, 400, "fenced", 500),
+            with(3, 500, 600, "accepted", 0),
+            with(4, 600, 700, "skipped", 0),
+        ];
+        let marks = |t: &Timeline| t.rows.iter().map(|r| r.write).collect::<Vec<_>>();
+        let t = timeline("token", 0, 100, Focus::Empty, sections.clone(), &[], true);
+        assert_eq!(
+            marks(&t),
+            [
+                Some(WriteMark::UnsafeOverHolder),
+                Some(WriteMark::UnsafeLockGone),
+                Some(WriteMark::Fenced),
+                None,
+                None
+            ]
+        );
+        let spans: Vec<Option<(u64, u64)>> = t
+            .rows
+            .iter()
+            .map(|r| r.pause_span(t.pause_before_write))
+            .collect();
+        assert_eq!(spans[0], Some((150, 300)));
+        assert_eq!(spans[1], None, "no pause");
+        assert_eq!(
+            spans[2],
+            Some((150, 400)),
+            "longer than the section: clipped"
+        );
+        let t = timeline("token", 0, 100, Focus::Empty, sections, &[], false);
+        assert_eq!(t.rows[0].pause_us, 150);
+        assert_eq!(t.rows[0].pause_span(t.pause_before_write), None);
     }
 
     /// Percentages print with a unit people read (durations: `units::fmt_us`, spaced style).

@@ -6,7 +6,7 @@
 //! |---|---|
 //! | `durations.png` | histogram of section durations per variant, TTL line, p50/p99/p99.9/max, overrun fraction |
 //! | `survival.png` | P(d > t) on a log axis: the fraction of sections a TTL t would let expire |
-//! | `timeline.png` | the holders of the busiest key around the first overlap, with TTL expiries, overlap in red, wrongful deletes and refused releases |
+//! | `timeline.png` | the holders of the busiest key around the first overlap, with TTL expiries, overlap in red, wrongful deletes and refused releases, unsafe and fenced writes, pauses |
 //! | `acquire-latency.png` | percentile plot of acquire latency per variant |
 //! | `compare.png` | (several variants) overruns, stale/refused releases, wrongful deletes, overlap, throughput side by side |
 //! | `report.html` | all of the above with the summary table, configuration and links to every data file |
@@ -163,9 +163,23 @@ fn busiest<'a>(summary: &SummaryFile, variants: &[&'a VariantEvents]) -> Option<
 }
 
 /// The timeline of `target`, from a second pass over `events`.
-fn timeline_of(target: Option<Target>, events: &Path, ttl_us: u64) -> anyhow::Result<Timeline> {
-    let empty =
-        |variant: &str| data::timeline(variant, 0, ttl_us, data::Focus::Empty, Vec::new(), &[]);
+fn timeline_of(
+    target: Option<Target>,
+    events: &Path,
+    ttl_us: u64,
+    pause_before_write: bool,
+) -> anyhow::Result<Timeline> {
+    let empty = |variant: &str| {
+        data::timeline(
+            variant,
+            0,
+            ttl_us,
+            data::Focus::Empty,
+            Vec::new(),
+            &[],
+            pause_before_write,
+        )
+    };
     let Some(Target {
         variant: v,
         key,
@@ -196,7 +210,13 @@ fn timeline_of(target: Option<Target>, events: &Path, ttl_us: u64) -> anyhow::Re
         .collect();
     let stretches = data::overlap_stretches(&shown);
     Ok(data::timeline(
-        &v.name, key, ttl_us, focus, sections, &stretches,
+        &v.name,
+        key,
+        ttl_us,
+        focus,
+        sections,
+        &stretches,
+        pause_before_write,
     ))
 }
 
@@ -249,7 +269,12 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     charts::survival(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
     files.push(p);
 
-    let timeline = timeline_of(busiest(&run.summary, &variants), &events_path, ttl_us)?;
+    let timeline = timeline_of(
+        busiest(&run.summary, &variants),
+        &events_path,
+        ttl_us,
+        run.pause_before_write(),
+    )?;
     let p = dir.join(TIMELINE_PNG);
     charts::timeline(&p, &timeline)?;
     files.push(p);
@@ -344,7 +369,8 @@ fn chart_list(written: &[PathBuf], ttl_us: u64, acquire_source: &str) -> Vec<htm
                     "Holders over time".to_string(),
                     "One bar per section of the busiest key. Orange: still working after the TTL \
                      expired (black tick); red: two or more holders at once; marks at the release \
-                     show wrongful deletes and refused releases."
+                     show wrongful deletes and refused releases, marks just before it unsafe and \
+                     fenced resource writes; grey: the holder's pause."
                         .to_string(),
                 ),
                 ACQUIRE_PNG => (
