@@ -9,8 +9,8 @@
 //! same on every machine and need no system fonts.
 
 use super::data::{
-    ComparePanel, DurationChart, DurationPanel, Focus, PercentileCurve, ReleaseMark, SurvivalCurve,
-    Timeline, WriteMark, fmt_pct, ms, nines_label,
+    ComparePanel, Damage, DamageGroup, DurationChart, DurationPanel, Focus, PercentileCurve,
+    ReleaseMark, SurvivalCurve, Timeline, WriteMark, fmt_pct, ms, nines_label,
 };
 use super::palette::method_colour;
 use crate::units::{Style::Spaced, fmt_us};
@@ -474,6 +474,10 @@ fn draw_pause_icon(area: &Area<'_>, (x, y): (i32, i32)) -> anyhow::Result<()> {
 enum Hatch {
     /// Rising to the right.
     Rising,
+    /// Falling to the right.
+    Falling,
+    /// Horizontal.
+    Across,
 }
 
 /// Hatches the pixel rectangle `(x0, y0)–(x1, y1)` with lines `step` pixels apart, each
@@ -490,12 +494,23 @@ fn hatch(
     let (y0, y1) = (y0.min(y1), y0.max(y1));
     let step = step.max(2);
     let lines: Vec<[(i32, i32); 2]> = match kind {
+        Hatch::Across => (y0 + step / 2..y1)
+            .step_by(step as usize)
+            .map(|y| [(x0, y), (x1, y)])
+            .collect(),
         // Pixel y grows downwards: a rising line keeps x + y constant.
         Hatch::Rising => (x0 + y0 + step / 2..x1 + y1)
             .step_by(step as usize)
             .map(|c| {
                 let (a, b) = ((c - y1).max(x0), (c - y0).min(x1));
                 [(a, c - a), (b, c - b)]
+            })
+            .collect(),
+        Hatch::Falling => (x0 - y1 + step / 2..x1 - y0)
+            .step_by(step as usize)
+            .map(|c| {
+                let (a, b) = ((c + y0).max(x0), (c + y1).min(x1));
+                [(a, a - c), (b, b - c)]
             })
             .collect(),
     };
@@ -730,6 +745,139 @@ fn resource_legend(area: &Area<'_>, x: i32, y: i32, before_write: bool) -> anyho
             x + 14,
             "holder paused (length; where is not recorded)",
         )?;
+    }
+    Ok(())
+}
+
+/// `damage.png`: per variant, what the overlap did to the resource and what caught it.
+pub fn damage(path: &Path, groups: &[DamageGroup]) -> anyhow::Result<()> {
+    with_png(path, (WIDTH, HEIGHT), |root| {
+        let (head, body) = root.split_vertically(96);
+        head.draw(&Text::new(
+            "Damage to the protected resource, per variant (counted by the server)",
+            (20, 10),
+            bold(20),
+        ))?;
+        damage_legend(&head, 20, 50)?;
+        let n = groups.len().max(1);
+        let top = groups
+            .iter()
+            .flat_map(|g| g.bars().map(|(_, v)| v))
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64
+            * 1.2;
+        let mut chart = ChartBuilder::on(&body)
+            .margin(12)
+            .margin_right(30)
+            .x_label_area_size(44)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..n as f64, 0.0..top)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("count")
+            .y_label_formatter(&|v| axis_num(*v))
+            .light_line_style(WHITE.mix(0.0))
+            .label_style(font(13))
+            .axis_desc_style(font(14))
+            .draw()?;
+        let width = 0.8 / Damage::ALL.len() as f64;
+        for (i, g) in groups.iter().enumerate() {
+            let colour = method_colour(&g.variant);
+            for (j, (kind, v)) in g.bars().into_iter().enumerate() {
+                let x = i as f64 + 0.1 + j as f64 * width;
+                let (x0, x1) = (x + width * 0.1, x + width * 0.9);
+                let px0 = chart.backend_coord(&(x0, 0.0));
+                let px1 = chart.backend_coord(&(x1, v as f64));
+                if kind == Damage::RefusedByFence && g.refused_reads > 0 {
+                    // Reads refused, stacked on the writes refused.
+                    let mid = chart.backend_coord(&(x1, g.refused_writes as f64));
+                    damage_bar(root, kind, colour, px0, (px1.0, mid.1))?;
+                    damage_bar(root, kind, paler(colour), (px0.0, mid.1), px1)?;
+                } else if v > 0 {
+                    damage_bar(root, kind, colour, px0, px1)?;
+                }
+                chart.draw_series(std::iter::once(Text::new(
+                    v.to_string(),
+                    ((x0 + x1) / 2.0, v as f64),
+                    font(12).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                )))?;
+            }
+            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+            root.draw(&Text::new(
+                g.variant.clone(),
+                (px, py + 8),
+                bold(14)
+                    .color(&colour)
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            ))?;
+            if !g.resource {
+                root.draw(&Text::new(
+                    "(no resource)",
+                    (px, py + 26),
+                    font(12).pos(Pos::new(HPos::Center, VPos::Top)),
+                ))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `c` halfway to white.
+fn paler(RGBColor(r, g, b): RGBColor) -> RGBColor {
+    let half = |v: u8| v / 2 + 128;
+    RGBColor(half(r), half(g), half(b))
+}
+
+/// One bar of `damage.png` in pixels: the variant's colour, one pattern per kind of damage.
+fn damage_bar(
+    area: &Area<'_>,
+    kind: Damage,
+    colour: RGBColor,
+    p0: (i32, i32),
+    p1: (i32, i32),
+) -> anyhow::Result<()> {
+    let light = colour.mix(0.35);
+    let (fill, pattern): (ShapeStyle, Option<(Hatch, ShapeStyle)>) = match kind {
+        Damage::LostUpdates => (colour.filled(), None),
+        Damage::UnsafeOverHolder => (
+            colour.filled(),
+            Some((Hatch::Rising, BLACK.stroke_width(1))),
+        ),
+        Damage::UnsafeLockGone => (light.filled(), None),
+        Damage::RefusedByFence => (
+            WHITE.filled(),
+            Some((Hatch::Across, colour.stroke_width(2))),
+        ),
+        Damage::ExtensionFailures => (
+            WHITE.filled(),
+            Some((Hatch::Falling, colour.stroke_width(2))),
+        ),
+    };
+    area.draw(&Rectangle::new([p0, p1], fill))?;
+    if let Some((h, style)) = pattern {
+        hatch(area, p0, p1, h, 6, style)?;
+    }
+    area.draw(&Rectangle::new([p0, p1], colour.stroke_width(1)))?;
+    Ok(())
+}
+
+fn damage_legend(area: &Area<'_>, x: i32, y: i32) -> anyhow::Result<()> {
+    let grey = RGBColor(110, 110, 110);
+    let (mut x, mut y) = (x, y);
+    for (i, kind) in Damage::ALL.into_iter().enumerate() {
+        if i == 3 {
+            (x, y) = (20, y + 26);
+        }
+        damage_bar(area, kind, grey, (x, y - 8), (x + 26, y + 8))?;
+        area.draw(&Text::new(
+            kind.label(),
+            (x + 34, y),
+            font(14).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+        x += 70 + 7 * kind.label().chars().count() as i32;
     }
     Ok(())
 }

@@ -1,6 +1,6 @@
 //! What each chart plots, as plain numbers: bins, percentiles, survival points, the timeline
-//! window with its red stretches and marks. Everything here is a pure function of
-//! histograms, intervals and rows, so tests check the numbers rather
+//! window with its red stretches and marks, the damage bars. Everything here is a pure
+//! function of histograms, intervals, rows and summaries, so tests check the numbers rather
 //! than pixels.
 //!
 //! Past 800 lines through its tests (about 460 lines) and one section per chart; the
@@ -783,6 +783,112 @@ pub fn compare_panels(summaries: &[crate::analysis::summary::Summary]) -> Vec<Co
         .collect()
 }
 
+/// One kind of bar of `damage.png`: what the overlap did to the protected resource, and what
+/// caught it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// Accepted writes whose effect is missing from the final value.
+    LostUpdates,
+    /// Accepted writes of a holder whose lock another holder held at that instant.
+    UnsafeOverHolder,
+    /// Accepted writes of a holder whose lock was gone, nobody holding it.
+    UnsafeLockGone,
+    /// Writes (and reads, under read-write fencing) the resource refused for a stale fence.
+    RefusedByFence,
+    /// Lease extensions that found the lock already gone.
+    ExtensionFailures,
+}
+
+impl Damage {
+    /// Every bar, in group order: the damage first, then what caught or missed it.
+    pub const ALL: [Damage; 5] = [
+        Self::LostUpdates,
+        Self::UnsafeOverHolder,
+        Self::UnsafeLockGone,
+        Self::RefusedByFence,
+        Self::ExtensionFailures,
+    ];
+
+    /// Legend text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::LostUpdates => "lost updates",
+            Self::UnsafeOverHolder => "unsafe writes over a holder",
+            Self::UnsafeLockGone => "unsafe writes, lock gone",
+            Self::RefusedByFence => "refused by the fence (reads paler, on top)",
+            Self::ExtensionFailures => "extension failures",
+        }
+    }
+}
+
+/// One variant's group of bars in `damage.png`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamageGroup {
+    /// Variant name.
+    pub variant: String,
+    /// Its sections read-modify-wrote a resource (without one every bar is 0).
+    pub resource: bool,
+    /// Accepted writes missing from the final value.
+    pub lost_updates: u64,
+    /// Unsafe accepted writes while another holder held the lock.
+    pub unsafe_over_holder: u64,
+    /// Unsafe accepted writes while nobody held the lock.
+    pub unsafe_lock_gone: u64,
+    /// Writes refused by the fence.
+    pub refused_writes: u64,
+    /// Reads refused by the fence (read-write fencing), stacked on the refused writes.
+    pub refused_reads: u64,
+    /// Extensions too late to keep the lock.
+    pub extension_failures: u64,
+}
+
+impl DamageGroup {
+    /// The height of each bar, in [`Damage::ALL`] order.
+    pub fn bars(&self) -> [(Damage, u64); 5] {
+        Damage::ALL.map(|d| {
+            let v = match d {
+                Damage::LostUpdates => self.lost_updates,
+                Damage::UnsafeOverHolder => self.unsafe_over_holder,
+                Damage::UnsafeLockGone => self.unsafe_lock_gone,
+                Damage::RefusedByFence => self.refused_writes + self.refused_reads,
+                Damage::ExtensionFailures => self.extension_failures,
+            };
+            (d, v)
+        })
+    }
+}
+
+/// What `damage.png` plots: one group per variant, in run order; `None` when no variant
+/// protected a resource (the chart is not drawn). A count the summary lacks (an older
+/// lockbench) reads as 0.
+pub fn damage_chart(summaries: &[crate::analysis::summary::Summary]) -> Option<Vec<DamageGroup>> {
+    use crate::analysis::counts::NOT_RECORDED;
+    if !summaries.iter().any(|s| s.protect.resource) {
+        return None;
+    }
+    let n = |v: u64| if v == NOT_RECORDED { 0 } else { v };
+    Some(
+        summaries
+            .iter()
+            .map(|s| {
+                let c = &s.counts;
+                let unsafe_all = n(c.unsafe_writes_accepted);
+                let over_holder = n(c.unsafe_writes_over_holder);
+                DamageGroup {
+                    variant: s.variant.clone(),
+                    resource: s.protect.resource,
+                    lost_updates: s.lost_updates,
+                    unsafe_over_holder: over_holder,
+                    unsafe_lock_gone: unsafe_all.saturating_sub(over_holder),
+                    refused_writes: n(c.writes_rejected_fenced),
+                    refused_reads: n(c.reads_rejected_fenced),
+                    extension_failures: n(c.extension_failures),
+                }
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1091,6 +1197,106 @@ mod tests {
         );
         let lost: Vec<Option<u64>> = t.rows.iter().map(|r| r.lost_at_us).collect();
         assert_eq!(lost, [None, Some(150), None]);
+    }
+
+    /// A variant's summary from hand-built counts; `resource_final` is the value read back.
+    fn summary(
+        variant: &str,
+        resource: bool,
+        resource_final: u64,
+        counts: crate::analysis::counts::Counts,
+    ) -> crate::analysis::summary::Summary {
+        use crate::analysis::summary::{Measured, Meta, Protection, StopReason, summarize};
+        let meta = Meta {
+            variant: variant.into(),
+            release: "token".into(),
+            connection_mode: "per-worker".into(),
+            backend: "memory".into(),
+            server_version: "memory".into(),
+            workers: 4,
+            ttl_ms: 50,
+            time_scale: 1.0,
+            unscaled_ttl_ms: 50.0,
+            seed: 1,
+            elapsed_s: 1.0,
+            stop_reason: StopReason::Limit,
+            protect: Protection {
+                resource,
+                resource_final,
+                ..Protection::default()
+            },
+        };
+        let m = Measured {
+            counts,
+            ..Measured::default()
+        };
+        summarize(meta, &m, &crate::record::HistSet::default())
+    }
+
+    /// Each bar of `damage.png` is its summary figure: lost updates, the unsafe writes split
+    /// into over-a-holder and lock-gone (which add up to `unsafe_writes_accepted`), writes and
+    /// reads refused by the fence kept apart for stacking, extension failures. A variant
+    /// without a resource shows zeros and says so.
+    #[test]
+    fn damage_bars_from_summaries() {
+        use crate::analysis::counts::Counts;
+        let del = summary(
+            "del",
+            true,
+            70,
+            Counts {
+                writes_accepted: 100,
+                unsafe_writes_accepted: 12,
+                unsafe_writes_over_holder: 9,
+                ..Counts::default()
+            },
+        );
+        let fenced = summary(
+            "token+extend+fence-rw",
+            true,
+            40,
+            Counts {
+                writes_accepted: 40,
+                writes_rejected_fenced: 5,
+                reads_rejected_fenced: 2,
+                extension_failures: 3,
+                ..Counts::default()
+            },
+        );
+        let plain = summary("token", false, 0, Counts::default());
+        let groups = damage_chart(&[del, fenced, plain]).expect("some variant has a resource");
+        let bars: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|g| g.bars().iter().map(|&(_, v)| v).collect())
+            .collect();
+        assert_eq!(bars[0], [30, 9, 3, 0, 0], "100 accepted, final 70: 30 lost");
+        assert_eq!(bars[1], [0, 0, 0, 7, 3]);
+        assert_eq!((groups[1].refused_writes, groups[1].refused_reads), (5, 2));
+        assert_eq!(bars[2], [0; 5]);
+        assert_eq!(
+            groups.iter().map(|g| g.resource).collect::<Vec<_>>(),
+            [true, true, false]
+        );
+        assert_eq!(groups[1].variant, "token+extend+fence-rw");
+    }
+
+    /// No variant with a resource: no damage chart. Counts an older summary lacks
+    /// (`NOT_RECORDED`) draw as 0, not as 2⁶⁴ − 1.
+    #[test]
+    fn damage_chart_only_with_a_resource() {
+        use crate::analysis::counts::{Counts, NOT_RECORDED};
+        assert_eq!(
+            damage_chart(&[summary("del", false, 0, Counts::default())]),
+            None
+        );
+        let mut old = summary("del", true, 0, Counts::default());
+        old.counts.unsafe_writes_accepted = NOT_RECORDED;
+        old.counts.unsafe_writes_over_holder = NOT_RECORDED;
+        old.counts.writes_rejected_fenced = NOT_RECORDED;
+        old.counts.reads_rejected_fenced = NOT_RECORDED;
+        old.counts.extension_failures = NOT_RECORDED;
+        let groups = damage_chart(&[old]).unwrap();
+        assert!(groups[0].bars().iter().all(|&(_, v)| v == 0));
     }
 
     /// Timeline rows carry their write's mark (unsafe over a holder, unsafe with the lock

@@ -9,6 +9,7 @@
 //! | `timeline.png` | the holders of the busiest key around the first overlap, with TTL expiries, overlap in red, wrongful deletes and refused releases, unsafe and fenced writes, pauses |
 //! | `acquire-latency.png` | percentile plot of acquire latency per variant |
 //! | `compare.png` | (several variants) overruns, stale/refused releases, wrongful deletes, overlap, throughput side by side |
+//! | `damage.png` | (some variant protects a resource) lost updates, unsafe writes, fence refusals and extension failures per variant |
 //! | `report.html` | all of the above with the summary table, configuration and links to every data file |
 //!
 //! Drawing takes memory bounded by the number of variants, keys, timeline rows and histogram
@@ -42,8 +43,8 @@ pub use verify::Mismatch;
 
 use crate::results::SummaryFile;
 use data::{
-    ComparePanel, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS, Timeline,
-    VariantDurations, WindowPicker,
+    ComparePanel, DamageGroup, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS,
+    Timeline, VariantDurations, WindowPicker,
 };
 use load::{EventScan, RunFiles, VariantEvents};
 use std::cmp::Reverse;
@@ -68,6 +69,8 @@ pub struct Rendered {
     pub acquire_source: String,
     /// What `compare.png` plots (runs with several variants).
     pub compare: Option<Vec<ComparePanel>>,
+    /// What `damage.png` plots (runs in which some variant protected a resource).
+    pub damage: Option<Vec<DamageGroup>>,
     /// Summary figures the events do not reproduce (empty when all agree); `None` when the
     /// check was not run ([`render`] alone).
     pub mismatches: Option<Vec<Mismatch>>,
@@ -83,6 +86,8 @@ pub const TIMELINE_PNG: &str = "timeline.png";
 pub const ACQUIRE_PNG: &str = "acquire-latency.png";
 /// Comparison chart.
 pub const COMPARE_PNG: &str = "compare.png";
+/// Damage chart.
+pub const DAMAGE_PNG: &str = "damage.png";
 /// The page.
 pub const REPORT_HTML: &str = "report.html";
 
@@ -292,6 +297,13 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         files.push(p);
     }
 
+    let damage = data::damage_chart(summaries);
+    if let Some(groups) = &damage {
+        let p = dir.join(DAMAGE_PNG);
+        charts::damage(&p, groups)?;
+        files.push(p);
+    }
+
     let page = html::page(&html::Page {
         run_id: &run.summary.run_id,
         summaries,
@@ -313,6 +325,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         acquire_latency,
         acquire_source,
         compare,
+        damage,
         mismatches,
     })
 }
@@ -379,6 +392,13 @@ fn chart_list(written: &[PathBuf], ttl_us: u64, acquire_source: &str) -> Vec<htm
                         "From the first attempt to the acquiring reply, by percentile (from \
                          {acquire_source})."
                     ),
+                ),
+                DAMAGE_PNG => (
+                    "What the overlap did to the resource".to_string(),
+                    "Per variant, counted by the server: accepted writes lost from the final \
+                     value, unsafe writes (over another holder, or with the lock gone), \
+                     writes and reads the fence refused, and lease extensions that came too late."
+                        .to_string(),
                 ),
                 COMPARE_PNG => (
                     "Release methods compared".to_string(),
