@@ -2,14 +2,15 @@
 //! figures happens here, only layout, so the numbers are tested in `data` and the drawing only
 //! has to decode and not be blank.
 //!
-//! Its length over 800 lines is its tests; the code itself is about 700 lines of one concept.
+//! Past 800 lines through one drawing function per chart (seven, each with its legend and
+//! marks), not through computation: every number drawn comes from `data`.
 //!
 //! Text uses the embedded DejaVu Sans (registered once as `sans-serif`), so charts look the
 //! same on every machine and need no system fonts.
 
 use super::data::{
-    ComparePanel, DurationChart, DurationPanel, Focus, PercentileCurve, ReleaseMark, SurvivalCurve,
-    Timeline, fmt_pct, ms, nines_label,
+    ComparePanel, Damage, DamageGroup, DurationChart, DurationPanel, Focus, PercentileCurve,
+    ReleaseMark, SurvivalCurve, Timeline, WriteMark, fmt_pct, ms, nines_label,
 };
 use super::palette::method_colour;
 use crate::units::{Style::Spaced, fmt_us};
@@ -421,6 +422,103 @@ const BAR_OK: RGBColor = RGBColor(150, 170, 190);
 const BAR_EXPIRED: RGBColor = RGBColor(240, 170, 60);
 const BAR_LOST: RGBColor = RGBColor(120, 60, 160);
 const OVERLAP: RGBColor = RGBColor(220, 0, 0);
+const UNSAFE: RGBColor = RGBColor(200, 0, 160);
+const FENCED: RGBColor = RGBColor(0, 140, 70);
+const PAUSE: RGBColor = RGBColor(50, 50, 50);
+
+/// A diamond of half-width `r` around `(x, y)`, in pixels.
+fn diamond((x, y): (i32, i32), r: i32) -> Vec<(i32, i32)> {
+    vec![(x, y - r), (x + r, y), (x, y + r), (x - r, y)]
+}
+
+fn draw_write_mark(area: &Area<'_>, mark: WriteMark, p: (i32, i32)) -> anyhow::Result<()> {
+    match mark {
+        WriteMark::UnsafeOverHolder => {
+            area.draw(&Polygon::new(diamond(p, 6), UNSAFE.filled()))?;
+            area.draw(&PathElement::new(
+                [diamond(p, 6), vec![(p.0, p.1 - 6)]].concat(),
+                BLACK.stroke_width(1),
+            ))?;
+        }
+        WriteMark::UnsafeLockGone => {
+            area.draw(&Polygon::new(diamond(p, 6), WHITE.filled()))?;
+            area.draw(&PathElement::new(
+                [diamond(p, 5), vec![(p.0, p.1 - 5)]].concat(),
+                UNSAFE.stroke_width(2),
+            ))?;
+        }
+        WriteMark::Fenced => {
+            let (x, y) = p;
+            area.draw(&Rectangle::new(
+                [(x - 5, y - 5), (x + 5, y + 5)],
+                FENCED.filled(),
+            ))?;
+        }
+    }
+    Ok(())
+}
+
+/// The pause symbol: two short vertical bars.
+fn draw_pause_icon(area: &Area<'_>, (x, y): (i32, i32)) -> anyhow::Result<()> {
+    for dx in [-3, 2] {
+        area.draw(&Rectangle::new(
+            [(x + dx, y - 5), (x + dx + 2, y + 5)],
+            PAUSE.filled(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// Which way the lines of a [`hatch`] run.
+#[derive(Debug, Clone, Copy)]
+enum Hatch {
+    /// Rising to the right.
+    Rising,
+    /// Falling to the right.
+    Falling,
+    /// Horizontal.
+    Across,
+}
+
+/// Hatches the pixel rectangle `(x0, y0)–(x1, y1)` with lines `step` pixels apart, each
+/// clipped to the rectangle.
+fn hatch(
+    area: &Area<'_>,
+    (x0, y0): (i32, i32),
+    (x1, y1): (i32, i32),
+    kind: Hatch,
+    step: i32,
+    style: ShapeStyle,
+) -> anyhow::Result<()> {
+    let (x0, x1) = (x0.min(x1), x0.max(x1));
+    let (y0, y1) = (y0.min(y1), y0.max(y1));
+    let step = step.max(2);
+    let lines: Vec<[(i32, i32); 2]> = match kind {
+        Hatch::Across => (y0 + step / 2..y1)
+            .step_by(step as usize)
+            .map(|y| [(x0, y), (x1, y)])
+            .collect(),
+        // Pixel y grows downwards: a rising line keeps x + y constant.
+        Hatch::Rising => (x0 + y0 + step / 2..x1 + y1)
+            .step_by(step as usize)
+            .map(|c| {
+                let (a, b) = ((c - y1).max(x0), (c - y0).min(x1));
+                [(a, c - a), (b, c - b)]
+            })
+            .collect(),
+        Hatch::Falling => (x0 - y1 + step / 2..x1 - y0)
+            .step_by(step as usize)
+            .map(|c| {
+                let (a, b) = ((c + y0).max(x0), (c + y1).min(x1));
+                [(a, a - c), (b, b - c)]
+            })
+            .collect(),
+    };
+    for [p, q] in lines {
+        area.draw(&PathElement::new(vec![p, q], style))?;
+    }
+    Ok(())
+}
 
 fn draw_mark(area: &Area<'_>, mark: ReleaseMark, (x, y): (i32, i32)) -> anyhow::Result<()> {
     match mark {
@@ -443,7 +541,8 @@ fn draw_mark(area: &Area<'_>, mark: ReleaseMark, (x, y): (i32, i32)) -> anyhow::
 /// `timeline.png`: a Gantt view of one key's holders around the first overlap.
 pub fn timeline(path: &Path, t: &Timeline) -> anyhow::Result<()> {
     with_png(path, (WIDTH, HEIGHT), |root| {
-        let (head, body) = root.split_vertically(78);
+        let resource_marks = t.rows.iter().any(|r| r.write.is_some() || r.pause_us > 0);
+        let (head, body) = root.split_vertically(if resource_marks { 100 } else { 78 });
         let colour = method_colour(&t.variant);
         let title = match t.focus {
             Focus::FirstOverlap(at) => format!(
@@ -460,6 +559,9 @@ pub fn timeline(path: &Path, t: &Timeline) -> anyhow::Result<()> {
         };
         head.draw(&Text::new(title, (20, 8), bold(18).color(&colour)))?;
         legend(&head, 20, 40)?;
+        if resource_marks {
+            resource_legend(&head, 20, 84, t.pause_before_write)?;
+        }
         if t.rows.is_empty() {
             return Ok(());
         }
@@ -528,8 +630,38 @@ pub fn timeline(path: &Path, t: &Timeline) -> anyhow::Result<()> {
                 (px - 8, py),
                 font(11).pos(Pos::new(HPos::Right, VPos::Center)),
             ))?;
+            // Where the pause fell is known only for `before-write` (see `pause_span`):
+            // hatched there, over the bar's own colours; otherwise only its length is shown.
+            if let Some((s, e)) = r.pause_span(t.pause_before_write) {
+                let p0 = chart.backend_coord(&(ms(s), y0));
+                let p1 = chart.backend_coord(&(ms(e), y1));
+                hatch(root, p0, p1, Hatch::Rising, 5, PAUSE.stroke_width(1))?;
+            }
+            let p = chart.backend_coord(&(rel, yc));
+            if r.pause_us > 0 {
+                let text = format!("{} pause", fmt_us(r.pause_us, Spaced));
+                let right = chart.plotting_area().get_pixel_range().0.end;
+                let w = 7 * text.chars().count() as i32 + 14;
+                // Right of the release, or left of the bar's start near the right edge.
+                let x = if p.0 + 14 + w < right {
+                    p.0 + 14
+                } else {
+                    chart.backend_coord(&(a, yc)).0 - w - 4
+                };
+                draw_pause_icon(root, (x + 4, p.1))?;
+                root.draw(&Text::new(
+                    text,
+                    (x + 12, p.1),
+                    font(11)
+                        .color(&PAUSE)
+                        .pos(Pos::new(HPos::Left, VPos::Center)),
+                ))?;
+            }
+            // The write is sent just before the release: its mark sits just left of it.
+            if let Some(w) = r.write {
+                draw_write_mark(root, w, (p.0 - 10, p.1))?;
+            }
             if let Some(m) = r.mark {
-                let p = chart.backend_coord(&(rel, yc));
                 draw_mark(root, m, p)?;
             }
         }
@@ -574,6 +706,179 @@ fn legend(area: &Area<'_>, x: i32, y: i32) -> anyhow::Result<()> {
         x2 += 40 + 7 * (9 + m.label().chars().count()) as i32;
     }
     let _ = x;
+    Ok(())
+}
+
+/// The third legend row: resource writes and pauses.
+fn resource_legend(area: &Area<'_>, x: i32, y: i32, before_write: bool) -> anyhow::Result<()> {
+    let mut x = x;
+    let label = |area: &Area<'_>, x: i32, text: &str| -> anyhow::Result<i32> {
+        area.draw(&Text::new(
+            text.to_string(),
+            (x, y),
+            font(13).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+        Ok(x + 7 * text.chars().count() as i32 + 24)
+    };
+    for m in WriteMark::ALL {
+        draw_write_mark(area, m, (x + 6, y))?;
+        x = label(area, x + 16, m.label())?;
+    }
+    if before_write {
+        area.draw(&Rectangle::new(
+            [(x, y - 6), (x + 22, y + 6)],
+            BAR_OK.filled(),
+        ))?;
+        hatch(
+            area,
+            (x, y - 6),
+            (x + 22, y + 6),
+            Hatch::Rising,
+            5,
+            PAUSE.stroke_width(1),
+        )?;
+        label(area, x + 28, "holder paused (before the write)")?;
+    } else {
+        draw_pause_icon(area, (x + 4, y))?;
+        label(
+            area,
+            x + 14,
+            "holder paused (length; where is not recorded)",
+        )?;
+    }
+    Ok(())
+}
+
+/// `damage.png`: per variant, what the overlap did to the resource and what caught it.
+pub fn damage(path: &Path, groups: &[DamageGroup]) -> anyhow::Result<()> {
+    with_png(path, (WIDTH, HEIGHT), |root| {
+        let (head, body) = root.split_vertically(96);
+        head.draw(&Text::new(
+            "Damage to the protected resource, per variant (counted by the server)",
+            (20, 10),
+            bold(20),
+        ))?;
+        damage_legend(&head, 20, 50)?;
+        let n = groups.len().max(1);
+        let top = groups
+            .iter()
+            .flat_map(|g| g.bars().map(|(_, v)| v))
+            .max()
+            .unwrap_or(0)
+            .max(1) as f64
+            * 1.2;
+        let mut chart = ChartBuilder::on(&body)
+            .margin(12)
+            .margin_right(30)
+            .x_label_area_size(44)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..n as f64, 0.0..top)?;
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("count")
+            .y_label_formatter(&|v| axis_num(*v))
+            .light_line_style(WHITE.mix(0.0))
+            .label_style(font(13))
+            .axis_desc_style(font(14))
+            .draw()?;
+        let width = 0.8 / Damage::ALL.len() as f64;
+        for (i, g) in groups.iter().enumerate() {
+            let colour = method_colour(&g.variant);
+            for (j, (kind, v)) in g.bars().into_iter().enumerate() {
+                let x = i as f64 + 0.1 + j as f64 * width;
+                let (x0, x1) = (x + width * 0.1, x + width * 0.9);
+                let px0 = chart.backend_coord(&(x0, 0.0));
+                let px1 = chart.backend_coord(&(x1, v as f64));
+                if kind == Damage::RefusedByFence && g.refused_reads > 0 {
+                    // Reads refused, stacked on the writes refused.
+                    let mid = chart.backend_coord(&(x1, g.refused_writes as f64));
+                    damage_bar(root, kind, colour, px0, (px1.0, mid.1))?;
+                    damage_bar(root, kind, paler(colour), (px0.0, mid.1), px1)?;
+                } else if v > 0 {
+                    damage_bar(root, kind, colour, px0, px1)?;
+                }
+                chart.draw_series(std::iter::once(Text::new(
+                    v.to_string(),
+                    ((x0 + x1) / 2.0, v as f64),
+                    font(12).pos(Pos::new(HPos::Center, VPos::Bottom)),
+                )))?;
+            }
+            let (px, py) = chart.backend_coord(&(i as f64 + 0.5, 0.0));
+            root.draw(&Text::new(
+                g.variant.clone(),
+                (px, py + 8),
+                bold(14)
+                    .color(&colour)
+                    .pos(Pos::new(HPos::Center, VPos::Top)),
+            ))?;
+            if !g.resource {
+                root.draw(&Text::new(
+                    "(no resource)",
+                    (px, py + 26),
+                    font(12).pos(Pos::new(HPos::Center, VPos::Top)),
+                ))?;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `c` halfway to white.
+fn paler(RGBColor(r, g, b): RGBColor) -> RGBColor {
+    let half = |v: u8| v / 2 + 128;
+    RGBColor(half(r), half(g), half(b))
+}
+
+/// One bar of `damage.png` in pixels: the variant's colour, one pattern per kind of damage.
+fn damage_bar(
+    area: &Area<'_>,
+    kind: Damage,
+    colour: RGBColor,
+    p0: (i32, i32),
+    p1: (i32, i32),
+) -> anyhow::Result<()> {
+    let light = colour.mix(0.35);
+    let (fill, pattern): (ShapeStyle, Option<(Hatch, ShapeStyle)>) = match kind {
+        Damage::LostUpdates => (colour.filled(), None),
+        Damage::UnsafeOverHolder => (
+            colour.filled(),
+            Some((Hatch::Rising, BLACK.stroke_width(1))),
+        ),
+        Damage::UnsafeLockGone => (light.filled(), None),
+        Damage::RefusedByFence => (
+            WHITE.filled(),
+            Some((Hatch::Across, colour.stroke_width(2))),
+        ),
+        Damage::ExtensionFailures => (
+            WHITE.filled(),
+            Some((Hatch::Falling, colour.stroke_width(2))),
+        ),
+    };
+    area.draw(&Rectangle::new([p0, p1], fill))?;
+    if let Some((h, style)) = pattern {
+        hatch(area, p0, p1, h, 6, style)?;
+    }
+    area.draw(&Rectangle::new([p0, p1], colour.stroke_width(1)))?;
+    Ok(())
+}
+
+fn damage_legend(area: &Area<'_>, x: i32, y: i32) -> anyhow::Result<()> {
+    let grey = RGBColor(110, 110, 110);
+    let (mut x, mut y) = (x, y);
+    for (i, kind) in Damage::ALL.into_iter().enumerate() {
+        if i == 3 {
+            (x, y) = (20, y + 26);
+        }
+        damage_bar(area, kind, grey, (x, y - 8), (x + 26, y + 8))?;
+        area.draw(&Text::new(
+            kind.label(),
+            (x + 34, y),
+            font(14).pos(Pos::new(HPos::Left, VPos::Center)),
+        ))?;
+        x += 70 + 7 * kind.label().chars().count() as i32;
+    }
     Ok(())
 }
 

@@ -1,8 +1,10 @@
 //! What each chart plots, as plain numbers: bins, percentiles, survival points, the timeline
-//! window and its red stretches. Everything here is a pure function of histograms and
-//! intervals, so tests check the numbers rather than pixels.
+//! window with its red stretches and marks, the damage bars. Everything here is a pure
+//! function of histograms, intervals, rows and summaries, so tests check the numbers rather
+//! than pixels.
 //!
-//! Its length over 800 lines is its tests; the code itself is about 700 lines of one concept.
+//! Past 800 lines through its tests (about 460 lines) and one section per chart; the
+//! timeline's window and marks are the largest, and the first to move out if it grows again.
 
 use hdrhistogram::Histogram;
 use std::cmp::Reverse;
@@ -548,6 +550,40 @@ impl ReleaseMark {
     ];
 }
 
+/// What happened to a section's resource write, when it is worth marking. The write is sent
+/// right before the release, so it is marked at the section's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteMark {
+    /// Accepted while another holder held the lock.
+    UnsafeOverHolder,
+    /// Accepted while nobody held the lock (it had expired or been deleted).
+    UnsafeLockGone,
+    /// Refused by the resource: a higher fence had been seen.
+    Fenced,
+}
+
+impl WriteMark {
+    /// From the `write` column; `None` for writes not marked (accepted safely, skipped, …).
+    pub fn from_write(write: &str) -> Option<Self> {
+        match write {
+            "unsafe_over_holder" => Some(Self::UnsafeOverHolder),
+            "unsafe" => Some(Self::UnsafeLockGone),
+            "fenced" => Some(Self::Fenced),
+            _ => None,
+        }
+    }
+    /// Legend text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::UnsafeOverHolder => "unsafe write over a holder",
+            Self::UnsafeLockGone => "unsafe write, lock gone",
+            Self::Fenced => "write refused by the fence",
+        }
+    }
+    /// Every mark, in legend order.
+    pub const ALL: [WriteMark; 3] = [Self::UnsafeOverHolder, Self::UnsafeLockGone, Self::Fenced];
+}
+
 /// One row (one holder's section) of the timeline.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimelineRow {
@@ -567,6 +603,27 @@ pub struct TimelineRow {
     pub mark: Option<ReleaseMark>,
     /// When another holder's naive release deleted this holder's still-valid lock, µs.
     pub lost_at_us: Option<u64>,
+    /// What its resource write did, if marked.
+    pub write: Option<WriteMark>,
+    /// Length of the holder's pause, µs (0: none).
+    pub pause_us: u64,
+}
+
+impl TimelineRow {
+    /// Where to draw the pause on the bar, µs: `events.csv` records its length, not when it
+    /// struck, so it can be placed only when the profile says it struck right before the
+    /// write (`pause_at = "before-write"`): the stretch ending at the write, clipped to the
+    /// section. `None` when there was no pause or its place is unknown (`random`).
+    pub fn pause_span(&self, before_write: bool) -> Option<(u64, u64)> {
+        (before_write && self.pause_us > 0).then(|| {
+            (
+                self.released_us
+                    .saturating_sub(self.pause_us)
+                    .max(self.acquired_us),
+                self.released_us,
+            )
+        })
+    }
 }
 
 /// Everything `timeline.png` shows.
@@ -582,10 +639,13 @@ pub struct Timeline {
     pub focus: Focus,
     /// Rows by start time.
     pub rows: Vec<TimelineRow>,
+    /// Pauses struck right before the write (`pause_at = "before-write"`), so their place on
+    /// the bar is known; otherwise only their length is.
+    pub pause_before_write: bool,
 }
 
 /// A section as read back for the timeline.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct SectionSpan {
     /// Worker.
     pub worker: usize,
@@ -597,6 +657,10 @@ pub struct SectionSpan {
     pub released_us: u64,
     /// `outcome` column.
     pub outcome: String,
+    /// `write` column.
+    pub write: String,
+    /// `pause_us` column.
+    pub pause_us: u64,
 }
 
 /// Builds the timeline rows from the window's sections; `stretches` are the overlap stretches
@@ -609,6 +673,7 @@ pub fn timeline(
     focus: Focus,
     mut sections: Vec<SectionSpan>,
     stretches: &[(u64, u64)],
+    pause_before_write: bool,
 ) -> Timeline {
     sections.sort_by_key(|s| (s.acquired_us, s.released_us, s.worker, s.seq));
     sections.truncate(TIMELINE_ROWS);
@@ -632,6 +697,8 @@ pub fn timeline(
                 red,
                 mark: ReleaseMark::from_outcome(&s.outcome),
                 lost_at_us: None,
+                write: WriteMark::from_write(&s.write),
+                pause_us: s.pause_us,
             }
         })
         .collect();
@@ -642,6 +709,7 @@ pub fn timeline(
         ttl_us,
         focus,
         rows,
+        pause_before_write,
     }
 }
 
@@ -713,6 +781,112 @@ pub fn compare_panels(summaries: &[crate::analysis::summary::Summary]) -> Vec<Co
                 .collect(),
         })
         .collect()
+}
+
+/// One kind of bar of `damage.png`: what the overlap did to the protected resource, and what
+/// caught it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Damage {
+    /// Accepted writes whose effect is missing from the final value.
+    LostUpdates,
+    /// Accepted writes of a holder whose lock another holder held at that instant.
+    UnsafeOverHolder,
+    /// Accepted writes of a holder whose lock was gone, nobody holding it.
+    UnsafeLockGone,
+    /// Writes (and reads, under read-write fencing) the resource refused for a stale fence.
+    RefusedByFence,
+    /// Lease extensions that found the lock already gone.
+    ExtensionFailures,
+}
+
+impl Damage {
+    /// Every bar, in group order: the damage first, then what caught or missed it.
+    pub const ALL: [Damage; 5] = [
+        Self::LostUpdates,
+        Self::UnsafeOverHolder,
+        Self::UnsafeLockGone,
+        Self::RefusedByFence,
+        Self::ExtensionFailures,
+    ];
+
+    /// Legend text.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::LostUpdates => "lost updates",
+            Self::UnsafeOverHolder => "unsafe writes over a holder",
+            Self::UnsafeLockGone => "unsafe writes, lock gone",
+            Self::RefusedByFence => "refused by the fence (reads paler, on top)",
+            Self::ExtensionFailures => "extension failures",
+        }
+    }
+}
+
+/// One variant's group of bars in `damage.png`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamageGroup {
+    /// Variant name.
+    pub variant: String,
+    /// Its sections read-modify-wrote a resource (without one every bar is 0).
+    pub resource: bool,
+    /// Accepted writes missing from the final value.
+    pub lost_updates: u64,
+    /// Unsafe accepted writes while another holder held the lock.
+    pub unsafe_over_holder: u64,
+    /// Unsafe accepted writes while nobody held the lock.
+    pub unsafe_lock_gone: u64,
+    /// Writes refused by the fence.
+    pub refused_writes: u64,
+    /// Reads refused by the fence (read-write fencing), stacked on the refused writes.
+    pub refused_reads: u64,
+    /// Extensions too late to keep the lock.
+    pub extension_failures: u64,
+}
+
+impl DamageGroup {
+    /// The height of each bar, in [`Damage::ALL`] order.
+    pub fn bars(&self) -> [(Damage, u64); 5] {
+        Damage::ALL.map(|d| {
+            let v = match d {
+                Damage::LostUpdates => self.lost_updates,
+                Damage::UnsafeOverHolder => self.unsafe_over_holder,
+                Damage::UnsafeLockGone => self.unsafe_lock_gone,
+                Damage::RefusedByFence => self.refused_writes + self.refused_reads,
+                Damage::ExtensionFailures => self.extension_failures,
+            };
+            (d, v)
+        })
+    }
+}
+
+/// What `damage.png` plots: one group per variant, in run order; `None` when no variant
+/// protected a resource (the chart is not drawn). A count the summary lacks (an older
+/// lockbench) reads as 0.
+pub fn damage_chart(summaries: &[crate::analysis::summary::Summary]) -> Option<Vec<DamageGroup>> {
+    use crate::analysis::counts::NOT_RECORDED;
+    if !summaries.iter().any(|s| s.protect.resource) {
+        return None;
+    }
+    let n = |v: u64| if v == NOT_RECORDED { 0 } else { v };
+    Some(
+        summaries
+            .iter()
+            .map(|s| {
+                let c = &s.counts;
+                let unsafe_all = n(c.unsafe_writes_accepted);
+                let over_holder = n(c.unsafe_writes_over_holder);
+                DamageGroup {
+                    variant: s.variant.clone(),
+                    resource: s.protect.resource,
+                    lost_updates: s.lost_updates,
+                    unsafe_over_holder: over_holder,
+                    unsafe_lock_gone: unsafe_all.saturating_sub(over_holder),
+                    refused_writes: n(c.writes_rejected_fenced),
+                    refused_reads: n(c.reads_rejected_fenced),
+                    extension_failures: n(c.extension_failures),
+                }
+            })
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -831,6 +1005,7 @@ mod tests {
                 acquired_us: a,
                 released_us: r,
                 outcome: "released".into(),
+                ..SectionSpan::default()
             })
             .collect()
     }
@@ -960,6 +1135,7 @@ mod tests {
             acquired_us: a,
             released_us: r,
             outcome: outcome.into(),
+            ..SectionSpan::default()
         }
     }
 
@@ -980,6 +1156,7 @@ mod tests {
                 span(1, 200, 350, "nothing_deleted"),
             ],
             &stretches,
+            false,
         );
         let w: Vec<usize> = t.rows.iter().map(|r| r.worker).collect();
         assert_eq!(w, [0, 1, 2]);
@@ -1016,9 +1193,157 @@ mod tests {
             Focus::FirstOverlap(120),
             sections,
             &overlap_stretches(&iv),
+            false,
         );
         let lost: Vec<Option<u64>> = t.rows.iter().map(|r| r.lost_at_us).collect();
         assert_eq!(lost, [None, Some(150), None]);
+    }
+
+    /// A variant's summary from hand-built counts; `resource_final` is the value read back.
+    fn summary(
+        variant: &str,
+        resource: bool,
+        resource_final: u64,
+        counts: crate::analysis::counts::Counts,
+    ) -> crate::analysis::summary::Summary {
+        use crate::analysis::summary::{Measured, Meta, Protection, StopReason, summarize};
+        let meta = Meta {
+            variant: variant.into(),
+            release: "token".into(),
+            connection_mode: "per-worker".into(),
+            backend: "memory".into(),
+            server_version: "memory".into(),
+            workers: 4,
+            ttl_ms: 50,
+            time_scale: 1.0,
+            unscaled_ttl_ms: 50.0,
+            seed: 1,
+            elapsed_s: 1.0,
+            stop_reason: StopReason::Limit,
+            protect: Protection {
+                resource,
+                resource_final,
+                ..Protection::default()
+            },
+        };
+        let m = Measured {
+            counts,
+            ..Measured::default()
+        };
+        summarize(meta, &m, &crate::record::HistSet::default())
+    }
+
+    /// Each bar of `damage.png` is its summary figure: lost updates, the unsafe writes split
+    /// into over-a-holder and lock-gone (which add up to `unsafe_writes_accepted`), writes and
+    /// reads refused by the fence kept apart for stacking, extension failures. A variant
+    /// without a resource shows zeros and says so.
+    #[test]
+    fn damage_bars_from_summaries() {
+        use crate::analysis::counts::Counts;
+        let del = summary(
+            "del",
+            true,
+            70,
+            Counts {
+                writes_accepted: 100,
+                unsafe_writes_accepted: 12,
+                unsafe_writes_over_holder: 9,
+                ..Counts::default()
+            },
+        );
+        let fenced = summary(
+            "token+extend+fence-rw",
+            true,
+            40,
+            Counts {
+                writes_accepted: 40,
+                writes_rejected_fenced: 5,
+                reads_rejected_fenced: 2,
+                extension_failures: 3,
+                ..Counts::default()
+            },
+        );
+        let plain = summary("token", false, 0, Counts::default());
+        let groups = damage_chart(&[del, fenced, plain]).expect("some variant has a resource");
+        let bars: Vec<Vec<u64>> = groups
+            .iter()
+            .map(|g| g.bars().iter().map(|&(_, v)| v).collect())
+            .collect();
+        assert_eq!(bars[0], [30, 9, 3, 0, 0], "100 accepted, final 70: 30 lost");
+        assert_eq!(bars[1], [0, 0, 0, 7, 3]);
+        assert_eq!((groups[1].refused_writes, groups[1].refused_reads), (5, 2));
+        assert_eq!(bars[2], [0; 5]);
+        assert_eq!(
+            groups.iter().map(|g| g.resource).collect::<Vec<_>>(),
+            [true, true, false]
+        );
+        assert_eq!(groups[1].variant, "token+extend+fence-rw");
+    }
+
+    /// No variant with a resource: no damage chart. Counts an older summary lacks
+    /// (`NOT_RECORDED`) draw as 0, not as 2⁶⁴ − 1.
+    #[test]
+    fn damage_chart_only_with_a_resource() {
+        use crate::analysis::counts::{Counts, NOT_RECORDED};
+        assert_eq!(
+            damage_chart(&[summary("del", false, 0, Counts::default())]),
+            None
+        );
+        let mut old = summary("del", true, 0, Counts::default());
+        old.counts.unsafe_writes_accepted = NOT_RECORDED;
+        old.counts.unsafe_writes_over_holder = NOT_RECORDED;
+        old.counts.writes_rejected_fenced = NOT_RECORDED;
+        old.counts.reads_rejected_fenced = NOT_RECORDED;
+        old.counts.extension_failures = NOT_RECORDED;
+        let groups = damage_chart(&[old]).unwrap();
+        assert!(groups[0].bars().iter().all(|&(_, v)| v == 0));
+    }
+
+    /// Timeline rows carry their write's mark (unsafe over a holder, unsafe with the lock
+    /// gone, refused by the fence; nothing for a safe or skipped write) and their pause. The
+    /// pause is placed — ending at the write, clipped to the section — only when it struck
+    /// before the write; otherwise its place is unknown and only its length is kept.
+    #[test]
+    fn timeline_write_marks_and_pauses() {
+        let with = |worker, a, r, write: &str, pause_us| SectionSpan {
+            write: write.into(),
+            pause_us,
+            ..span(worker, a, r, "released")
+        };
+        let sections = vec![
+            with(0, 0, 300, "unsafe_over_holder", 150),
+            with(1, 100, 200, "unsafe", 0),
+            with(2, 150, 400, "fenced", 500),
+            with(3, 500, 600, "accepted", 0),
+            with(4, 600, 700, "skipped", 0),
+        ];
+        let marks = |t: &Timeline| t.rows.iter().map(|r| r.write).collect::<Vec<_>>();
+        let t = timeline("token", 0, 100, Focus::Empty, sections.clone(), &[], true);
+        assert_eq!(
+            marks(&t),
+            [
+                Some(WriteMark::UnsafeOverHolder),
+                Some(WriteMark::UnsafeLockGone),
+                Some(WriteMark::Fenced),
+                None,
+                None
+            ]
+        );
+        let spans: Vec<Option<(u64, u64)>> = t
+            .rows
+            .iter()
+            .map(|r| r.pause_span(t.pause_before_write))
+            .collect();
+        assert_eq!(spans[0], Some((150, 300)));
+        assert_eq!(spans[1], None, "no pause");
+        assert_eq!(
+            spans[2],
+            Some((150, 400)),
+            "longer than the section: clipped"
+        );
+        let t = timeline("token", 0, 100, Focus::Empty, sections, &[], false);
+        assert_eq!(t.rows[0].pause_us, 150);
+        assert_eq!(t.rows[0].pause_span(t.pause_before_write), None);
     }
 
     /// Percentages print with a unit people read (durations: `units::fmt_us`, spaced style).

@@ -105,6 +105,15 @@ impl RunFiles {
             .to_string()
     }
 
+    /// Whether the profile placed pauses right before the write (`pause_at = "before-write"`),
+    /// which lets the timeline draw them where they fell.
+    pub fn pause_before_write(&self) -> bool {
+        self.manifest
+            .pointer("/profile/pause_at")
+            .and_then(|v| v.as_str())
+            == Some("before-write")
+    }
+
     /// TTL of the run, µs (from the summary; the profile when the summary has no variant).
     pub fn ttl_us(&self) -> u64 {
         self.summary
@@ -254,6 +263,8 @@ pub fn window_sections(
                 acquired_us: r.acquired_us,
                 released_us: r.released_us,
                 outcome: r.outcome.clone(),
+                write: r.write.clone(),
+                pause_us: r.pause_us,
             });
         }
     })?;

@@ -6,9 +6,10 @@
 //! |---|---|
 //! | `durations.png` | histogram of section durations per variant, TTL line, p50/p99/p99.9/max, overrun fraction |
 //! | `survival.png` | P(d > t) on a log axis: the fraction of sections a TTL t would let expire |
-//! | `timeline.png` | the holders of the busiest key around the first overlap, with TTL expiries, overlap in red, wrongful deletes and refused releases |
+//! | `timeline.png` | the holders of the busiest key around the first overlap, with TTL expiries, overlap in red, wrongful deletes and refused releases, unsafe and fenced writes, pauses |
 //! | `acquire-latency.png` | percentile plot of acquire latency per variant |
 //! | `compare.png` | (several variants) overruns, stale/refused releases, wrongful deletes, overlap, throughput side by side |
+//! | `damage.png` | (some variant protects a resource) lost updates, unsafe writes, fence refusals and extension failures per variant |
 //! | `report.html` | all of the above with the summary table, configuration and links to every data file |
 //!
 //! Drawing takes memory bounded by the number of variants, keys, timeline rows and histogram
@@ -42,8 +43,8 @@ pub use verify::Mismatch;
 
 use crate::results::SummaryFile;
 use data::{
-    ComparePanel, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS, Timeline,
-    VariantDurations, WindowPicker,
+    ComparePanel, DamageGroup, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS,
+    Timeline, VariantDurations, WindowPicker,
 };
 use load::{EventScan, RunFiles, VariantEvents};
 use std::cmp::Reverse;
@@ -68,6 +69,8 @@ pub struct Rendered {
     pub acquire_source: String,
     /// What `compare.png` plots (runs with several variants).
     pub compare: Option<Vec<ComparePanel>>,
+    /// What `damage.png` plots (runs in which some variant protected a resource).
+    pub damage: Option<Vec<DamageGroup>>,
     /// Summary figures the events do not reproduce (empty when all agree); `None` when the
     /// check was not run ([`render`] alone).
     pub mismatches: Option<Vec<Mismatch>>,
@@ -83,6 +86,8 @@ pub const TIMELINE_PNG: &str = "timeline.png";
 pub const ACQUIRE_PNG: &str = "acquire-latency.png";
 /// Comparison chart.
 pub const COMPARE_PNG: &str = "compare.png";
+/// Damage chart.
+pub const DAMAGE_PNG: &str = "damage.png";
 /// The page.
 pub const REPORT_HTML: &str = "report.html";
 
@@ -163,9 +168,23 @@ fn busiest<'a>(summary: &SummaryFile, variants: &[&'a VariantEvents]) -> Option<
 }
 
 /// The timeline of `target`, from a second pass over `events`.
-fn timeline_of(target: Option<Target>, events: &Path, ttl_us: u64) -> anyhow::Result<Timeline> {
-    let empty =
-        |variant: &str| data::timeline(variant, 0, ttl_us, data::Focus::Empty, Vec::new(), &[]);
+fn timeline_of(
+    target: Option<Target>,
+    events: &Path,
+    ttl_us: u64,
+    pause_before_write: bool,
+) -> anyhow::Result<Timeline> {
+    let empty = |variant: &str| {
+        data::timeline(
+            variant,
+            0,
+            ttl_us,
+            data::Focus::Empty,
+            Vec::new(),
+            &[],
+            pause_before_write,
+        )
+    };
     let Some(Target {
         variant: v,
         key,
@@ -196,7 +215,13 @@ fn timeline_of(target: Option<Target>, events: &Path, ttl_us: u64) -> anyhow::Re
         .collect();
     let stretches = data::overlap_stretches(&shown);
     Ok(data::timeline(
-        &v.name, key, ttl_us, focus, sections, &stretches,
+        &v.name,
+        key,
+        ttl_us,
+        focus,
+        sections,
+        &stretches,
+        pause_before_write,
     ))
 }
 
@@ -249,7 +274,12 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     charts::survival(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
     files.push(p);
 
-    let timeline = timeline_of(busiest(&run.summary, &variants), &events_path, ttl_us)?;
+    let timeline = timeline_of(
+        busiest(&run.summary, &variants),
+        &events_path,
+        ttl_us,
+        run.pause_before_write(),
+    )?;
     let p = dir.join(TIMELINE_PNG);
     charts::timeline(&p, &timeline)?;
     files.push(p);
@@ -264,6 +294,13 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     if let Some(panels) = &compare {
         let p = dir.join(COMPARE_PNG);
         charts::compare(&p, panels)?;
+        files.push(p);
+    }
+
+    let damage = data::damage_chart(summaries);
+    if let Some(groups) = &damage {
+        let p = dir.join(DAMAGE_PNG);
+        charts::damage(&p, groups)?;
         files.push(p);
     }
 
@@ -288,6 +325,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         acquire_latency,
         acquire_source,
         compare,
+        damage,
         mismatches,
     })
 }
@@ -344,7 +382,8 @@ fn chart_list(written: &[PathBuf], ttl_us: u64, acquire_source: &str) -> Vec<htm
                     "Holders over time".to_string(),
                     "One bar per section of the busiest key. Orange: still working after the TTL \
                      expired (black tick); red: two or more holders at once; marks at the release \
-                     show wrongful deletes and refused releases."
+                     show wrongful deletes and refused releases, marks just before it unsafe and \
+                     fenced resource writes; grey: the holder's pause."
                         .to_string(),
                 ),
                 ACQUIRE_PNG => (
@@ -353,6 +392,13 @@ fn chart_list(written: &[PathBuf], ttl_us: u64, acquire_source: &str) -> Vec<htm
                         "From the first attempt to the acquiring reply, by percentile (from \
                          {acquire_source})."
                     ),
+                ),
+                DAMAGE_PNG => (
+                    "What the overlap did to the resource".to_string(),
+                    "Per variant, counted by the server: accepted writes lost from the final \
+                     value, unsafe writes (over another holder, or with the lock gone), \
+                     writes and reads the fence refused, and lease extensions that came too late."
+                        .to_string(),
                 ),
                 COMPARE_PNG => (
                     "Release methods compared".to_string(),
