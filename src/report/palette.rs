@@ -10,6 +10,12 @@ pub fn method_colour(name: &str) -> RGBColor {
         "del" => RGBColor(214, 39, 40),
         "token" => RGBColor(31, 119, 180),
         "delex" => RGBColor(148, 103, 189),
+        // The variants of profiles/fencing.toml, distinct on one chart.
+        "token+fence" => RGBColor(255, 127, 14),
+        "token+fence-rw" => RGBColor(44, 160, 44),
+        "token+extend" => RGBColor(140, 86, 75),
+        "token+extend+fence-rw" => RGBColor(23, 190, 207),
+        "token+extend+fence" => RGBColor(227, 119, 194),
         other => {
             const FALLBACK: [RGBColor; 4] = [
                 RGBColor(44, 160, 44),
@@ -42,5 +48,21 @@ mod tests {
         assert_eq!(method_hex("token"), "#1f77b4");
         assert_eq!(method_hex("delex"), "#9467bd");
         assert_eq!(method_colour("fencing"), method_colour("fencing"));
+        let fencing = [
+            "del",
+            "token",
+            "token+fence",
+            "token+fence-rw",
+            "token+extend",
+            "token+extend+fence-rw",
+        ];
+        let mut hexes: Vec<String> = fencing.iter().map(|n| method_hex(n)).collect();
+        hexes.sort();
+        hexes.dedup();
+        assert_eq!(
+            hexes.len(),
+            fencing.len(),
+            "one colour per variant of fencing.toml"
+        );
     }
 }
