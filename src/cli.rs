@@ -130,6 +130,11 @@ pub struct WorkloadArgs {
     /// write) [profile: on_lost; default continue].
     #[arg(long)]
     pub on_lost: Option<String>,
+    /// When Redis does not answer (connection or timeout error): fail-closed (refuse the
+    /// request) or fail-open (run the section without a lock) [profile: on_unavailable;
+    /// default fail-closed].
+    #[arg(long)]
+    pub on_unavailable: Option<String>,
     /// Stop-the-world pauses of holders, a distribution, e.g.
     /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))' [profile: pause; default none].
     #[arg(long)]
@@ -241,6 +246,7 @@ impl WorkloadArgs {
             extend: self.extend.clone(),
             extend_with: self.extend_with.clone(),
             on_lost: self.on_lost.clone(),
+            on_unavailable: self.on_unavailable.clone(),
             pause: self.pause.clone(),
             pause_at: self.pause_at.clone(),
             time_scale: self.time_scale,

@@ -95,6 +95,9 @@ pub struct Profile {
     pub extend_with: Option<String>,
     /// What a holder does when an extension finds its lock gone: `continue` or `abort`.
     pub on_lost: Option<String>,
+    /// What a request does when Redis does not answer (connection or timeout error):
+    /// `fail-closed` (refused) or `fail-open` (the section runs without a lock).
+    pub on_unavailable: Option<String>,
     /// Stop-the-world pauses of a holder (section and watchdog), a distribution.
     pub pause: Option<String>,
     /// Where a pause strikes: `random` (anywhere in the section) or `before-write`.
@@ -133,6 +136,16 @@ pub enum OnLost {
     Continue,
     /// Skip the resource write and release (counted as `sections_aborted`).
     Abort,
+}
+
+/// What a request does when Redis does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OnUnavailable {
+    /// The request is refused (`refused_unavailable`).
+    FailClosed,
+    /// The section runs without a lock (`unlocked_sections`), as the article's service does.
+    FailOpen,
 }
 
 /// Where a holder's pause strikes.
@@ -245,6 +258,8 @@ pub struct Plan {
     pub extend_with: ExtendCommand,
     /// What a holder does when an extension finds its lock gone.
     pub on_lost: OnLost,
+    /// What a request does when Redis does not answer.
+    pub on_unavailable: OnUnavailable,
     /// Stop-the-world pauses of holders (constant 0 = none).
     pub pause: Dist,
     /// CI gates: conditions on summary figures that fail the run with exit 99.
@@ -336,6 +351,7 @@ macro_rules! profile_fields {
             extend,
             extend_with,
             on_lost,
+            on_unavailable,
             pause,
             pause_at,
             time_scale
@@ -672,6 +688,16 @@ impl Profile {
                 ));
             }
         };
+        let on_unavailable = match self.on_unavailable.as_deref().unwrap_or("fail-closed") {
+            "fail-closed" => OnUnavailable::FailClosed,
+            "fail-open" => OnUnavailable::FailOpen,
+            other => {
+                return Err(err(
+                    "on_unavailable",
+                    format!("`{other}` is not a policy: use \"fail-closed\" or \"fail-open\""),
+                ));
+            }
+        };
         let pause_at = match self.pause_at.as_deref().unwrap_or("random") {
             "random" => PauseAt::Random,
             "before-write" => PauseAt::BeforeWrite,
@@ -725,6 +751,7 @@ impl Profile {
             extend_us,
             extend_with,
             on_lost,
+            on_unavailable,
             pause: load("pause", pause)?.scaled(scale),
             pause_at,
             fail_if,
@@ -941,7 +968,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n",
             "p.toml",
         )
         .unwrap();

@@ -19,6 +19,9 @@ fn not_recorded() -> u64 {
     NOT_RECORDED
 }
 
+/// The `outcome` of a section run without a lock (fail-open): nothing to release.
+pub const UNLOCKED: &str = "unlocked";
+
 /// Whether a counter can be recounted from `events.csv` (one row per section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recount {
@@ -127,6 +130,10 @@ counts! {
     pauses: FromRows,
     /// Their total length, µs.
     pause_total_us: FromRows,
+    /// Sections run without a lock because Redis did not answer (fail-open).
+    unlocked_sections: FromRows,
+    /// Requests refused because Redis did not answer (fail-closed).
+    refused_unavailable: Live,
     /// Attempts refused because the lock was busy (fail-fast).
     rejections: Live,
     /// Busy replies followed by a retry.
@@ -162,6 +169,11 @@ impl Counts {
         c.sections_aborted = u64::from(r.aborted);
         c.pauses = u64::from(r.pause_us > 0);
         c.pause_total_us = r.pause_us;
+        if r.outcome == UNLOCKED {
+            // No lock was taken, so none is released.
+            c.unlocked_sections = 1;
+            return c;
+        }
         match ReleaseOutcome::from_name(&r.outcome) {
             Some(o) => {
                 *match o {

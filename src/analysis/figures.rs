@@ -67,6 +67,8 @@ pub enum Group {
     Extension,
     /// Holder pauses.
     Pause,
+    /// Requests when Redis did not answer (fail-open / fail-closed).
+    Unavailable,
 }
 
 impl Group {
@@ -77,6 +79,9 @@ impl Group {
             Group::Resource => s.protect.resource,
             Group::Extension => s.protect.extend_every_ms > 0.0,
             Group::Pause => s.counts.pauses > 0 && s.counts.pauses != NOT_RECORDED,
+            Group::Unavailable => [s.counts.unlocked_sections, s.counts.refused_unavailable]
+                .iter()
+                .any(|&n| n > 0 && n != NOT_RECORDED),
         }
     }
 
@@ -91,6 +96,7 @@ impl Group {
             | "lost_updates" => Group::Resource,
             "extensions" | "extension_failures" | "sections_aborted" => Group::Extension,
             "pauses" | "pause_total_us" | "pause_total_ms" => Group::Pause,
+            "unlocked_sections" | "refused_unavailable" => Group::Unavailable,
             _ => Group::Lock,
         }
     }

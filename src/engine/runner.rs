@@ -433,6 +433,7 @@ async fn run_variant<K: Connector>(
                 at: plan.pause_at,
             },
         ),
+        on_unavailable: plan.on_unavailable,
         seed: plan.seed,
         deadline,
         max_sections: match plan.stop {

@@ -5,11 +5,11 @@
 //! backoff jitter, tokens), so the n-th section of worker *w* gets the same intended duration
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
-use crate::analysis::counts::Counts;
+use crate::analysis::counts::{Counts, UNLOCKED};
 use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
-use crate::profile::{BusyPolicy, OnLost, PauseAt};
+use crate::profile::{BusyPolicy, OnLost, OnUnavailable, PauseAt};
 use crate::release::{ReleaseMethod, StaleRule, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
 use crate::store::{ExtendCommand, ReadOutcome, WriteOutcome};
@@ -46,6 +46,8 @@ pub struct WorkerCtx {
     pub extend: Option<Extend>,
     /// Stop-the-world pauses of holders, when the profile has them.
     pub pause: Option<Pause>,
+    /// What a request does when Redis does not answer.
+    pub on_unavailable: OnUnavailable,
     /// Base seed.
     pub seed: u64,
     /// No attempt starts after this instant (time-limited runs).
@@ -225,6 +227,8 @@ struct Held {
     holders_at_start: u32,
     /// The fence the acquisition returned (0: the variant does not fence).
     fence: u64,
+    /// No lock was taken: Redis did not answer and the policy is fail-open.
+    unlocked: bool,
 }
 
 /// A section whose work is over (its release is about to be sent).
@@ -327,6 +331,7 @@ impl<C: LockConn> Worker<C> {
                         attempts,
                         holders_at_start,
                         fence,
+                        unlocked: false,
                     });
                 }
                 Ok(None) => {
@@ -349,6 +354,28 @@ impl<C: LockConn> Worker<C> {
                 }
                 Err(e) => {
                     rec.error(&e);
+                    if matches!(e.kind, ErrorKind::Connection | ErrorKind::Timeout) {
+                        match ctx.on_unavailable {
+                            // The article's service: no lock, the work goes ahead.
+                            OnUnavailable::FailOpen => {
+                                let (acquired_us, holders_at_start) = rec.open_section(key);
+                                return Some(Held {
+                                    key,
+                                    token: String::new(),
+                                    first_attempt_us,
+                                    set_sent_us,
+                                    acquired_us,
+                                    attempts,
+                                    holders_at_start,
+                                    fence: 0,
+                                    unlocked: true,
+                                });
+                            }
+                            OnUnavailable::FailClosed => {
+                                counts.refused_unavailable.fetch_add(1, Relaxed);
+                            }
+                        }
+                    }
                     let pause = busy::after_error(self.failures, &mut self.st.jitter);
                     self.failures = self.failures.saturating_add(1);
                     self.pause_us(pause).await;
@@ -412,6 +439,7 @@ impl<C: LockConn> Worker<C> {
         };
         let mut next_extend = ctx
             .extend
+            .filter(|_| !s.held.unlocked)
             .map(|e| start + Duration::from_micros(e.every_us));
         loop {
             let next = [Some(end_at), pause_at, next_extend]
@@ -519,19 +547,23 @@ impl<C: LockConn> Worker<C> {
         section.released_us = rec.close_section(self.id, section.held.key);
         let h = &section.held;
         let sent = Instant::now();
-        let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
-        let outcome = unless_abandoned(release, &mut self.halt).await;
-        let release_latency_us = sent.elapsed().as_micros() as u64;
-        let outcome_name = match &outcome {
-            Ok(o) => {
-                rec.ok();
-                o.name().to_string()
-            }
-            Err(e) => {
-                rec.error(e);
-                format!("error_{}", e.kind.name())
+        let outcome_name = if h.unlocked {
+            // No lock was taken: nothing to release.
+            UNLOCKED.to_string()
+        } else {
+            let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
+            match unless_abandoned(release, &mut self.halt).await {
+                Ok(o) => {
+                    rec.ok();
+                    o.name().to_string()
+                }
+                Err(e) => {
+                    rec.error(&e);
+                    format!("error_{}", e.kind.name())
+                }
             }
         };
+        let release_latency_us = sent.elapsed().as_micros() as u64;
         let ttl_us = ctx.ttl_ms * 1000;
         let d = section.released_us - h.acquired_us;
         let row = EventRow {
