@@ -204,13 +204,18 @@ pub struct SweepArgs {
 /// `demo`.
 #[derive(Debug, Args, Clone)]
 pub struct DemoArgs {
-    /// The story: stale-release (DEL vs compare-and-delete) or fencing (a fencing token at the
-    /// resource refuses the late write that compare-and-delete lets through).
-    #[arg(value_parser = ["stale-release", "fencing"])]
+    /// The story: stale-release (DEL vs compare-and-delete), fencing (a fencing token at the
+    /// resource refuses the late write that compare-and-delete lets through), setnx-expire
+    /// (a crash between SETNX and EXPIRE leaves a lock forever; SET NX PX does not),
+    /// fail-open (a paused server: two clients time out and proceed without a lock; needs a
+    /// real server), dedup-window (SET NX with a fixed value and a TTL: duplicates dropped
+    /// until it expires) or one-time-token (GETDEL: the first caller gets it, the next nil).
+    #[arg(value_parser = crate::commands::demo::STORIES)]
     pub story: String,
-    /// A's TTL; the demo waits this long (plus 20 %) for it to expire [default 300ms].
-    #[arg(long, default_value = "300ms")]
-    pub ttl: String,
+    /// A's TTL in stale-release, fencing and setnx-expire, which wait past it [default 300ms];
+    /// the window of dedup-window [default 2s]. Not used by fail-open and one-time-token.
+    #[arg(long)]
+    pub ttl: Option<String>,
     /// Redis URL instead of a private server.
     #[arg(long)]
     pub redis: Option<String>,

@@ -1,6 +1,12 @@
-//! `demo stale-release`: the A/B/C story of the design notes, and `demo fencing`: the article's
-//! A/B story with a fencing token at the resource; both replayed against a real server and
-//! printed redis-cli style. Every reply shown is the server's reply to the command shown.
+//! The demos, each replayed against a real server (or the model) and printed redis-cli style;
+//! every reply shown is the server's reply to the command shown. `stale-release`: the A/B/C
+//! story of the design notes; `fencing`: the article's A/B story with a fencing token at the
+//! resource; `setnx-expire`: the lock a crash between `SETNX` and `EXPIRE` leaves forever;
+//! `fail-open`: a paused server and two clients that proceed without a lock; `dedup-window`
+//! and `one-time-token`: the article's two look-alikes that are not locks.
+//!
+//! Over 800 lines: one file per the brief that added the last four stories; each story is one
+//! function with its transcript, sharing the printing and polling helpers at the top.
 
 use crate::cli::DemoArgs;
 use crate::profile::{BackendChoice, Profile};
@@ -65,6 +71,61 @@ impl<C: LockConn, W: Write> Script<'_, C, W> {
     fn say(&mut self, text: &str) -> std::io::Result<()> {
         writeln!(self.out, "          # {text}")
     }
+    /// A `== title ==` line opening an act.
+    fn title(&mut self, act: &'static str, text: &str) -> std::io::Result<()> {
+        self.act = act;
+        writeln!(self.out, "\n== {text} ==")
+    }
+    /// Polls `EXISTS key` every `every` until the server answers 0, for at most `limit`, and
+    /// shows the last reply with how long it took. The wait is announced before it starts.
+    async fn show_until_gone(
+        &mut self,
+        key: &str,
+        every: Duration,
+        limit: Duration,
+        why: &str,
+    ) -> anyhow::Result<i64> {
+        let io = |e: std::io::Error| anyhow::anyhow!("cannot print the demo: {e}");
+        self.say(&format!(
+            "{why}: polling EXISTS every {}...",
+            units::fmt_us(every.as_micros() as u64, units::Style::Compact)
+        ))
+        .map_err(io)?;
+        let start = tokio::time::Instant::now();
+        let mut polls = 0u32;
+        let last = loop {
+            polls += 1;
+            let r = cmd(self.conn.exists(key).await)?;
+            if r == 0 || start.elapsed() >= limit {
+                break r;
+            }
+            tokio::time::sleep(every).await;
+        };
+        self.show("observer", format!("EXISTS {key}"), int(last))
+            .map_err(io)?;
+        let took = compact(ms(start.elapsed()));
+        if last == 0 {
+            self.say(&format!("gone after {polls} polls over {took}"))
+        } else {
+            self.say(&format!("still there after {polls} polls over {took}"))
+        }
+        .map_err(io)?;
+        Ok(last)
+    }
+}
+
+/// The polling interval for a wait of `d`: about 20 polls, 5 ms to 100 ms apart.
+fn poll_every(d: Duration) -> Duration {
+    (d / 20).clamp(Duration::from_millis(5), Duration::from_millis(100))
+}
+fn ms(d: Duration) -> u64 {
+    d.as_millis().max(1) as u64
+}
+fn compact(ms: u64) -> String {
+    units::fmt_us(ms * 1000, units::Style::Compact)
+}
+fn io_err(e: std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!("cannot print the demo: {e}")
 }
 
 /// Plays both acts on `key` (which must be inside the run's own prefix) and returns the
@@ -451,9 +512,395 @@ pub async fn fencing<C: LockConn, W: Write>(
     Ok(s.steps)
 }
 
+/// The article's rule "take the lock with one command, never SETNX then EXPIRE", shown on
+/// `key`. First the two commands when A lives (`SETNX`, `PEXPIRE`: the key expires), then A
+/// crashing between them: `PTTL` answers -1, B is refused, a wait of `ttl` changes nothing, and
+/// only a `DEL` frees the key. Then `SET NX PX` and the same crash: the key has a TTL, and B
+/// acquires once the server has expired it. Returns the transcript; the key is deleted.
+pub async fn setnx_expire<C: LockConn, W: Write>(
+    conn: &mut C,
+    key: &str,
+    ttl: Duration,
+    out: W,
+) -> anyhow::Result<Vec<Step>> {
+    let t = ms(ttl);
+    let mut s = Script {
+        conn,
+        out,
+        steps: Vec::new(),
+        act: "setnx",
+    };
+    let cad = |tok: &str| format!("EVAL \"{CANONICAL_CAD_LUA}\" 1 {key} {tok}");
+    s.title("setnx", "SETNX, then PEXPIRE: two commands")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.setnx(key, "tokA").await)?;
+    s.show("A", format!("SETNX {key} tokA"), int(i64::from(r)))
+        .map_err(io_err)?;
+    let r = cmd(s.conn.pexpire(key, t).await)?;
+    s.show("A", format!("PEXPIRE {key} {t}"), int(i64::from(r)))
+        .map_err(io_err)?;
+    let r = cmd(s.conn.pttl(key).await)?;
+    s.show("observer", format!("PTTL {key}"), int(r))
+        .map_err(io_err)?;
+    s.say("when A lives to send both, the lock has its TTL. A releases:")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.canonical_cad(key, "tokA").await)?;
+    s.show("A", cad("tokA"), int(r)).map_err(io_err)?;
+
+    s.say("now A crashes between the two commands:")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.setnx(key, "tokA").await)?;
+    s.show("A", format!("SETNX {key} tokA"), int(i64::from(r)))
+        .map_err(io_err)?;
+    s.say(&format!("A crashes before its PEXPIRE {key} {t} is sent."))
+        .map_err(io_err)?;
+    let r = cmd(s.conn.pttl(key).await)?;
+    s.show("observer", format!("PTTL {key}"), int(r))
+        .map_err(io_err)?;
+    s.say("-1: the key exists and has no expiry.")
+        .map_err(io_err)?;
+    b_tries(&mut s, key).await?;
+    // Wait longer than the TTL A meant to set, watching the key's TTL (not a blind sleep).
+    let wait = ttl + ttl / 5;
+    s.say(&format!(
+        "waiting {} (longer than the TTL A meant to set), polling PTTL every {}...",
+        compact(ms(wait)),
+        units::fmt_us(poll_every(wait).as_micros() as u64, units::Style::Compact)
+    ))
+    .map_err(io_err)?;
+    let start = tokio::time::Instant::now();
+    let mut polls = 0u32;
+    let last = loop {
+        polls += 1;
+        let r = cmd(s.conn.pttl(key).await)?;
+        if r != -1 || start.elapsed() >= wait {
+            break r;
+        }
+        tokio::time::sleep(poll_every(wait)).await;
+    };
+    s.show("observer", format!("PTTL {key}"), int(last))
+        .map_err(io_err)?;
+    s.say(&format!(
+        "{} after {polls} polls over {}",
+        if last == -1 { "still -1" } else { "changed" },
+        compact(ms(start.elapsed()))
+    ))
+    .map_err(io_err)?;
+    b_tries(&mut s, key).await?;
+    s.say("the lock is stuck: nobody holds it and it never expires. Only a DEL frees it:")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.del(key).await)?;
+    s.show("operator", format!("DEL {key}"), int(r))
+        .map_err(io_err)?;
+    if b_tries(&mut s, key).await? {
+        let r = cmd(s.conn.canonical_cad(key, "tokB").await)?;
+        s.show("B", cad("tokB"), int(r)).map_err(io_err)?;
+    }
+
+    s.title("set-nx-px", "SET NX PX: one command")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.set_nx_px(key, "tokA", t).await)?;
+    s.show("A", format!("SET {key} tokA NX PX {t}"), ok_nil(r))
+        .map_err(io_err)?;
+    s.say("A crashes at the same point: the TTL went with the key.")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.pttl(key).await)?;
+    s.show("observer", format!("PTTL {key}"), int(r))
+        .map_err(io_err)?;
+    b_tries(&mut s, key).await?;
+    let limit = 2 * wait + Duration::from_secs(5);
+    s.show_until_gone(key, poll_every(ttl), limit, "waiting for the TTL")
+        .await?;
+    if b_tries(&mut s, key).await? {
+        s.say("the server freed the crashed holder's lock: B is in.")
+            .map_err(io_err)?;
+        let r = cmd(s.conn.canonical_cad(key, "tokB").await)?;
+        s.show("B", cad("tokB"), int(r)).map_err(io_err)?;
+    }
+    Ok(s.steps)
+}
+
+/// B's attempt in the setnx-expire story: `SET key tokB NX PX 30000`, shown; `true` = acquired.
+async fn b_tries<C: LockConn, W: Write>(
+    s: &mut Script<'_, C, W>,
+    key: &str,
+) -> anyhow::Result<bool> {
+    let r = cmd(s.conn.set_nx_px(key, "tokB", 30_000).await)?;
+    s.show("B", format!("SET {key} tokB NX PX 30000"), ok_nil(r))
+        .map_err(io_err)?;
+    Ok(r)
+}
+
+/// How long a fail-open client waits for a reply before it gives up.
+pub const FAIL_OPEN_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long the fail-open demo pauses the server.
+pub const FAIL_OPEN_PAUSE: Duration = Duration::from_millis(1000);
+
+/// Sends `CLIENT PAUSE ms ALL` on a connection of its own, which is then closed.
+async fn client_pause(url: &str, pause: Duration) -> anyhow::Result<String> {
+    let info = crate::target::check_url(url)?;
+    let client = redis::Client::open(info).context("cannot use the Redis URL")?;
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .context("cannot connect to pause the server")?;
+    let r: String = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(ms(pause))
+        .arg("ALL")
+        .query_async(&mut c)
+        .await
+        .context("the server refused CLIENT PAUSE")?;
+    Ok(r)
+}
+
+/// The reply a client that gave up shows: none.
+fn gave_up(r: &CmdResult<bool>, timeout: Duration) -> String {
+    match r {
+        Ok(v) => ok_nil(*v),
+        Err(e) if e.kind == crate::store::ErrorKind::Timeout => format!(
+            "(no reply within {}: the client gave up)",
+            compact(ms(timeout))
+        ),
+        Err(e) => format!("(error) {e}"),
+    }
+}
+
+/// The article's fail-open service ("Lock acquire failed (Redis down?) - degrading to
+/// lock-free") against a paused server, on `key` of the server at `url`. The demo pauses every
+/// client with `CLIENT PAUSE <pause> ALL`; A and B, each on its own connection with a response
+/// timeout of `timeout`, send `SET NX PX`, time out, and proceed without a lock. First with
+/// clients that close a connection whose reply timed out (their `SET` never runs: after the
+/// pause both see the key absent), then with one that keeps it (its `SET` waits at the server
+/// and runs when the pause ends: a lock its owner thinks it does not hold). Returns the
+/// transcript; the key is deleted.
+pub async fn fail_open<W: Write>(
+    url: &str,
+    allow_remote: bool,
+    key: &str,
+    pause: Duration,
+    timeout: Duration,
+    out: W,
+) -> anyhow::Result<Vec<Step>> {
+    use crate::store::redis::{RedisConnector, Timeouts};
+    let short = RedisConnector::new(
+        url,
+        Timeouts {
+            connect: Duration::from_secs(5),
+            response: timeout,
+        },
+        allow_remote,
+    )?;
+    let patient = RedisConnector::new(url, Timeouts::default(), allow_remote)?;
+    let mut observer = patient.connect().await?;
+    let mut s = Script {
+        conn: &mut observer,
+        out,
+        steps: Vec::new(),
+        act: "close",
+    };
+    let p = ms(pause);
+    let set = |tok: &str| format!("SET {key} {tok} NX PX 30000");
+
+    for act in ["close", "keep"] {
+        let close = act == "close";
+        s.title(
+            act,
+            if close {
+                "clients that close the connection when a reply times out"
+            } else {
+                "a client that keeps its connection (a pooled or multiplexed client)"
+            },
+        )
+        .map_err(io_err)?;
+        // Connections opened before the pause (opening one sends commands too).
+        let mut a = short.connect().await?;
+        let mut b = if close {
+            Some(short.connect().await?)
+        } else {
+            None
+        };
+        let r = client_pause(url, pause).await?;
+        s.show("admin", format!("CLIENT PAUSE {p} ALL"), r)
+            .map_err(io_err)?;
+        s.say(&format!(
+            "the server holds every client's commands for {}; {} after {}:",
+            compact(p),
+            if close {
+                "A and B give up"
+            } else {
+                "A gives up"
+            },
+            compact(ms(timeout))
+        ))
+        .map_err(io_err)?;
+        let ra = a.set_nx_px(key, "tokA", 30_000).await;
+        s.show("A", set("tokA"), gave_up(&ra, timeout))
+            .map_err(io_err)?;
+        if ra.is_err() {
+            s.say("A: \"Lock acquire failed (Redis down?) - degrading to lock-free\": A enters its critical section without a lock.")
+                .map_err(io_err)?;
+        }
+        if let Some(mut b) = b.take() {
+            drop(a);
+            let rb = b.set_nx_px(key, "tokB", 30_000).await;
+            s.show("B", set("tokB"), gave_up(&rb, timeout))
+                .map_err(io_err)?;
+            drop(b);
+            if rb.is_err() {
+                s.say("B does the same: A and B are both inside, and no lock exists to keep them apart.")
+                    .map_err(io_err)?;
+            }
+            s.say("both closed their connections; once the server answers again, each looks:")
+                .map_err(io_err)?;
+            // New connections: their commands wait at the server until the pause ends.
+            for who in ["A", "B"] {
+                let mut c = patient.connect().await?;
+                let r = cmd(c.exists(key).await)?;
+                s.show(who, format!("EXISTS {key}"), int(r))
+                    .map_err(io_err)?;
+            }
+            s.say("neither SET ever ran: the server dropped them with their connections. The lock was never taken; mutual exclusion was simply off while the server did not answer.")
+                .map_err(io_err)?;
+        } else {
+            s.say("A's client keeps the connection; A's SET is still waiting at the server. The observer's GET waits behind it:")
+                .map_err(io_err)?;
+            let r = cmd(s.conn.get(key).await)?;
+            let held = r.is_some();
+            s.show("observer", format!("GET {key}"), bulk(r))
+                .map_err(io_err)?;
+            let r = cmd(s.conn.pttl(key).await)?;
+            s.show("observer", format!("PTTL {key}"), int(r))
+                .map_err(io_err)?;
+            if held {
+                s.say("A's timed-out SET ran when the pause ended: a timed-out command is not a failed one. The lock is held for 30 s by a token whose owner believes it holds nothing; B is refused:")
+                    .map_err(io_err)?;
+            }
+            let r = cmd(s.conn.set_nx_px(key, "tokB", 30_000).await)?;
+            s.show("B", set("tokB"), ok_nil(r)).map_err(io_err)?;
+            s.say("the article's service still calls releaseLock with A's handle, and its token frees the key:")
+                .map_err(io_err)?;
+            let r = cmd(s.conn.canonical_cad(key, "tokA").await)?;
+            s.show(
+                "A",
+                format!("EVAL \"{CANONICAL_CAD_LUA}\" 1 {key} tokA"),
+                int(r),
+            )
+            .map_err(io_err)?;
+            drop(a);
+        }
+    }
+    Ok(s.steps)
+}
+
+/// The article's deduplication window (`SET hb:dedup:42 1 NX EX 2`) on `key`: the first
+/// `SET NX` with a fixed value wins, a duplicate within the window is refused, and once the
+/// server has expired the key (polled with `EXISTS`) the next one wins again. `window` is the
+/// key's TTL. Returns the transcript; the key is deleted.
+pub async fn dedup_window<C: LockConn, W: Write>(
+    conn: &mut C,
+    key: &str,
+    window: Duration,
+    out: W,
+) -> anyhow::Result<Vec<Step>> {
+    let w = ms(window);
+    let mut s = Script {
+        conn,
+        out,
+        steps: Vec::new(),
+        act: "dedup",
+    };
+    s.title(
+        "dedup",
+        "a deduplication window: SET NX with a fixed value, never released",
+    )
+    .map_err(io_err)?;
+    let set = format!("SET {key} 1 NX PX {w}");
+    let r = cmd(s.conn.set_nx_px(key, "1", w).await)?;
+    s.show("first", set.clone(), ok_nil(r)).map_err(io_err)?;
+    s.say(&format!(
+        "the first heartbeat passes (the article sends SET hb:dedup:42 1 NX EX 2: the same with a window of {})",
+        compact(w)
+    ))
+    .map_err(io_err)?;
+    let r = cmd(s.conn.set_nx_px(key, "1", w).await)?;
+    s.show("dup", set.clone(), ok_nil(r)).map_err(io_err)?;
+    s.say("a duplicate within the window is suppressed")
+        .map_err(io_err)?;
+    let limit = 2 * window + Duration::from_secs(5);
+    s.show_until_gone(
+        key,
+        poll_every(window),
+        limit,
+        "waiting for the window to close",
+    )
+    .await?;
+    let r = cmd(s.conn.set_nx_px(key, "1", w).await)?;
+    s.show("later", set, ok_nil(r)).map_err(io_err)?;
+    s.say("the window reopened. A fixed value is right here: nobody releases the key, so nobody has to prove they set it; it only expires.")
+        .map_err(io_err)?;
+    let r = cmd(s.conn.del(key).await)?;
+    s.show("cleanup", format!("DEL {key}"), int(r))
+        .map_err(io_err)?;
+    Ok(s.steps)
+}
+
+/// The article's one-time token (`GETDEL`) on `key`: the first caller gets the token, the
+/// next gets nil, because reading and deleting are one command. Returns the transcript; the
+/// key is gone at the end (consumed).
+pub async fn one_time_token<C: LockConn, W: Write>(
+    conn: &mut C,
+    key: &str,
+    out: W,
+) -> anyhow::Result<Vec<Step>> {
+    let mut s = Script {
+        conn,
+        out,
+        steps: Vec::new(),
+        act: "token",
+    };
+    s.title(
+        "token",
+        "a one-time token: GETDEL reads and deletes in one command",
+    )
+    .map_err(io_err)?;
+    let r = cmd(s.conn.set_nx_px(key, "tok", 60_000).await)?;
+    s.show("issuer", format!("SET {key} tok NX PX 60000"), ok_nil(r))
+        .map_err(io_err)?;
+    s.say("the token is issued (the article: SET bk:tok:abc 1 EX 60); two callers redeem it:")
+        .map_err(io_err)?;
+    for who in ["first", "second"] {
+        let r = cmd(s.conn.getdel(key).await)?;
+        s.show(who, format!("GETDEL {key}"), bulk(r))
+            .map_err(io_err)?;
+    }
+    let r = cmd(s.conn.exists(key).await)?;
+    s.show("observer", format!("EXISTS {key}"), int(r))
+        .map_err(io_err)?;
+    s.say("exactly one caller got the token: no window between the read and the delete, and no holder that must prove anything at a release.")
+        .map_err(io_err)?;
+    Ok(s.steps)
+}
+
+/// The stories `lockbench demo` knows, in help order.
+pub const STORIES: [&str; 6] = [
+    "stale-release",
+    "fencing",
+    "setnx-expire",
+    "fail-open",
+    "dedup-window",
+    "one-time-token",
+];
+
 /// `lockbench demo`.
 pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
-    let ttl = crate::units::parse_duration(&a.ttl).map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
+    let default_ttl = if a.story == "dedup-window" {
+        "2s"
+    } else {
+        "300ms"
+    };
+    let ttl = crate::units::parse_duration(a.ttl.as_deref().unwrap_or(default_ttl))
+        .map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
     if ttl < std::time::Duration::from_millis(1) || ttl > std::time::Duration::from_secs(60) {
         anyhow::bail!("--ttl: use 1ms to 60s");
     }
@@ -472,9 +919,55 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
         "lockbench:{}:demo",
         crate::results::run_id(std::time::SystemTime::now())
     );
-    let result = crate::with_connector!(&backend, c => run_demo(c, &a.story, &prefix, ttl).await);
+    let result = if a.story == "fail-open" {
+        // The story needs a server to pause; the model has no clients to hold.
+        let url = match &backend {
+            Backend::Spawned(server, _) => Some(server.url()),
+            Backend::Url(_) => plan.redis.clone(),
+            Backend::Memory(_) => None,
+        };
+        match url {
+            Some(url) => run_fail_open(&url, a.allow_remote, &prefix).await,
+            None => Err(anyhow::Error::new(crate::exit::BadInput(
+                "demo fail-open needs a real server to pause (CLIENT PAUSE): use --backend \
+                 spawn (redis-server installed) or --redis URL, not the memory model"
+                    .into(),
+            ))),
+        }
+    } else {
+        crate::with_connector!(&backend, c => run_demo(c, &a.story, &prefix, ttl).await)
+    };
     backend.close().await;
     result.map(|_| 0)
+}
+
+async fn run_fail_open(url: &str, allow_remote: bool, prefix: &str) -> anyhow::Result<()> {
+    use crate::store::redis::{RedisConnector, Timeouts};
+    let key = format!("{prefix}:fail-open:lock");
+    let c = RedisConnector::new(url, Timeouts::default(), allow_remote)?;
+    let mut conn = c.connect().await?;
+    let version = conn
+        .server_version()
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    println!(
+        "fail-open demo against {} ({version}); key {key}. It pauses every client of that \
+         server for {}, twice.",
+        c.describe(),
+        compact(ms(FAIL_OPEN_PAUSE))
+    );
+    let r = fail_open(
+        url,
+        allow_remote,
+        &key,
+        FAIL_OPEN_PAUSE,
+        FAIL_OPEN_TIMEOUT,
+        std::io::stdout(),
+    )
+    .await;
+    // Whatever happened, leave nothing behind (this waits for any pause to end).
+    let _ = conn.del(&key).await;
+    r.map(|_| ()).context("demo failed")
 }
 
 async fn run_demo<K: Connector>(
@@ -488,24 +981,42 @@ async fn run_demo<K: Connector>(
         .server_version()
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let (r, keys) = if story == "fencing" {
-        // One hash tag: the scripts touch the lock and the resource together.
-        let keys = FencingKeys::new(&format!("{prefix}:{{fencing}}"));
+    let out = std::io::stdout();
+    let banner = |keys: &[String]| {
         println!(
-            "fencing demo against {} ({version}); keys {}",
+            "{story} demo against {} ({version}); key{} {}",
             c.describe(),
-            keys.all().join(" ")
+            if keys.len() == 1 { "" } else { "s" },
+            keys.join(" ")
         );
-        let r = fencing(&mut conn, &keys, ttl, std::io::stdout()).await;
-        (r, keys.all())
-    } else {
-        let key = format!("{prefix}:lock");
-        println!(
-            "stale-release demo against {} ({version}); key {key}",
-            c.describe()
-        );
-        let r = stale_release(&mut conn, &key, ttl, std::io::stdout()).await;
-        (r, vec![key])
+    };
+    let (r, keys) = match story {
+        "fencing" => {
+            // One hash tag: the scripts touch the lock and the resource together.
+            let keys = FencingKeys::new(&format!("{prefix}:{{fencing}}"));
+            banner(&keys.all());
+            (fencing(&mut conn, &keys, ttl, out).await, keys.all())
+        }
+        "setnx-expire" => {
+            let key = format!("{prefix}:setnx-expire:lock");
+            banner(std::slice::from_ref(&key));
+            (setnx_expire(&mut conn, &key, ttl, out).await, vec![key])
+        }
+        "dedup-window" => {
+            let key = format!("{prefix}:dedup:hb:42");
+            banner(std::slice::from_ref(&key));
+            (dedup_window(&mut conn, &key, ttl, out).await, vec![key])
+        }
+        "one-time-token" => {
+            let key = format!("{prefix}:one-time-token:tok:abc");
+            banner(std::slice::from_ref(&key));
+            (one_time_token(&mut conn, &key, out).await, vec![key])
+        }
+        _ => {
+            let key = format!("{prefix}:lock");
+            banner(std::slice::from_ref(&key));
+            (stale_release(&mut conn, &key, ttl, out).await, vec![key])
+        }
     };
     // Whatever happened, leave nothing behind.
     let _ = conn.del_many(&keys).await;

@@ -163,6 +163,42 @@ impl LockConn for MemoryStore {
         .pipe(Ok)
     }
 
+    async fn setnx(&mut self, key: &str, value: &str) -> CmdResult<bool> {
+        self.call(|ks, now| {
+            if ks.live(key, now).is_some() {
+                return false;
+            }
+            // No expiry: the key stays until a DEL (or a PEXPIRE).
+            ks.map.insert(
+                key.to_string(),
+                Entry {
+                    value: Value::Str(value.to_string()),
+                    expires_at: None,
+                },
+            );
+            true
+        })
+        .await
+        .pipe(Ok)
+    }
+
+    async fn pexpire(&mut self, key: &str, ms: u64) -> CmdResult<bool> {
+        self.call(|ks, now| {
+            let Some(e) = ks.live(key, now) else {
+                return false;
+            };
+            // Any type of value can expire; `PEXPIRE key 0` deletes the key.
+            if ms == 0 {
+                ks.map.remove(key);
+            } else {
+                e.expires_at = Some(now + Duration::from_millis(ms));
+            }
+            true
+        })
+        .await
+        .pipe(Ok)
+    }
+
     async fn getdel(&mut self, key: &str) -> CmdResult<Option<String>> {
         self.call(|ks, now| {
             let Some(e) = ks.live(key, now) else {
@@ -263,7 +299,7 @@ impl LockConn for MemoryStore {
         Ok(match name.to_ascii_uppercase().as_str() {
             "DELEX" => self.delex,
             "SET" | "GETDEL" | "DEL" | "GET" | "EXISTS" | "PTTL" | "EVALSHA" | "EVAL" | "INCR"
-            | "HGET" | "HSET" | "HMGET" | "PEXPIRE" => true,
+            | "HGET" | "HSET" | "HMGET" | "PEXPIRE" | "SETNX" => true,
             _ => false,
         })
     }

@@ -81,6 +81,12 @@ pub trait LockConn: Clone + Send + Sync + 'static {
         value: &str,
         ttl_ms: u64,
     ) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// `SETNX key value`: `true` when the key was set. The key gets no expiry: a holder that
+    /// dies before its `EXPIRE` leaves it forever (only the demo sends it, to show that).
+    fn setnx(&mut self, key: &str, value: &str) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// `PEXPIRE key ms`: `true` when the key exists and now expires in `ms` milliseconds
+    /// (`PEXPIRE key 0` deletes it, as on Redis); `false` when the key is absent.
+    fn pexpire(&mut self, key: &str, ms: u64) -> impl Future<Output = CmdResult<bool>> + Send;
     /// `GETDEL key`: the value that was removed, if any (same server-side effect as `DEL`).
     fn getdel(&mut self, key: &str) -> impl Future<Output = CmdResult<Option<String>>> + Send;
     /// `DEL key`: number of keys removed.

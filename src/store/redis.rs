@@ -188,6 +188,24 @@ impl LockConn for RedisConn {
         Ok(r.is_some())
     }
 
+    async fn setnx(&mut self, key: &str, value: &str) -> CmdResult<bool> {
+        redis::cmd("SETNX")
+            .arg(key)
+            .arg(value)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)
+    }
+
+    async fn pexpire(&mut self, key: &str, ms: u64) -> CmdResult<bool> {
+        redis::cmd("PEXPIRE")
+            .arg(key)
+            .arg(ms)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)
+    }
+
     async fn getdel(&mut self, key: &str) -> CmdResult<Option<String>> {
         redis::cmd("GETDEL")
             .arg(key)
