@@ -123,6 +123,8 @@ pub const RUN_FILES: &[&str] = &[
     "timeline.png",
     "acquire-latency.png",
     "compare.png",
+    "damage.png",
+    "leftover-keys.txt",
     "sweep.csv",
     "sweep.png",
 ];
@@ -170,7 +172,7 @@ pub fn is_run_file(name: &str) -> bool {
     let variant_ok = |v: &str| {
         !v.is_empty()
             && v.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '+')
     };
     Metric::ALL.iter().any(|m| {
         let stem = m.file_stem();
@@ -333,11 +335,14 @@ mod tests {
     #[test]
     fn run_files_are_exactly_lockbenchs() {
         use crate::report::{
-            ACQUIRE_PNG, COMPARE_PNG, DURATIONS_PNG, REPORT_HTML, SURVIVAL_PNG, TIMELINE_PNG,
+            ACQUIRE_PNG, COMPARE_PNG, DAMAGE_PNG, DURATIONS_PNG, REPORT_HTML, SURVIVAL_PNG,
+            TIMELINE_PNG,
         };
         for f in [
             ACQUIRE_PNG,
             COMPARE_PNG,
+            DAMAGE_PNG,
+            "leftover-keys.txt",
             DURATIONS_PNG,
             REPORT_HTML,
             SURVIVAL_PNG,
@@ -351,6 +356,7 @@ mod tests {
                 format!("{s}.hgrm"),
                 format!("{s}.hlog"),
                 format!("{s}-del.hgrm"),
+                format!("{s}-token+extend+fence-rw.hgrm"),
             ] {
                 assert!(is_run_file(&f), "{f}");
             }
