@@ -128,6 +128,39 @@ pub struct RetryProfile {
     pub max_wait: Option<String>,
 }
 
+/// How the extension interval is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExtendEvery {
+    /// The TTL divided by N.
+    TtlDiv(u64),
+    /// A fixed interval, µs.
+    Fixed(u64),
+}
+
+impl Default for ExtendEvery {
+    fn default() -> Self {
+        ExtendEvery::TtlDiv(3)
+    }
+}
+
+impl ExtendEvery {
+    /// The interval for a TTL, µs; checked only when some variant extends (`extends`).
+    pub fn at(self, ttl_us: u64, extends: bool) -> Result<u64, String> {
+        let us = match self {
+            ExtendEvery::TtlDiv(n) => ttl_us / n,
+            ExtendEvery::Fixed(us) => us,
+        };
+        if extends && (us < 1_000 || us >= ttl_us) {
+            return Err(format!(
+                "an extension every {} cannot keep a {} lock: use an interval from 1ms to below the TTL (e.g. ttl/3)",
+                units::fmt_us(us, units::Style::Compact),
+                units::fmt_us(ttl_us, units::Style::Compact)
+            ));
+        }
+        Ok(us)
+    }
+}
+
 /// What a holder does when an extension finds its lock gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -254,6 +287,9 @@ pub struct Plan {
     pub resource: bool,
     /// Interval of lease extension for variants that extend, µs.
     pub extend_us: u64,
+    /// How that interval was given (kept so a sweep cell's TTL recomputes it).
+    #[serde(skip)]
+    pub extend_every: ExtendEvery,
     /// The extension command.
     pub extend_with: ExtendCommand,
     /// What a holder does when an extension finds its lock gone.
@@ -639,11 +675,11 @@ impl Profile {
                 ),
             ));
         }
-        let extend_us = match self.extend.as_deref().map(str::trim) {
-            None | Some("off") => ttl_us / 3,
+        let extend_every = match self.extend.as_deref().map(str::trim) {
+            None | Some("off") => ExtendEvery::TtlDiv(3),
             Some(t) => match t.strip_prefix("ttl/") {
                 Some(n) => match n.parse::<u64>() {
-                    Ok(n) if n >= 2 => ttl_us / n,
+                    Ok(n) if n >= 2 => ExtendEvery::TtlDiv(n),
                     _ => {
                         return Err(err(
                             "extend",
@@ -653,19 +689,13 @@ impl Profile {
                         ));
                     }
                 },
-                None => dur_us("extend", &self.extend, "0ms")?,
+                None => ExtendEvery::Fixed(dur_us("extend", &self.extend, "0ms")?),
             },
         };
-        if extend_us < 1_000 || extend_us >= ttl_us {
-            return Err(err(
-                "extend",
-                format!(
-                    "an extension every {} cannot keep a {} lock: use an interval from 1ms to below the TTL (e.g. ttl/3)",
-                    units::fmt_us(extend_us, units::Style::Compact),
-                    units::fmt_us(ttl_us, units::Style::Compact)
-                ),
-            ));
-        }
+        let extends = std::iter::once(&release).chain(&releases).any(|v| v.extend);
+        let extend_us = extend_every
+            .at(ttl_us, extends)
+            .map_err(|m| err("extend", m))?;
         let extend_with = match self.extend_with.as_deref().unwrap_or("script") {
             "script" => ExtendCommand::Script,
             "set-ifeq" => ExtendCommand::SetIfeq,
@@ -749,6 +779,7 @@ impl Profile {
             releases,
             resource,
             extend_us,
+            extend_every,
             extend_with,
             on_lost,
             on_unavailable,
@@ -875,8 +906,21 @@ impl Plan {
         })?;
         let ttl_warnings = warnings.len();
         warnings.extend(self.warnings[self.ttl_warnings..].iter().cloned());
+        let extends = std::iter::once(&self.release)
+            .chain(&self.releases)
+            .any(|v| v.extend);
+        let extend_us = self
+            .extend_every
+            .at(ttl_us, extends)
+            .map_err(|m| ProfileError {
+                file: "command line".to_string(),
+                line: None,
+                message: format!("--ttl {}: {m}", units::fmt_us(raw_ttl_us, units::Style::Compact)),
+                field: Some("extend".to_string()),
+            })?;
         Ok(Plan {
             ttl_ms: ttl_us / 1000,
+            extend_us,
             unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
             warnings,
             ttl_warnings,
