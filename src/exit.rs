@@ -32,9 +32,18 @@ dominated · 2 bad input (profile, flag, file) or a report check mismatch · 99 
 #[error("{0}")]
 pub struct BadInput(pub String);
 
-/// The exit code of a command that failed with `e`: 2 for bad input (a profile or flag, a
-/// distribution or data file, an output directory that would mix runs), else 1.
+/// Ctrl-C or SIGTERM before anything was measured: exit code 130, like any interrupted run.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted before any variant ran")]
+pub struct Interrupted;
+
+/// The exit code of a command that failed with `e`: 130 when it was interrupted, 2 for bad
+/// input (a profile or flag, a distribution or data file, an output directory that would mix
+/// runs), else 1.
 pub fn code_of_error(e: &anyhow::Error) -> i32 {
+    if e.chain().any(|c| c.is::<Interrupted>()) {
+        return INTERRUPTED;
+    }
     let bad = e.chain().any(|c| {
         c.is::<BadInput>()
             || c.is::<crate::profile::ProfileError>()
@@ -58,9 +67,16 @@ pub struct Verdict {
 
 /// Errors dominate when more than half of the commands the workers sent failed.
 pub fn errors_dominate(s: &Summary) -> bool {
-    // Every attempt is one command, and every section sends one release.
-    let commands = s.counts.attempts + s.counts.sections;
-    s.errors > 0 && s.errors * 2 > commands
+    s.errors > 0 && s.errors * 2 > commands(s)
+}
+
+/// Commands the workers sent: counted one by one; summaries written before that counter
+/// existed had one per attempt and one release per section.
+fn commands(s: &Summary) -> u64 {
+    match s.counts.commands {
+        0 | crate::analysis::counts::NOT_RECORDED => s.counts.attempts + s.counts.sections,
+        n => n,
+    }
 }
 
 /// The verdict on a run: interrupted beats everything; then a failure, a variant that gave
@@ -83,7 +99,7 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
             reasons.push(format!(
                 "variant `{v}`: {} of its {} commands failed",
                 s.errors,
-                s.counts.attempts + s.counts.sections
+                commands(s)
             ));
         }
     }

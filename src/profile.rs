@@ -915,7 +915,10 @@ impl Plan {
             .map_err(|m| ProfileError {
                 file: "command line".to_string(),
                 line: None,
-                message: format!("--ttl {}: {m}", units::fmt_us(raw_ttl_us, units::Style::Compact)),
+                message: format!(
+                    "--ttl {}: {m}",
+                    units::fmt_us(raw_ttl_us, units::Style::Compact)
+                ),
                 field: Some("extend".to_string()),
             })?;
         Ok(Plan {

@@ -2,8 +2,9 @@
 //!
 //! The first signal asks a run to stop the way its own end does (sections finish or are cut
 //! short, keys are removed, every file is written); the second abandons what is still waiting
-//! on the server (in-flight commands, the key cleanup) and writes the files at once; the third
-//! exits on the spot, for a process stuck somewhere no run can see the signal.
+//! on the server (in-flight commands, the resource read-back, the key cleanup) and writes the
+//! files without it; the third exits on the spot, for a process stuck somewhere no run can see
+//! the signal.
 //!
 //! Why a plain thread and not `tokio::signal`: a tokio signal stream belongs to the runtime
 //! that made it, tests run many runtimes in one process, and the count must keep moving while

@@ -80,6 +80,9 @@ macro_rules! counts {
 counts! {
     /// Acquisition commands sent.
     attempts: Live,
+    /// Every command the workers sent (acquisitions, releases, resource reads and writes,
+    /// extensions).
+    commands: Live,
     /// Successful acquisitions (sections begun).
     sections: FromRows,
     /// Sections with d > TTL.

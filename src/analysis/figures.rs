@@ -195,7 +195,10 @@ pub const DERIVED: &[Derived] = &[
         Unit::Count,
         Check::FromCounts,
         "accepted writes − (final value − initial value), the final value read back from the server",
-        |s, _| s.lost_updates.to_string(),
+        |s, _| match s.lost_updates {
+            NOT_RECORDED => "n/a".to_string(),
+            n => n.to_string(),
+        },
     ),
     (
         "pause_total_ms",

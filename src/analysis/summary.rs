@@ -2,7 +2,7 @@
 //! the recorder collected, or hand-built data in tests. Field names are the design notes'
 //! terms in snake_case; `schema/summary.schema.json` describes them.
 
-use crate::analysis::counts::Counts;
+use crate::analysis::counts::{Counts, NOT_RECORDED};
 use crate::analysis::overlap::OverlapStats;
 use crate::record::{HistSet, Metric, Outages};
 use crate::release::StaleRule;
@@ -237,7 +237,8 @@ pub struct Protection {
     /// Interval of lease extension, ms (0: no extension).
     #[serde(default)]
     pub extend_every_ms: f64,
-    /// Sum over keys of the resource's final value, read back from the server.
+    /// Sum over keys of the resource's final value, read back from the server
+    /// ([`NOT_RECORDED`] when the read-back failed or was abandoned: lost updates unknown).
     #[serde(default)]
     pub resource_final: u64,
 }
@@ -300,9 +301,10 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         stop_reason: meta.stop_reason,
         thresholds: Vec::new(),
         protect: meta.protect,
-        lost_updates: c
-            .writes_accepted
-            .saturating_sub(meta.protect.resource_final),
+        lost_updates: match meta.protect.resource_final {
+            NOT_RECORDED => NOT_RECORDED,
+            f => c.writes_accepted.saturating_sub(f),
+        },
         pause_total_ms: c.pause_total_us as f64 / 1000.0,
         outages: m.outages.ended + u64::from(m.outages.open_at_end),
         outage_ms: m.outages.total_us as f64 / 1000.0,

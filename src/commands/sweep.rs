@@ -99,9 +99,14 @@ pub async fn sweep(
 ) -> anyhow::Result<Vec<SweepRow>> {
     crate::results::prepare_dir(dir, opts.force)?;
     let mut rows = Vec::new();
+    let signals = crate::signals::subscribe();
     for &ttl in ttls_us {
         let plan = plan_for(ttl)?;
         for &method in methods {
+            // A Ctrl-C between cells ends the sweep here, with the rows it has.
+            if crate::signals::request_of(*signals.borrow()) != crate::signals::Request::Continue {
+                return Ok(rows);
+            }
             let cell_dir = dir.join(format!("ttl-{}-{}", ttl_label(ttl), method));
             let cell_opts = RunOptions {
                 out_dir: Some(cell_dir.clone()),
@@ -359,9 +364,11 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     // others stand.
     let summaries: Vec<crate::analysis::summary::Summary> =
         rows.iter().filter_map(|r| r.summary.clone()).collect();
-    let interrupted = summaries
-        .iter()
-        .any(|s| s.stop_reason == crate::analysis::summary::StopReason::Interrupted);
+    let interrupted = crate::signals::request_of(*crate::signals::subscribe().borrow())
+        != crate::signals::Request::Continue
+        || summaries
+            .iter()
+            .any(|s| s.stop_reason == crate::analysis::summary::StopReason::Interrupted);
     let failures: Vec<String> = rows
         .iter()
         .filter_map(|r| {

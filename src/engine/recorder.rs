@@ -29,7 +29,7 @@ pub struct Counters {
     pub counts: LiveCounts,
     /// Sections that began while another holder of the same key was open (live view).
     pub overlap_incidents: AtomicU64,
-    errors: [AtomicU64; 4],
+    errors: [AtomicU64; 5],
 }
 
 impl Counters {

@@ -1,6 +1,7 @@
 //! Runs a validated plan: picks the backend, opens connections, drives the workers of each
 //! variant, removes exactly the run's keys, and writes every output file.
 
+use crate::analysis::counts::NOT_RECORDED;
 use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize};
 use crate::engine::collector::Collector;
 use crate::engine::recorder::Recorder;
@@ -202,9 +203,7 @@ pub async fn run_with<K: Connector>(
 
     if summaries.is_empty() {
         // Nothing was measured: no summary to write.
-        return Err(
-            failure.unwrap_or_else(|| anyhow::anyhow!("interrupted before any variant ran"))
-        );
+        return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
     }
     let summary_file = SummaryFile {
         run_id: run_id.clone(),
@@ -538,18 +537,31 @@ async fn run_variant<K: Connector>(
     if let Some(p) = panicked {
         bail!("a worker panicked: {p}");
     }
+    let hists = collector.finish()?;
     // The resource's final values, read back from the server: what lost updates count from.
-    let mut resource_final = 0u64;
+    // A server that does not answer (or a user who abandoned the run) leaves them unknown,
+    // never the variant unwritten.
+    let mut resource_final = Some(0u64);
     if let Some(r) = &ctx.resource {
         let mut conn = probe.clone();
         for &k in &touched {
-            let v = conn.resource_value(&r.res_keys[k]).await.map_err(|e| {
-                anyhow::anyhow!("cannot read back the resource {}: {e}", r.res_keys[k])
-            })?;
-            resource_final += v;
+            if request_of(*env.signals.borrow()) == Request::Abandon {
+                resource_final = None;
+                break;
+            }
+            match conn.resource_value(&r.res_keys[k]).await {
+                Ok(v) => resource_final = resource_final.map(|t| t + v),
+                Err(e) => {
+                    eprintln!(
+                        "warning: cannot read back the resource {}: {e}; lost updates are not known",
+                        r.res_keys[k]
+                    );
+                    resource_final = None;
+                    break;
+                }
+            }
         }
     }
-    let hists = collector.finish()?;
     let meta = Meta {
         variant: variant.name(),
         release: variant.release.name().to_string(),
@@ -571,7 +583,8 @@ async fn run_variant<K: Connector>(
             } else {
                 0.0
             },
-            resource_final,
+            // Unknown when the read-back failed: lost updates then read "n/a".
+            resource_final: resource_final.unwrap_or(NOT_RECORDED),
         },
     };
     let mut summary = summarize(meta, &recorder.measured(), &hists);

@@ -202,14 +202,17 @@ async fn sleep_until_or_shutdown(t: Instant, shutdown: &mut watch::Receiver<Halt
 /// Awaits a command's reply unless the run is abandoned first; an abandoned command counts
 /// as a timeout (its reply was not awaited), so its section still gets its row.
 async fn unless_abandoned<T>(
+    rec: &Recorder,
     command: impl std::future::Future<Output = CmdResult<T>>,
     shutdown: &mut watch::Receiver<Halt>,
 ) -> CmdResult<T> {
+    // Every command a worker sends goes through here: the one place they are counted.
+    rec.counters.counts.commands.fetch_add(1, Relaxed);
     tokio::select! {
         biased;
         r = command => r,
         Ok(_) = shutdown.wait_for(|h| *h == Halt::Abandon) => Err(CmdError {
-            kind: ErrorKind::Timeout,
+            kind: ErrorKind::Abandoned,
             detail: "reply not awaited: the run was abandoned (second Ctrl-C or SIGTERM)".into(),
         }),
     }
@@ -301,11 +304,11 @@ impl<C: LockConn> Worker<C> {
                         &token,
                         ctx.ttl_ms,
                     );
-                    unless_abandoned(set, &mut self.halt).await
+                    unless_abandoned(&ctx.recorder, set, &mut self.halt).await
                 }
                 _ => {
                     let set = self.conn.set_nx_px(lock, &token, ctx.ttl_ms);
-                    unless_abandoned(set, &mut self.halt)
+                    unless_abandoned(&ctx.recorder, set, &mut self.halt)
                         .await
                         .map(|ok| ok.then_some(0))
                 }
@@ -413,7 +416,11 @@ impl<C: LockConn> Worker<C> {
         if let Some(r) = &ctx.resource {
             let register = (r.fencing == Fencing::ReadWrite).then_some(s.held.fence);
             let read = self.conn.resource_read(&r.res_keys[key], register);
-            (s.value, s.read) = match unless_abandoned(read, &mut self.halt).await {
+            let reply = unless_abandoned(&ctx.recorder, read, &mut self.halt).await;
+            if reply.is_ok() {
+                rec.ok();
+            }
+            (s.value, s.read) = match reply {
                 Ok(ReadOutcome::Value(v)) => (Some(v), "value"),
                 Ok(ReadOutcome::Fenced { .. }) => (None, "fenced"),
                 Err(e) => {
@@ -469,7 +476,7 @@ impl<C: LockConn> Worker<C> {
                 && n <= now
             {
                 let ext = self.conn.extend(lock, &s.held.token, ctx.ttl_ms, e.with);
-                next_extend = match unless_abandoned(ext, &mut self.halt).await {
+                next_extend = match unless_abandoned(&ctx.recorder, ext, &mut self.halt).await {
                     Ok(true) => {
                         rec.ok();
                         s.extensions += 1;
@@ -522,7 +529,11 @@ impl<C: LockConn> Worker<C> {
             fence,
             value + 1,
         );
-        s.write = match unless_abandoned(write, &mut self.halt).await {
+        let reply = unless_abandoned(&ctx.recorder, write, &mut self.halt).await;
+        if reply.is_ok() {
+            ctx.recorder.ok();
+        }
+        s.write = match reply {
             Ok(WriteOutcome::Accepted { holder: true, .. }) => "accepted",
             // The writer had lost the lock and another holder had it: the damage case.
             Ok(WriteOutcome::Accepted {
@@ -552,7 +563,7 @@ impl<C: LockConn> Worker<C> {
             UNLOCKED.to_string()
         } else {
             let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
-            match unless_abandoned(release, &mut self.halt).await {
+            match unless_abandoned(&ctx.recorder, release, &mut self.halt).await {
                 Ok(o) => {
                     rec.ok();
                     o.name().to_string()
@@ -607,7 +618,11 @@ impl<C: LockConn> Worker<C> {
             (Metric::TimerError, 0),
             (Metric::Excess, 0),
         ];
+        // A section without a lock sent no release: it has no release latency.
         let mut n = 4;
+        if h.unlocked {
+            n = 3;
+        }
         // Timer error only of sections that ran their course; a pause is not timer error.
         if section.completed && !section.aborted {
             let late = d.saturating_sub(section.intended_us + section.pause_us);

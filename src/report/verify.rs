@@ -163,7 +163,7 @@ fn compare_variant(
             check(name, e.unwrap_or(0).to_string(), x.unwrap_or(0).to_string());
         }
     }
-    if s.protect.resource {
+    if s.protect.resource && s.protect.resource_final != NOT_RECORDED {
         check(
             "lost_updates",
             v.counts

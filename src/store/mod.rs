@@ -20,11 +20,19 @@ pub enum ErrorKind {
     Server,
     /// Anything else (unexpected reply type, protocol error).
     Other,
+    /// Not awaited: the user abandoned the run (a second Ctrl-C or SIGTERM). Not an outage.
+    Abandoned,
 }
 
 impl ErrorKind {
     /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 4] = [Self::Timeout, Self::Connection, Self::Server, Self::Other];
+    pub const ALL: [ErrorKind; 5] = [
+        Self::Timeout,
+        Self::Connection,
+        Self::Server,
+        Self::Other,
+        Self::Abandoned,
+    ];
 
     /// Stable snake_case name used in reports.
     pub fn name(self) -> &'static str {
@@ -33,6 +41,7 @@ impl ErrorKind {
             Self::Connection => "connection",
             Self::Server => "server",
             Self::Other => "other",
+            Self::Abandoned => "abandoned",
         }
     }
 }
@@ -264,7 +273,8 @@ return 0";
 pub const CANONICAL_CAD_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /// Fenced acquisition: `SET NX PX` and, only if it set the key, `INCR` of the key's fence
-/// counter. KEYS: lock, fence counter. ARGV: token, ttl in ms. Reply: the new fence, or nil.
+/// counter, and with a third key the new fence registered at that resource. KEYS: lock, fence
+/// counter[, resource]. ARGV: token, ttl in ms. Reply: the new fence, or nil.
 pub const FENCED_ACQUIRE_LUA: &str = "\
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local f = redis.call('incr', KEYS[2])
@@ -292,8 +302,8 @@ return {1, v}";
 /// Write of the resource hash, refused below the highest fence seen unless ARGV[2] is `-`,
 /// reporting whether the writer held the lock at that instant.
 /// KEYS: resource, lock. ARGV: token, fence or `-`, value.
-/// Reply: `{1, 1}` accepted from the holder, `{1, 0}` accepted from a non-holder (unsafe),
-/// `{0, highest}` refused.
+/// Reply: `{1, 1}` accepted from the holder, `{1, 2}` accepted while another holder had the
+/// lock, `{1, 0}` accepted while nobody had it (both unsafe), `{0, highest}` refused.
 pub const RESOURCE_WRITE_LUA: &str = "\
 local f = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
 if ARGV[2] ~= '-' then
