@@ -54,7 +54,17 @@ struct Script<'a, C, W> {
     act: &'static str,
 }
 
-impl<C: LockConn, W: Write> Script<'_, C, W> {
+impl<'a, C: LockConn, W: Write> Script<'a, C, W> {
+    /// A transcript of the story's first act `act`, printed to `out`.
+    fn new(conn: &'a mut C, out: W, act: &'static str) -> Self {
+        Self {
+            conn,
+            out,
+            steps: Vec::new(),
+            act,
+        }
+    }
+
     fn show(&mut self, who: &'static str, command: String, reply: String) -> std::io::Result<()> {
         writeln!(self.out, "{who:>8}> {command}")?;
         for line in reply.lines() {
@@ -85,7 +95,7 @@ impl<C: LockConn, W: Write> Script<'_, C, W> {
         limit: Duration,
         why: &str,
     ) -> anyhow::Result<i64> {
-        let io = |e: std::io::Error| anyhow::anyhow!("cannot print the demo: {e}");
+        let io = io_err;
         self.say(&format!(
             "{why}: polling EXISTS every {}...",
             units::fmt_us(every.as_micros() as u64, units::Style::Compact)
@@ -137,13 +147,8 @@ pub async fn stale_release<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let ttl = short_ttl.as_millis().max(1) as u64;
-    let mut s = Script {
-        conn,
-        out,
-        steps: Vec::new(),
-        act: "del",
-    };
-    let io = |e: std::io::Error| anyhow::anyhow!("cannot print the demo: {e}");
+    let mut s = Script::new(conn, out, "del");
+    let io = io_err;
 
     for act in ["del", "token"] {
         s.act = act;
@@ -312,13 +317,8 @@ pub async fn fencing<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let ttl = short_ttl.as_millis().max(1) as u64;
-    let mut s = Script {
-        conn,
-        out,
-        steps: Vec::new(),
-        act: "fenced",
-    };
-    let io = |e: std::io::Error| anyhow::anyhow!("cannot print the demo: {e}");
+    let mut s = Script::new(conn, out, "fenced");
+    let io = io_err;
     let (acquire, read, write) = (
         sha(FENCED_ACQUIRE_LUA),
         sha(RESOURCE_READ_LUA),
@@ -524,12 +524,7 @@ pub async fn setnx_expire<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let t = ms(ttl);
-    let mut s = Script {
-        conn,
-        out,
-        steps: Vec::new(),
-        act: "setnx",
-    };
+    let mut s = Script::new(conn, out, "setnx");
     let cad = |tok: &str| format!("EVAL \"{CANONICAL_CAD_LUA}\" 1 {key} {tok}");
     s.title("setnx", "SETNX, then PEXPIRE: two commands")
         .map_err(io_err)?;
@@ -804,12 +799,7 @@ pub async fn dedup_window<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let w = ms(window);
-    let mut s = Script {
-        conn,
-        out,
-        steps: Vec::new(),
-        act: "dedup",
-    };
+    let mut s = Script::new(conn, out, "dedup");
     s.title(
         "dedup",
         "a deduplication window: SET NX with a fixed value, never released",
@@ -853,12 +843,7 @@ pub async fn one_time_token<C: LockConn, W: Write>(
     key: &str,
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
-    let mut s = Script {
-        conn,
-        out,
-        steps: Vec::new(),
-        act: "token",
-    };
+    let mut s = Script::new(conn, out, "token");
     s.title(
         "token",
         "a one-time token: GETDEL reads and deletes in one command",
