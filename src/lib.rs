@@ -22,7 +22,8 @@
 //!   histograms, per-key overlap trackers).
 //! - [`analysis`]: pure functions over plain values — [`analysis::counts`] (the counted
 //!   figures, defined once, and a section's counts from its row), [`analysis::figures`] (the
-//!   one table every output follows), [`analysis::overlap`], [`analysis::summary`].
+//!   one table every output follows), [`analysis::overlap`], [`analysis::summary`],
+//!   [`analysis::threshold`] (CI gates).
 //! - [`analytic`]: theoretical overrun probability vs the measured fraction (self-check).
 //! - [`report`]: charts and `report.html` from a run directory, and the recount of
 //!   `summary.json` from `events.csv`.
@@ -38,6 +39,8 @@
 //!   histograms, outages — below everything that makes, analyses or reads it.
 //! - [`target`]: the Redis URL a user names — checked, loopback only, and redacted the one
 //!   way every printed or stored target is.
+//! - [`variant`]: a variant — release method, fencing and lease extension — as `compare`
+//!   names it (`token+extend+fence-rw`).
 //! - [`release`]: release methods (`del`, `token`, `delex`) and classification of replies.
 //! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
 //! - [`dist`]: latency distributions: the type and its analytic tails; `parse` (the grammar),
