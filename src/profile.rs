@@ -1,5 +1,7 @@
 //! Profiles: TOML files describing a workload, validated into a [`Plan`] before any I/O.
-//! (Its length over 800 lines is its tests; the code is one concept, the profile.)
+//! (Over 800 lines: about 930 of code, every field's validation into a [`Plan`] with its
+//! message, and 170 of tests. One concept; the next split is the lock-protection fields —
+//! resource, fencing, extension, pauses — into a module of their own.)
 //!
 //! ```toml
 //! workers = 50                 # concurrent clients
