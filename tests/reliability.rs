@@ -13,28 +13,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Polls `cond` every 20 ms until it holds; fails with `what` after `limit`.
-fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !cond() {
-        assert!(t0.elapsed() < limit, "timed out waiting for: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// `SET` calls the server has answered so far (`INFO commandstats`).
-fn set_calls(conn: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO")
-        .arg("commandstats")
-        .query(conn)
-        .unwrap_or_default();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
-        .and_then(|v| v.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
-}
-
 fn dbsize(conn: &mut redis::Connection) -> u64 {
     redis::cmd("DBSIZE").query(conn).unwrap()
 }
@@ -192,8 +170,8 @@ async fn workers_reconnect_after_a_restart() {
         });
         let mut conn = common::sync_conn(&server);
         tokio::task::block_in_place(|| {
-            wait_until("lock commands", Duration::from_secs(20), || {
-                set_calls(&mut conn) >= 50
+            common::wait_until("lock commands", Duration::from_secs(20), || {
+                common::set_calls(&mut conn) >= 50
             })
         });
         server.restart().await.unwrap();
@@ -201,7 +179,7 @@ async fn workers_reconnect_after_a_restart() {
         let s = &outcome.summaries[0];
         let mut fresh = common::sync_conn(&server);
         assert!(
-            set_calls(&mut fresh) > 0,
+            common::set_calls(&mut fresh) > 0,
             "{mode}: the new server got no command"
         );
         assert!(
@@ -242,8 +220,8 @@ async fn sigterm_ends_a_run_like_ctrl_c() {
     )
     .spawn()
     .unwrap();
-    wait_until("lock commands", Duration::from_secs(30), || {
-        set_calls(&mut conn) >= 50
+    common::wait_until("lock commands", Duration::from_secs(30), || {
+        common::set_calls(&mut conn) >= 50
     });
     signal("-TERM", child.id());
     assert_eq!(wait_exit(&mut child, Duration::from_secs(30)), Some(130));
@@ -273,7 +251,7 @@ fn sigkill_does_not_orphan_the_spawned_server() {
     .spawn()
     .unwrap();
     let lb = child.id();
-    wait_until("the run to start", Duration::from_secs(30), || {
+    common::wait_until("the run to start", Duration::from_secs(30), || {
         out.join("manifest.json").exists()
     });
     let servers = descendants_named(lb, "redis-server");
@@ -292,10 +270,10 @@ fn sigkill_does_not_orphan_the_spawned_server() {
     assert_eq!(temp_dirs(), 1);
     signal("-KILL", lb);
     let _ = child.wait();
-    wait_until("the server to stop", Duration::from_secs(10), || {
+    common::wait_until("the server to stop", Duration::from_secs(10), || {
         !alive(servers[0])
     });
-    wait_until("its directory to go", Duration::from_secs(10), || {
+    common::wait_until("its directory to go", Duration::from_secs(10), || {
         temp_dirs() == 0
     });
 }
@@ -337,8 +315,8 @@ async fn second_ctrl_c_abandons_a_stalled_server() {
             let _ = tx.send(line);
         }
     });
-    wait_until("lock commands", Duration::from_secs(30), || {
-        set_calls(&mut conn) >= 50
+    common::wait_until("lock commands", Duration::from_secs(30), || {
+        common::set_calls(&mut conn) >= 50
     });
     signal("-STOP", server.pid());
     signal("-INT", child.id());
@@ -393,8 +371,8 @@ async fn compare_keeps_a_finished_variant_when_the_server_dies() {
     });
     let mut conn = common::sync_conn(&server);
     tokio::task::block_in_place(|| {
-        wait_until("lock commands", Duration::from_secs(20), || {
-            set_calls(&mut conn) >= 50
+        common::wait_until("lock commands", Duration::from_secs(20), || {
+            common::set_calls(&mut conn) >= 50
         })
     });
     server.stop().await;

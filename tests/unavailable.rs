@@ -7,7 +7,7 @@ mod common;
 use lockbench::engine::runner::run_with;
 use lockbench::release::ReleaseMethod;
 use lockbench::store::redis::{RedisConnector, Timeouts};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 async fn paused_run(policy: &str) -> lockbench::analysis::summary::Summary {
     let server = common::redis().await;
@@ -35,18 +35,9 @@ async fn paused_run(policy: &str) -> lockbench::analysis::summary::Summary {
     });
     let mut conn = common::sync_conn(&server);
     tokio::task::block_in_place(|| {
-        let t0 = Instant::now();
-        loop {
-            let info: String = redis::cmd("INFO")
-                .arg("commandstats")
-                .query(&mut conn)
-                .unwrap();
-            if info.contains("cmdstat_set:calls=") {
-                break;
-            }
-            assert!(t0.elapsed() < Duration::from_secs(20), "no lock commands");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        common::wait_until("lock commands", Duration::from_secs(20), || {
+            common::set_calls(&mut conn) > 0
+        });
         let _: () = redis::cmd("CLIENT")
             .arg("PAUSE")
             .arg(700)

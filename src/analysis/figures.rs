@@ -213,7 +213,7 @@ pub const DERIVED: &[Derived] = &[
         "errors",
         Unit::Count,
         Check::No("failed acquisitions have no row"),
-        "failed commands (timeout, connection, server, other)",
+        "failed commands (timeout, connection, server, other, abandoned)",
         |s, _| s.errors.to_string(),
     ),
     (

@@ -7,7 +7,7 @@ use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::spawn::{SpawnedRedis, redis_server_available};
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Starts a private redis-server; fails (never skips) when it is not installed.
 pub async fn redis() -> SpawnedRedis {
@@ -79,4 +79,26 @@ pub fn sync_conn(server: &SpawnedRedis) -> redis::Connection {
 pub fn events(dir: &Path) -> Vec<lockbench::engine::recorder::EventRow> {
     let mut r = csv::Reader::from_path(dir.join("events.csv")).unwrap();
     r.deserialize().map(|x| x.unwrap()).collect()
+}
+
+/// Polls `cond` every 20 ms until it holds; fails with `what` after `limit`.
+pub fn wait_until(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < limit, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `SET` calls the server has answered so far (`INFO commandstats`).
+pub fn set_calls(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query(conn)
+        .unwrap_or_default();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_set:calls="))
+        .and_then(|v| v.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
 }
