@@ -152,6 +152,20 @@ pub struct WorkloadArgs {
     /// (repeatable; added to the profile's [thresholds] fail_if).
     #[arg(long = "fail-if")]
     pub fail_if: Vec<String>,
+    /// A fault, KIND[@AT[+LENGTH]][,key=value…] (repeatable; replaces the profile's [[fault]]
+    /// list): server-pause@1s+500ms, server-restart@1s+200ms (spawned server),
+    /// latency@0s+2s,delay=20ms,jitter=5ms, partition@1s+1s,
+    /// holder-crash,probability=0.05,restart=100ms. Times are from each variant's start.
+    #[arg(long = "fault")]
+    pub fault: Vec<String>,
+    /// How a lock is taken: set-nx-px (one command) or setnx-expire (SETNX then PEXPIRE, the
+    /// anti-pattern) [profile: acquire; default set-nx-px].
+    #[arg(long)]
+    pub acquire: Option<String>,
+    /// Probability that a holder dies right after acquiring (between SETNX and PEXPIRE with
+    /// setnx-expire), leaving its lock unreleased [profile: crash_between; default 0].
+    #[arg(long, allow_negative_numbers = true)]
+    pub crash_between: Option<f64>,
     /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
     /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
@@ -255,13 +269,29 @@ impl WorkloadArgs {
             pause: self.pause.clone(),
             pause_at: self.pause_at.clone(),
             time_scale: self.time_scale,
+            acquire: self.acquire.clone(),
+            crash_between: self.crash_between,
             ..Profile::default()
         }
     }
 
     /// Loads the profile, applies the flags and validates. Errors in a flag name the flag.
     pub fn plan(&self, extra: Profile) -> Result<Plan, ProfileError> {
-        let flags = self.as_profile().overlay(extra);
+        let mut flags = self.as_profile().overlay(extra);
+        if !self.fault.is_empty() {
+            let mut list = Vec::new();
+            for f in &self.fault {
+                list.push(
+                    crate::faults::Fault::parse_flag(f).map_err(|m| ProfileError {
+                        file: "command line".to_string(),
+                        line: None,
+                        message: format!("--fault {m}"),
+                        field: Some("fault".to_string()),
+                    })?,
+                );
+            }
+            flags.fault = Some(list);
+        }
         let (profile, source, file, base) = match &self.profile {
             Some(path) => {
                 let (p, src) = Profile::load(path)?;
@@ -287,11 +317,15 @@ impl WorkloadArgs {
                 Some(f) if flag_was_set(&flags, f) => ProfileError {
                     file: "command line".to_string(),
                     line: None,
-                    message: e.message.replacen(
-                        &format!("field `{f}`"),
-                        &format!("--{}", f.replace('_', "-")),
-                        1,
-                    ),
+                    message: if f == "fault" {
+                        format!("--{}", e.message)
+                    } else {
+                        e.message.replacen(
+                            &format!("field `{f}`"),
+                            &format!("--{}", f.replace('_', "-")),
+                            1,
+                        )
+                    },
                     field: e.field.clone(),
                 },
                 _ => e,

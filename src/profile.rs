@@ -20,6 +20,7 @@
 
 use crate::analysis::threshold::Threshold;
 use crate::dist::Dist;
+use crate::faults::{Fault, FaultProfile};
 use crate::release::ReleaseMethod;
 use crate::store::ExtendCommand;
 use crate::units;
@@ -107,6 +108,25 @@ pub struct Profile {
     /// Multiplies every duration of the workload (TTL, distribution, think time, retry
     /// backoff) — not the run length — so a 30 s-TTL world can be measured in seconds.
     pub time_scale: Option<f64>,
+    /// The fault schedule (`[[fault]]` entries).
+    pub fault: Option<Vec<FaultProfile>>,
+    /// How a lock is taken: `set-nx-px` (one command) or `setnx-expire` (two: the article's
+    /// anti-pattern).
+    pub acquire: Option<String>,
+    /// Probability that a holder dies right after acquiring (between `SETNX` and `EXPIRE`
+    /// with `setnx-expire`).
+    pub crash_between: Option<f64>,
+}
+
+/// How a lock is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Acquire {
+    /// `SET key token NX PX ttl`: one atomic command.
+    SetNxPx,
+    /// `SETNX key token`, then `PEXPIRE key ttl`: a holder that dies between the two leaves a
+    /// key that never expires.
+    SetnxExpire,
 }
 
 /// The `[thresholds]` table.
@@ -304,6 +324,12 @@ pub struct Plan {
     pub fail_if: Vec<Threshold>,
     /// Where a pause strikes.
     pub pause_at: PauseAt,
+    /// The fault schedule.
+    pub faults: Vec<Fault>,
+    /// How a lock is taken.
+    pub acquire: Acquire,
+    /// Probability that a holder dies right after acquiring.
+    pub crash_between: f64,
     /// Connection mode.
     pub connection: ConnectionMode,
     /// Seed.
@@ -392,7 +418,10 @@ macro_rules! profile_fields {
             on_unavailable,
             pause,
             pause_at,
-            time_scale
+            time_scale,
+            fault,
+            acquire,
+            crash_between
         )
     };
 }
@@ -754,6 +783,49 @@ impl Profile {
         {
             fail_if.push(Threshold::parse(expr).map_err(|m| err("thresholds", m))?);
         }
+        let mut faults = Vec::new();
+        for (i, f) in self.fault.iter().flatten().enumerate() {
+            let fault = f.validate().map_err(|m| ProfileError {
+                file: file.to_string(),
+                // The i-th `[[fault]]` header, when the entry came from the file.
+                line: source
+                    .lines()
+                    .enumerate()
+                    .filter(|(_, l)| l.trim_start().starts_with("[[fault]]"))
+                    .nth(i)
+                    .map(|(n, _)| n + 1),
+                field: Some("fault".to_string()),
+                message: format!("fault {} ({}): {m}", i + 1, f.kind.as_deref().unwrap_or("?")),
+            })?;
+            faults.push(fault);
+        }
+        let acquire = match self.acquire.as_deref().unwrap_or("set-nx-px") {
+            "set-nx-px" => Acquire::SetNxPx,
+            "setnx-expire" => Acquire::SetnxExpire,
+            other => {
+                return Err(err(
+                    "acquire",
+                    format!("`{other}` is not a way to acquire: use \"set-nx-px\" or \"setnx-expire\""),
+                ));
+            }
+        };
+        if acquire == Acquire::SetnxExpire
+            && std::iter::once(&release)
+                .chain(&releases)
+                .any(|v| v.fencing != Fencing::Off)
+        {
+            return Err(err(
+                "acquire",
+                "setnx-expire is the two-command anti-pattern; fenced variants acquire with one script (use set-nx-px, or variants without +fence)".to_string(),
+            ));
+        }
+        let crash_between = self.crash_between.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&crash_between) {
+            return Err(err(
+                "crash_between",
+                format!("{crash_between} is not a probability: use a number from 0 to 1"),
+            ));
+        }
         // Every field is valid: only now read the files the distributions name.
         let load = |field: &str, d: Dist| d.load(base).map_err(|e| err(field, e.to_string()));
         let dist = load("dist", dist)?.scaled(scale);
@@ -788,6 +860,9 @@ impl Profile {
             pause: load("pause", pause)?.scaled(scale),
             pause_at,
             fail_if,
+            faults,
+            acquire,
+            crash_between,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,

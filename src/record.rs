@@ -22,11 +22,14 @@ pub enum Metric {
     TimerError,
     /// Length of each stretch with two or more holders.
     OverlapStretch,
+    /// From a holder's crash to the next acquisition of its key (0 when its lock had
+    /// already expired).
+    CrashBlocked,
 }
 
 impl Metric {
     /// Every metric, in file order.
-    pub const ALL: [Metric; 8] = [
+    pub const ALL: [Metric; 9] = [
         Self::Duration,
         Self::Intended,
         Self::Excess,
@@ -35,6 +38,7 @@ impl Metric {
         Self::ReleaseLatency,
         Self::TimerError,
         Self::OverlapStretch,
+        Self::CrashBlocked,
     ];
 
     /// File stem of its `.hgrm` / `.hlog` files.
@@ -48,6 +52,7 @@ impl Metric {
             Self::ReleaseLatency => "release-latency",
             Self::TimerError => "timer-error",
             Self::OverlapStretch => "overlap-stretch",
+            Self::CrashBlocked => "crash-blocked",
         }
     }
 

@@ -22,6 +22,9 @@ fn not_recorded() -> u64 {
 /// The `outcome` of a section run without a lock (fail-open): nothing to release.
 pub const UNLOCKED: &str = "unlocked";
 
+/// The `outcome` of a section whose holder died mid-section: nothing was released.
+pub const CRASHED: &str = "crashed";
+
 /// Whether a counter can be recounted from `events.csv` (one row per section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recount {
@@ -135,6 +138,8 @@ counts! {
     pause_total_us: FromRows,
     /// Sections run without a lock because Redis did not answer (fail-open).
     unlocked_sections: FromRows,
+    /// Holders that died mid-section without releasing (holder-crash faults, crash_between).
+    crashes: FromRows,
     /// Requests refused because Redis did not answer (fail-closed).
     refused_unavailable: Live,
     /// Attempts refused because the lock was busy (fail-fast).
@@ -175,6 +180,11 @@ impl Counts {
         if r.outcome == UNLOCKED {
             // No lock was taken, so none is released.
             c.unlocked_sections = 1;
+            return c;
+        }
+        if r.outcome == CRASHED {
+            // The holder died: no release was sent.
+            c.crashes = 1;
             return c;
         }
         match ReleaseOutcome::from_name(&r.outcome) {

@@ -159,6 +159,22 @@ pub struct Summary {
     pub release_latency_ms: Quantiles,
     /// Length of stretches with ≥ 2 holders.
     pub overlap_stretch_ms: Quantiles,
+    /// Per crashed holder, how long its key stayed blocked: crash → expiry → next
+    /// acquisition (0 when its lock had already expired; up to the variant's end for keys
+    /// nobody acquired again, see `crash_blocked_censored`).
+    #[serde(default)]
+    pub crash_blocked_ms: Quantiles,
+    /// Crashed holders whose key nobody acquired again before the variant ended (their
+    /// blocked time is a lower bound).
+    #[serde(default)]
+    pub crash_blocked_censored: u64,
+    /// Keys without an expiry at the variant's end, read at the server (`PTTL` −1): locks a
+    /// holder left between `SETNX` and `EXPIRE`. The run's cleanup still removes them.
+    #[serde(default)]
+    pub stuck_locks: u64,
+    /// The fault windows as they happened.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<crate::faults::FaultWindow>,
     /// Overlap per key (keys where two sections overlapped).
     pub per_key: Vec<KeyOverlap>,
     /// Theoretical overrun probability next to the measured fraction (parametric
@@ -316,6 +332,10 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         set_latency_ms: q(Metric::SetLatency),
         release_latency_ms: q(Metric::ReleaseLatency),
         overlap_stretch_ms: q(Metric::OverlapStretch),
+        crash_blocked_ms: q(Metric::CrashBlocked),
+        crash_blocked_censored: 0,
+        stuck_locks: 0,
+        faults: Vec::new(),
         per_key: m
             .per_key
             .iter()

@@ -10,7 +10,7 @@
 
 use crate::cli::DemoArgs;
 use crate::profile::{BackendChoice, Profile};
-use crate::store::backend::Backend;
+use crate::store::backend::{Backend, Store};
 use crate::store::{
     CANONICAL_CAD_LUA, CmdResult, Connector, FENCED_ACQUIRE_LUA, LockConn, RESOURCE_READ_LUA,
     RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome, fence_arg,
@@ -906,10 +906,10 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     );
     let result = if a.story == "fail-open" {
         // The story needs a server to pause; the model has no clients to hold.
-        let url = match &backend {
-            Backend::Spawned(server, _) => Some(server.url()),
-            Backend::Url(_) => plan.redis.clone(),
-            Backend::Memory(_) => None,
+        let url = match &backend.store {
+            Store::Spawned(server, _) => Some(server.lock().await.url()),
+            Store::Url(_) => plan.redis.clone(),
+            Store::Memory(_) => None,
         };
         match url {
             Some(url) => run_fail_open(&url, a.allow_remote, &prefix).await,

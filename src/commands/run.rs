@@ -35,6 +35,10 @@ pub async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
 async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow::Result<i32> {
     let backend = Backend::open(plan, opts.quiet).await?;
     let kind = backend.kind();
+    let opts = &RunOptions {
+        faults: backend.control.clone(),
+        ..opts.clone()
+    };
     let result =
         crate::with_connector!(&backend, c => run_with(c, kind, plan, methods, opts).await);
     backend.close().await;

@@ -111,6 +111,7 @@ pub async fn sweep(
             let cell_opts = RunOptions {
                 out_dir: Some(cell_dir.clone()),
                 command: "sweep".into(),
+                faults: backend.control.clone(),
                 ..opts.clone()
             };
             let r = crate::with_connector!(backend, c => {

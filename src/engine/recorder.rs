@@ -55,6 +55,11 @@ pub struct Recorder {
     touched: Vec<AtomicU64>,
     first_errors: Mutex<Vec<(ErrorKind, String)>>,
     health: Health,
+    /// Keys whose holder crashed while its lock was still set, with the crash instant (µs):
+    /// the next acquisition of the key ends its blocked time. Crashes are rare, so a map
+    /// behind a counter the hot path reads first.
+    crashed: Mutex<std::collections::HashMap<usize, u64>>,
+    pending_crashes: AtomicU64,
 }
 
 /// Since when commands fail, and the outages so far: what the give-up rule and the outage
@@ -112,6 +117,8 @@ impl Recorder {
             touched,
             first_errors: Mutex::new(Vec::new()),
             health: Health::default(),
+            crashed: Mutex::new(Default::default()),
+            pending_crashes: AtomicU64::new(0),
         }
     }
 
@@ -157,10 +164,49 @@ impl Recorder {
         let mut k = lock(&self.keys[key]);
         let t = k.stamp(self.now_us());
         let others = k.open(t);
+        drop(k);
         if others > 0 {
             self.counters.overlap_incidents.fetch_add(1, Relaxed);
         }
+        if self.pending_crashes.load(Relaxed) > 0
+            && let Some(at) = lock(&self.crashed).remove(&key)
+        {
+            self.pending_crashes.fetch_sub(1, Relaxed);
+            self.record(key, Metric::CrashBlocked, t.saturating_sub(at));
+        }
         (t, others)
+    }
+
+    /// The holder of `key` dies now, without releasing: its section closes (returns its end,
+    /// µs). `lock_until_us` is when its lock would expire (`None`: no lock, or one that never
+    /// expires). A lock still set blocks the key until the next acquisition; one already
+    /// expired blocked nothing (0 is recorded).
+    pub fn crash(&self, worker: usize, key: usize, lock_until_us: Option<u64>, held: bool) -> u64 {
+        let t = self.close_section(worker, key);
+        if !held {
+            return t;
+        }
+        match lock_until_us {
+            Some(until) if until <= t => self.record(worker, Metric::CrashBlocked, 0),
+            _ => {
+                if lock(&self.crashed).insert(key, t).is_none() {
+                    self.pending_crashes.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        t
+    }
+
+    /// Ends the blocked time of keys nobody acquired after their holder's crash at the
+    /// variant's end (a lower bound: they were still blocked). Returns how many.
+    pub fn censor_crashes(&self) -> u64 {
+        let now = self.now_us();
+        let pending: Vec<(usize, u64)> = lock(&self.crashed).drain().collect();
+        self.pending_crashes.store(0, Relaxed);
+        for &(key, at) in &pending {
+            self.record(key, Metric::CrashBlocked, now.saturating_sub(at));
+        }
+        pending.len() as u64
     }
 
     /// A section of `key` closes now: returns its end (µs).

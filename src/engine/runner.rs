@@ -44,6 +44,8 @@ pub struct RunOptions {
     pub profile_file: Option<String>,
     /// Delete an earlier run's files in `out_dir` instead of refusing it (`--force`).
     pub force: bool,
+    /// What the fault schedule breaks things with (from the backend).
+    pub faults: crate::faults::FaultControl,
 }
 
 impl Default for RunOptions {
@@ -57,6 +59,7 @@ impl Default for RunOptions {
             command: "run".into(),
             profile_file: None,
             force: false,
+            faults: Default::default(),
         }
     }
 }
@@ -82,6 +85,9 @@ pub async fn run_with<K: Connector>(
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
+    opts.faults
+        .check(&plan.faults, kind)
+        .map_err(BadInput)?;
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();
     let mut probe = connector.connect().await?;
@@ -211,6 +217,13 @@ pub async fn run_with<K: Connector>(
     };
     results::write_json(&dir.join("summary.json"), &summary_file)?;
     results::write_summary_csv_file(&dir, &summaries)?;
+    if !plan.faults.is_empty() {
+        let rows: Vec<(String, crate::faults::FaultWindow)> = summaries
+            .iter()
+            .flat_map(|s| s.faults.iter().map(|f| (s.variant.clone(), f.clone())))
+            .collect();
+        crate::faults::write_csv(&dir.join("faults.csv"), &rows)?;
+    }
     manifest.ended_at = Some(results::utc_stamp(SystemTime::now(), false));
     manifest.interrupted = interrupted;
     manifest.failure = failure.as_ref().map(|e| format!("{e:#}"));
@@ -433,6 +446,14 @@ async fn run_variant<K: Connector>(
             },
         ),
         on_unavailable: plan.on_unavailable,
+        acquire: plan.acquire,
+        crash_between: plan.crash_between,
+        crashes: plan
+            .faults
+            .iter()
+            .filter(|f| f.kind == crate::faults::FaultKind::HolderCrash)
+            .copied()
+            .collect(),
         seed: plan.seed,
         deadline,
         max_sections: match plan.stop {
@@ -459,6 +480,14 @@ async fn run_variant<K: Connector>(
     for (id, conn) in conns.into_iter().enumerate() {
         set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
     }
+    // The fault schedule runs on the variant's clock until its workers are done.
+    let (faults_done, faults_done_rx) = watch::channel(false);
+    let driver = tokio::spawn(crate::faults::drive(
+        plan.faults.clone(),
+        env.opts.faults.clone(),
+        recorder.start,
+        faults_done_rx,
+    ));
     let bar = progress_bar(plan, env.opts, &variant.name());
     let grace = end_grace(plan.ttl_ms);
     let mut signals = env.signals.clone();
@@ -523,6 +552,10 @@ async fn run_variant<K: Connector>(
     }
     bar.finish_and_clear();
     let elapsed_s = recorder.start.elapsed().as_secs_f64();
+    // Ends a fault still on (a paused or killed server comes back before the cleanup).
+    let _ = faults_done.send(true);
+    let faults = driver.await.unwrap_or_default();
+    let crash_blocked_censored = recorder.censor_crashes();
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
@@ -587,7 +620,20 @@ async fn run_variant<K: Connector>(
             resource_final: resource_final.unwrap_or(NOT_RECORDED),
         },
     };
+    // Locks a crashed holder left without an expiry, read at the server before the cleanup.
+    let mut stuck_locks = 0;
+    if recorder.counters.counts.crashes.load(Relaxed) > 0 {
+        let mut conn = probe.clone();
+        for &k in &touched {
+            if let Ok(-1) = conn.pttl(&ctx.key_names[k]).await {
+                stuck_locks += 1;
+            }
+        }
+    }
     let mut summary = summarize(meta, &recorder.measured(), &hists);
+    summary.faults = faults;
+    summary.stuck_locks = stuck_locks;
+    summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses.
     let paused = summary.counts.pauses > 0;
     summary.analytic = crate::analytic::check(

@@ -5,11 +5,12 @@
 //! backoff jitter, tokens), so the n-th section of worker *w* gets the same intended duration
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
-use crate::analysis::counts::{Counts, UNLOCKED};
+use crate::analysis::counts::{CRASHED, Counts, UNLOCKED};
+use crate::faults::{Fault, FaultKind};
 use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
-use crate::profile::{BusyPolicy, OnLost, OnUnavailable, PauseAt};
+use crate::profile::{Acquire, BusyPolicy, OnLost, OnUnavailable, PauseAt};
 use crate::release::{ReleaseMethod, StaleRule, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
 use crate::store::{ExtendCommand, ReadOutcome, WriteOutcome};
@@ -48,6 +49,12 @@ pub struct WorkerCtx {
     pub pause: Option<Pause>,
     /// What a request does when Redis does not answer.
     pub on_unavailable: OnUnavailable,
+    /// How a lock is taken.
+    pub acquire: Acquire,
+    /// Probability that a holder dies right after acquiring.
+    pub crash_between: f64,
+    /// The holder-crash windows of the fault schedule.
+    pub crashes: Vec<Fault>,
     /// Base seed.
     pub seed: u64,
     /// No attempt starts after this instant (time-limited runs).
@@ -112,6 +119,7 @@ struct Streams {
     jitter: SmallRng,
     tokens: SmallRng,
     pauses: SmallRng,
+    crashes: SmallRng,
 }
 
 impl Streams {
@@ -132,6 +140,7 @@ impl Streams {
             jitter: s(4),
             tokens: s(5),
             pauses: s(6),
+            crashes: s(7),
         }
     }
 }
@@ -232,6 +241,10 @@ struct Held {
     fence: u64,
     /// No lock was taken: Redis did not answer and the policy is fail-open.
     unlocked: bool,
+    /// The holder dies right after acquiring (`crash_between`).
+    crash_now: bool,
+    /// When the lock expires at the server, µs (`None`: never — SETNX without its EXPIRE).
+    lock_until_us: Option<u64>,
 }
 
 /// A section whose work is over (its release is about to be sent).
@@ -250,6 +263,10 @@ struct Section {
     extension_failed: bool,
     aborted: bool,
     pause_us: u64,
+    /// The holder died mid-section: no write, no release.
+    crashed: bool,
+    /// How long the crashed worker stays away, µs.
+    restart_us: u64,
 }
 
 /// One worker: its connection, random streams and counters, and the steps of a section.
@@ -306,6 +323,7 @@ impl<C: LockConn> Worker<C> {
                     );
                     unless_abandoned(&ctx.recorder, set, &mut self.halt).await
                 }
+                _ if ctx.acquire == Acquire::SetnxExpire => self.setnx_expire(lock, &token).await,
                 _ => {
                     let set = self.conn.set_nx_px(lock, &token, ctx.ttl_ms);
                     unless_abandoned(&ctx.recorder, set, &mut self.halt)
@@ -325,6 +343,10 @@ impl<C: LockConn> Worker<C> {
             let wait_us = match reply {
                 Ok(Some(fence)) => {
                     let (acquired_us, holders_at_start) = rec.open_section(key);
+                    let crash_now =
+                        ctx.crash_between > 0.0 && self.st.crashes.random::<f64>() < ctx.crash_between;
+                    // SETNX whose holder died before its PEXPIRE: the key never expires.
+                    let never_expires = crash_now && ctx.acquire == Acquire::SetnxExpire;
                     return Some(Held {
                         key,
                         token,
@@ -335,6 +357,8 @@ impl<C: LockConn> Worker<C> {
                         holders_at_start,
                         fence,
                         unlocked: false,
+                        crash_now,
+                        lock_until_us: (!never_expires).then_some(set_sent_us + ctx.ttl_ms * 1000),
                     });
                 }
                 Ok(None) => {
@@ -372,6 +396,8 @@ impl<C: LockConn> Worker<C> {
                                     holders_at_start,
                                     fence: 0,
                                     unlocked: true,
+                                    crash_now: false,
+                                    lock_until_us: None,
                                 });
                             }
                             OnUnavailable::FailClosed => {
@@ -389,6 +415,30 @@ impl<C: LockConn> Worker<C> {
                 return None;
             }
         }
+    }
+
+    /// The two-command acquisition: `SETNX`, then `PEXPIRE` — unless the holder dies in
+    /// between (`crash_between`, decided as the section opens), which this sends nothing for.
+    /// `Some(0)`: acquired (these locks are never fenced).
+    async fn setnx_expire(&mut self, lock: &str, token: &str) -> CmdResult<Option<u64>> {
+        let ctx = self.ctx.clone();
+        let set = self.conn.setnx(lock, token);
+        if !unless_abandoned(&ctx.recorder, set, &mut self.halt).await? {
+            return Ok(None);
+        }
+        if ctx.crash_between > 0.0 {
+            // Peek the draw the section will use: the same stream, not consumed here.
+            let mut peek = self.st.crashes.clone();
+            if peek.random::<f64>() < ctx.crash_between {
+                return Ok(Some(0));
+            }
+        }
+        let expire = self.conn.pexpire(lock, ctx.ttl_ms);
+        if let Err(e) = unless_abandoned(&ctx.recorder, expire, &mut self.halt).await {
+            // Held without an expiry until released: the hazard the one-command SET avoids.
+            ctx.recorder.error(&e);
+        }
+        Ok(Some(0))
     }
 
     /// Hold: read the resource, then work for the sampled duration (measured from the
@@ -411,6 +461,8 @@ impl<C: LockConn> Worker<C> {
             extension_failed: false,
             aborted: false,
             pause_us: 0,
+            crashed: false,
+            restart_us: 0,
         };
         let (key, lock) = (s.held.key, &ctx.key_names[s.held.key]);
         if let Some(r) = &ctx.resource {
@@ -448,8 +500,26 @@ impl<C: LockConn> Worker<C> {
             .extend
             .filter(|_| !s.held.unlocked)
             .map(|e| start + Duration::from_micros(e.every_us));
+        // A holder-crash window covering the acquisition: the holder may die at a uniformly
+        // random point of its work.
+        let crash_at = if s.held.crash_now {
+            Some(start)
+        } else {
+            let window = ctx
+                .crashes
+                .iter()
+                .find(|f| f.kind == FaultKind::HolderCrash && f.covers(s.held.acquired_us));
+            match window {
+                Some(f) if self.st.crashes.random::<f64>() < f.probability => {
+                    s.restart_us = f.restart_us;
+                    let at: f64 = self.st.crashes.random();
+                    Some(start + Duration::from_micros((intended_us as f64 * at) as u64))
+                }
+                _ => None,
+            }
+        };
         loop {
-            let next = [Some(end_at), pause_at, next_extend]
+            let next = [Some(end_at), pause_at, next_extend, crash_at]
                 .into_iter()
                 .flatten()
                 .min()
@@ -459,6 +529,10 @@ impl<C: LockConn> Worker<C> {
                 break;
             }
             let now = Instant::now();
+            if crash_at.is_some_and(|c| c <= now) {
+                s.crashed = true;
+                break;
+            }
             if let Some(p) = pause_at
                 && p <= now
             {
@@ -475,11 +549,13 @@ impl<C: LockConn> Worker<C> {
             if let (Some(e), Some(n)) = (ctx.extend, next_extend)
                 && n <= now
             {
+                let sent_us = rec.now_us();
                 let ext = self.conn.extend(lock, &s.held.token, ctx.ttl_ms, e.with);
                 next_extend = match unless_abandoned(&ctx.recorder, ext, &mut self.halt).await {
                     Ok(true) => {
                         rec.ok();
                         s.extensions += 1;
+                        s.held.lock_until_us = Some(sent_us + ctx.ttl_ms * 1000);
                         Some(now + Duration::from_micros(e.every_us))
                     }
                     Ok(false) => {
@@ -554,13 +630,20 @@ impl<C: LockConn> Worker<C> {
     async fn release_and_finish(&mut self, mut section: Section) {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
-        // The section ends as its release is sent.
-        section.released_us = rec.close_section(self.id, section.held.key);
+        // The section ends as its release is sent, or as its holder dies.
+        section.released_us = if section.crashed {
+            let h = &section.held;
+            rec.crash(self.id, h.key, h.lock_until_us, !h.unlocked)
+        } else {
+            rec.close_section(self.id, section.held.key)
+        };
         let h = &section.held;
         let sent = Instant::now();
         let outcome_name = if h.unlocked {
             // No lock was taken: nothing to release.
             UNLOCKED.to_string()
+        } else if section.crashed {
+            CRASHED.to_string()
         } else {
             let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
             match unless_abandoned(&ctx.recorder, release, &mut self.halt).await {
@@ -618,13 +701,13 @@ impl<C: LockConn> Worker<C> {
             (Metric::TimerError, 0),
             (Metric::Excess, 0),
         ];
-        // A section without a lock sent no release: it has no release latency.
+        // A section without a lock, or whose holder died, sent no release: no release latency.
         let mut n = 4;
-        if h.unlocked {
+        if h.unlocked || section.crashed {
             n = 3;
         }
         // Timer error only of sections that ran their course; a pause is not timer error.
-        if section.completed && !section.aborted {
+        if section.completed && !section.aborted && !section.crashed {
             let late = d.saturating_sub(section.intended_us + section.pause_us);
             values[n] = (Metric::TimerError, late);
             n += 1;
@@ -683,6 +766,15 @@ pub async fn run_worker<C: LockConn>(
         match w.acquire(key).await {
             Some(held) => {
                 let mut section = w.hold(held).await;
+                if section.crashed {
+                    // Dead: no write, no release; back after the restart delay as a new client.
+                    let restart_us = section.restart_us;
+                    w.release_and_finish(section).await;
+                    if !w.pause_us(restart_us).await {
+                        break;
+                    }
+                    continue;
+                }
                 w.write(&mut section).await;
                 w.release_and_finish(section).await;
             }

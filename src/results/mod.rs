@@ -117,6 +117,7 @@ pub const RUN_FILES: &[&str] = &[
     "summary.json",
     "summary.csv",
     "events.csv",
+    "faults.csv",
     "report.html",
     "durations.png",
     "survival.png",

@@ -6,13 +6,26 @@ use super::memory::MemoryStore;
 use super::redis::{RedisConnector, Timeouts};
 use super::spawn::{SpawnedRedis, redis_server_available};
 use crate::profile::{BackendChoice, Plan};
+use crate::faults::FaultControl;
+use crate::faults::proxy::Proxy;
 use anyhow::Context;
+use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::Mutex;
 
-/// Resolved backend, kept alive for the run (a spawned server dies with it).
-pub enum Backend {
-    /// A private server we started.
-    Spawned(Box<SpawnedRedis>, RedisConnector),
+/// Resolved backend, kept alive for the run (a spawned server dies with it), with what the
+/// fault schedule needs to break it.
+pub struct Backend {
+    /// Where the lock store is.
+    pub store: Store,
+    /// The spawned server, an administrative connection, the fault proxy.
+    pub control: FaultControl,
+}
+
+/// Where the lock store is.
+pub enum Store {
+    /// A private server we started (shared with the fault driver, which restarts it).
+    Spawned(Arc<Mutex<SpawnedRedis>>, RedisConnector),
     /// An existing server.
     Url(RedisConnector),
     /// The in-process model.
@@ -39,39 +52,59 @@ impl Backend {
             }
             ref c => c.clone(),
         };
-        Ok(match choice {
+        let mut control = FaultControl::default();
+        let mut store = match choice {
             BackendChoice::Spawn => {
                 let server = SpawnedRedis::start().await?;
                 let conn = RedisConnector::new(&server.url(), timeouts, false)?;
-                Backend::Spawned(Box::new(server), conn)
+                let server = Arc::new(Mutex::new(server));
+                control.server = Some(server.clone());
+                Store::Spawned(server, conn)
             }
             BackendChoice::Url => {
                 let url = plan
                     .redis
                     .as_deref()
                     .context("the url backend needs --redis URL")?;
-                Backend::Url(RedisConnector::new(url, timeouts, plan.allow_remote)?)
+                let conn = RedisConnector::new(url, timeouts, plan.allow_remote)?;
+                control.admin = Some(conn.clone());
+                Store::Url(conn)
             }
-            _ => Backend::Memory(MemoryStore::new(
+            _ => Store::Memory(MemoryStore::new(
                 Duration::from_micros(plan.memory_rtt_us),
                 true,
             )),
-        })
+        };
+        // Network faults: every connection goes through a loopback proxy the driver controls.
+        if plan.faults.iter().any(|f| f.kind.needs_proxy())
+            && let Store::Spawned(_, c) | Store::Url(c) = &mut store
+        {
+            let upstream = c.tcp_addr().await?.context(
+                "latency and partition faults need a server on a TCP address, not a unix socket",
+            )?;
+            let proxy = Proxy::start(upstream)
+                .await
+                .context("cannot start the fault proxy on 127.0.0.1")?;
+            *c = c.via(proxy.addr())?;
+            control.proxy = Some(Arc::new(proxy));
+        }
+        Ok(Backend { store, control })
     }
 
     /// `spawn`, `url` or `memory`.
     pub fn kind(&self) -> &'static str {
-        match self {
-            Backend::Spawned(..) => "spawn",
-            Backend::Url(_) => "url",
-            Backend::Memory(_) => "memory",
+        match self.store {
+            Store::Spawned(..) => "spawn",
+            Store::Url(_) => "url",
+            Store::Memory(_) => "memory",
         }
     }
 
-    /// Stops a spawned server.
+    /// Stops a spawned server (and the proxy).
     pub async fn close(self) {
-        if let Backend::Spawned(server, _) = self {
-            server.stop().await;
+        drop(self.control);
+        if let Store::Spawned(server, _) = self.store {
+            server.lock().await.kill().await;
         }
     }
 }
@@ -81,10 +114,10 @@ impl Backend {
 #[macro_export]
 macro_rules! with_connector {
     ($backend:expr, $c:ident => $body:expr) => {
-        match $backend {
-            $crate::store::backend::Backend::Spawned(_, $c)
-            | $crate::store::backend::Backend::Url($c) => $body,
-            $crate::store::backend::Backend::Memory($c) => $body,
+        match &($backend).store {
+            $crate::store::backend::Store::Spawned(_, $c)
+            | $crate::store::backend::Store::Url($c) => $body,
+            $crate::store::backend::Store::Memory($c) => $body,
         }
     };
 }

@@ -93,6 +93,66 @@ impl RedisConnector {
     }
 }
 
+impl RedisConnector {
+    /// The server's TCP address (`None` for a unix socket), resolved: what a proxy in front
+    /// of it connects to.
+    pub async fn tcp_addr(&self) -> anyhow::Result<Option<std::net::SocketAddr>> {
+        let (host, port) = match self.client.get_connection_info().addr() {
+            ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+            ConnectionAddr::TcpTls { host, port, .. } => (host.clone(), *port),
+            _ => return Ok(None),
+        };
+        let mut addrs = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .with_context(|| format!("cannot resolve {host}:{port}"))?;
+        Ok(addrs.next())
+    }
+
+    /// The same connector (user, password, TLS, timeouts) aimed at `addr` instead: the fault
+    /// proxy in front of the server. Its description still names the server, and the proxy.
+    pub fn via(&self, addr: std::net::SocketAddr) -> anyhow::Result<Self> {
+        let info = self.client.get_connection_info().clone();
+        let (host, port) = (addr.ip().to_string(), addr.port());
+        let new = match info.addr().clone() {
+            ConnectionAddr::Tcp(..) => ConnectionAddr::Tcp(host, port),
+            ConnectionAddr::TcpTls {
+                insecure,
+                tls_params,
+                ..
+            } => ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure,
+                tls_params,
+            },
+            _ => anyhow::bail!("a unix-socket server cannot be reached through a TCP proxy"),
+        };
+        Ok(Self {
+            client: Client::open(info.set_addr(new))?,
+            config: self.config.clone(),
+            describe: format!("{} through the fault proxy at {addr}", self.describe),
+            scripts: self.scripts.clone(),
+        })
+    }
+
+    /// Sends one administrative command (`CLIENT PAUSE 500 ALL`) on a fresh connection,
+    /// expecting `OK`.
+    pub async fn admin_command(&self, args: &[&str]) -> anyhow::Result<()> {
+        let mut conn = self
+            .client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", self.describe, classify(e)))?;
+        let mut cmd = redis::cmd(args[0]);
+        for a in &args[1..] {
+            cmd.arg(*a);
+        }
+        cmd.query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| anyhow::anyhow!("{} failed: {}", args.join(" "), classify(e)))
+    }
+}
+
 impl Connector for RedisConnector {
     type Conn = RedisConn;
     async fn connect(&self) -> anyhow::Result<RedisConn> {

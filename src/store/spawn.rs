@@ -220,8 +220,23 @@ impl SpawnedRedis {
     /// Kills the server and starts a new, empty one on the same port: a restart without
     /// persistence, as the fault schedule and the reconnect tests need.
     pub async fn restart(&mut self) -> anyhow::Result<()> {
+        self.kill().await;
+        self.start_again().await
+    }
+
+    /// Kills the server (SIGKILL, through the watcher) and waits until it is gone: clients
+    /// see connections refused until [`SpawnedRedis::start_again`].
+    pub async fn kill(&mut self) {
         self.lifeline.take();
         let _ = self.child.wait().await;
+    }
+
+    /// Starts a new, empty server on the same port as the killed one (every key is lost, as
+    /// after a restart without persistence). Nothing happens when it is still running.
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        if self.lifeline.is_some() {
+            return Ok(());
+        }
         let fresh = Self::try_start(&self.exe, self.tls.as_ref(), &self.extra, Some(self.port))
             .await
             .with_context(|| format!("restarting redis-server on port {}", self.port))?;
