@@ -69,6 +69,8 @@ pub enum Group {
     Pause,
     /// Requests when Redis did not answer (fail-open / fail-closed).
     Unavailable,
+    /// Holders that died without releasing.
+    Crash,
 }
 
 impl Group {
@@ -82,6 +84,7 @@ impl Group {
             Group::Unavailable => [s.counts.unlocked_sections, s.counts.refused_unavailable]
                 .iter()
                 .any(|&n| n > 0 && n != NOT_RECORDED),
+            Group::Crash => s.counts.crashes > 0 && s.counts.crashes != NOT_RECORDED,
         }
     }
 
@@ -97,6 +100,7 @@ impl Group {
             "extensions" | "extension_failures" | "sections_aborted" => Group::Extension,
             "pauses" | "pause_total_us" | "pause_total_ms" => Group::Pause,
             "unlocked_sections" | "refused_unavailable" => Group::Unavailable,
+            "crashes" | "stuck_locks" | "crash_blocked_censored" => Group::Crash,
             _ => Group::Lock,
         }
     }
@@ -207,6 +211,22 @@ pub const DERIVED: &[Derived] = &[
         Check::FromCounts,
         "total length of the holders' stop-the-world pauses",
         |s, _| num(s.pause_total_ms),
+    ),
+    (
+        "stuck_locks",
+        "stuck locks",
+        Unit::Count,
+        Check::No("read at the server: keys without an expiry at the variant's end"),
+        "locks left without an expiry (PTTL −1) at the variant's end: holders that died between SETNX and EXPIRE",
+        |s, _| s.stuck_locks.to_string(),
+    ),
+    (
+        "crash_blocked_censored",
+        "crashed keys never reacquired",
+        Unit::Count,
+        Check::No("the blocked times are histogram values, not rows"),
+        "crashed holders whose key nobody acquired again before the variant ended (their blocked time in crash_blocked_ms is a lower bound)",
+        |s, _| s.crash_blocked_censored.to_string(),
     ),
     (
         "errors",

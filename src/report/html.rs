@@ -123,6 +123,23 @@ const AFTER: &[Row] = &[
     ("release p50/p99/p99.9/max (ms)", |s| {
         q3(&s.release_latency_ms)
     }),
+    ("key blocked after a crash p50/p99/p99.9/max (ms)", |s| {
+        q3(&s.crash_blocked_ms)
+    }),
+    ("fault windows (ms from the variant's start)", |s| {
+        if s.faults.is_empty() {
+            return "none".to_string();
+        }
+        s.faults
+            .iter()
+            .map(|f| {
+                let d = if f.detail.is_empty() { String::new() } else { format!(", {}", f.detail) };
+                let e = if f.error.is_empty() { String::new() } else { format!(" (FAILED: {})", f.error) };
+                format!("{} {:.0}–{:.0}{d}{e}", f.kind, f.start_ms, f.end_ms)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }),
 ];
 
 /// Flattens JSON into `(dotted.path, value)` rows.

@@ -41,6 +41,8 @@ const QUANTILE_COLUMNS: &[Column<f64>] = &[
     ("set_latency_p99_ms", |s| s.set_latency_ms.p99),
     ("release_latency_p50_ms", |s| s.release_latency_ms.p50),
     ("release_latency_p99_ms", |s| s.release_latency_ms.p99),
+    ("crash_blocked_mean_ms", |s| s.crash_blocked_ms.mean),
+    ("crash_blocked_max_ms", |s| s.crash_blocked_ms.max),
 ];
 
 /// Columns of `summary.csv` (one row per variant): the run's facts, every figure of
