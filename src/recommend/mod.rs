@@ -832,5 +832,15 @@ mod tests {
         );
         assert!(r.crash.is_none());
         assert!(r.in_practice.iter().all(|row| row.crash.is_some()));
+        // More than a day blocked per day is called out; 2 crashes a day is not.
+        let day_note = |r: &Recommendation| r.notes.iter().any(|n| n.contains("more than a day"));
+        assert!(!day_note(&recommend(
+            &s,
+            &p.with_crash_rate(Some(2.0 / 86_400.0)).unwrap()
+        )));
+        assert!(day_note(&recommend(
+            &s,
+            &p.with_crash_rate(Some(100.0)).unwrap()
+        )));
     }
 }
