@@ -7,10 +7,10 @@ use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use lockbench::dist::Dist;
 use lockbench::engine::recorder::EventRow;
 use lockbench::recommend::{
-    InputKind, LoadOptions, Params, Samples, Unit, load_durations, recommend,
+    InputKind, LoadOptions, Params, Samples, Unit, expected_blocked_ms, load_durations, recommend,
 };
-use rand::SeedableRng;
 use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
@@ -538,4 +538,157 @@ fn all_zero_durations_recommend_one_millisecond() {
     assert!(text.contains("recommended TTL  1 ms"), "{text}");
     assert!(text.contains("raised to 1 ms"), "{text}");
     assert!(!text.contains(" 0 ms"), "{text}");
+}
+
+/// Monte-Carlo estimate of the blocked time per crash: a section drawn uniformly from `values`,
+/// the crash uniform within it, blocked until the TTL expires. Returns (mean, standard error).
+fn simulated_blocked(values: &[f64], ttl: f64, seed: u64, draws: u32) -> (f64, f64) {
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let (mut sum, mut sum2) = (0.0, 0.0);
+    for _ in 0..draws {
+        let d = values[rng.random_range(0..values.len())];
+        let crash_at = rng.random::<f64>() * d;
+        let blocked = (ttl - crash_at).max(0.0);
+        sum += blocked;
+        sum2 += blocked * blocked;
+    }
+    let n = f64::from(draws);
+    let mean = sum / n;
+    (mean, ((sum2 / n - mean * mean) / n).sqrt())
+}
+
+/// The closed form for the blocked time per crash agrees with a seeded simulation of the model
+/// (within 5 standard errors) on constant 100 ms sections at T = 300 (250 ms), constant 600 ms
+/// (75 ms: crashes after the key expired block nothing), a mix of both, and a log-normal sample
+/// whose tail crosses T. Negative control: `T − mean/2`, which forgets that a crash after expiry
+/// blocks nothing, is rejected by the same check.
+#[test]
+fn crash_blocked_time_matches_monte_carlo() {
+    let ttl = 300.0;
+    let lognormal = draw(
+        &Dist::parse("lognormal(median=150ms,p99=900ms)").unwrap(),
+        5,
+        5_000,
+    );
+    let cases: [(&str, Vec<f64>, Option<f64>); 4] = [
+        ("constant 100 ms", vec![100.0; 10], Some(250.0)),
+        ("constant 600 ms", vec![600.0; 10], Some(75.0)),
+        ("100 and 600 ms", vec![100.0, 600.0, 100.0, 600.0], None),
+        ("lognormal", lognormal, None),
+    ];
+    for (seed, (name, values, exact)) in cases.into_iter().enumerate() {
+        let formula = expected_blocked_ms(&Samples::from_ms(values.clone()), ttl).unwrap();
+        if let Some(e) = exact {
+            assert!((formula - e).abs() < 1e-9, "{name}: {formula} vs {e}");
+        }
+        let (mc, se) = simulated_blocked(&values, ttl, seed as u64, 400_000);
+        assert!(
+            (formula - mc).abs() < 5.0 * se,
+            "{name}: formula {formula} vs simulated {mc} ± {se}"
+        );
+        if values.iter().any(|d| *d > ttl) {
+            let naive = ttl - values.iter().sum::<f64>() / values.len() as f64 / 2.0;
+            assert!(
+                (naive - mc).abs() > 5.0 * se,
+                "{name}: the naive {naive} passes the check against {mc} ± {se}"
+            );
+        }
+    }
+}
+
+/// Runs the real binary on `args` and returns (exit code, stdout, stderr).
+fn lockbench(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The real binary prints and writes the crash figures only with --crash-rate: 1000 sections
+/// of 100 ms at target 1e-2 give a recommended TTL of 100 ms, so 50 ms blocked per crash on
+/// average, 100 ms at worst, and 150 ms per day at 3 crashes/day; without the flag no crash
+/// line is printed and the JSON's `crash` is null.
+#[test]
+fn cli_crash_figures_only_with_the_flag() {
+    let dir = TempDir::new("flag");
+    let input = dir.file("d.csv", &format!("durationMs\n{}", "100\n".repeat(1000)));
+    let json = dir.0.join("out.json");
+    let (input, json_arg) = (input.to_str().unwrap(), json.to_str().unwrap());
+    let base = [
+        "recommend",
+        "--durations",
+        input,
+        "--target",
+        "0.01",
+        "--json",
+        json_arg,
+    ];
+    let read = || -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    };
+
+    let (code, stdout, stderr) = lockbench(&base);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        !stdout.contains("crash") && !stdout.contains("blocked"),
+        "{stdout}"
+    );
+    let j = read();
+    assert!(j["crash"].is_null(), "{}", j["crash"]);
+    assert!(j["params"]["crash_rate_per_s"].is_null());
+    assert!(j["in_practice"][0]["crash"].is_null());
+
+    let mut args = base.to_vec();
+    args.extend(["--crash-rate", "3/day"]);
+    let (code, stdout, stderr) = lockbench(&args);
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    for needle in [
+        "3.0 holder crashes/day",
+        "blocked/crash",
+        "blocks its key 50.00 ms per crash on average, 100 ms at worst",
+        "150.0 ms blocked per day",
+        "crash falls uniformly within a measured section",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
+    }
+    let c = &read()["crash"];
+    assert_eq!(c["ttl_ms"], 100.0);
+    assert_eq!(c["rate_per_day"], 3.0);
+    assert_eq!(c["blocked_per_crash_ms"]["mean"], 50.0);
+    assert_eq!(c["blocked_per_crash_ms"]["max"], 100.0);
+    assert!(
+        (c["blocked_per_day_ms"].as_f64().unwrap() - 150.0).abs() < 1e-9,
+        "{c}"
+    );
+}
+
+/// A bad --crash-rate (not a number, zero, negative, unknown unit) exits 2 with the flag named
+/// and a valid example; so does a bad --rate, through the same path.
+#[test]
+fn cli_bad_crash_rate_is_bad_input() {
+    let dir = TempDir::new("badcrash");
+    let input = dir.file("d.csv", "durationMs\n1\n2\n");
+    for (flag, value, hint) in [
+        ("--crash-rate", "often", "3/day"),
+        ("--crash-rate", "0/day", "3/day"),
+        ("--crash-rate", "-2/h", "3/day"),
+        ("--crash-rate", "3/week", "/day"),
+        ("--rate", "fast", "100/s"),
+    ] {
+        // `--flag=value`: clap would take a separate `-2/h` for a short flag.
+        let arg = format!("{flag}={value}");
+        let (code, stdout, stderr) =
+            lockbench(&["recommend", "--durations", input.to_str().unwrap(), &arg]);
+        assert_eq!(code, Some(2), "{flag} {value}: {stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("{flag}: ")) && stderr.contains(hint),
+            "{flag} {value}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{flag} {value}: {stdout}");
+    }
 }

@@ -16,6 +16,10 @@
 //!    threshold (top 10 % by default). Each comes with its fit quality in the tail
 //!    (Kolmogorov–Smirnov distance and Anderson–Darling statistic) and a verdict in plain words.
 //!
+//! With `--crash-rate` it also prices the other side of the TTL ([`CrashCost`]): a holder that
+//! crashes without releasing blocks its key until the TTL expires, so each candidate TTL gets
+//! its expected blocked time per crash and per day next to its overrun risk.
+//!
 //! Inputs ([`load_durations`]): a run's `events.csv` (`duration_us`), a plain CSV with a duration
 //! column, an `.hgrm` percentile distribution or an `.hlog` interval log. Histogram inputs give
 //! order statistics from their counts: each value is its bucket's upper edge (HdrHistogram
@@ -26,18 +30,21 @@
 //!
 //! Files: this one holds the command (its clap arguments and entry), the parameters and the
 //! computation ([`recommend`]); `load.rs` the inputs, `stats.rs` the order statistics,
-//! `models.rs` the fitted models, `print.rs` the printer.
+//! `models.rs` the fitted models, `crash.rs` the blocked time after crashes, `print.rs` the
+//! printer.
 
 use anyhow::Context;
 use serde::Serialize;
 use std::io;
 use std::path::PathBuf;
 
+mod crash;
 mod load;
 mod models;
 mod print;
 mod stats;
 
+pub use crash::{BlockedPerCrash, CRASH_MODEL, CrashCost, expected_blocked_ms};
 pub use load::{
     InputInfo, InputKind, LoadError, LoadOptions, Loaded, Samples, Unit, load_durations,
     parse_hgrm, parse_hlog, read_csv,
@@ -88,6 +95,11 @@ pub struct RecommendArgs {
     /// `6000/min`, `2/ms` [default: 10/s, assumed].
     #[arg(long)]
     pub rate: Option<String>,
+    /// Expected holder crashes (a holder dying mid-section without releasing), to price the
+    /// blocked time a TTL costs after crashes: `3/day`, `0.5/h`, same units as --rate
+    /// [default: none, crash figures not shown].
+    #[arg(long)]
+    pub crash_rate: Option<String>,
     /// Fraction of the largest values the generalised Pareto tail is fitted to.
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     pub tail_fraction: f64,
@@ -98,17 +110,22 @@ pub struct RecommendArgs {
 
 /// Runs `lockbench recommend`: loads, computes, prints to stdout, writes the JSON file.
 pub fn run_recommend(args: &RecommendArgs) -> anyhow::Result<i32> {
-    let rate = match &args.rate {
-        Some(r) => Some(parse_rate(r).map_err(|e| anyhow::anyhow!("--rate: {e}"))?),
-        None => None,
+    // A ParamError, not a bare message: bad input exits 2.
+    let rate_flag = |flag: &'static str, text: &Option<String>| {
+        text.as_deref()
+            .map(|r| parse_rate(r).map_err(|message| ParamError { flag, message }))
+            .transpose()
     };
+    let rate = rate_flag("rate", &args.rate)?;
+    let crash_rate = rate_flag("crash-rate", &args.crash_rate)?;
     let params = Params::new(
         args.target,
         args.confidence,
         args.margin,
         rate,
         args.tail_fraction,
-    )?;
+    )?
+    .with_crash_rate(crash_rate)?;
     let opts = LoadOptions {
         column: args.column.clone(),
         unit: args.unit,
@@ -127,7 +144,7 @@ pub fn run_recommend(args: &RecommendArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Parses a rate in sections per second: `100`, `100/s`, `6000/min`, `360000/h`, `2/ms`.
+/// Parses a rate as events per second: `100`, `100/s`, `6000/min`, `360000/h`, `2/ms`, `3/day`.
 pub fn parse_rate(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let (num, per_s) = match t.split_once('/') {
@@ -151,7 +168,7 @@ pub fn parse_rate(text: &str) -> Result<f64, String> {
     match num.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v * per_s),
         _ => Err(format!(
-            "`{text}` is not a positive rate such as 100/s or 6000/min"
+            "`{text}` is not a positive rate such as 100/s, 6000/min or 3/day"
         )),
     }
 }
@@ -175,6 +192,8 @@ pub struct Params {
     rate_per_s: f64,
     rate_assumed: bool,
     tail_fraction: f64,
+    /// Holder crashes per second; `None` without `--crash-rate`.
+    crash_rate_per_s: Option<f64>,
 }
 
 /// A parameter out of range.
@@ -196,6 +215,7 @@ impl Default for Params {
             rate_per_s: DEFAULT_RATE_PER_S,
             rate_assumed: true,
             tail_fraction: 0.1,
+            crash_rate_per_s: None,
         }
     }
 }
@@ -242,6 +262,24 @@ impl Params {
             rate_per_s: rate.unwrap_or(DEFAULT_RATE_PER_S),
             rate_assumed: rate.is_none(),
             tail_fraction,
+            crash_rate_per_s: None,
+        })
+    }
+
+    /// Adds the expected holder crash rate (crashes per second); `None` leaves the crash
+    /// figures out.
+    pub fn with_crash_rate(self, crash_rate_per_s: Option<f64>) -> Result<Params, ParamError> {
+        if let Some(r) = crash_rate_per_s
+            && !(r.is_finite() && r > 0.0)
+        {
+            return Err(ParamError {
+                flag: "crash-rate",
+                message: "use a positive rate, e.g. 3/day or 0.5/h".to_string(),
+            });
+        }
+        Ok(Params {
+            crash_rate_per_s,
+            ..self
         })
     }
 
@@ -260,6 +298,10 @@ impl Params {
     /// Sections per second.
     pub fn rate_per_s(&self) -> f64 {
         self.rate_per_s
+    }
+    /// Holder crashes per second, when given.
+    pub fn crash_rate_per_s(&self) -> Option<f64> {
+        self.crash_rate_per_s
     }
 }
 
@@ -347,6 +389,8 @@ pub struct PracticeRow {
     pub lognormal_overrun: Option<f64>,
     /// The GPD model's overrun probability per section.
     pub gpd_overrun: Option<f64>,
+    /// Blocked time after holder crashes at this TTL; `None` without `--crash-rate`.
+    pub crash: Option<CrashCost>,
 }
 
 /// The full answer; serialised as the `--json` output.
@@ -373,6 +417,9 @@ pub struct Recommendation {
     pub recommended_ttl_ms: Option<f64>,
     /// Candidate TTLs and what they mean per section, per million sections and per day.
     pub in_practice: Vec<PracticeRow>,
+    /// Blocked time after holder crashes at the recommended TTL; `None` without
+    /// `--crash-rate` or without a recommended TTL.
+    pub crash: Option<CrashCost>,
     /// Remarks.
     pub notes: Vec<String>,
 }
@@ -429,6 +476,7 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
             models: Vec::new(),
             recommended_ttl_ms: None,
             in_practice: Vec::new(),
+            crash: None,
             notes,
         };
     }
@@ -614,9 +662,26 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
                 per_day_bound: bound * params.rate_per_s * 86_400.0,
                 lognormal_overrun: ln_fit.and_then(|mo| mo.survival(ttl)),
                 gpd_overrun: gpd_fit.and_then(|mo| mo.survival(ttl)),
+                crash: params
+                    .crash_rate_per_s
+                    .and_then(|r| crash::crash_cost(&view, ttl, r * 86_400.0)),
             }
         })
-        .collect();
+        .collect::<Vec<_>>();
+    // The first row is the recommended TTL whenever there is one.
+    let crash = recommended
+        .and_then(|_| in_practice.first())
+        .and_then(|row| row.crash);
+    if let Some(c) = crash
+        && c.blocked_per_day_ms > 86_400_000.0
+    {
+        notes.push(format!(
+            "the expected blocked time per day at the recommended TTL is {} — more than a day: \
+             it is summed over crashes, so on one key crashes this frequent would overlap and \
+             keep it blocked nearly all the time",
+            fmt_ms(c.blocked_per_day_ms)
+        ));
+    }
     Recommendation {
         input: None,
         n,
@@ -628,6 +693,7 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
         models,
         recommended_ttl_ms: recommended,
         in_practice,
+        crash,
         notes,
     }
 }
@@ -697,6 +763,8 @@ mod tests {
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("-3/s").is_err());
         assert!(parse_rate("3/week").unwrap_err().contains("/min"));
+        assert_eq!(parse_rate("3/day").unwrap() * 86_400.0, 3.0);
+        assert_eq!(parse_rate("0.5/h").unwrap() * 86_400.0, 12.0);
     }
 
     /// Out-of-range parameters name their flag.
@@ -720,5 +788,59 @@ mod tests {
                 .flag,
             "rate"
         );
+        for bad in [0.0, -1.0, f64::INFINITY] {
+            assert_eq!(
+                Params::default()
+                    .with_crash_rate(Some(bad))
+                    .unwrap_err()
+                    .flag,
+                "crash-rate"
+            );
+        }
+    }
+
+    /// Without a crash rate no crash figure is computed; with one, every candidate TTL gets
+    /// its own and the top-level figure is the recommended TTL's (constant 100 ms sections:
+    /// TTL 100 ms, 50 ms blocked per crash on average, 100 ms at worst).
+    #[test]
+    fn crash_figures_only_with_a_rate() {
+        let s = exact(&[100.0; 1000]);
+        let p = Params::new(0.01, 0.95, 1.5, None, 0.1).unwrap();
+        let r = recommend(&s, &p);
+        assert!(r.crash.is_none() && r.in_practice.iter().all(|row| row.crash.is_none()));
+        let r = recommend(&s, &p.with_crash_rate(Some(2.0 / 86_400.0)).unwrap());
+        assert_eq!(r.recommended_ttl_ms, Some(100.0));
+        let c = r.crash.unwrap();
+        assert_eq!(c.ttl_ms, 100.0);
+        assert_eq!(
+            c.blocked_per_crash_ms,
+            BlockedPerCrash {
+                mean: 50.0,
+                max: 100.0
+            }
+        );
+        assert!((c.rate_per_day - 2.0).abs() < 1e-12);
+        assert!((c.blocked_per_day_ms - 100.0).abs() < 1e-9);
+        // margin 1.5 → 150 ms: 150 − 50 = 100 ms per crash.
+        let worst = &r.in_practice[1];
+        assert_eq!(worst.ttl_ms, 150.0);
+        assert_eq!(worst.crash.unwrap().blocked_per_crash_ms.mean, 100.0);
+        // Not supported: no recommended TTL, so no top-level figure, but the rows keep theirs.
+        let r = recommend(
+            &exact(&[100.0; 10]),
+            &Params::default().with_crash_rate(Some(1.0)).unwrap(),
+        );
+        assert!(r.crash.is_none());
+        assert!(r.in_practice.iter().all(|row| row.crash.is_some()));
+        // More than a day blocked per day is called out; 2 crashes a day is not.
+        let day_note = |r: &Recommendation| r.notes.iter().any(|n| n.contains("more than a day"));
+        assert!(!day_note(&recommend(
+            &s,
+            &p.with_crash_rate(Some(2.0 / 86_400.0)).unwrap()
+        )));
+        assert!(day_note(&recommend(
+            &s,
+            &p.with_crash_rate(Some(100.0)).unwrap()
+        )));
     }
 }

@@ -1,6 +1,6 @@
 //! The recommendation as readable text; generic over the writer, tested in-module.
 
-use super::{InputKind, Model, Recommendation};
+use super::{CRASH_MODEL, CrashCost, InputKind, Model, Recommendation};
 use std::io::{self, Write};
 
 pub(super) fn fmt_ms(x: f64) -> String {
@@ -188,24 +188,44 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         writeln!(w, "    verdict    {}", f.verdict)?;
     }
 
+    let crashes = p.crash_rate_per_s.map(|r| r * 86_400.0);
     writeln!(
         w,
-        "\nin practice   at {} sections/s{}",
+        "\nin practice   at {} sections/s{}{}",
         fmt_count(p.rate_per_s),
         if p.rate_assumed {
             " (assumed; set --rate)"
         } else {
             ""
+        },
+        crashes
+            .map(|c| format!(", {} holder crashes/day", fmt_count(c)))
+            .unwrap_or_default()
+    )?;
+    // The crash columns only with --crash-rate: `mean` and `day` are the texts of those cells.
+    let crash_cols = |mean: &str, day: &str| {
+        if crashes.is_some() {
+            format!("  {mean:>13} {day:>13}")
+        } else {
+            String::new()
         }
+    };
+    writeln!(
+        w,
+        "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}{}",
+        "TTL",
+        "basis",
+        "above",
+        "P(overrun)",
+        "/million",
+        "/day",
+        "lognormal",
+        "GPD",
+        crash_cols("blocked/crash", "blocked/day")
     )?;
     writeln!(
         w,
-        "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
-        "TTL", "basis", "above", "P(overrun)", "/million", "/day", "lognormal", "GPD"
-    )?;
-    writeln!(
-        w,
-        "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
+        "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}{}",
         "",
         "",
         "in data",
@@ -213,13 +233,20 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         "≤",
         "≤",
         "model",
-        "model"
+        "model",
+        crash_cols("mean", "mean")
     )?;
     for row in &r.in_practice {
         let model = |x: Option<f64>| x.map_or("—".to_string(), fmt_prob);
+        let (mean, day) = row.crash.map_or(("—".to_string(), "—".to_string()), |c| {
+            (
+                fmt_ms(c.blocked_per_crash_ms.mean),
+                fmt_ms(c.blocked_per_day_ms),
+            )
+        });
         writeln!(
             w,
-            "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}",
+            "  {:>10}  {:<40} {:>7}  {:>10} {:>10} {:>10}  {:>10} {:>10}{}",
             fmt_ttl(row.ttl_ms),
             row.basis,
             row.samples_above,
@@ -227,7 +254,8 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
             fmt_count(row.per_million_bound),
             fmt_count(row.per_day_bound),
             model(row.lognormal_overrun),
-            model(row.gpd_overrun)
+            model(row.gpd_overrun),
+            crash_cols(&mean, &day)
         )?;
     }
     writeln!(
@@ -235,6 +263,13 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         "  (data bounds: distribution-free upper bounds from the samples above each TTL; model \
          columns: each model's own estimate)"
     )?;
+    if crashes.is_some() {
+        writeln!(
+            w,
+            "  (blocked: time a crashed holder's key stays locked — model: {CRASH_MODEL}; mean \
+             over the samples; worst case per crash = the TTL, a crash right after acquiring)"
+        )?;
+    }
 
     match (r.recommended_ttl_ms, r.in_practice.first()) {
         (Some(t), Some(row)) => writeln!(
@@ -255,10 +290,33 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
             r.distribution_free.samples_needed
         )?,
     }
+    match (r.crash, crashes) {
+        (Some(c), _) => print_crash_line(&mut w, &c)?,
+        (None, Some(_)) => writeln!(
+            w,
+            "                 crashed holders: no recommended TTL to price; the table gives the \
+             blocked time per crash and per day for each candidate"
+        )?,
+        (None, None) => {}
+    }
     for note in &r.notes {
         writeln!(w, "note: {note}")?;
     }
     Ok(())
+}
+
+/// The crash figures beside the recommended TTL's overrun risk.
+fn print_crash_line<W: Write>(w: &mut W, c: &CrashCost) -> io::Result<()> {
+    writeln!(
+        w,
+        "                 — a crashed holder blocks its key {} per crash on average, {} at worst \
+         (a crash right after acquiring): {} blocked per day at {} holder crashes/day (model: \
+         crash uniform within a section, blocked until the key expires)",
+        fmt_ms(c.blocked_per_crash_ms.mean),
+        fmt_ttl(c.blocked_per_crash_ms.max),
+        fmt_ms(c.blocked_per_day_ms),
+        fmt_count(c.rate_per_day)
+    )
 }
 
 #[cfg(test)]
