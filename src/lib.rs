@@ -60,6 +60,7 @@ pub mod commands;
 pub mod dist;
 pub mod engine;
 pub mod exit;
+pub mod faults;
 pub mod inputs;
 pub mod math;
 pub mod profile;

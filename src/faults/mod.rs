@@ -1,0 +1,3 @@
+//! Fault injection.
+
+pub mod proxy;
