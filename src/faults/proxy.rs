@@ -33,6 +33,9 @@ const HELD_CHUNKS: usize = 64;
 /// spin, and a connection closing meanwhile frees a descriptor.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
+/// Far enough to never come, near enough to add to any instant.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// The faults in force; every pump watches them.
 #[derive(Debug, Clone, Copy, Default)]
 struct Faults {
@@ -220,9 +223,6 @@ async fn read(
     }
 }
 
-/// Far enough to never come, near enough to add to any instant.
-const FOREVER: Duration = Duration::from_secs(100 * 365 * 86_400);
-
 /// Delivers chunks in the order read, each at its time and only while no partition is on.
 async fn deliver(
     mut rx: mpsc::Receiver<Chunk>,
@@ -358,6 +358,9 @@ mod tests {
             .unwrap();
 
         let mut raw = TcpStream::connect(proxy.addr()).await.unwrap();
+        // Connected upstream before the partition: what it holds is the command itself.
+        raw.write_all(b"*1\r\n$4\r\nPING\r\n").await.unwrap();
+        assert_eq!(read_n(&mut raw, 7).await, b"+PONG\r\n");
         proxy.set_partition(true);
         raw.write_all(b"*2\r\n$3\r\nGET\r\n$7\r\nproxy:k\r\n")
             .await
