@@ -82,7 +82,7 @@ impl Backend {
             let upstream = c.tcp_addr().await?.context(
                 "latency and partition faults need a server on a TCP address, not a unix socket",
             )?;
-            let proxy = Proxy::start(upstream)
+            let proxy = Proxy::start(upstream, plan.seed)
                 .await
                 .context("cannot start the fault proxy on 127.0.0.1")?;
             *c = c.via(proxy.addr())?;
