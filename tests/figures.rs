@@ -14,8 +14,8 @@ fn lockbench(args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
-/// A contended compare on the memory model with a resource, extension and pauses, so every
-/// group of figures is there.
+/// A contended compare on the memory model with a resource, extension, pauses and crashed
+/// holders, so every group of figures is there.
 fn run(dir: &std::path::Path) -> String {
     let o = lockbench(&[
         "compare",
@@ -36,6 +36,10 @@ fn run(dir: &std::path::Path) -> String {
         "--resource",
         "--pause",
         "mixture(0.9*constant(0ms),0.1*uniform(5ms,10ms))",
+        "--crash-between",
+        "0.02",
+        "--fault",
+        "holder-crash,probability=0.05",
         "--out",
         dir.to_str().unwrap(),
     ]);
