@@ -795,7 +795,11 @@ impl Profile {
                     .nth(i)
                     .map(|(n, _)| n + 1),
                 field: Some("fault".to_string()),
-                message: format!("fault {} ({}): {m}", i + 1, f.kind.as_deref().unwrap_or("?")),
+                message: format!(
+                    "fault {} ({}): {m}",
+                    i + 1,
+                    f.kind.as_deref().unwrap_or("?")
+                ),
             })?;
             faults.push(fault);
         }
@@ -805,7 +809,9 @@ impl Profile {
             other => {
                 return Err(err(
                     "acquire",
-                    format!("`{other}` is not a way to acquire: use \"set-nx-px\" or \"setnx-expire\""),
+                    format!(
+                        "`{other}` is not a way to acquire: use \"set-nx-px\" or \"setnx-expire\""
+                    ),
                 ));
             }
         };

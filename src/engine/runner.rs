@@ -85,9 +85,7 @@ pub async fn run_with<K: Connector>(
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
-    opts.faults
-        .check(&plan.faults, kind)
-        .map_err(BadInput)?;
+    opts.faults.check(&plan.faults, kind).map_err(BadInput)?;
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();
     let mut probe = connector.connect().await?;
@@ -582,7 +580,15 @@ async fn run_variant<K: Connector>(
                 resource_final = None;
                 break;
             }
-            match conn.resource_value(&r.res_keys[k]).await {
+            // Twice, as in the cleanup: an idle connection learns of a restart only now.
+            let mut read = conn.resource_value(&r.res_keys[k]).await;
+            if read
+                .as_ref()
+                .is_err_and(|e| e.kind == ErrorKind::Connection)
+            {
+                read = conn.resource_value(&r.res_keys[k]).await;
+            }
+            match read {
                 Ok(v) => resource_final = resource_final.map(|t| t + v),
                 Err(e) => {
                     eprintln!(
@@ -625,7 +631,12 @@ async fn run_variant<K: Connector>(
     if recorder.counters.counts.crashes.load(Relaxed) > 0 {
         let mut conn = probe.clone();
         for &k in &touched {
-            if let Ok(-1) = conn.pttl(&ctx.key_names[k]).await {
+            let key = &ctx.key_names[k];
+            let mut ttl = conn.pttl(key).await;
+            if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
+                ttl = conn.pttl(key).await;
+            }
+            if let Ok(-1) = ttl {
                 stuck_locks += 1;
             }
         }

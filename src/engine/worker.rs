@@ -6,10 +6,10 @@
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
 use crate::analysis::counts::{CRASHED, Counts, UNLOCKED};
-use crate::faults::{Fault, FaultKind};
 use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
+use crate::faults::{Fault, FaultKind};
 use crate::profile::{Acquire, BusyPolicy, OnLost, OnUnavailable, PauseAt};
 use crate::release::{ReleaseMethod, StaleRule, release};
 use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
@@ -343,8 +343,8 @@ impl<C: LockConn> Worker<C> {
             let wait_us = match reply {
                 Ok(Some(fence)) => {
                     let (acquired_us, holders_at_start) = rec.open_section(key);
-                    let crash_now =
-                        ctx.crash_between > 0.0 && self.st.crashes.random::<f64>() < ctx.crash_between;
+                    let crash_now = ctx.crash_between > 0.0
+                        && self.st.crashes.random::<f64>() < ctx.crash_between;
                     // SETNX whose holder died before its PEXPIRE: the key never expires.
                     let never_expires = crash_now && ctx.acquire == Acquire::SetnxExpire;
                     return Some(Held {

@@ -224,7 +224,11 @@ impl FaultProfile {
         };
         only("delay", self.delay.is_some(), FaultKind::Latency)?;
         only("jitter", self.jitter.is_some(), FaultKind::Latency)?;
-        only("probability", self.probability.is_some(), FaultKind::HolderCrash)?;
+        only(
+            "probability",
+            self.probability.is_some(),
+            FaultKind::HolderCrash,
+        )?;
         only("restart", self.restart.is_some(), FaultKind::HolderCrash)?;
         let delay_us = dur("delay", &self.delay)?.unwrap_or(0);
         let jitter_us = dur("jitter", &self.jitter)?.unwrap_or(0);
@@ -317,7 +321,9 @@ impl FaultControl {
                         "a server lockbench starts itself (backend = \"spawn\"): it kills it and starts it again"
                     }
                     FaultKind::ServerPause => "a Redis server (spawned, or given by URL)",
-                    _ => "a Redis server on a TCP address (lockbench puts a loopback proxy in front of it)",
+                    _ => {
+                        "a Redis server on a TCP address (lockbench puts a loopback proxy in front of it)"
+                    }
                 };
                 return Err(format!(
                     "fault `{}` needs {need}; this run's backend is {backend}",
@@ -505,11 +511,7 @@ mod tests {
             .unwrap();
         assert_eq!((c.at_us, c.length_us), (0, u64::MAX));
         assert!(c.covers(123_456_789));
-        let e = |t: &str| {
-            Fault::parse_flag(t)
-                .and_then(|p| p.validate())
-                .unwrap_err()
-        };
+        let e = |t: &str| Fault::parse_flag(t).and_then(|p| p.validate()).unwrap_err();
         assert!(e("server-pause@1s").contains("needs a `length`"));
         assert!(e("server-nap@1s+1s").contains("server-pause, server-restart"));
         assert!(e("holder-crash").contains("probability"));

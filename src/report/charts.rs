@@ -425,6 +425,8 @@ const OVERLAP: RGBColor = RGBColor(220, 0, 0);
 const UNSAFE: RGBColor = RGBColor(200, 0, 160);
 const FENCED: RGBColor = RGBColor(0, 140, 70);
 const PAUSE: RGBColor = RGBColor(50, 50, 50);
+/// Fault windows on the timeline (shaded behind the bars).
+const FAULT: RGBColor = RGBColor(120, 60, 160);
 
 /// A diamond of half-width `r` around `(x, y)`, in pixels.
 fn diamond((x, y): (i32, i32), r: i32) -> Vec<(i32, i32)> {
@@ -590,6 +592,23 @@ pub fn timeline(path: &Path, t: &Timeline) -> anyhow::Result<()> {
             .label_style(font(13))
             .axis_desc_style(font(14))
             .draw()?;
+        // Fault windows behind the bars, named at the top.
+        for (kind, s, e) in &t.faults {
+            let (s, e) = (ms(*s).max(x0), ms(*e).min(x1));
+            if s >= e {
+                continue;
+            }
+            chart.draw_series(std::iter::once(Rectangle::new(
+                [(s, 0.0), (e, n as f64)],
+                FAULT.mix(0.18).filled(),
+            )))?;
+            let (px, py) = chart.backend_coord(&(s, n as f64));
+            root.draw(&Text::new(
+                kind.clone(),
+                (px + 4, py + 2),
+                font(12).color(&FAULT),
+            ))?;
+        }
         // Row i from the top.
         let y = |i: usize| (n - i) as f64 - 0.5;
         for (i, r) in t.rows.iter().enumerate() {

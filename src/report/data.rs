@@ -642,6 +642,8 @@ pub struct Timeline {
     /// Pauses struck right before the write (`pause_at = "before-write"`), so their place on
     /// the bar is known; otherwise only their length is.
     pub pause_before_write: bool,
+    /// The variant's fault windows: kind, start and end in µs from the variant's start.
+    pub faults: Vec<(String, u64, u64)>,
 }
 
 /// A section as read back for the timeline.
@@ -710,6 +712,7 @@ pub fn timeline(
         focus,
         rows,
         pause_before_write,
+        faults: Vec::new(),
     }
 }
 

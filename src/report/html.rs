@@ -133,8 +133,16 @@ const AFTER: &[Row] = &[
         s.faults
             .iter()
             .map(|f| {
-                let d = if f.detail.is_empty() { String::new() } else { format!(", {}", f.detail) };
-                let e = if f.error.is_empty() { String::new() } else { format!(" (FAILED: {})", f.error) };
+                let d = if f.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {}", f.detail)
+                };
+                let e = if f.error.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (FAILED: {})", f.error)
+                };
                 format!("{} {:.0}–{:.0}{d}{e}", f.kind, f.start_ms, f.end_ms)
             })
             .collect::<Vec<_>>()

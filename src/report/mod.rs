@@ -274,12 +274,31 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     charts::survival(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
     files.push(p);
 
-    let timeline = timeline_of(
+    let mut timeline = timeline_of(
         busiest(&run.summary, &variants),
         &events_path,
         ttl_us,
         run.pause_before_write(),
     )?;
+    // The variant's fault windows, on the same clock (µs from the variant's start).
+    timeline.faults = run
+        .summary
+        .variants
+        .iter()
+        .find(|s| s.variant == timeline.variant)
+        .map(|s| {
+            s.faults
+                .iter()
+                .map(|f| {
+                    (
+                        f.kind.clone(),
+                        (f.start_ms * 1000.0) as u64,
+                        (f.end_ms * 1000.0) as u64,
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let p = dir.join(TIMELINE_PNG);
     charts::timeline(&p, &timeline)?;
     files.push(p);

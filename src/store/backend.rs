@@ -5,9 +5,9 @@
 use super::memory::MemoryStore;
 use super::redis::{RedisConnector, Timeouts};
 use super::spawn::{SpawnedRedis, redis_server_available};
-use crate::profile::{BackendChoice, Plan};
 use crate::faults::FaultControl;
 use crate::faults::proxy::Proxy;
+use crate::profile::{BackendChoice, Plan};
 use anyhow::Context;
 use std::sync::Arc;
 use std::time::Duration;
