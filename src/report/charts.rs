@@ -701,7 +701,7 @@ fn legend(area: &Area<'_>, x: i32, y: i32) -> anyhow::Result<()> {
     };
     x = swatch(area, x, BAR_OK, "holding, lock valid")?;
     x = swatch(area, x, BAR_EXPIRED, "holding after TTL expiry")?;
-    x = swatch(area, x, BAR_LOST, "lock deleted by another")?;
+    x = swatch(area, x, BAR_LOST, "lock deleted by another or lost in a restart")?;
     x = swatch(area, x, OVERLAP, "≥ 2 holders")?;
     area.draw(&PathElement::new(
         vec![(x + 10, y - 8), (x + 10, y + 8)],

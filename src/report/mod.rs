@@ -299,6 +299,17 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
                 .collect()
         })
         .unwrap_or_default();
+    // A restart erased every lock: a holder open across its start lost its lock then.
+    for (kind, start, _) in &timeline.faults {
+        if kind != "server-restart" {
+            continue;
+        }
+        for r in &mut timeline.rows {
+            if r.acquired_us < *start && *start < r.released_us.min(r.expiry_us) {
+                r.lost_at_us = Some(r.lost_at_us.map_or(*start, |l| l.min(*start)));
+            }
+        }
+    }
     let p = dir.join(TIMELINE_PNG);
     charts::timeline(&p, &timeline)?;
     files.push(p);
