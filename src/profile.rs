@@ -899,6 +899,15 @@ fn locate(source: &str, field: &str) -> Option<usize> {
 }
 
 impl Plan {
+    /// Whether holders may crash (holder-crash faults or `crash_between`).
+    pub fn has_crashes(&self) -> bool {
+        self.crash_between > 0.0
+            || self
+                .faults
+                .iter()
+                .any(|f| f.kind == crate::faults::FaultKind::HolderCrash)
+    }
+
     /// Run length as a duration, if the run is time-limited.
     pub fn run_time(&self) -> Option<Duration> {
         match self.stop {

@@ -133,3 +133,46 @@ fn server_has_delex() -> bool {
         .unwrap_or("0.0");
     lockbench::store::redis::version_tuple(v).is_some_and(|v| v >= (8, 4))
 }
+
+/// A sweep with crashing holders shows both sides of the TTL choice: overruns fall as the TTL
+/// grows while the time a crashed holder's key stays blocked rises with it; the terminal
+/// table gets the crash columns.
+#[test]
+fn sweep_with_crashes_shows_both_sides_of_the_ttl() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sweep");
+    let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args([
+            "sweep",
+            "--backend",
+            "memory",
+            "--workers",
+            "8",
+            "--keys",
+            "4",
+        ])
+        .args(["--dist", "exponential(mean=10ms)", "--busy", "retry"])
+        .args(["--duration", "1500ms", "--seed", "2", "--ttl", "15ms,120ms"])
+        .args(["--release", "token"])
+        .args(["--fault", "holder-crash,probability=0.05,restart=5ms"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("blocked/crash"), "{stdout}");
+    let mut r = csv::Reader::from_path(out.join("sweep.csv")).unwrap();
+    let header = r.headers().unwrap().clone();
+    let col = |name: &str| header.iter().position(|h| h == name).unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
+    let f = |row: &csv::StringRecord, name: &str| row[col(name)].parse::<f64>().unwrap();
+    let (short, long) = (&rows[0], &rows[1]);
+    assert!(f(short, "crashes") > 0.0 && f(long, "crashes") > 0.0);
+    assert!(f(short, "overrun_fraction") > f(long, "overrun_fraction"));
+    assert!(
+        f(short, "crash_blocked_mean_ms") < f(long, "crash_blocked_mean_ms"),
+        "blocked per crash must rise with the TTL"
+    );
+    assert!(f(short, "crash_blocked_s_per_hour") < f(long, "crash_blocked_s_per_hour"));
+}

@@ -34,6 +34,18 @@ impl SweepRow {
         let s = self.summary.as_ref()?;
         (s.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.elapsed_s / 3600.0))
     }
+    /// Seconds keys stayed blocked after holder crashes, per hour of operation (the scale
+    /// cancels, as for overlap).
+    pub fn blocked_s_per_hour(&self) -> Option<f64> {
+        let s = self.summary.as_ref()?;
+        let total_ms = s.crash_blocked_ms.mean * s.crash_blocked_ms.count as f64;
+        (s.elapsed_s > 0.0).then(|| total_ms / 1000.0 / (s.elapsed_s / 3600.0))
+    }
+    /// Mean time a key stayed blocked per crash, in real (unscaled) ms.
+    pub fn blocked_per_crash_ms(&self) -> Option<f64> {
+        let s = self.summary.as_ref()?;
+        (s.crash_blocked_ms.count > 0).then(|| s.crash_blocked_ms.mean / s.time_scale)
+    }
     /// Wrongful deletes per hour of real (unscaled) operation.
     pub fn wrongful_deletes_per_hour(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
@@ -141,7 +153,11 @@ pub async fn sweep(
                 },
             });
             if !opts.quiet {
-                print_row(std::io::stderr(), rows.last().context("row")?)?;
+                print_row(
+                    std::io::stderr(),
+                    rows.last().context("row")?,
+                    plan.has_crashes(),
+                )?;
             }
             if interrupted {
                 return Ok(rows);
@@ -151,11 +167,19 @@ pub async fn sweep(
     Ok(rows)
 }
 
-/// Header of the terminal table.
-pub fn print_header<W: Write>(mut w: W) -> std::io::Result<()> {
+/// Header of the terminal table; `crashes` adds the crash columns.
+pub fn print_header<W: Write>(mut w: W, crashes: bool) -> std::io::Result<()> {
+    let extra = if crashes {
+        format!(
+            " {:>7} {:>13} {:>11}",
+            "crashes", "blocked/crash", "blocked s/h"
+        )
+    } else {
+        String::new()
+    };
     writeln!(
         w,
-        "{:>10} {:>10} {:>6} {:>9} {:>10} {:>7} {:>8} {:>9} {:>11} {:>5}  note",
+        "{:>10} {:>10} {:>6} {:>9} {:>10} {:>7} {:>8} {:>9} {:>11} {:>5}{extra}  note",
         "ttl",
         "real ttl",
         "method",
@@ -169,12 +193,23 @@ pub fn print_header<W: Write>(mut w: W) -> std::io::Result<()> {
     )
 }
 
-/// One line of the terminal table.
-pub fn print_row<W: Write>(mut w: W, r: &SweepRow) -> std::io::Result<()> {
+/// One line of the terminal table; `crashes` adds the crash columns.
+pub fn print_row<W: Write>(mut w: W, r: &SweepRow, crashes: bool) -> std::io::Result<()> {
+    let extra = match &r.summary {
+        Some(s) if crashes => format!(
+            " {:>7} {:>13} {:>11.2}",
+            s.counts.crashes,
+            r.blocked_per_crash_ms()
+                .map(|m| units::fmt_us(units::ms_to_us(m), units::Style::Compact))
+                .unwrap_or_else(|| "-".into()),
+            r.blocked_s_per_hour().unwrap_or(0.0)
+        ),
+        _ => String::new(),
+    };
     match (&r.summary, &r.error) {
         (Some(s), _) => writeln!(
             w,
-            "{:>10} {:>10} {:>6} {:>9} {:>10.4} {:>7} {:>8} {:>9} {:>11.2} {:>5}  {}",
+            "{:>10} {:>10} {:>6} {:>9} {:>10.4} {:>7} {:>8} {:>9} {:>11.2} {:>5}{extra}  {}",
             units::fmt_us(s.ttl_ms * 1000, units::Style::Compact),
             units::fmt_us(units::ms_to_us(s.unscaled_ttl_ms), units::Style::Compact),
             r.release.name(),
@@ -210,6 +245,7 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
         "error",
         "overlap_s_per_hour",
         "wrongful_deletes_per_hour",
+        "crash_blocked_s_per_hour",
     ];
     header.extend(crate::results::csv_columns());
     w.write_record(&header)?;
@@ -221,6 +257,9 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
                 .map(|x| format!("{x:.6}"))
                 .unwrap_or_default(),
             r.wrongful_deletes_per_hour()
+                .map(|x| format!("{x:.6}"))
+                .unwrap_or_default(),
+            r.blocked_s_per_hour()
                 .map(|x| format!("{x:.6}"))
                 .unwrap_or_default(),
         ];
@@ -253,6 +292,7 @@ pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries
                     overrun_fraction: Vec::new(),
                     overlap_s_per_hour: Vec::new(),
                     wrongful_per_hour: Vec::new(),
+                    blocked_s_per_hour: Vec::new(),
                 });
                 out.len() - 1
             }
@@ -264,12 +304,15 @@ pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries
             .push((x, r.overlap_s_per_hour().unwrap_or(0.0)));
         e.wrongful_per_hour
             .push((x, r.wrongful_deletes_per_hour().unwrap_or(0.0)));
+        e.blocked_s_per_hour
+            .push((x, r.blocked_s_per_hour().unwrap_or(0.0)));
     }
     for e in &mut out {
         for v in [
             &mut e.overrun_fraction,
             &mut e.overlap_s_per_hour,
             &mut e.wrongful_per_hour,
+            &mut e.blocked_s_per_hour,
         ] {
             v.sort_by(|a, b| a.0.total_cmp(&b.0));
         }
@@ -336,7 +379,7 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         ..RunOptions::default()
     };
     if !a.workload.quiet {
-        print_header(std::io::stderr())?;
+        print_header(std::io::stderr(), first.has_crashes())?;
     }
     let rows = sweep(
         &backend,
@@ -353,9 +396,9 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     crate::report::charts::sweep(&dir.join("sweep.png"), &chart_series(&rows), "real units")?;
     if !a.workload.quiet {
         println!();
-        print_header(std::io::stdout())?;
+        print_header(std::io::stdout(), first.has_crashes())?;
         for r in &rows {
-            print_row(std::io::stdout(), r)?;
+            print_row(std::io::stdout(), r, first.has_crashes())?;
         }
         println!("\nresults: {}", dir.display());
     }

@@ -701,7 +701,12 @@ fn legend(area: &Area<'_>, x: i32, y: i32) -> anyhow::Result<()> {
     };
     x = swatch(area, x, BAR_OK, "holding, lock valid")?;
     x = swatch(area, x, BAR_EXPIRED, "holding after TTL expiry")?;
-    x = swatch(area, x, BAR_LOST, "lock deleted by another or lost in a restart")?;
+    x = swatch(
+        area,
+        x,
+        BAR_LOST,
+        "lock deleted by another or lost in a restart",
+    )?;
     x = swatch(area, x, OVERLAP, "≥ 2 holders")?;
     area.draw(&PathElement::new(
         vec![(x + 10, y - 8), (x + 10, y + 8)],
@@ -993,13 +998,20 @@ pub struct SweepSeries {
     pub overlap_s_per_hour: Vec<(f64, f64)>,
     /// Wrongful deletes per hour of operation per TTL.
     pub wrongful_per_hour: Vec<(f64, f64)>,
+    /// Seconds keys stayed blocked after holder crashes, per hour of operation per TTL.
+    pub blocked_s_per_hour: Vec<(f64, f64)>,
 }
 
 /// `sweep.png`: overrun fraction, overlap time per hour and wrongful deletes per hour against
-/// the TTL (log x; log y for the first two, where zero is drawn on the floor line).
+/// the TTL (log x; log y for the first two, where zero is drawn on the floor line) — and, when
+/// holders crashed, the other side of the choice: blocked time after crashes, rising with it.
 pub fn sweep(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyhow::Result<()> {
-    with_png(path, (WIDTH, 1050), |root| {
-        let panels = root.split_evenly((3, 1));
+    let crashes = series
+        .iter()
+        .any(|s| s.blocked_s_per_hour.iter().any(|p| p.1 > 0.0));
+    let n = if crashes { 4 } else { 3 };
+    with_png(path, (WIDTH, 350 * n as u32), |root| {
+        let panels = root.split_evenly((n, 1));
         let all = |f: fn(&SweepSeries) -> &Vec<(f64, f64)>| {
             series
                 .iter()
@@ -1016,7 +1028,7 @@ pub fn sweep(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyhow::Res
         }
         let xr = (lo / 1.3)..(hi * 1.3);
         type Pick = fn(&SweepSeries) -> &Vec<(f64, f64)>;
-        let specs: [(&str, &str, Pick, bool); 3] = [
+        let specs: [(&str, &str, Pick, bool); 4] = [
             (
                 "Overrun fraction: P(d > TTL)",
                 "fraction of sections",
@@ -1033,6 +1045,12 @@ pub fn sweep(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyhow::Res
                 "Wrongful deletes per hour of operation",
                 "deletes per hour",
                 |s| &s.wrongful_per_hour,
+                false,
+            ),
+            (
+                "After holder crashes: time keys stayed blocked per hour of operation",
+                "seconds per hour",
+                |s| &s.blocked_s_per_hour,
                 false,
             ),
         ];
