@@ -609,10 +609,21 @@ impl Profile {
             None | Some("off") => false,
             Some(_) => true,
         };
+        let on_unavailable = match self.on_unavailable.as_deref().unwrap_or("fail-closed") {
+            "fail-closed" => OnUnavailable::FailClosed,
+            "fail-open" => OnUnavailable::FailOpen,
+            other => {
+                return Err(err(
+                    "on_unavailable",
+                    format!("`{other}` is not a policy: use \"fail-closed\" or \"fail-open\""),
+                ));
+            }
+        };
         let default_variant = Variant {
             release: ReleaseMethod::Token,
             fencing,
             extend: extend_all,
+            fail_open: on_unavailable == OnUnavailable::FailOpen,
         };
         let method = |field: &str, s: &str| {
             Variant::parse_with(s, default_variant).map_err(|m| err(field, m))
@@ -746,16 +757,6 @@ impl Profile {
                 return Err(err(
                     "on_lost",
                     format!("`{other}` is not a choice: use \"continue\" or \"abort\""),
-                ));
-            }
-        };
-        let on_unavailable = match self.on_unavailable.as_deref().unwrap_or("fail-closed") {
-            "fail-closed" => OnUnavailable::FailClosed,
-            "fail-open" => OnUnavailable::FailOpen,
-            other => {
-                return Err(err(
-                    "on_unavailable",
-                    format!("`{other}` is not a policy: use \"fail-closed\" or \"fail-open\""),
                 ));
             }
         };

@@ -54,6 +54,9 @@ pub struct Variant {
     pub fencing: Fencing,
     /// Whether a watchdog re-arms the lock while the section runs.
     pub extend: bool,
+    /// When Redis does not answer, the section runs without a lock (fail-open) instead of
+    /// being refused (fail-closed).
+    pub fail_open: bool,
 }
 
 impl From<ReleaseMethod> for Variant {
@@ -62,13 +65,14 @@ impl From<ReleaseMethod> for Variant {
             release,
             fencing: Fencing::Off,
             extend: false,
+            fail_open: false,
         }
     }
 }
 
 impl Variant {
     /// Its name in every output: the release method, then `+extend`, then `+fence` or
-    /// `+fence-rw` (the same whatever order it was written in).
+    /// `+fence-rw`, then `+fail-open` (the same whatever order it was written in).
     pub fn name(&self) -> String {
         let mut n = self.release.name().to_string();
         if self.extend {
@@ -79,10 +83,14 @@ impl Variant {
             Fencing::Write => n.push_str("+fence"),
             Fencing::ReadWrite => n.push_str("+fence-rw"),
         }
+        if self.fail_open {
+            n.push_str("+fail-open");
+        }
         n
     }
 
-    /// Parses `method[+extend][+fence|+fence-rw]`; parts not written take `default`'s.
+    /// Parses `method[+extend][+fence|+fence-rw][+fail-open|+fail-closed]`; parts not written
+    /// take `default`'s.
     pub fn parse_with(s: &str, default: Variant) -> Result<Variant, String> {
         let mut parts = s.trim().split('+');
         let release: ReleaseMethod = parts.next().unwrap_or_default().parse()?;
@@ -96,9 +104,11 @@ impl Variant {
                 }
                 "fence" => (v.fencing, fenced) = (Fencing::Write, true),
                 "fence-rw" => (v.fencing, fenced) = (Fencing::ReadWrite, true),
+                "fail-open" => v.fail_open = true,
+                "fail-closed" => v.fail_open = false,
                 other => {
                     return Err(format!(
-                        "`{other}` in `{s}` is not a variant part: write METHOD[+extend][+fence|+fence-rw], e.g. token+extend+fence-rw"
+                        "`{other}` in `{s}` is not a variant part: write METHOD[+extend][+fence|+fence-rw][+fail-open|+fail-closed], e.g. token+extend+fence-rw"
                     ));
                 }
             }
@@ -149,5 +159,10 @@ mod tests {
                 .contains("del, token or delex")
         );
         assert_eq!("read-write".parse::<Fencing>(), Ok(Fencing::ReadWrite));
+        let open = Variant::parse_with("token+fail-open", d).unwrap();
+        assert!(open.fail_open);
+        assert_eq!(open.name(), "token+fail-open");
+        let closed = Variant::parse_with("token+fail-closed", open).unwrap();
+        assert_eq!(closed.name(), "token");
     }
 }

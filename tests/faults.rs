@@ -189,20 +189,23 @@ async fn partition_gives_timeouts_then_recovery() {
     assert_eq!(code(&out), 0);
 }
 
-/// Under the same pause, fail-open runs sections without a lock and refuses nothing;
-/// fail-closed refuses requests and runs nothing unlocked.
+/// Under the same pause, in one compare: fail-open runs sections without a lock and refuses
+/// nothing; fail-closed refuses requests and runs nothing unlocked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_and_fail_closed_trade_refusals_for_unlocked_sections() {
     let tmp = tempfile::tempdir().unwrap();
-    let base = "workers = 3\nkeys = 3\nttl = \"300ms\"\nduration = \"1500ms\"\ndist = \"constant(5ms)\"\n\
-                command_timeout = \"100ms\"\n[[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"600ms\"\n";
-    let mut results = Vec::new();
-    for policy in ["fail-open", "fail-closed"] {
-        let p = plan(&format!("on_unavailable = \"{policy}\"\n{base}"));
-        let out = run_faulted(&p, &[p.release], &tmp.path().join(policy)).await;
-        results.push(out.summaries[0].counts);
-    }
-    let (open, closed) = (results[0], results[1]);
+    let p = plan(
+        "workers = 3\nkeys = 3\nttl = \"300ms\"\nduration = \"1500ms\"\ndist = \"constant(5ms)\"\n\
+         command_timeout = \"100ms\"\nreleases = [\"token+fail-open\", \"token+fail-closed\"]\n\
+         [[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"600ms\"\n",
+    );
+    let out = run_faulted(&p, &p.releases, tmp.path()).await;
+    let (open, closed) = (&out.summaries[0], &out.summaries[1]);
+    assert_eq!(
+        (open.variant.as_str(), closed.variant.as_str()),
+        ("token+fail-open", "token")
+    );
+    let (open, closed) = (open.counts, closed.counts);
     assert!(
         open.unlocked_sections > 0 && open.refused_unavailable == 0,
         "{open:?}"

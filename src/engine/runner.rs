@@ -443,7 +443,11 @@ async fn run_variant<K: Connector>(
                 at: plan.pause_at,
             },
         ),
-        on_unavailable: plan.on_unavailable,
+        on_unavailable: if variant.fail_open {
+            crate::profile::OnUnavailable::FailOpen
+        } else {
+            crate::profile::OnUnavailable::FailClosed
+        },
         acquire: plan.acquire,
         crash_between: plan.crash_between,
         crashes: plan
