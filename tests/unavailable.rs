@@ -5,7 +5,6 @@
 mod common;
 
 use lockbench::engine::runner::run_with;
-use lockbench::release::ReleaseMethod;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use std::time::Duration;
 
@@ -24,14 +23,8 @@ async fn paused_run(policy: &str) -> lockbench::analysis::summary::Summary {
             response: Duration::from_micros(plan.command_timeout_us),
         };
         let c = RedisConnector::new(&url, t, false).unwrap();
-        run_with(
-            &c,
-            "url",
-            &plan,
-            &[ReleaseMethod::Token],
-            &common::opts(&out),
-        )
-        .await
+        // The plan's variant carries its policy (from on_unavailable).
+        run_with(&c, "url", &plan, &[plan.release], &common::opts(&out)).await
     });
     let mut conn = common::sync_conn(&server);
     tokio::task::block_in_place(|| {

@@ -79,6 +79,16 @@ fn finish(
                 crate::units::fmt_us((elapsed / scale * 1e6) as u64, crate::units::Style::Compact)
             );
         }
+        if outcome
+            .summaries
+            .iter()
+            .any(|s| s.protect.resource && s.faults.iter().any(|f| f.kind == "server-restart"))
+        {
+            println!(
+                "note: the resource lives on the restarted server, so the restart erased it too: \
+                 lost updates include the writes it erased"
+            );
+        }
         println!("results: {}", outcome.dir.display());
     }
     let failure = outcome.manifest.failure.as_deref();

@@ -649,8 +649,9 @@ async fn run_variant<K: Connector>(
     summary.faults = faults;
     summary.stuck_locks = stuck_locks;
     summary.crash_blocked_censored = crash_blocked_censored;
-    // The theory knows the distribution and the timer error, not pauses.
-    let paused = summary.counts.pauses > 0;
+    // The theory knows the distribution and the timer error, not pauses or faults (a crash
+    // cuts a section short; a slow server lengthens its resource read).
+    let paused = summary.counts.pauses > 0 || !plan.faults.is_empty() || plan.crash_between > 0.0;
     summary.analytic = crate::analytic::check(
         &plan.dist,
         plan.ttl_ms as f64,
