@@ -152,6 +152,11 @@ pub struct WorkloadArgs {
     /// (repeatable; added to the profile's [thresholds] fail_if).
     #[arg(long = "fail-if")]
     pub fail_if: Vec<String>,
+    /// The server binary a private server is started from, e.g. .servers/…/valkey-server
+    /// [profile: redis_server; default redis-server on PATH]. compare takes it more than once:
+    /// every variant runs on every server, side by side.
+    #[arg(long = "redis-server")]
+    pub redis_server: Vec<String>,
     /// A fault, KIND[@AT[+LENGTH]][,key=value…] (repeatable; replaces the profile's [[fault]]
     /// list): server-pause@1s+500ms, server-restart@1s+200ms (spawned server),
     /// latency@0s+2s,delay=20ms,jitter=5ms, partition@1s+1s,
@@ -271,6 +276,11 @@ impl WorkloadArgs {
             time_scale: self.time_scale,
             acquire: self.acquire.clone(),
             crash_between: self.crash_between,
+            redis_server: match self.redis_server.len() {
+                0 => None,
+                1 => Some(crate::profile::OneOrMany::One(self.redis_server[0].clone())),
+                _ => Some(crate::profile::OneOrMany::Many(self.redis_server.clone())),
+            },
             ..Profile::default()
         }
     }

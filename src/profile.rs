@@ -116,6 +116,29 @@ pub struct Profile {
     /// Probability that a holder dies right after acquiring (between `SETNX` and `EXPIRE`
     /// with `setnx-expire`).
     pub crash_between: Option<f64>,
+    /// The server binary (or binaries, for a `compare` across servers) the spawn backend
+    /// starts, e.g. `valkey-server` [default: `redis-server` on PATH].
+    pub redis_server: Option<OneOrMany>,
+}
+
+/// A field written as one value or a list of them.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// `field = "x"`.
+    One(String),
+    /// `field = ["x", "y"]`.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The values, in order.
+    pub fn to_vec(&self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// How a lock is taken.
@@ -330,6 +353,9 @@ pub struct Plan {
     pub acquire: Acquire,
     /// Probability that a holder dies right after acquiring.
     pub crash_between: f64,
+    /// Server binaries the spawn backend starts, one per server of a compare (empty:
+    /// `redis-server` on PATH).
+    pub redis_servers: Vec<std::path::PathBuf>,
     /// Connection mode.
     pub connection: ConnectionMode,
     /// Seed.
@@ -421,7 +447,8 @@ macro_rules! profile_fields {
             time_scale,
             fault,
             acquire,
-            crash_between
+            crash_between,
+            redis_server
         )
     };
 }
@@ -665,6 +692,7 @@ impl Profile {
             }
         };
         let backend = match self.backend.as_deref() {
+            None if self.redis_server.is_some() => BackendChoice::Spawn,
             None if self.redis.is_some() => BackendChoice::Url,
             None | Some("auto") => BackendChoice::Auto,
             Some("spawn") => BackendChoice::Spawn,
@@ -826,6 +854,21 @@ impl Profile {
                 "setnx-expire is the two-command anti-pattern; fenced variants acquire with one script (use set-nx-px, or variants without +fence)".to_string(),
             ));
         }
+        let mut redis_servers = Vec::new();
+        for path in self.redis_server.iter().flat_map(|r| r.to_vec()) {
+            if backend != BackendChoice::Spawn {
+                return Err(err(
+                    "redis_server",
+                    "names the binary of a private server: it needs backend = \"spawn\" (not url or memory)".to_string(),
+                ));
+            }
+            let path = std::path::PathBuf::from(path);
+            crate::store::spawn::check_server_binary(&path)
+                .map_err(|e| err("redis_server", format!("{e:#}")))?;
+            if !redis_servers.contains(&path) {
+                redis_servers.push(path);
+            }
+        }
         let crash_between = self.crash_between.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&crash_between) {
             return Err(err(
@@ -870,6 +913,7 @@ impl Profile {
             faults,
             acquire,
             crash_between,
+            redis_servers,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,
@@ -1108,7 +1152,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
             "p.toml",
         )
         .unwrap();

@@ -33,8 +33,18 @@ pub enum Store {
 }
 
 impl Backend {
-    /// Resolves the plan's backend choice; `auto` falls back to memory with a notice.
+    /// Resolves the plan's backend choice; `auto` falls back to memory with a notice. A
+    /// spawned server runs the plan's first `redis_servers` binary.
     pub async fn open(plan: &Plan, quiet: bool) -> anyhow::Result<Backend> {
+        Self::open_server(plan, quiet, plan.redis_servers.first().map(|p| p.as_path())).await
+    }
+
+    /// As [`Backend::open`], spawning the server binary `exe` (`None`: `redis-server` on PATH).
+    pub async fn open_server(
+        plan: &Plan,
+        quiet: bool,
+        exe: Option<&std::path::Path>,
+    ) -> anyhow::Result<Backend> {
         let timeouts = Timeouts {
             connect: Duration::from_micros(plan.connect_timeout_us),
             response: Duration::from_micros(plan.command_timeout_us),
@@ -55,7 +65,10 @@ impl Backend {
         let mut control = FaultControl::default();
         let mut store = match choice {
             BackendChoice::Spawn => {
-                let server = SpawnedRedis::start().await?;
+                let server = match exe {
+                    Some(exe) => SpawnedRedis::start_exe(exe).await?,
+                    None => SpawnedRedis::start().await?,
+                };
                 let conn = RedisConnector::new(&server.url(), timeouts, false)?;
                 let server = Arc::new(Mutex::new(server));
                 control.server = Some(server.clone());

