@@ -253,6 +253,9 @@ pub struct Protection {
     /// Interval of lease extension, ms (0: no extension).
     #[serde(default)]
     pub extend_every_ms: f64,
+    /// The extension command that ran: `script` or `set-ifeq` (`null`: no extension).
+    #[serde(default)]
+    pub extend_with: Option<crate::store::ExtendCommand>,
     /// Sum over keys of the resource's final value, read back from the server
     /// ([`NOT_RECORDED`] when the read-back failed or was abandoned: lost updates unknown).
     #[serde(default)]

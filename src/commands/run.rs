@@ -2,9 +2,9 @@
 //! then the summary table, the report, and the exit code from the run's verdict.
 
 use crate::cli::{CompareArgs, RunArgs};
-use crate::engine::runner::{RunOptions, RunOutcome, run_with};
+use crate::engine::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
 use crate::profile::{Plan, Profile};
-use crate::store::backend::Backend;
+use crate::store::backend::{Backend, Store};
 use crate::variant::Variant;
 
 /// `lockbench run`.
@@ -30,18 +30,48 @@ pub async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     execute(&plan, &methods, &opts).await
 }
 
-/// Opens the plan's backend, runs every method, closes the backend, draws the report and
-/// prints the outcome; returns the exit code.
+/// Opens the plan's backend (one private server per `--redis-server` binary), runs every
+/// method on each, closes them, draws the report and prints the outcome; returns the exit
+/// code.
 async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow::Result<i32> {
-    let backend = Backend::open(plan, opts.quiet).await?;
-    let kind = backend.kind();
-    let opts = &RunOptions {
-        faults: backend.control.clone(),
-        ..opts.clone()
+    let exes: Vec<Option<&std::path::Path>> = match plan.redis_servers.len() {
+        0 => vec![None],
+        _ => plan
+            .redis_servers
+            .iter()
+            .map(|p| Some(p.as_path()))
+            .collect(),
     };
-    let result =
-        crate::with_connector!(&backend, c => run_with(c, kind, plan, methods, opts).await);
-    backend.close().await;
+    let mut backends = Vec::new();
+    for exe in exes {
+        // An error drops the ones already open, which stops their servers.
+        backends.push(Backend::open_server(plan, opts.quiet, exe).await?);
+    }
+    let kind = backends[0].kind();
+    let result = if let [backend] = &backends[..]
+        && !matches!(backend.store, Store::Spawned(..))
+    {
+        let opts = &RunOptions {
+            faults: backend.control.clone(),
+            ..opts.clone()
+        };
+        crate::with_connector!(backend, c => run_with(c, kind, plan, methods, opts).await)
+    } else {
+        let mut targets = Vec::new();
+        for b in &backends {
+            if let Store::Spawned(server, c) = &b.store {
+                targets.push(Target {
+                    connector: c,
+                    control: b.control.clone(),
+                    binary: Some(server.lock().await.exe().to_path_buf()),
+                });
+            }
+        }
+        run_on(&targets, kind, plan, methods, opts).await
+    };
+    for b in backends {
+        b.close().await;
+    }
     let outcome = result?;
     // Charts and report.html, from the files just written (as `lockbench report` would).
     let report = crate::report::render_after_run(&outcome.dir).err();
@@ -57,13 +87,22 @@ fn finish(
         let stdout = std::io::stdout();
         let mut w = stdout.lock();
         crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
-        println!(
-            "\nbackend: {} ({}), connection: {}, seed {}",
-            outcome.manifest.backend_detail,
-            outcome.manifest.server_version,
-            outcome.manifest.connection_mode,
-            outcome.manifest.seed
-        );
+        let m = &outcome.manifest;
+        println!("\nconnection: {}, seed {}", m.connection_mode, m.seed);
+        for s in &m.servers {
+            println!(
+                "server: {} at {}{}",
+                s.version,
+                s.backend_detail,
+                s.binary
+                    .as_ref()
+                    .map(|b| format!(", binary {b}"))
+                    .unwrap_or_default()
+            );
+        }
+        for c in &m.skipped {
+            println!("not run: {}: {}", c.variant, c.reason);
+        }
         let scale = outcome.manifest.profile.time_scale;
         if scale != 1.0 {
             let s = &outcome.summaries;

@@ -353,6 +353,12 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         w.ttl = Some(format!("{}us", ttls[0]));
         w.plan(extra)?
     };
+    if first.redis_servers.len() > 1 {
+        return Err(crate::exit::BadInput(
+            "sweep runs on one server: give --redis-server once (compare takes several and runs them side by side)".into(),
+        )
+        .into());
+    }
     // Validate every cell before any I/O; print each cell's own TTL warnings once.
     for &t in &ttls[1..] {
         let cell = first.with_ttl(t)?;

@@ -75,6 +75,39 @@ pub struct RunOutcome {
     pub manifest: Manifest,
 }
 
+/// One server a run measures: how to connect, what breaks it, which binary it runs.
+pub struct Target<'a, K> {
+    /// Opens connections to it.
+    pub connector: &'a K,
+    /// What the fault schedule breaks it with.
+    pub control: crate::faults::FaultControl,
+    /// The binary a spawned server runs (`None`: not spawned by lockbench).
+    pub binary: Option<PathBuf>,
+}
+
+/// A server as the manifest records it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct ServerInfo {
+    /// `redis 7.0.15`, `valkey 8.1.8` (from `INFO server`).
+    pub version: String,
+    /// How it is reached (no password).
+    pub backend_detail: String,
+    /// The binary it was started from, when lockbench started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    /// Which lock commands it knows, probed before the run (`null`: could not tell).
+    pub capabilities: std::collections::BTreeMap<String, Option<bool>>,
+}
+
+/// A variant × server cell that could not run, and why (the others still ran).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct SkippedCell {
+    /// The variant's name (with its server).
+    pub variant: String,
+    /// `not supported by valkey 8.1.8: …`.
+    pub reason: String,
+}
+
 /// Runs `plan` once per method in `methods` (same seed, separate key namespaces) against
 /// any connector.
 pub async fn run_with<K: Connector>(
@@ -84,24 +117,89 @@ pub async fn run_with<K: Connector>(
     variants: &[impl Into<Variant> + Copy],
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
+    let target = Target {
+        connector,
+        control: opts.faults.clone(),
+        binary: None,
+    };
+    run_on(&[target], kind, plan, variants, opts).await
+}
+
+/// The label of a server in variant names: `valkey-8.1.8`.
+fn server_label(version: &str) -> String {
+    version.trim().replace(' ', "-")
+}
+
+/// Runs every variant on every target (same seed and workload on each; with several servers a
+/// variant's name gets `@<server>`). A method a server lacks is refused before anything runs
+/// — with one server, as bad input; with several, as a skipped cell while the others run.
+pub async fn run_on<K: Connector>(
+    targets: &[Target<'_, K>],
+    kind: &str,
+    plan: &Plan,
+    variants: &[impl Into<Variant> + Copy],
+    opts: &RunOptions,
+) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
-    opts.faults.check(&plan.faults, kind).map_err(BadInput)?;
+    for t in targets {
+        t.control.check(&plan.faults, kind).map_err(BadInput)?;
+    }
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();
-    let mut probe = connector.connect().await?;
-    let server_version = probe
-        .server_version()
-        .await
-        .map_err(|e| anyhow::anyhow!("{} did not answer INFO server: {e}", connector.describe()))?;
     let started = SystemTime::now();
     let run_id = results::run_id(started);
-    // Computed before the support check, whose probes touch only keys under it.
+    // Computed before the support checks, whose probes touch only keys under it.
     let prefix = format!("lockbench:{run_id}");
-    for v in &variants {
-        check_support(&mut probe, v.release, &server_version, &prefix).await?;
+    let several = targets.len() > 1;
+    let mut probes = Vec::new();
+    let mut servers = Vec::new();
+    // (target index, variant, name) of every cell that will run.
+    let mut cells: Vec<(usize, Variant, String)> = Vec::new();
+    let mut skipped = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        let mut probe = t.connector.connect().await?;
+        let server_version = probe.server_version().await.map_err(|e| {
+            anyhow::anyhow!("{} did not answer INFO server: {e}", t.connector.describe())
+        })?;
+        let capabilities = probe_capabilities(&mut probe, &prefix).await;
+        for v in &variants {
+            let name = if several {
+                format!("{}@{}", v.name(), server_label(&server_version))
+            } else {
+                v.name()
+            };
+            let mut supported =
+                check_support(&mut probe, v.release, &server_version, &prefix).await;
+            if supported.is_ok() && plan.extend_with == ExtendCommand::SetIfeq && v.extend {
+                supported = check_set_ifeq(&mut probe, &server_version, &prefix).await;
+            }
+            match supported {
+                Ok(()) => cells.push((ti, *v, name)),
+                Err(e) if several => skipped.push(SkippedCell {
+                    variant: name,
+                    reason: format!("not supported by {server_version}: {e:#}"),
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        servers.push(ServerInfo {
+            version: server_version,
+            backend_detail: redact_url(&t.connector.describe()),
+            binary: t.binary.as_ref().map(|b| b.display().to_string()),
+            capabilities,
+        });
+        probes.push(probe);
     }
-    if plan.extend_with == ExtendCommand::SetIfeq && variants.iter().any(|v| v.extend) {
-        check_set_ifeq(&mut probe, &server_version, &prefix).await?;
+    if cells.is_empty() {
+        return Err(BadInput(format!(
+            "no variant can run on these servers: {}",
+            skipped
+                .iter()
+                .map(|s| format!("{} ({})", s.variant, s.reason))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+        .into());
     }
 
     let dir = opts
@@ -117,11 +215,21 @@ pub async fn run_with<K: Connector>(
         profile: plan.clone(),
         seed: plan.seed,
         backend: kind.to_string(),
-        backend_detail: redact_url(&connector.describe()),
+        backend_detail: servers
+            .iter()
+            .map(|s| s.backend_detail.clone())
+            .collect::<Vec<_>>()
+            .join("; "),
         connection_mode: plan.connection.name().to_string(),
-        server_version: server_version.clone(),
+        server_version: servers
+            .iter()
+            .map(|s| s.version.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+        servers: servers.clone(),
+        skipped: skipped.clone(),
         key_prefix: prefix.clone(),
-        variants: variants.iter().map(Variant::name).collect(),
+        variants: cells.iter().map(|c| c.2.clone()).collect(),
         started_at: results::utc_stamp(started, false),
         ended_at: None,
         interrupted: false,
@@ -133,12 +241,13 @@ pub async fn run_with<K: Connector>(
 
     let events = EventsWriter::start(&dir.join("events.csv"))?;
     let mut summaries = Vec::new();
-    let mut written_keys: Vec<String> = Vec::new();
-    let mut companion_keys: Vec<String> = Vec::new();
+    // Per target: every key its variants may have written, and their companions.
+    let mut written_keys: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
+    let mut companion_keys: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
     // The first thing that went wrong; what was measured before it is still written.
     let mut failure: Option<anyhow::Error> = None;
-    for &variant in &variants {
-        let name = variant.name();
+    for (ti, variant, name) in &cells {
+        let (ti, variant) = (*ti, *variant);
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
@@ -146,25 +255,27 @@ pub async fn run_with<K: Connector>(
             .map(|k| format!("{prefix}:{name}:{k}"))
             .collect();
         let r = run_variant(
-            connector,
-            &probe,
+            targets[ti].connector,
+            &probes[ti],
             plan,
             variant,
             key_names,
             &events.tx,
             VariantEnv {
+                name,
                 dir: &dir,
                 base: started,
                 opts,
+                control: &targets[ti].control,
                 signals: signals.clone(),
-                server_version: &server_version,
-                written_keys: &mut written_keys,
-                companion_keys: &mut companion_keys,
+                server: &servers[ti],
+                written_keys: &mut written_keys[ti],
+                companion_keys: &mut companion_keys[ti],
             },
         )
         .await;
         let r = r.and_then(|(summary, hists)| {
-            let suffix = (variants.len() > 1).then_some(name.as_str());
+            let suffix = (cells.len() > 1).then_some(name.as_str());
             results::write_hgrms(&dir, &hists, suffix)?;
             Ok(summary)
         });
@@ -184,13 +295,17 @@ pub async fn run_with<K: Connector>(
 
     // Locks first, counted: every lock a SET created ends exactly once, and these are the ones
     // the cleanup ended.
-    let (mut leftover, removed_locks) = remove_keys(&mut probe, &written_keys, &mut signals).await;
-    leftover.extend(
-        remove_keys(&mut probe, &companion_keys, &mut signals)
-            .await
-            .0,
-    );
-    manifest.cleanup_removed_locks = removed_locks;
+    let mut leftover = Vec::new();
+    for (ti, probe) in probes.iter_mut().enumerate() {
+        let (left, removed_locks) = remove_keys(probe, &written_keys[ti], &mut signals).await;
+        leftover.extend(left);
+        leftover.extend(
+            remove_keys(probe, &companion_keys[ti], &mut signals)
+                .await
+                .0,
+        );
+        manifest.cleanup_removed_locks += removed_locks;
+    }
     if !leftover.is_empty() {
         let list = dir.join("leftover-keys.txt");
         let written = std::fs::write(&list, leftover.join("\n") + "\n");
@@ -232,6 +347,47 @@ pub async fn run_with<K: Connector>(
         summaries,
         manifest,
     })
+}
+
+/// Which lock commands a server knows, asked of its command table (`COMMAND INFO`), not
+/// guessed from its version. Where `COMMAND` is not permitted, the command is tried on an
+/// absent key under `prefix` (the run's own) where lockbench can send it; otherwise `None`.
+/// `SET … IFEQ` is an option, not a command: it is always tried (on an absent key it sets
+/// nothing).
+pub async fn probe_capabilities<C: LockConn>(
+    probe: &mut C,
+    prefix: &str,
+) -> std::collections::BTreeMap<String, Option<bool>> {
+    let key = format!("{prefix}:probe");
+    let mut out = std::collections::BTreeMap::new();
+    let verdict = |r: Result<(), crate::store::CmdError>| match r {
+        Ok(()) => Some(true),
+        Err(e) if e.is_unknown_command() => Some(false),
+        Err(_) => None,
+    };
+    for name in ["GETDEL", "DELEX", "DELIFEQ", "EVALSHA", "FUNCTION"] {
+        let known = match probe.supports_command(name).await {
+            Ok(k) => Some(k),
+            Err(_) => match name {
+                "GETDEL" => verdict(probe.getdel(&key).await.map(drop)),
+                "DELEX" => verdict(probe.delex(&key, "probe").await.map(drop)),
+                "EVALSHA" => verdict(probe.release_script(&key, "probe").await.map(drop)),
+                _ => None,
+            },
+        };
+        out.insert(name.to_string(), known);
+    }
+    let ifeq = match probe
+        .extend(&key, "probe", 1_000, ExtendCommand::SetIfeq)
+        .await
+    {
+        Ok(_) => Some(true),
+        // A server without the option reads IFEQ as a syntax error.
+        Err(e) if e.server_code() == Some("ERR") => Some(false),
+        Err(_) => None,
+    };
+    out.insert("SET IFEQ".to_string(), ifeq);
+    out
 }
 
 /// Refuses `extend_with = "set-ifeq"` on a server without `SET … IFEQ`, before the run:
@@ -372,11 +528,15 @@ pub async fn check_support<C: LockConn>(
 }
 
 struct VariantEnv<'a> {
+    /// The variant's name (with its server when several run).
+    name: &'a str,
     dir: &'a Path,
     base: SystemTime,
     opts: &'a RunOptions,
+    /// What the fault schedule breaks this variant's server with.
+    control: &'a crate::faults::FaultControl,
     signals: watch::Receiver<u32>,
-    server_version: &'a str,
+    server: &'a ServerInfo,
     /// Every key the variant may have written is added here, also when it fails.
     written_keys: &'a mut Vec<String>,
     /// The resource and fence keys of those, when the run has a resource.
@@ -413,7 +573,7 @@ async fn run_variant<K: Connector>(
     let collector = Collector::start(
         recorder.clone(),
         env.dir,
-        &variant.name(),
+        env.name,
         env.base,
         offset,
         env.opts.log_interval,
@@ -462,7 +622,7 @@ async fn run_variant<K: Connector>(
             Stop::Sections { sections } => Some(sections),
             Stop::Time { .. } => None,
         },
-        variant: variant.name(),
+        variant: env.name.to_string(),
         events: Some(events.clone()),
         reserved: Default::default(),
     });
@@ -486,11 +646,11 @@ async fn run_variant<K: Connector>(
     let (faults_done, faults_done_rx) = watch::channel(false);
     let driver = tokio::spawn(crate::faults::drive(
         plan.faults.clone(),
-        env.opts.faults.clone(),
+        env.control.clone(),
         recorder.start,
         faults_done_rx,
     ));
-    let bar = progress_bar(plan, env.opts, &variant.name());
+    let bar = progress_bar(plan, env.opts, env.name);
     let grace = end_grace(plan.ttl_ms);
     let mut signals = env.signals.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
@@ -606,11 +766,11 @@ async fn run_variant<K: Connector>(
         }
     }
     let meta = Meta {
-        variant: variant.name(),
+        variant: env.name.to_string(),
         release: variant.release.name().to_string(),
         connection_mode: plan.connection.name().to_string(),
-        backend: redact_url(&connector.describe()),
-        server_version: env.server_version.to_string(),
+        backend: env.server.backend_detail.clone(),
+        server_version: env.server.version.clone(),
         workers: plan.workers,
         ttl_ms: plan.ttl_ms,
         time_scale: plan.time_scale,
@@ -621,6 +781,7 @@ async fn run_variant<K: Connector>(
         protect: Protection {
             resource: plan.resource,
             fencing: variant.fencing,
+            extend_with: variant.extend.then_some(plan.extend_with),
             extend_every_ms: if variant.extend {
                 plan.extend_us as f64 / 1000.0
             } else {

@@ -237,6 +237,22 @@ pub fn page(p: &Page<'_>) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody>\n</table>\n");
+    // Cells of a compare across servers that could not run there.
+    if let Some(serde_json::Value::Array(skipped)) = p.manifest.get("skipped")
+        && !skipped.is_empty()
+    {
+        h.push_str("<p>Not run:</p>\n<ul>\n");
+        for c in skipped {
+            let field = |k: &str| c.get(k).and_then(|v| v.as_str()).unwrap_or("");
+            let _ = writeln!(
+                h,
+                "<li><b>{}</b>: {}</li>",
+                esc(field("variant")),
+                esc(field("reason"))
+            );
+        }
+        h.push_str("</ul>\n");
+    }
     match p.mismatches {
         None => h.push_str(
             "<p>Not yet checked against <code>events.csv</code>: \
@@ -281,6 +297,7 @@ pub fn page(p: &Page<'_>) -> String {
         "profile_file",
         "connection_mode",
         "key_prefix",
+        "servers",
     ] {
         if let Some(v) = p.manifest.get(f) {
             flatten(f, v, &mut rows);

@@ -71,8 +71,14 @@ pub struct Manifest {
     pub backend_detail: String,
     /// Connection mode.
     pub connection_mode: String,
-    /// Server version from `INFO server`.
+    /// Server version from `INFO server` (several, comma-separated, when several ran).
     pub server_version: String,
+    /// Every server the run measured: version, address, binary, probed capabilities.
+    #[serde(default)]
+    pub servers: Vec<crate::engine::runner::ServerInfo>,
+    /// Variant × server cells that could not run (a method the server lacks).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<crate::engine::runner::SkippedCell>,
     /// Prefix of every key the run wrote.
     pub key_prefix: String,
     /// Variants, in run order.

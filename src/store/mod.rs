@@ -227,7 +227,7 @@ pub enum WriteOutcome {
 }
 
 /// The command that re-arms a held lock ([`LockConn::extend`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExtendCommand {
     /// Compare-and-`PEXPIRE` in a script ([`EXTEND_LUA`]): every Redis with scripting.

@@ -283,6 +283,11 @@ impl SpawnedRedis {
         }
     }
 
+    /// The binary it runs.
+    pub fn exe(&self) -> &std::path::Path {
+        &self.exe
+    }
+
     /// The server's process id (not the watcher's).
     pub fn pid(&self) -> u32 {
         self.pid
