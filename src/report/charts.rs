@@ -930,7 +930,12 @@ fn compare_panel(area: &Area<'_>, p: &ComparePanel) -> anyhow::Result<()> {
     let mut chart = ChartBuilder::on(area)
         .margin(12)
         .caption(p.title, bold(15))
-        .x_label_area_size(28)
+        // Names of a compare across servers (`token@valkey-8.1.8`) take two lines.
+        .x_label_area_size(if p.values.iter().any(|v| v.0.contains('@')) {
+            52
+        } else {
+            28
+        })
         .y_label_area_size(60)
         .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..top)?;
     chart
@@ -951,14 +956,21 @@ fn compare_panel(area: &Area<'_>, p: &ComparePanel) -> anyhow::Result<()> {
             colour.filled(),
         )))?;
         let (px, py) = chart.backend_coord(&(x, 0.0));
-        area.draw(&Text::new(
-            name.clone(),
-            (
-                px - area.get_base_pixel().0,
-                py - area.get_base_pixel().1 + 6,
-            ),
-            font(13).pos(Pos::new(HPos::Center, VPos::Top)),
-        ))?;
+        let (bx, by) = area.get_base_pixel();
+        // `token@valkey-8.1.8` as three short lines: token / valkey / 8.1.8.
+        let lines: Vec<&str> = match name.split_once('@') {
+            Some((variant, server)) => std::iter::once(variant)
+                .chain(server.splitn(2, '-'))
+                .collect(),
+            None => vec![name.as_str()],
+        };
+        for (j, line) in lines.iter().enumerate() {
+            area.draw(&Text::new(
+                line.to_string(),
+                (px - bx, py - by + 6 + 13 * j as i32),
+                font(if j == 0 { 13 } else { 10 }).pos(Pos::new(HPos::Center, VPos::Top)),
+            ))?;
+        }
         let label = if v.fract() == 0.0 {
             format!("{v:.0}")
         } else {

@@ -6,6 +6,8 @@ use plotters::style::RGBColor;
 /// The colour of a release method (or any variant name): `del` red, `token` blue, `delex`
 /// purple; other names get a stable colour from a small fallback set.
 pub fn method_colour(name: &str) -> RGBColor {
+    // A variant on one server of a compare across servers keeps its method's colour.
+    let name = name.split('@').next().unwrap_or(name);
     match name {
         "del" => RGBColor(214, 39, 40),
         "token" => RGBColor(31, 119, 180),
