@@ -171,6 +171,17 @@ pub struct WorkloadArgs {
     /// setnx-expire), leaving its lock unreleased [profile: crash_between; default 0].
     #[arg(long, allow_negative_numbers = true)]
     pub crash_between: Option<f64>,
+    /// The open arrival model: requests arrive at a rate whether or not earlier ones are done,
+    /// each taking the lock once (fail-fast) or by the busy policy: constant(1000/s),
+    /// poisson(1000/s) or ramp(100/s, 1000/s) over the run's duration. Latency is measured
+    /// from each request's intended arrival [profile: arrivals; default: a closed loop of
+    /// workers].
+    #[arg(long)]
+    pub arrivals: Option<String>,
+    /// With --arrivals: requests in flight at most (each its own client) [profile:
+    /// max_in_flight; default: --workers].
+    #[arg(long)]
+    pub max_in_flight: Option<usize>,
     /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
     /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
@@ -276,6 +287,8 @@ impl WorkloadArgs {
             time_scale: self.time_scale,
             acquire: self.acquire.clone(),
             crash_between: self.crash_between,
+            arrivals: self.arrivals.clone(),
+            max_in_flight: self.max_in_flight,
             redis_server: match self.redis_server.len() {
                 0 => None,
                 1 => Some(crate::profile::OneOrMany::One(self.redis_server[0].clone())),

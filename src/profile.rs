@@ -119,6 +119,11 @@ pub struct Profile {
     /// The server binary (or binaries, for a `compare` across servers) the spawn backend
     /// starts, e.g. `valkey-server` [default: `redis-server` on PATH].
     pub redis_server: Option<OneOrMany>,
+    /// The open arrival model: `constant(1000/s)`, `poisson(1000/s)` or `ramp(FROM, TO)`
+    /// (absent: a closed loop of workers).
+    pub arrivals: Option<String>,
+    /// With `arrivals`: requests in flight at most (default: `workers`).
+    pub max_in_flight: Option<usize>,
 }
 
 /// A field written as one value or a list of them.
@@ -356,6 +361,10 @@ pub struct Plan {
     /// Server binaries the spawn backend starts, one per server of a compare (empty:
     /// `redis-server` on PATH).
     pub redis_servers: Vec<std::path::PathBuf>,
+    /// The open arrival model (`None`: a closed loop of `workers`).
+    pub arrivals: Option<crate::engine::arrivals::Arrivals>,
+    /// With arrivals: request slots (requests in flight at most).
+    pub max_in_flight: usize,
     /// Connection mode.
     pub connection: ConnectionMode,
     /// Seed.
@@ -448,7 +457,9 @@ macro_rules! profile_fields {
             fault,
             acquire,
             crash_between,
-            redis_server
+            redis_server,
+            arrivals,
+            max_in_flight
         )
     };
 }
@@ -869,6 +880,25 @@ impl Profile {
                 redis_servers.push(path);
             }
         }
+        let arrivals = match &self.arrivals {
+            None => None,
+            Some(a) => {
+                if let Stop::Sections { .. } = stop {
+                    return Err(err(
+                        "arrivals",
+                        "an open arrival model runs for a `duration` (requests arrive at a rate), not a number of `sections`".to_string(),
+                    ));
+                }
+                Some(crate::engine::arrivals::Arrivals::parse(a).map_err(|m| err("arrivals", m))?)
+            }
+        };
+        let max_in_flight = self.max_in_flight.unwrap_or(workers);
+        if !(1..=100_000).contains(&max_in_flight) {
+            return Err(err(
+                "max_in_flight",
+                format!("{max_in_flight} is not valid: use 1 to 100000"),
+            ));
+        }
         let crash_between = self.crash_between.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&crash_between) {
             return Err(err(
@@ -914,6 +944,8 @@ impl Profile {
             acquire,
             crash_between,
             redis_servers,
+            arrivals,
+            max_in_flight,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,
@@ -1152,7 +1184,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
             "p.toml",
         )
         .unwrap();

@@ -25,11 +25,14 @@ pub enum Metric {
     /// From a holder's crash to the next acquisition of its key (0 when its lock had
     /// already expired).
     CrashBlocked,
+    /// From a request's intended arrival to its end (served, refused or failed): open
+    /// arrival model.
+    RequestLatency,
 }
 
 impl Metric {
     /// Every metric, in file order.
-    pub const ALL: [Metric; 9] = [
+    pub const ALL: [Metric; 10] = [
         Self::Duration,
         Self::Intended,
         Self::Excess,
@@ -39,6 +42,7 @@ impl Metric {
         Self::TimerError,
         Self::OverlapStretch,
         Self::CrashBlocked,
+        Self::RequestLatency,
     ];
 
     /// File stem of its `.hgrm` / `.hlog` files.
@@ -53,6 +57,7 @@ impl Metric {
             Self::TimerError => "timer-error",
             Self::OverlapStretch => "overlap-stretch",
             Self::CrashBlocked => "crash-blocked",
+            Self::RequestLatency => "request-latency",
         }
     }
 

@@ -148,6 +148,13 @@ counts! {
     retries: Live,
     /// Acquisitions abandoned after the retry policy's max wait.
     acquire_giveups: Live,
+    /// Requests that arrived (open arrival model), served or not.
+    requests: Live,
+    /// Arrivals that found every request slot busy and waited for one (open arrival model).
+    late_arrivals: Live,
+    /// Arrivals dropped because every slot was busy and the backlog was full (open arrival
+    /// model).
+    dropped_arrivals: Live,
 }
 
 impl Counts {

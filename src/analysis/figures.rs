@@ -71,6 +71,8 @@ pub enum Group {
     Unavailable,
     /// Holders that died without releasing.
     Crash,
+    /// The open arrival model.
+    Arrivals,
 }
 
 impl Group {
@@ -85,6 +87,7 @@ impl Group {
                 .iter()
                 .any(|&n| n > 0 && n != NOT_RECORDED),
             Group::Crash => s.counts.crashes > 0 && s.counts.crashes != NOT_RECORDED,
+            Group::Arrivals => s.counts.requests > 0 && s.counts.requests != NOT_RECORDED,
         }
     }
 
@@ -101,6 +104,7 @@ impl Group {
             "pauses" | "pause_total_us" | "pause_total_ms" => Group::Pause,
             "unlocked_sections" | "refused_unavailable" => Group::Unavailable,
             "crashes" | "stuck_locks" | "crash_blocked_censored" => Group::Crash,
+            "requests" | "late_arrivals" | "dropped_arrivals" => Group::Arrivals,
             _ => Group::Lock,
         }
     }

@@ -164,6 +164,10 @@ pub struct Summary {
     /// nobody acquired again, see `crash_blocked_censored`).
     #[serde(default)]
     pub crash_blocked_ms: Quantiles,
+    /// Open arrival model: from each request's intended arrival to its end (served, refused
+    /// or failed), so time spent waiting behind a stalled server counts.
+    #[serde(default)]
+    pub request_latency_ms: Quantiles,
     /// Crashed holders whose key nobody acquired again before the variant ended (their
     /// blocked time is a lower bound).
     #[serde(default)]
@@ -336,6 +340,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         release_latency_ms: q(Metric::ReleaseLatency),
         overlap_stretch_ms: q(Metric::OverlapStretch),
         crash_blocked_ms: q(Metric::CrashBlocked),
+        request_latency_ms: q(Metric::RequestLatency),
         crash_blocked_censored: 0,
         stuck_locks: 0,
         faults: Vec::new(),

@@ -130,6 +130,16 @@ fn finish(
         }
         println!("results: {}", outcome.dir.display());
     }
+    // Arrivals the open model could not start on time: the offered load was not what it said.
+    for s in &outcome.summaries {
+        let (late, dropped) = (s.counts.late_arrivals, s.counts.dropped_arrivals);
+        if s.counts.requests > 0 && (late > 0 || dropped > 0) {
+            eprintln!(
+                "warning: variant `{}`: {late} of {} arrivals found every request slot busy and waited, {dropped} were dropped (backlog full); raise max_in_flight or lower the rate",
+                s.variant, s.counts.requests
+            );
+        }
+    }
     let failure = outcome.manifest.failure.as_deref();
     let verdict = crate::exit::verdict(&outcome.summaries, outcome.manifest.interrupted, failure);
     // The cause of a failed run is shown even under --quiet; other errors only without it.

@@ -5,7 +5,7 @@ use crate::analysis::counts::NOT_RECORDED;
 use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize};
 use crate::engine::collector::Collector;
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::{Extend, Halt, Pause, Resource, WorkerCtx, run_worker};
+use crate::engine::worker::{ArrivalQueue, Extend, Halt, Pause, Resource, WorkerCtx, run_worker};
 use crate::exit::BadInput;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
@@ -553,20 +553,26 @@ async fn run_variant<K: Connector>(
     env: VariantEnv<'_>,
 ) -> anyhow::Result<(Summary, crate::engine::recorder::HistSet)> {
     // Connections first, so connecting is not part of the measured time.
-    let mut conns = Vec::with_capacity(plan.workers);
-    for i in 0..plan.workers {
+    // In the open arrival model every request slot is a worker with its connection.
+    let slots = if plan.arrivals.is_some() {
+        plan.max_in_flight
+    } else {
+        plan.workers
+    };
+    let mut conns = Vec::with_capacity(slots);
+    for i in 0..slots {
         conns.push(match plan.connection {
             ConnectionMode::Shared => probe.clone(),
             ConnectionMode::PerWorker => connector.connect().await.with_context(|| {
                 format!(
                     "opening connection {} of {} (per-worker mode)",
                     i + 1,
-                    plan.workers
+                    slots
                 )
             })?,
         });
     }
-    let recorder = Arc::new(Recorder::new(plan.keys, plan.workers));
+    let recorder = Arc::new(Recorder::new(plan.keys, slots));
     let offset = SystemTime::now()
         .duration_since(env.base)
         .unwrap_or_default();
@@ -579,6 +585,10 @@ async fn run_variant<K: Connector>(
         env.opts.log_interval,
     )?;
     let deadline = plan.run_time().map(|d| recorder.start + d);
+    // The backlog is deep (8 bytes an arrival): an arrival that waits behind a stalled
+    // server must be served late, its wait in its latency, not dropped out of the figures.
+    let (arrival_tx, arrival_rx) = tokio::sync::mpsc::channel::<u64>(ARRIVAL_BACKLOG);
+    let arrival_tx = plan.arrivals.map(|_| arrival_tx);
     let resource = plan
         .resource
         .then(|| Resource::new(&key_names, variant.fencing));
@@ -616,6 +626,10 @@ async fn run_variant<K: Connector>(
             .filter(|f| f.kind == crate::faults::FaultKind::HolderCrash)
             .copied()
             .collect(),
+        arrivals: arrival_tx.is_some().then(|| ArrivalQueue {
+            rx: tokio::sync::Mutex::new(arrival_rx),
+            idle: Default::default(),
+        }),
         seed: plan.seed,
         deadline,
         max_sections: match plan.stop {
@@ -642,6 +656,33 @@ async fn run_variant<K: Connector>(
     for (id, conn) in conns.into_iter().enumerate() {
         set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
     }
+    // Arrivals at their intended times, until the run's length (or a stop).
+    let dispatcher = arrival_tx.map(|tx| {
+        let (arrivals, ctx, mut halt) = (plan.arrivals, ctx.clone(), local_rx.clone());
+        let length_us = plan.run_time().unwrap_or_default().as_micros() as u64;
+        tokio::spawn(async move {
+            let Some(arrivals) = arrivals else { return };
+            let rec = &ctx.recorder;
+            let counts = &rec.counters.counts;
+            for at in arrivals.schedule(length_us, ctx.seed) {
+                let due = rec.start + at;
+                if due > Instant::now() {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due) => {}
+                        _ = halt.wait_for(|h| *h != Halt::Run) => return,
+                    }
+                }
+                counts.requests.fetch_add(1, Relaxed);
+                let idle = ctx.arrivals.as_ref().map_or(0, |q| q.idle.load(Relaxed));
+                if idle == 0 {
+                    counts.late_arrivals.fetch_add(1, Relaxed);
+                }
+                if tx.try_send(at.as_micros() as u64).is_err() {
+                    counts.dropped_arrivals.fetch_add(1, Relaxed);
+                }
+            }
+        })
+    });
     // The fault schedule runs on the variant's clock until its workers are done.
     let (faults_done, faults_done_rx) = watch::channel(false);
     let driver = tokio::spawn(crate::faults::drive(
@@ -714,6 +755,9 @@ async fn run_variant<K: Connector>(
     }
     bar.finish_and_clear();
     let elapsed_s = recorder.start.elapsed().as_secs_f64();
+    if let Some(d) = dispatcher {
+        d.abort();
+    }
     // Ends a fault still on (a paused or killed server comes back before the cleanup).
     let _ = faults_done.send(true);
     let faults = driver.await.unwrap_or_default();
@@ -824,6 +868,9 @@ async fn run_variant<K: Connector>(
     summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
     Ok((summary, hists))
 }
+
+/// Arrivals that may wait for a request slot; beyond this they are dropped (counted).
+pub const ARRIVAL_BACKLOG: usize = 1 << 20;
 
 /// How long sections still open at the end of a time-limited run may go on before they are
 /// cut short (and counted as interrupted): three TTLs, at least 5 s, at most 60 s.

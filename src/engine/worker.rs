@@ -55,6 +55,8 @@ pub struct WorkerCtx {
     pub crash_between: f64,
     /// The holder-crash windows of the fault schedule.
     pub crashes: Vec<Fault>,
+    /// The open arrival model's queue of arrivals (`None`: a closed loop).
+    pub arrivals: Option<ArrivalQueue>,
     /// Base seed.
     pub seed: u64,
     /// No attempt starts after this instant (time-limited runs).
@@ -68,6 +70,15 @@ pub struct WorkerCtx {
     /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
     /// slot first, so exactly `max_sections` sections happen.
     pub reserved: std::sync::atomic::AtomicU64,
+}
+
+/// Arrivals waiting for a request slot: each is its intended arrival, µs since time zero. Every
+/// worker is a slot; a free one takes the next arrival.
+pub struct ArrivalQueue {
+    /// The backlog (bounded: a full one drops arrivals, counted).
+    pub rx: tokio::sync::Mutex<mpsc::Receiver<u64>>,
+    /// Slots waiting for an arrival right now.
+    pub idle: std::sync::atomic::AtomicUsize,
 }
 
 /// The protected resource of every lock key: its key, its fence counter's key, and what it
@@ -287,12 +298,13 @@ impl<C: LockConn> Worker<C> {
         !self.ctx.should_stop() && *self.halt.borrow() == Halt::Run && self.ctx.reserve()
     }
 
-    /// Acquire: `SET NX PX` until it succeeds or the busy policy says stop.
-    async fn acquire(&mut self, key: usize) -> Option<Held> {
+    /// Acquire: `SET NX PX` until it succeeds or the busy policy says stop. The section's
+    /// wait counts from `since_us` (a request's intended arrival) or from now.
+    async fn acquire(&mut self, key: usize, since_us: Option<u64>) -> Option<Held> {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let counts = &rec.counters.counts;
-        let first_attempt_us = rec.now_us();
+        let first_attempt_us = since_us.unwrap_or_else(|| rec.now_us());
         let mut attempts: u32 = 0;
         let mut round: u32 = 0;
         loop {
@@ -724,6 +736,46 @@ impl<C: LockConn> Worker<C> {
         self.seq += 1;
     }
 
+    /// The open arrival model: take the next arrival, serve it as one request (acquire once
+    /// or by the busy policy; if acquired, the section), and record its latency from its
+    /// intended arrival. Ends when the arrivals end or the run stops.
+    async fn serve_arrivals(&mut self) {
+        let ctx = self.ctx.clone();
+        let Some(queue) = &ctx.arrivals else {
+            return;
+        };
+        loop {
+            if *self.halt.borrow() != Halt::Run {
+                return;
+            }
+            queue.idle.fetch_add(1, Relaxed);
+            let next = tokio::select! {
+                a = async { queue.rx.lock().await.recv().await } => a,
+                _ = self.halt.wait_for(|h| *h != Halt::Run) => None,
+            };
+            queue.idle.fetch_sub(1, Relaxed);
+            let Some(intended_us) = next else {
+                return;
+            };
+            let key = ctx.choose_key(&mut self.st.keys);
+            ctx.recorder.touch(key);
+            if let Some(held) = self.acquire(key, Some(intended_us)).await {
+                let mut section = self.hold(held).await;
+                if section.crashed {
+                    let restart_us = section.restart_us;
+                    self.release_and_finish(section).await;
+                    self.pause_us(restart_us).await;
+                } else {
+                    self.write(&mut section).await;
+                    self.release_and_finish(section).await;
+                }
+            }
+            let rec = &ctx.recorder;
+            let latency = rec.now_us().saturating_sub(intended_us);
+            rec.record(self.id, Metric::RequestLatency, latency);
+        }
+    }
+
     /// Think between sections; `false` when the run stops meanwhile.
     async fn think(&mut self) -> bool {
         let think_us = crate::units::ms_to_us(self.ctx.think.sample_ms(&mut self.st.think));
@@ -760,10 +812,13 @@ pub async fn run_worker<C: LockConn>(
         token_seq: 0,
         failures: 0,
     };
+    if w.ctx.arrivals.is_some() {
+        return w.serve_arrivals().await;
+    }
     while w.may_start() {
         let key = w.ctx.choose_key(&mut w.st.keys);
         w.ctx.recorder.touch(key);
-        match w.acquire(key).await {
+        match w.acquire(key, None).await {
             Some(held) => {
                 let mut section = w.hold(held).await;
                 if section.crashed {

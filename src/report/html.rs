@@ -123,6 +123,10 @@ const AFTER: &[Row] = &[
     ("release p50/p99/p99.9/max (ms)", |s| {
         q3(&s.release_latency_ms)
     }),
+    (
+        "request latency from intended arrival p50/p99/p99.9/max (ms)",
+        |s| q3(&s.request_latency_ms),
+    ),
     ("key blocked after a crash p50/p99/p99.9/max (ms)", |s| {
         q3(&s.crash_blocked_ms)
     }),

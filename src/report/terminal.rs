@@ -45,6 +45,12 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
         "acquire lat. p50/p99/max".into(),
         Box::new(|s| q3(&s.acquire_latency_ms)),
     ));
+    if summaries.iter().any(|s| s.request_latency_ms.count > 0) {
+        rows.push((
+            "request lat. p50/p99/max".into(),
+            Box::new(|s| q3(&s.request_latency_ms)),
+        ));
+    }
     let label_w = rows
         .iter()
         .map(|(l, _)| l.chars().count())

@@ -42,6 +42,8 @@ const QUANTILE_COLUMNS: &[Column<f64>] = &[
     ("release_latency_p50_ms", |s| s.release_latency_ms.p50),
     ("release_latency_p99_ms", |s| s.release_latency_ms.p99),
     ("crash_blocked_mean_ms", |s| s.crash_blocked_ms.mean),
+    ("request_latency_p50_ms", |s| s.request_latency_ms.p50),
+    ("request_latency_p99_ms", |s| s.request_latency_ms.p99),
     ("crash_blocked_max_ms", |s| s.crash_blocked_ms.max),
 ];
 
