@@ -14,6 +14,10 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Threads of the async runtime [default: 1 — on a small machine a second thread competes
+    /// with redis-server for a core; see the README's Benchmarks].
+    #[arg(long, global = true, default_value_t = 1)]
+    pub threads: usize,
 }
 
 /// Sub-commands.
@@ -182,6 +186,11 @@ pub struct WorkloadArgs {
     /// max_in_flight; default: --workers].
     #[arg(long)]
     pub max_in_flight: Option<usize>,
+    /// How a section waits for its end: tokio (its millisecond timer: ~1 ms late, cheap) or
+    /// precise (the timer to 2.5 ms before the end, then yielding until it: tens of µs late,
+    /// at the cost of a busy core) [profile: timer; default tokio].
+    #[arg(long)]
+    pub timer: Option<String>,
     /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
     /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
@@ -289,6 +298,7 @@ impl WorkloadArgs {
             crash_between: self.crash_between,
             arrivals: self.arrivals.clone(),
             max_in_flight: self.max_in_flight,
+            timer: self.timer.clone(),
             redis_server: match self.redis_server.len() {
                 0 => None,
                 1 => Some(crate::profile::OneOrMany::One(self.redis_server[0].clone())),

@@ -5,7 +5,12 @@ use clap::Parser;
 
 fn main() {
     let cli = lockbench::cli::Cli::parse();
+    if cli.threads == 0 || cli.threads > 256 {
+        eprintln!("error: --threads {}: use 1 to 256", cli.threads);
+        std::process::exit(lockbench::exit::BAD_INPUT);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cli.threads)
         .enable_all()
         .build()
     {

@@ -124,7 +124,24 @@ pub struct Profile {
     pub arrivals: Option<String>,
     /// With `arrivals`: requests in flight at most (default: `workers`).
     pub max_in_flight: Option<usize>,
+    /// How a section waits for its end: `tokio` or `precise`.
+    pub timer: Option<String>,
 }
+
+/// How a section waits for its end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Timer {
+    /// tokio's timer: millisecond resolution, ~1 ms late, no CPU while waiting.
+    Tokio,
+    /// tokio's timer to [`PRECISE_LEAD`] before the end, then yielding until it: tens of µs
+    /// late, a busy core while any section is in its last stretch.
+    Precise,
+}
+
+/// How long before a precise section's end the yield loop takes over from the timer (the
+/// timer's own lateness, ~1–2 ms, must fit inside it).
+pub const PRECISE_LEAD: Duration = Duration::from_micros(2_500);
 
 /// A field written as one value or a list of them.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -365,6 +382,8 @@ pub struct Plan {
     pub arrivals: Option<crate::engine::arrivals::Arrivals>,
     /// With arrivals: request slots (requests in flight at most).
     pub max_in_flight: usize,
+    /// How a section waits for its end.
+    pub timer: Timer,
     /// Connection mode.
     pub connection: ConnectionMode,
     /// Seed.
@@ -459,7 +478,8 @@ macro_rules! profile_fields {
             crash_between,
             redis_server,
             arrivals,
-            max_in_flight
+            max_in_flight,
+            timer
         )
     };
 }
@@ -899,6 +919,16 @@ impl Profile {
                 format!("{max_in_flight} is not valid: use 1 to 100000"),
             ));
         }
+        let timer = match self.timer.as_deref().unwrap_or("tokio") {
+            "tokio" => Timer::Tokio,
+            "precise" => Timer::Precise,
+            other => {
+                return Err(err(
+                    "timer",
+                    format!("`{other}` is not a timer: use \"tokio\" or \"precise\""),
+                ));
+            }
+        };
         let crash_between = self.crash_between.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&crash_between) {
             return Err(err(
@@ -946,6 +976,7 @@ impl Profile {
             redis_servers,
             arrivals,
             max_in_flight,
+            timer,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,
@@ -1184,7 +1215,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
             "p.toml",
         )
         .unwrap();

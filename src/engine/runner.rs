@@ -619,6 +619,7 @@ async fn run_variant<K: Connector>(
             crate::profile::OnUnavailable::FailClosed
         },
         acquire: plan.acquire,
+        timer: plan.timer,
         crash_between: plan.crash_between,
         crashes: plan
             .faults
