@@ -169,13 +169,7 @@ async fn every_created_lock_ends_exactly_once() {
     for method in ["token", "del"] {
         let server = redis().await;
         let mut conn = common::sync_conn(&server);
-        let expired = |c: &mut redis::Connection| -> u64 {
-            let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
-            info.lines()
-                .find_map(|l| l.strip_prefix("expired_keys:"))
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap()
-        };
+        let expired = common::expired_keys;
         let before = expired(&mut conn);
         let dir = tempfile::tempdir().unwrap();
         let out = run_redis(&server, &plan(OVERLAP), &variants(&[method]), dir.path()).await;

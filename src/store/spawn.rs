@@ -86,7 +86,13 @@ impl SpawnedRedis {
                 anyhow::anyhow!(
                     "{} did not start as a Redis server: {}",
                     exe.display(),
-                    format!("{e:#}").lines().next().unwrap_or("")
+                    // One line, keeping the server's own last words (its reason).
+                    format!("{e:#}")
+                        .lines()
+                        .map(str::trim)
+                        .filter(|l| !l.is_empty())
+                        .collect::<Vec<_>>()
+                        .join(" ")
                 )
             })
     }
@@ -199,6 +205,8 @@ impl SpawnedRedis {
         let mut seen = Vec::new();
         let mut pid = 0;
         // Ready when the server says so; the log line is the synchronisation, not a sleep.
+        // `Ok(false)`: its output ended (it exited) before it was ready; `Err`: still silent
+        // after 10 s.
         let ready = tokio::time::timeout(Duration::from_secs(10), async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(p) = line.strip_prefix(PID_LINE) {
@@ -213,8 +221,7 @@ impl SpawnedRedis {
             }
             false
         })
-        .await
-        .unwrap_or(false);
+        .await;
         let server = Self {
             child,
             lifeline,
@@ -224,7 +231,7 @@ impl SpawnedRedis {
             tls: tls.cloned(),
             extra: extra.to_vec(),
         };
-        if !ready {
+        if ready != Ok(true) {
             let tail = seen
                 .iter()
                 .rev()
@@ -234,7 +241,17 @@ impl SpawnedRedis {
                 .collect::<Vec<_>>()
                 .join("\n");
             drop(server);
-            bail!("redis-server did not become ready on port {port}:\n{tail}");
+            let how = match ready {
+                Ok(_) => "exited before it accepted connections",
+                Err(_) => "did not accept connections within 10 s",
+            };
+            let tail = if tail.trim().is_empty() {
+                "(it printed nothing)".to_string()
+            } else {
+                tail
+            };
+            let name = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
+            bail!("{name} {how} on port {port}:\n{tail}");
         }
         // Keep draining its log so the pipe never fills and blocks the server.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });

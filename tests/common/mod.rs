@@ -1,6 +1,7 @@
 //! Shared test helpers: a private redis-server per test, plans built from TOML, quiet options.
 #![allow(dead_code)]
 
+use lockbench::analysis::summary::Summary;
 use lockbench::engine::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::profile::{Plan, Profile};
 use lockbench::store::memory::MemoryStore;
@@ -37,20 +38,30 @@ pub fn opts(dir: &Path) -> RunOptions {
     }
 }
 
-/// Runs `plan` for `methods` against `server`.
+/// Runs `plan` for `methods` against `server`, and draws the report.
 pub async fn run_redis(
     server: &SpawnedRedis,
     plan: &Plan,
     methods: &[impl Into<lockbench::variant::Variant> + Copy],
     dir: &Path,
 ) -> RunOutcome {
-    let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    let out = run_with(&c, "spawn", plan, methods, &opts(dir))
-        .await
-        .expect("run");
+    let out = run_redis_data(server, plan, methods, dir).await;
     // As `lockbench run` does once the data files are written.
     lockbench::report::render_after_run(dir).expect("report");
     out
+}
+
+/// As [`run_redis`], without drawing the report (the charts take seconds in a debug build).
+pub async fn run_redis_data(
+    server: &SpawnedRedis,
+    plan: &Plan,
+    methods: &[impl Into<lockbench::variant::Variant> + Copy],
+    dir: &Path,
+) -> RunOutcome {
+    let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
+    run_with(&c, "spawn", plan, methods, &opts(dir))
+        .await
+        .expect("run")
 }
 
 /// Runs `plan` for `methods` against a fresh memory model.
@@ -103,6 +114,15 @@ pub fn set_calls(conn: &mut redis::Connection) -> u64 {
         .unwrap_or(0)
 }
 
+/// Keys the server has expired so far (`INFO stats`, `expired_keys`).
+pub fn expired_keys(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("expired_keys:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO stats has expired_keys")
+}
+
 /// The extra servers of `scripts/servers.sh` (Valkey 8.1, Redis 8.2), as (name, binary),
 /// installed into the repository's `.servers/` cache if missing. Fails, never skips, when
 /// they cannot be installed: CI runs the script before the tests.
@@ -131,4 +151,82 @@ pub fn extra_server(name: &str) -> std::path::PathBuf {
         .find(|(n, _)| n == name)
         .unwrap_or_else(|| panic!("scripts/servers.sh does not install {name}"))
         .1
+}
+
+/// Contention with every section past its TTL: 20 workers on one key, 30 ms sections, 20 ms TTL.
+pub const CONTENTION: &str = "workers = 20\nkeys = 1\nttl = \"20ms\"\ndist = \"constant(30ms)\"\n\
+    think = \"constant(1ms)\"\nduration = \"1500ms\"\n";
+
+/// The exact checks of the contention workload, on `[del, token]` summaries of it: `del`
+/// deletes other holders' locks, `token` never does, both overlap, every overrun is stale.
+pub fn check_contention(s: &[Summary]) {
+    let (del, token) = (&s[0], &s[1]);
+    assert_eq!(
+        (del.release.as_str(), token.release.as_str()),
+        ("del", "token")
+    );
+    for v in s {
+        assert!(
+            v.counts.sections >= 20,
+            "{}: too few sections ({})",
+            v.variant,
+            v.counts.sections
+        );
+        assert_eq!(
+            v.counts.overruns, v.counts.sections,
+            "{}: every 30ms section overruns a 20ms TTL",
+            v.variant
+        );
+        assert!(
+            v.overlap_ms > 0.0 && v.overlap_incidents > 0,
+            "{}: no overlap",
+            v.variant
+        );
+        assert_eq!(v.errors, 0, "{:?}", v.first_errors);
+    }
+    // The bug, caught:
+    assert!(
+        del.counts.wrongful_deletes > 0,
+        "del made no wrongful delete"
+    );
+    assert_eq!(del.refused_releases, 0);
+    // The fix:
+    assert_eq!(
+        token.counts.wrongful_deletes, 0,
+        "token release deleted another holder's lock"
+    );
+    // Only a naive DEL can remove a lock before it could expire; never under token.
+    assert_eq!(
+        token.counts.deleted_by_other, 0,
+        "token: a lock vanished before its TTL"
+    );
+    // A section that outlived its TTL always finds its key expired at release.
+    for v in s {
+        assert!(
+            v.counts.stale_releases >= v.counts.overruns,
+            "{}: {} overruns, {} stale",
+            v.variant,
+            v.counts.overruns,
+            v.counts.stale_releases
+        );
+    }
+    assert!(token.refused_releases > 0, "no stale release was refused");
+    assert_eq!(
+        token.refused_releases,
+        token.counts.refused_expired + token.counts.refused_held_by_other
+    );
+    assert!(token.counts.refused_held_by_other > 0);
+    // Without wrongful deletes a newcomer only enters after the old key expired, so overlap
+    // time is bounded by the excesses (plus, per incident, the acquire round trip: the key's
+    // expiry counts from the server's SET, a little before the client saw the reply).
+    let slack = token.overlap_incidents as f64 * token.set_latency_ms.max;
+    assert!(
+        token.overlap_ms <= token.excess_total_ms + slack,
+        "token overlap {} > total excess {} + slack {slack}",
+        token.overlap_ms,
+        token.excess_total_ms
+    );
+    // With naive DEL the bound breaks: a third holder enters while the second is within its TTL.
+    // A wrongful delete lets a third holder in: del reaches more simultaneous holders.
+    assert!(del.peak_holders >= token.peak_holders);
 }
