@@ -1,6 +1,7 @@
 //! The demos, each replayed against a real server (or the model) and printed redis-cli style;
-//! every reply shown is the server's reply to the command shown. `stale-release`: the A/B/C
-//! story of the design notes; `fencing`: the article's A/B story with a fencing token at the
+//! every reply shown is the server's reply to the command shown, a server's error in its own
+//! words. `stale-release`: the A/B/C story of the design notes, with the article's `DELEX`
+//! attempt; `fencing`: the article's A/B story with a fencing token at the
 //! resource; `setnx-expire`: the lock a crash between `SETNX` and `EXPIRE` leaves forever;
 //! `fail-open`: a paused server and two clients that proceed without a lock; `dedup-window`
 //! and `one-time-token`: the article's two look-alikes that are not locks.
@@ -36,6 +37,15 @@ pub struct Step {
 
 fn cmd<T>(r: CmdResult<T>) -> anyhow::Result<T> {
     r.map_err(|e| anyhow::anyhow!("the server did not answer: {e}"))
+}
+/// The reply as redis-cli shows it, a server's error included: `(error) ` and the server's
+/// own text, verbatim. Any other failure (timeout, lost connection) ends the demo.
+fn server_reply<T>(r: CmdResult<T>, show: impl FnOnce(T) -> String) -> anyhow::Result<String> {
+    match r {
+        Ok(v) => Ok(show(v)),
+        Err(e) if e.kind == crate::store::ErrorKind::Server => Ok(format!("(error) {}", e.detail)),
+        Err(e) => cmd(Err(e)),
+    }
 }
 fn ok_nil(r: bool) -> String {
     if r { "OK".into() } else { "(nil)".into() }
@@ -197,6 +207,18 @@ pub async fn stale_release<C: LockConn, W: Write>(
             let eval = |tok: &str| format!("EVAL \"{CANONICAL_CAD_LUA}\" 1 {key} {tok}");
             let r = cmd(s.conn.canonical_cad(key, "tokA").await)?;
             s.show("A", eval("tokA"), int(r)).map_err(io)?;
+            s.say("the same compare-and-delete without a script is DELEX (Redis >= 8.4), if this server has it:")
+                .map_err(io)?;
+            let r = s.conn.delex(key, "tokA").await;
+            let unknown = r.as_ref().is_err_and(|e| e.is_unknown_command());
+            s.show("A", format!("DELEX {key} IFEQ tokA"), server_reply(r, int)?)
+                .map_err(io)?;
+            s.say(if unknown {
+                "this server does not know DELEX: the script is the portable form (INFO server tells the version)."
+            } else {
+                "refused as well: DELEX compares and deletes in one command."
+            })
+            .map_err(io)?;
             let r = cmd(s.conn.get(key).await)?;
             s.show("observer", format!("GET {key}"), bulk(r))
                 .map_err(io)?;
