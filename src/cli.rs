@@ -264,6 +264,11 @@ pub struct DemoArgs {
     /// Allow a non-loopback Redis host.
     #[arg(long)]
     pub allow_remote: bool,
+    /// The server binary a private server is started from, e.g. .servers/…/valkey-server
+    /// [default redis-server on PATH]. Repeatable: the story runs on each server in turn, and
+    /// the replies that differ between them are printed at the end.
+    #[arg(long = "redis-server", conflicts_with = "redis")]
+    pub redis_server: Vec<String>,
 }
 
 impl WorkloadArgs {

@@ -1,11 +1,16 @@
 //! The demos of the article's other rules and idioms: setnx-expire, fail-open, dedup-window and
 //! one-time-token, on the memory model (where they can run) and on a private redis-server,
-//! through the library and through the binary; every key is gone at the end.
+//! through the library and through the binary; every key is gone at the end. And
+//! stale-release on several servers side by side (`--redis-server`, issue 17): Redis 7.0,
+//! Redis 8.2 and Valkey 8.1.
 
 mod common;
 
 use common::{redis, sync_conn};
-use lockbench::commands::demo::{dedup_window, fail_open, one_time_token, setnx_expire};
+use lockbench::commands::demo::side_by_side::{RUN_ID, differences};
+use lockbench::commands::demo::{
+    Transcript, dedup_window, fail_open, one_time_token, setnx_expire, stale_release,
+};
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::spawn::SpawnedRedis;
@@ -307,4 +312,237 @@ async fn demo_binary_prints_every_new_story() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("needs a real server"), "{err}");
     server.stop().await;
+}
+
+/// The path of Debian's `redis-server` (7.0), as `which` finds it on PATH.
+fn which_redis_server() -> String {
+    let o = std::process::Command::new("which")
+        .arg("redis-server")
+        .output()
+        .expect("run which");
+    let path = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(
+        o.status.success() && !path.is_empty(),
+        "these tests need redis-server on PATH: install it with `apt-get install -y redis-server`"
+    );
+    path
+}
+
+/// The reply line under each `A> DELEX …` line of a transcript, in order.
+fn delex_replies(out: &str) -> Vec<String> {
+    let lines: Vec<&str> = out.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0].trim_start().starts_with("A> DELEX "))
+        .map(|w| w[1].trim_start().to_string())
+        .collect()
+}
+
+/// What Redis 7.0, Redis 8.2 and Valkey 8.1 all answer to `DELEX key IFEQ tokA` (checked with
+/// redis-cli on each): the command name as sent (redis-rs sends it upper-case) and the
+/// arguments echoed, with a trailing space.
+fn unknown_delex(key: &str) -> String {
+    format!("(error) ERR unknown command 'DELEX', with args beginning with: '{key}' 'IFEQ' 'tokA' ")
+}
+
+/// Runs `demo stale-release` on `servers` through the binary and checks what every run
+/// shares: exit 0, one header per server naming its version and path, one `DELEX` step per
+/// server answered with the server's own unknown-command error (its own key echoed), and the
+/// side-by-side verdict. Returns stdout.
+fn stale_release_on(servers: &[(&str, String)]) -> String {
+    let mut args = vec!["stale-release", "--ttl", "50ms"];
+    for (_, path) in servers {
+        args.extend(["--redis-server", path]);
+    }
+    let (code, out, err) = demo(&args);
+    assert_eq!(code, 0, "{err}\n{out}");
+    let n = servers.len();
+    for (i, (version, path)) in servers.iter().enumerate() {
+        let header = format!("=== server {} of {n}: {version}", i + 1);
+        let at = out
+            .find(&header)
+            .unwrap_or_else(|| panic!("no header {header:?}:\n{out}"));
+        assert!(
+            out[at..]
+                .lines()
+                .next()
+                .unwrap()
+                .ends_with(&format!("({path}) ===")),
+            "the header names the binary {path}:\n{out}"
+        );
+        assert!(
+            out.contains(&format!("  [{}] {version}", i + 1)),
+            "{version} in the side-by-side list:\n{out}"
+        );
+    }
+    let keys: Vec<&str> = out
+        .lines()
+        .filter_map(|l| l.strip_prefix("stale-release demo against "))
+        .map(|l| l.rsplit_once("; key ").unwrap().1)
+        .collect();
+    assert_eq!(keys.len(), n, "one banner per server:\n{out}");
+    let expected: Vec<String> = keys.iter().map(|k| unknown_delex(k)).collect();
+    assert_eq!(delex_replies(&out), expected, "{out}");
+    assert!(
+        keys.windows(2).all(|w| w[0] != w[1]),
+        "each server's run has its own run id, so the comparison had to normalise it: {keys:?}"
+    );
+    assert!(out.contains("\n=== side by side: "), "{out}");
+    out
+}
+
+/// Issue 17's check: `demo stale-release` on Redis 7.0 (`redis-server` on PATH) and Redis 8.2
+/// (`scripts/servers.sh`) prints both transcripts, and the comparison finds that they differ
+/// only in the version line; the `DELEX` step is "unknown command" on both, in each server's
+/// own words (`ERR unknown command 'DELEX', with args beginning with: '<its key>' …`).
+#[test]
+fn demo_stale_release_on_redis_7_0_and_8_2_differs_only_in_the_version_line() {
+    let redis82 = common::extra_server("redis-8.2").display().to_string();
+    let out = stale_release_on(&[
+        ("redis 7.0.", which_redis_server()),
+        ("redis 8.2.3", redis82),
+    ]);
+    assert!(
+        out.contains("the version line differs:\n  [1] redis 7.0.")
+            && out.contains("\n  [2] redis 8.2.3\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no reply differs (17 steps compared")
+            && out.contains("the servers differ only in the version line."),
+        "{out}"
+    );
+}
+
+/// Valkey 8.1 against Redis 7.0: the version line differs (the comparison is not blind to a
+/// different server). Looked for more: Valkey 8.1 has `SET … IFEQ`, which this story does not
+/// send, and answers every step the story does send as Redis 7.0 does, `DELEX` included
+/// (asserted in its own words); so no reply differs. A reply that does differ is caught by
+/// `side_by_side_lists_a_reply_that_differs_between_real_transcripts`.
+#[test]
+fn demo_stale_release_on_valkey_8_1_and_redis_7_0_differs_in_the_version_line() {
+    let valkey = common::extra_server("valkey-8.1").display().to_string();
+    let out = stale_release_on(&[
+        ("valkey 8.1.8", valkey),
+        ("redis 7.0.", which_redis_server()),
+    ]);
+    assert!(
+        out.contains("the version line differs:\n  [1] valkey 8.1.8\n  [2] redis 7.0."),
+        "{out}"
+    );
+    assert!(
+        out.contains("the servers differ only in the version line."),
+        "{out}"
+    );
+}
+
+/// The negative control of the two tests above, on real transcripts: stale-release on the
+/// memory model (configured with `DELEX`, as Redis 8.4 has it) and on Redis 7.0 differ in
+/// exactly one step, A's `DELEX`, listed with each side's reply (`0` vs Redis's own error),
+/// although the two runs used different run ids in their keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn side_by_side_lists_a_reply_that_differs_between_real_transcripts() {
+    let mut transcripts = Vec::new();
+    let mut model = MemoryStore::new(Duration::from_micros(100), true);
+    let server = redis().await;
+    let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
+    let mut r = conn.connect().await.unwrap();
+    for (run_id, version) in [("run-m", "model"), ("run-r", "redis")] {
+        let key = format!("lockbench:{run_id}:demo:lock");
+        let steps = if version == "model" {
+            stale_release(&mut model, &key, Duration::from_millis(50), Vec::new()).await
+        } else {
+            stale_release(&mut r, &key, Duration::from_millis(50), Vec::new()).await
+        }
+        .unwrap();
+        transcripts.push(Transcript {
+            server: version.into(),
+            version: version.into(),
+            run_id: run_id.into(),
+            steps,
+        });
+    }
+    let d = differences(&transcripts);
+    let key = format!("lockbench:{RUN_ID}:demo:lock");
+    let listed: Vec<(usize, String, Vec<String>)> = d
+        .steps
+        .iter()
+        .map(|s| {
+            let first = s.per_server[0].as_ref().unwrap();
+            let replies = s
+                .per_server
+                .iter()
+                .map(|p| p.as_ref().unwrap().reply.clone())
+                .collect();
+            (s.number, first.command.clone(), replies)
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(
+            12,
+            format!("DELEX {key} IFEQ tokA"),
+            vec!["(integer) 0".to_string(), unknown_delex(&key)],
+        )]
+    );
+    assert_eq!(d.compared, 17);
+    assert!(d.versions.is_some());
+    assert!(model.is_empty(), "model: keys left behind");
+    assert_eq!(dbsize(&server), 0, "redis: keys left behind");
+    server.stop().await;
+}
+
+/// `--redis-server` refuses, with exit 2 and a one-line message naming the flag and the path,
+/// a path that does not exist, a file that is not executable, a program that is not a server
+/// (`/bin/true`: it starts but never becomes ready; the first server's transcript is printed
+/// before the second is found bad), and a combination with `--redis URL`.
+#[test]
+fn demo_refuses_a_bad_redis_server() {
+    let (code, _, err) = demo(&[
+        "stale-release",
+        "--redis-server",
+        "/nonexistent/redis-server",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--redis-server") && err.contains("/nonexistent/redis-server"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let plain = dir.path().join("redis-server");
+    std::fs::write(&plain, "not a program").unwrap();
+    let plain = plain.display().to_string();
+    let (code, _, err) = demo(&["one-time-token", "--redis-server", &plain]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("{plain}: not an executable file")),
+        "{err}"
+    );
+    let redis70 = which_redis_server();
+    let (code, out, err) = demo(&[
+        "one-time-token",
+        "--redis-server",
+        &redis70,
+        "--redis-server",
+        "/bin/true",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--redis-server (server 2 of 2): /bin/true did not start as a Redis server"),
+        "{err}"
+    );
+    assert!(out.contains("=== server 1 of 2: redis 7.0."), "{out}");
+    let (code, _, err) = demo(&[
+        "one-time-token",
+        "--redis",
+        "redis://127.0.0.1:1",
+        "--redis-server",
+        &redis70,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--redis-server") && err.contains("--redis"),
+        "{err}"
+    );
 }

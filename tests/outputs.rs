@@ -211,7 +211,8 @@ async fn foreign_keys_untouched_and_no_key_left_behind() {
 }
 
 /// The demo prints the server's real replies: DEL answers 1 and lets C in; the token release
-/// answers 0, B keeps its lock, C is refused, and B's own release answers 1.
+/// answers 0, Redis 7.0 answers A's `DELEX` with its own unknown-command error, B keeps its
+/// lock, C is refused, and B's own release answers 1.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_shows_real_replies_in_the_right_places() {
     let server = redis().await;
@@ -262,6 +263,11 @@ async fn demo_shows_real_replies_in_the_right_places() {
             ("observer EXISTS", "(integer) 0"),
             ("B SET", "OK"),
             ("A EVAL", "(integer) 0"),
+            (
+                "A DELEX",
+                "(error) ERR unknown command 'DELEX', with args beginning with: \
+                 'lockbench:test:demo' 'IFEQ' 'tokA' ",
+            ),
             ("observer GET", "\"tokB\""),
             ("observer EXISTS", "(integer) 1"),
             ("C SET", "(nil)"),

@@ -1,15 +1,20 @@
 //! The demos, each replayed against a real server (or the model) and printed redis-cli style;
-//! every reply shown is the server's reply to the command shown. `stale-release`: the A/B/C
-//! story of the design notes; `fencing`: the article's A/B story with a fencing token at the
-//! resource; `setnx-expire`: the lock a crash between `SETNX` and `EXPIRE` leaves forever;
-//! `fail-open`: a paused server and two clients that proceed without a lock; `dedup-window`
-//! and `one-time-token`: the article's two look-alikes that are not locks.
+//! every reply shown is the server's reply to the command shown, a server's error in its own
+//! words. With `--redis-server` given more than once a story runs on each server in turn and
+//! [`side_by_side`] says which replies differ. `stale-release`: the A/B/C story of the design
+//! notes, with the article's `DELEX` attempt; `fencing`: the article's A/B story with a
+//! fencing token at the resource; `setnx-expire`: the lock a crash between `SETNX` and
+//! `EXPIRE` leaves forever; `fail-open`: a paused server and two clients that proceed without
+//! a lock; `dedup-window` and `one-time-token`: the article's two look-alikes that are not
+//! locks.
 //!
 //! Over 800 lines: one file per the brief that added the last four stories; each story is one
 //! function with its transcript, sharing the printing and polling helpers at the top.
 
+pub mod side_by_side;
+
 use crate::cli::DemoArgs;
-use crate::profile::{BackendChoice, Profile};
+use crate::profile::{BackendChoice, OneOrMany, Profile};
 use crate::store::backend::{Backend, Store};
 use crate::store::{
     CANONICAL_CAD_LUA, CmdResult, Connector, FENCED_ACQUIRE_LUA, LockConn, RESOURCE_READ_LUA,
@@ -17,6 +22,7 @@ use crate::store::{
 };
 use crate::units;
 use anyhow::Context;
+pub use side_by_side::Transcript;
 use std::io::Write;
 use std::time::Duration;
 
@@ -36,6 +42,15 @@ pub struct Step {
 
 fn cmd<T>(r: CmdResult<T>) -> anyhow::Result<T> {
     r.map_err(|e| anyhow::anyhow!("the server did not answer: {e}"))
+}
+/// The reply as redis-cli shows it, a server's error included: `(error) ` and the server's
+/// own text, verbatim. Any other failure (timeout, lost connection) ends the demo.
+fn server_reply<T>(r: CmdResult<T>, show: impl FnOnce(T) -> String) -> anyhow::Result<String> {
+    match r {
+        Ok(v) => Ok(show(v)),
+        Err(e) if e.kind == crate::store::ErrorKind::Server => Ok(format!("(error) {}", e.detail)),
+        Err(e) => cmd(Err(e)),
+    }
 }
 fn ok_nil(r: bool) -> String {
     if r { "OK".into() } else { "(nil)".into() }
@@ -197,6 +212,18 @@ pub async fn stale_release<C: LockConn, W: Write>(
             let eval = |tok: &str| format!("EVAL \"{CANONICAL_CAD_LUA}\" 1 {key} {tok}");
             let r = cmd(s.conn.canonical_cad(key, "tokA").await)?;
             s.show("A", eval("tokA"), int(r)).map_err(io)?;
+            s.say("the same compare-and-delete without a script is DELEX (Redis >= 8.4), if this server has it:")
+                .map_err(io)?;
+            let r = s.conn.delex(key, "tokA").await;
+            let unknown = r.as_ref().is_err_and(|e| e.is_unknown_command());
+            s.show("A", format!("DELEX {key} IFEQ tokA"), server_reply(r, int)?)
+                .map_err(io)?;
+            s.say(if unknown {
+                "this server does not know DELEX: the script is the portable form (INFO server tells the version)."
+            } else {
+                "refused as well: DELEX compares and deletes in one command."
+            })
+            .map_err(io)?;
             let r = cmd(s.conn.get(key).await)?;
             s.show("observer", format!("GET {key}"), bulk(r))
                 .map_err(io)?;
@@ -877,7 +904,9 @@ pub const STORIES: [&str; 6] = [
     "one-time-token",
 ];
 
-/// `lockbench demo`.
+/// `lockbench demo`. With `--redis-server` given once or more, the story runs on a private
+/// server of each binary in turn, each transcript under a header naming the server; with two
+/// or more, what differs between the transcripts is printed at the end.
 pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     let default_ttl = if a.story == "dedup-window" {
         "2s"
@@ -892,18 +921,103 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     let profile = Profile {
         redis: a.redis.clone(),
         backend: a.backend.clone(),
+        redis_server: match a.redis_server.as_slice() {
+            [] => None,
+            [one] => Some(OneOrMany::One(one.clone())),
+            many => Some(OneOrMany::Many(many.to_vec())),
+        },
         ..Profile::default()
     };
-    let mut plan = profile.plan("command line", "", None)?;
+    let mut plan = profile.plan("command line", "", None).map_err(|mut e| {
+        // Every field of this profile came from a flag: name the flag.
+        if let Some(f) = &e.field {
+            e.message = e.message.replacen(
+                &format!("field `{f}`"),
+                &format!("--{}", f.replace('_', "-")),
+                1,
+            );
+        }
+        e
+    })?;
     plan.allow_remote = a.allow_remote;
     if plan.backend == BackendChoice::Url && plan.redis.is_none() {
         anyhow::bail!("--backend url needs --redis URL");
     }
-    let backend = Backend::open(&plan, false).await?;
-    let prefix = format!(
-        "lockbench:{}:demo",
-        crate::results::run_id(std::time::SystemTime::now())
-    );
+    if plan.redis_servers.is_empty() {
+        play(&a, &plan, ttl, None).await?;
+        return Ok(0);
+    }
+    let of = plan.redis_servers.len();
+    let mut transcripts = Vec::with_capacity(of);
+    for (i, exe) in plan.redis_servers.iter().enumerate() {
+        let heading = Heading {
+            number: i + 1,
+            of,
+            exe,
+        };
+        transcripts.push(play(&a, &plan, ttl, Some(heading)).await?);
+    }
+    if of >= 2 {
+        let d = side_by_side::differences(&transcripts);
+        side_by_side::print(&transcripts, &d, std::io::stdout()).map_err(io_err)?;
+    }
+    Ok(0)
+}
+
+/// Which of the `--redis-server` binaries a transcript runs on.
+#[derive(Debug, Clone, Copy)]
+struct Heading<'a> {
+    number: usize,
+    of: usize,
+    exe: &'a std::path::Path,
+}
+
+impl Heading<'_> {
+    /// The header line above the server's transcript.
+    fn print(&self, version: &str) {
+        println!(
+            "\n=== server {} of {}: {version} ({}) ===",
+            self.number,
+            self.of,
+            self.exe.display()
+        );
+    }
+}
+
+/// Plays `a.story` once on the backend of `plan` (the binary of `heading` when given) and
+/// returns its transcript. The server is stopped whatever happens.
+async fn play(
+    a: &DemoArgs,
+    plan: &crate::profile::Plan,
+    ttl: Duration,
+    heading: Option<Heading<'_>>,
+) -> anyhow::Result<Transcript> {
+    let on = |e: anyhow::Error| match heading {
+        Some(h) => e.context(format!(
+            "on server {} of {} ({})",
+            h.number,
+            h.of,
+            h.exe.display()
+        )),
+        None => e,
+    };
+    let backend = match Backend::open_server(plan, false, heading.map(|h| h.exe)).await {
+        Ok(b) => b,
+        // The binary the user named did not start as a server: bad input, not a failed run.
+        Err(e) if let Some(h) = heading => {
+            let why = format!("{e:#}");
+            return Err(anyhow::Error::new(crate::exit::BadInput(format!(
+                "--redis-server (server {} of {}): {} (give the path of a redis-server or \
+                 valkey-server binary)",
+                h.number,
+                h.of,
+                why.lines().next().unwrap_or("").trim_end_matches(':')
+            ))));
+        }
+        Err(e) => return Err(e),
+    };
+    let run_id = crate::results::run_id(std::time::SystemTime::now());
+    let prefix = format!("lockbench:{run_id}:demo");
     let result = if a.story == "fail-open" {
         // The story needs a server to pause; the model has no clients to hold.
         let url = match &backend.store {
@@ -912,7 +1026,7 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
             Store::Memory(_) => None,
         };
         match url {
-            Some(url) => run_fail_open(&url, a.allow_remote, &prefix).await,
+            Some(url) => run_fail_open(&url, a.allow_remote, &prefix, heading).await,
             None => Err(anyhow::Error::new(crate::exit::BadInput(
                 "demo fail-open needs a real server to pause (CLIENT PAUSE): use --backend \
                  spawn (redis-server installed) or --redis URL, not the memory model"
@@ -920,13 +1034,25 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
             ))),
         }
     } else {
-        crate::with_connector!(&backend, c => run_demo(c, &a.story, &prefix, ttl).await)
+        crate::with_connector!(&backend, c => run_demo(c, &a.story, &prefix, ttl, heading).await)
     };
     backend.close().await;
-    result.map(|_| 0)
+    let (version, steps) = result.map_err(on)?;
+    Ok(Transcript {
+        // Only the transcripts of `--redis-server` binaries are compared, and labelled.
+        server: heading.map_or_else(String::new, |h| h.exe.display().to_string()),
+        version,
+        run_id,
+        steps,
+    })
 }
 
-async fn run_fail_open(url: &str, allow_remote: bool, prefix: &str) -> anyhow::Result<()> {
+async fn run_fail_open(
+    url: &str,
+    allow_remote: bool,
+    prefix: &str,
+    heading: Option<Heading<'_>>,
+) -> anyhow::Result<(String, Vec<Step>)> {
     use crate::store::redis::{RedisConnector, Timeouts};
     let key = format!("{prefix}:fail-open:lock");
     let c = RedisConnector::new(url, Timeouts::default(), allow_remote)?;
@@ -935,6 +1061,9 @@ async fn run_fail_open(url: &str, allow_remote: bool, prefix: &str) -> anyhow::R
         .server_version()
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(h) = heading {
+        h.print(&version);
+    }
     println!(
         "fail-open demo against {} ({version}); key {key}. It pauses every client of that \
          server for {}, twice.",
@@ -952,7 +1081,7 @@ async fn run_fail_open(url: &str, allow_remote: bool, prefix: &str) -> anyhow::R
     .await;
     // Whatever happened, leave nothing behind (this waits for any pause to end).
     let _ = conn.del(&key).await;
-    r.map(|_| ()).context("demo failed")
+    r.map(|steps| (version, steps)).context("demo failed")
 }
 
 async fn run_demo<K: Connector>(
@@ -960,12 +1089,16 @@ async fn run_demo<K: Connector>(
     story: &str,
     prefix: &str,
     ttl: std::time::Duration,
-) -> anyhow::Result<()> {
+    heading: Option<Heading<'_>>,
+) -> anyhow::Result<(String, Vec<Step>)> {
     let mut conn = c.connect().await?;
     let version = conn
         .server_version()
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(h) = heading {
+        h.print(&version);
+    }
     let out = std::io::stdout();
     let banner = |keys: &[String]| {
         println!(
@@ -1005,5 +1138,5 @@ async fn run_demo<K: Connector>(
     };
     // Whatever happened, leave nothing behind.
     let _ = conn.del_many(&keys).await;
-    r.map(|_| ()).context("demo failed")
+    r.map(|steps| (version, steps)).context("demo failed")
 }
