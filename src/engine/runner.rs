@@ -349,11 +349,11 @@ pub async fn run_on<K: Connector>(
     })
 }
 
-/// Which lock commands a server knows, asked of its command table (`COMMAND INFO`), not
-/// guessed from its version. Where `COMMAND` is not permitted, the command is tried on an
-/// absent key under `prefix` (the run's own) where lockbench can send it; otherwise `None`.
-/// `SET … IFEQ` is an option, not a command: it is always tried (on an absent key it sets
-/// nothing).
+/// Which lock commands a server knows, asked of its command table (`COMMAND INFO`; `SET …
+/// IFEQ` from `COMMAND DOCS SET`), not guessed from its version. Where `COMMAND` is not
+/// permitted, the command is tried on an absent key under `prefix` (the run's own) where
+/// lockbench can send it; otherwise `None`. No `SET` is sent, so the server's SET count stays
+/// the run's attempts.
 pub async fn probe_capabilities<C: LockConn>(
     probe: &mut C,
     prefix: &str,
@@ -377,15 +377,8 @@ pub async fn probe_capabilities<C: LockConn>(
         };
         out.insert(name.to_string(), known);
     }
-    let ifeq = match probe
-        .extend(&key, "probe", 1_000, ExtendCommand::SetIfeq)
-        .await
-    {
-        Ok(_) => Some(true),
-        // A server without the option reads IFEQ as a syntax error.
-        Err(e) if e.server_code() == Some("ERR") => Some(false),
-        Err(_) => None,
-    };
+    // From the command table: a probing SET would count among the run's SETs.
+    let ifeq = probe.knows_set_ifeq().await.ok();
     out.insert("SET IFEQ".to_string(), ifeq);
     out
 }
@@ -479,11 +472,13 @@ pub async fn check_support<C: LockConn>(
         ),
         ReleaseMethod::Token => ("EVALSHA", "2.6", "Use `del` or `delex`."),
     };
-    let unknown = || {
-        anyhow::anyhow!(
+    // Bad input (exit 2): the user asked for a method this server cannot run.
+    let unknown = || -> anyhow::Error {
+        BadInput(format!(
             "release method `{method}` needs {command}, which Redis added in {since}; this server is {server_version} \
              and does not know it (or it was renamed or disabled). {instead}"
-        )
+        ))
+        .into()
     };
     let mut note = "";
     // Scripts exist on every supported version; only their permission needs checking.
@@ -517,10 +512,11 @@ pub async fn check_support<C: LockConn>(
     match tried {
         Ok(()) => Ok(()),
         Err(e) if e.is_unknown_command() => Err(unknown()),
-        Err(e) if e.is_no_permission() => bail!(
+        Err(e) if e.is_no_permission() => Err(BadInput(format!(
             "release method `{method}` needs {needs}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {e}. \
              Grant it (e.g. ACL SETUSER <user> {grant} ~lockbench:*) or use another --release."
-        ),
+        ))
+        .into()),
         Err(e) => {
             bail!("cannot check release method `{method}`: {command} on an absent key failed: {e}")
         }

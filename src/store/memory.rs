@@ -304,6 +304,11 @@ impl LockConn for MemoryStore {
         })
     }
 
+    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
+        // The model extends with SET … IFEQ as Valkey 8.1 does.
+        Ok(true)
+    }
+
     async fn server_version(&mut self) -> CmdResult<String> {
         Ok(format!(
             "lockbench-memory-model {}",

@@ -127,6 +127,10 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     /// Whether the server knows a command (`COMMAND INFO name`), e.g. `GETDEL` (Redis ≥ 6.2)
     /// or `DELEX` (Redis ≥ 8.4).
     fn supports_command(&mut self, name: &str) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// Whether `SET` takes the `IFEQ` option (Valkey ≥ 8.1, Redis ≥ 8.4), read from the command
+    /// table (`COMMAND DOCS SET`) without sending a `SET`, so the server's SET count stays
+    /// the run's own.
+    fn knows_set_ifeq(&mut self) -> impl Future<Output = CmdResult<bool>> + Send;
     /// Server name and version, e.g. `redis 7.0.15` (from `INFO server`).
     fn server_version(&mut self) -> impl Future<Output = CmdResult<String>> + Send;
 

@@ -364,6 +364,26 @@ impl LockConn for RedisConn {
         })
     }
 
+    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
+        let v: redis::Value = redis::cmd("COMMAND")
+            .arg("DOCS")
+            .arg("SET")
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)?;
+        // The option appears as an argument token ("IFEQ") in SET's documented arguments.
+        fn mentions(v: &redis::Value) -> bool {
+            match v {
+                redis::Value::BulkString(b) => b.eq_ignore_ascii_case(b"ifeq"),
+                redis::Value::SimpleString(s) => s.eq_ignore_ascii_case("ifeq"),
+                redis::Value::Array(items) | redis::Value::Set(items) => items.iter().any(mentions),
+                redis::Value::Map(pairs) => pairs.iter().any(|(k, v)| mentions(k) || mentions(v)),
+                _ => false,
+            }
+        }
+        Ok(mentions(&v))
+    }
+
     async fn server_version(&mut self) -> CmdResult<String> {
         let info: String = redis::cmd("INFO")
             .arg("server")
