@@ -176,6 +176,9 @@ pub struct Summary {
     /// holder left between `SETNX` and `EXPIRE`. The run's cleanup still removes them.
     #[serde(default)]
     pub stuck_locks: u64,
+    /// The binary of the server this variant ran on, when lockbench started it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_binary: Option<String>,
     /// The fault windows as they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultWindow>,
@@ -344,6 +347,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         crash_blocked_censored: 0,
         stuck_locks: 0,
         faults: Vec::new(),
+        server_binary: None,
         per_key: m
             .per_key
             .iter()

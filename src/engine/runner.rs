@@ -849,6 +849,7 @@ async fn run_variant<K: Connector>(
     }
     let mut summary = summarize(meta, &recorder.measured(), &hists);
     summary.faults = faults;
+    summary.server_binary = env.server.binary.clone();
     summary.stuck_locks = stuck_locks;
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash
