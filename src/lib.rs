@@ -17,9 +17,13 @@
 //! - [`commands`]: one file per command (`run` + `compare`, `sweep`, `demo`, `report`), each
 //!   one entry function that decides what to print and draw.
 //! - [`engine`]: runs a plan — [`engine::runner`] (variants, key cleanup, data files),
-//!   [`engine::worker`] (acquire → hold → release and finish → think), [`engine::busy`]
+//!   [`engine::worker`] (acquire → hold → release and finish → think), [`engine::arrivals`]
+//!   (the open arrival model), [`engine::busy`]
 //!   (busy policy and error backoff), [`engine::recorder`] (live counters, striped
 //!   histograms, per-key overlap trackers).
+//! - [`faults`]: the fault schedule (`[[fault]]`, `--fault`) — server pause and restart,
+//!   latency and partition through a loopback [`faults::proxy`], crashed holders — and the
+//!   driver that applies it on each variant's clock.
 //! - [`analysis`]: pure functions over plain values — [`analysis::counts`] (the counted
 //!   figures, defined once, and a section's counts from its row), [`analysis::figures`] (the
 //!   one table every output follows), [`analysis::overlap`], [`analysis::summary`],
@@ -28,7 +32,8 @@
 //! - [`report`]: charts and `report.html` from a run directory, and the recount of
 //!   `summary.json` from `events.csv`.
 //! - [`recommend`]: a TTL from measured durations — `load` (inputs), `stats` (order
-//!   statistics), `models` (log-normal and GPD tails, KS/AD fits), `print`.
+//!   statistics), `models` (log-normal and GPD tails, KS/AD fits), `crash` (blocked time after
+//!   holder crashes), `print`.
 //! - [`results`]: the run directory's format in one place — run ids, manifest and summary
 //!   files, `summary.csv`, `events.csv` (written and read), `.hgrm`, `.hlog` (read).
 //! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
