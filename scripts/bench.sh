@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/bench.sh: a first benchmark (issue 2).
+# scripts/bench.sh: a first benchmark (issue 2), per server (issue 17).
 #
 # WHAT IS MEASURED
 #   The raw command throughput of lockbench's lock cycle: one acquire
@@ -62,20 +62,45 @@
 #   script deletes lockbench:bench:* after every peer run and at exit; the server is
 #   private (own loopback port, own temp --dir, no persistence) and is stopped at exit.
 #
+# SEVERAL SERVERS (--redis-server, issue 17)
+#   By default the harness runs against one private `redis-server` from PATH. Each
+#   `--redis-server PATH` adds a server binary instead (redis-server, valkey-server, any
+#   RESP server that takes `--port P --save '' --appendonly no`; `bash scripts/servers.sh
+#   --paths` prints Valkey 8.1 and Redis 8.2). The script starts every one of them itself
+#   (own loopback port, own temp --dir), names it from its `INFO server` (`valkey 8.1.8`
+#   when valkey_version is there, else `redis <redis_version>`, as lockbench does) and
+#   runs the same harness and the same peer against each: redis-benchmark speaks to any of
+#   them. The servers are interleaved too: every round visits every server, starting one
+#   further along the list each round, so a slow moment is shared rather than landing on
+#   one server. Each row still has its own ratio against the peer on the same server; the
+#   columns `lb vs 1st` and `peer vs 1st` are the medians over rounds of that round's rate
+#   divided by the first server's rate in the same round: whether changing the server
+#   moves the limit, for the peer (what the server can do) and for lockbench.
+#   With --redis-server the table and CSV gain the server columns (the CSV has `server`
+#   and `server_path` in place of `redis_version`); without it they are as they were.
+#   Three servers at the default settings take about 5 minutes; --quick (2 s runs,
+#   3 rounds) about 2.
+#
 # USAGE
-#   scripts/bench.sh [-c C] [-d SECONDS] [-r ROUNDS] [-k KEYS] [--no-build]
-#   Environment: BENCH_CONCURRENCY (50), BENCH_DURATION (5, seconds per run, each
-#   redis-benchmark command is sized to run about that long), BENCH_ROUNDS (3, >= 2),
-#   BENCH_KEYS (default C; e.g. 100*C makes lockbench's rejections negligible).
+#   scripts/bench.sh [-c C] [-d SECONDS] [-r ROUNDS] [-k KEYS] [--quick]
+#                    [--redis-server PATH]... [--no-build]
+#   Environment: BENCH_CONCURRENCY (50), BENCH_DURATION (5, or 2 with --quick; seconds
+#   per run, each redis-benchmark command is sized to run about that long),
+#   BENCH_ROUNDS (3, >= 2), BENCH_KEYS (default C; e.g. 100*C makes lockbench's
+#   rejections negligible). -d and -r win over --quick.
+#   Exit codes: 0 done, 1 a run or a server failed, 2 bad arguments (or a --redis-server
+#   binary that is missing or does not start as a RESP server).
 #   Prints the table and writes it as CSV to results/bench-<UTC timestamp>.csv.
 
 set -euo pipefail
 
 CONCURRENCY="${BENCH_CONCURRENCY:-50}"
-DURATION="${BENCH_DURATION:-5}"
-ROUNDS="${BENCH_ROUNDS:-3}"
+DURATION="${BENCH_DURATION:-}"
+ROUNDS="${BENCH_ROUNDS:-}"
 KEYS="${BENCH_KEYS:-}"
 BUILD=1
+QUICK=0
+SERVER_ARGS=() # --redis-server values, as given
 
 usage() {
     sed -n '/^# USAGE/,/^# *Prints/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
@@ -86,27 +111,41 @@ die() {
     exit 1
 }
 
+bad_input() { # exit 2, as lockbench does for bad input
+    echo "bench.sh: $*" >&2
+    exit 2
+}
+
 while (($# > 0)); do
     case "$1" in
     -c | --concurrency)
-        (($# >= 2)) || die "$1 needs a value"
+        (($# >= 2)) || bad_input "$1 needs a value"
         CONCURRENCY="$2"
         shift 2
         ;;
     -d | --duration)
-        (($# >= 2)) || die "$1 needs a value"
+        (($# >= 2)) || bad_input "$1 needs a value"
         DURATION="$2"
         shift 2
         ;;
     -k | --keys)
-        (($# >= 2)) || die "$1 needs a value"
+        (($# >= 2)) || bad_input "$1 needs a value"
         KEYS="$2"
         shift 2
         ;;
     -r | --rounds)
-        (($# >= 2)) || die "$1 needs a value"
+        (($# >= 2)) || bad_input "$1 needs a value"
         ROUNDS="$2"
         shift 2
+        ;;
+    --redis-server)
+        (($# >= 2)) || bad_input "$1 needs a path (e.g. \$(bash scripts/servers.sh --paths))"
+        SERVER_ARGS+=("$2")
+        shift 2
+        ;;
+    --quick)
+        QUICK=1
+        shift
         ;;
     --no-build)
         BUILD=0
@@ -116,25 +155,67 @@ while (($# > 0)); do
         usage
         exit 0
         ;;
-    *) die "unknown argument: $1 (try --help)" ;;
+    *) bad_input "unknown argument: $1 (try --help)" ;;
     esac
 done
 
-[[ "$CONCURRENCY" =~ ^[1-9][0-9]*$ ]] || die "concurrency must be a positive integer, got '$CONCURRENCY'"
-[[ "$DURATION" =~ ^[1-9][0-9]*$ ]] || die "duration must be whole seconds > 0, got '$DURATION'"
+if ((QUICK)); then
+    DURATION="${DURATION:-2}"
+else
+    DURATION="${DURATION:-5}"
+fi
+ROUNDS="${ROUNDS:-3}"
+[[ "$CONCURRENCY" =~ ^[1-9][0-9]*$ ]] || bad_input "concurrency must be a positive integer, got '$CONCURRENCY'"
+[[ "$DURATION" =~ ^[1-9][0-9]*$ ]] || bad_input "duration must be whole seconds > 0, got '$DURATION'"
 if ! [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || ((ROUNDS < 2)); then
-    die "rounds must be an integer >= 2, got '$ROUNDS'"
+    bad_input "rounds must be an integer >= 2, got '$ROUNDS'"
 fi
 
-for tool in redis-server redis-cli redis-benchmark python3 cargo; do
+tools=(redis-cli redis-benchmark python3 timeout)
+((${#SERVER_ARGS[@]})) || tools+=(redis-server)
+((BUILD)) && tools+=(cargo)
+for tool in "${tools[@]}"; do
     command -v "$tool" >/dev/null 2>&1 || die "$tool is not installed"
 done
+
+# The server binaries, resolved to absolute paths, each once. Without --redis-server:
+# redis-server from PATH, and the output keeps its single-server form (PER_SERVER=0).
+SERVER_PATHS=()
+SERVER_GIVEN=() # as the user wrote it, for messages
+PER_SERVER=0
+if ((${#SERVER_ARGS[@]})); then
+    PER_SERVER=1
+    for arg in "${SERVER_ARGS[@]}"; do
+        path="$arg"
+        if [[ "$path" != */* ]]; then # a bare name: look it up on PATH
+            path="$(command -v -- "$path" 2>/dev/null || true)"
+            [[ -n "$path" ]] ||
+                bad_input "--redis-server $arg: not found on PATH (give the path of redis-server or valkey-server, e.g. from bash scripts/servers.sh --paths)"
+        fi
+        [[ -e "$path" ]] ||
+            bad_input "--redis-server $arg: no such file (give the path of redis-server or valkey-server, e.g. from bash scripts/servers.sh --paths)"
+        [[ -f "$path" && -x "$path" ]] ||
+            bad_input "--redis-server $arg: not an executable file (give the path of redis-server or valkey-server)"
+        # Absolute, symlinks kept: Debian's redis-server is a link to a multi-call binary
+        # that picks its role from the name it was started by.
+        path="$(realpath -s -- "$path")"
+        dup=0
+        for p in "${SERVER_PATHS[@]}"; do [[ "$p" == "$path" ]] && dup=1; done
+        if ((!dup)); then
+            SERVER_PATHS+=("$path")
+            SERVER_GIVEN+=("$arg")
+        fi
+    done
+else
+    SERVER_PATHS=("$(command -v redis-server)")
+fi
+NSERVERS=${#SERVER_PATHS[@]}
 
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 cd -- "$ROOT"
 LOCKBENCH="${CARGO_TARGET_DIR:-$ROOT/target}/release/lockbench"
 KEYS="${KEYS:-$CONCURRENCY}"
-[[ "$KEYS" =~ ^[1-9][0-9]*$ ]] || die "keys must be a positive integer, got '$KEYS'"
+[[ "$KEYS" =~ ^[1-9][0-9]*$ ]] || bad_input "keys must be a positive integer, got '$KEYS'"
 KEY_PATTERN='lockbench:bench:__rand_int__'
 
 # --- build --------------------------------------------------------------------------
@@ -144,28 +225,35 @@ if ((BUILD)); then
 fi
 [[ -x "$LOCKBENCH" ]] || die "$LOCKBENCH not found (build it, or drop --no-build)"
 
-# --- private redis-server -----------------------------------------------------------
+# --- private servers ----------------------------------------------------------------
+# Server s (0-based, in the order given) listens on PORTS[s], runs as PIDS[s] in
+# $WORK/server-s, and is called LABELS[s] (`redis 7.0.15`, `valkey 8.1.8`).
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/lockbench-bench.XXXXXX")"
-REDIS_PID=""
-PORT=""
+PORTS=()
+PIDS=()
+LABELS=()
 
-rcli() {
-    redis-cli -h 127.0.0.1 -p "$PORT" "$@"
+rcli() { # PORT ARGS...
+    local port="$1"
+    shift
+    redis-cli -h 127.0.0.1 -p "$port" "$@"
 }
 
-cleanup_bench_keys() {
+cleanup_bench_keys() { # PORT
     # Only the peer's namespace; lockbench removes its own run keys itself.
-    rcli --scan --pattern 'lockbench:bench:*' | xargs -r -n 200 redis-cli -h 127.0.0.1 -p "$PORT" DEL >/dev/null
+    rcli "$1" --scan --pattern 'lockbench:bench:*' | xargs -r -n 200 redis-cli -h 127.0.0.1 -p "$1" DEL >/dev/null
 }
 
 on_exit() {
-    local rc=$?
+    local rc=$? s
     trap - EXIT INT TERM
-    if [[ -n "$REDIS_PID" ]] && kill -0 "$REDIS_PID" 2>/dev/null; then
-        cleanup_bench_keys 2>/dev/null || true
-        kill "$REDIS_PID" 2>/dev/null || true
-        wait "$REDIS_PID" 2>/dev/null || true
-    fi
+    for s in "${!PIDS[@]}"; do
+        if [[ -n "${PIDS[s]}" ]] && kill -0 "${PIDS[s]}" 2>/dev/null; then
+            cleanup_bench_keys "${PORTS[s]}" 2>/dev/null || true
+            kill "${PIDS[s]}" 2>/dev/null || true
+            wait "${PIDS[s]}" 2>/dev/null || true
+        fi
+    done
     rm -rf -- "$WORK"
     exit "$rc"
 }
@@ -181,37 +269,73 @@ print(s.getsockname()[1])
 s.close()'
 }
 
-start_redis() {
-    mkdir -p -- "$WORK/redis"
-    local attempt i
-    # A port picked by binding port 0 can be taken again before redis-server binds it;
-    # retry a few times with a fresh one.
+start_server() { # S: starts SERVER_PATHS[S], sets PORTS[S] and PIDS[S]
+    local s="$1" exe="${SERVER_PATHS[$1]}" dir="$WORK/server-$1" attempt i port pid alive
+    mkdir -p -- "$dir"
+    # A port picked by binding port 0 can be taken again before the server binds it;
+    # retry a few times with a fresh one (only when the server exited: one that runs but
+    # never answers would not do better on another port).
     for attempt in 1 2 3; do
-        PORT="$(free_port)"
-        redis-server --bind 127.0.0.1 --port "$PORT" --save '' --appendonly no \
-            --dir "$WORK/redis" --logfile "$WORK/redis/redis.log" --daemonize no &
-        REDIS_PID=$!
+        port="$(free_port)"
+        # Its output goes to a file, capped (a binary that ignores its arguments and
+        # prints forever stops at the cap): one that is not a Redis server says why there.
+        "$exe" --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+            --dir "$dir" --logfile "$dir/server.log" --daemonize no \
+            </dev/null > >(head -c 65536 >>"$dir/output.log") 2>&1 &
+        pid=$!
+        PORTS[s]="$port"
+        PIDS[s]="$pid"
+        alive=0
         for ((i = 0; i < 100; i++)); do # up to ~10 s
-            if ! kill -0 "$REDIS_PID" 2>/dev/null; then
-                break
-            fi
-            if [[ "$(rcli ping 2>/dev/null || true)" == PONG ]]; then
+            alive=0
+            kill -0 "$pid" 2>/dev/null || break
+            alive=1
+            # timeout: something that accepts connections but never answers is not ready.
+            if [[ "$(timeout 2 redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null || true)" == PONG ]]; then
                 return 0
             fi
             sleep 0.1
         done
-        kill "$REDIS_PID" 2>/dev/null || true
-        wait "$REDIS_PID" 2>/dev/null || true
-        REDIS_PID=""
-        echo "redis-server did not come up on port $PORT (attempt $attempt)" >&2
+        kill "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+        PIDS[s]=""
+        ((PER_SERVER)) || echo "redis-server did not come up on port $port (attempt $attempt)" >&2
+        ((alive)) && break
     done
-    [[ -f "$WORK/redis/redis.log" ]] && tail -n 20 "$WORK/redis/redis.log" >&2
+    # What it said: a Redis server's last log line, or else the first line it printed.
+    local said
+    said="$(grep -v '^[[:space:]]*$' "$dir/server.log" 2>/dev/null | tail -n 1 || true)"
+    [[ -n "$said" ]] || said="$(grep -v '^[[:space:]]*$' "$dir/output.log" 2>/dev/null | head -n 1 || true)"
+    if ((PER_SERVER)); then
+        local why="exited before answering PING ($attempt tries)"
+        ((alive)) && why="ran but did not answer PING on 127.0.0.1 within 10 s"
+        bad_input "--redis-server ${SERVER_GIVEN[s]} did not start as a Redis server: $why${said:+; it said: $said}"
+    fi
+    [[ -f "$dir/server.log" ]] && tail -n 20 "$dir/server.log" >&2
     die "could not start redis-server"
 }
 
-start_redis
-SERVER_VERSION="$(rcli info server | tr -d '\r' | sed -n 's/^redis_version://p')"
-echo "redis-server $SERVER_VERSION on 127.0.0.1:$PORT (pid $REDIS_PID, dir $WORK/redis)" >&2
+# `valkey 8.1.8` or `redis 7.0.15` from INFO server, the rule of lockbench's
+# parse_server_version (Valkey also reports a redis_version, the one it is compatible with).
+server_label() { # PORT
+    rcli "$1" info server | tr -d '\r' | awk -F: '
+        $1 == "valkey_version" { v = $2 } $1 == "redis_version" { r = $2 }
+        END { if (v != "") print "valkey " v; else if (r != "") print "redis " r; else print "unknown" }'
+}
+
+for ((s = 0; s < NSERVERS; s++)); do
+    start_server "$s"
+    LABELS[s]="$(server_label "${PORTS[s]}")"
+done
+# The single-server table's title names the server by its redis_version, as it always did.
+SERVER_VERSION="$(rcli "${PORTS[0]}" info server | tr -d '\r' | sed -n 's/^redis_version://p')"
+for ((s = 0; s < NSERVERS; s++)); do
+    if ((PER_SERVER)); then
+        echo "${LABELS[s]} (${SERVER_PATHS[s]}) on 127.0.0.1:${PORTS[s]} (pid ${PIDS[s]}, dir $WORK/server-$s)" >&2
+    else
+        echo "redis-server $SERVER_VERSION on 127.0.0.1:${PORTS[s]} (pid ${PIDS[s]}, dir $WORK/server-$s)" >&2
+    fi
+done
 
 # The release script, exactly as lockbench sends it: RELEASE_LUA from src/store/mod.rs
 # (Rust string with `\` line continuations, which drop the newline and leading blanks).
@@ -227,29 +351,32 @@ if '\\' in body:
 sys.stdout.write(body)
 PY
 )"
-SHA="$(rcli script load "$RELEASE_LUA" | tr -d '\r')"
 EXPECTED_SHA="$(printf '%s' "$RELEASE_LUA" | python3 -c 'import hashlib,sys; print(hashlib.sha1(sys.stdin.buffer.read()).hexdigest())')"
-[[ "$SHA" == "$EXPECTED_SHA" ]] || die "SCRIPT LOAD returned '$SHA', expected $EXPECTED_SHA"
+for ((s = 0; s < NSERVERS; s++)); do
+    SHA="$(rcli "${PORTS[s]}" script load "$RELEASE_LUA" | tr -d '\r')"
+    [[ "$SHA" == "$EXPECTED_SHA" ]] || die "${LABELS[s]}: SCRIPT LOAD returned '$SHA', expected $EXPECTED_SHA"
+done
 
 SET_CMD=(SET "$KEY_PATTERN" tok NX PX 10000)
-EVALSHA_CMD=(EVALSHA "$SHA" 1 "$KEY_PATTERN" tok)
+EVALSHA_CMD=(EVALSHA "$EXPECTED_SHA" 1 "$KEY_PATTERN" tok)
 
 # --- one lockbench run --------------------------------------------------------------
-# Appends "mode<TAB>round<TAB>lockbench<TAB>sections/s<TAB>cmd-cycles/s<TAB>rejection%"
+# run_lockbench S MODE ROUND: appends
+# "server<TAB>mode<TAB>round<TAB>lockbench<TAB>sections/s<TAB>cmd-cycles/s<TAB>rejection%"
 # to $WORK/samples.tsv.
 run_lockbench() {
-    local mode="$1" round="$2" out="$WORK/lb-$1-$2"
-    local -a cmd=("$LOCKBENCH" run --redis "redis://127.0.0.1:$PORT"
+    local s="$1" mode="$2" round="$3" out="$WORK/lb-$1-$2-$3"
+    local -a cmd=("$LOCKBENCH" run --redis "redis://127.0.0.1:${PORTS[s]}"
         --workers "$CONCURRENCY" --keys "$KEYS" --ttl 10s --dist 'constant(0ms)'
         --think 'constant(0ms)' --busy fail-fast --release token
         --connection "$mode" --duration "${DURATION}s" --quiet --out "$out")
     if ! "${cmd[@]}" >"$WORK/lb.log" 2>&1; then
         cat "$WORK/lb.log" >&2
-        die "lockbench failed: ${cmd[*]}"
+        die "lockbench failed against ${LABELS[s]}: ${cmd[*]}"
     fi
-    python3 - "$out/summary.json" "$mode" "$round" >>"$WORK/samples.tsv" <<'PY'
+    python3 - "$out/summary.json" "$s" "$mode" "$round" >>"$WORK/samples.tsv" <<'PY'
 import json, sys
-path, mode, rnd = sys.argv[1:4]
+path, srv, mode, rnd = sys.argv[1:5]
 v = json.load(open(path))["variants"][0]
 if v["errors"] != 0:
     sys.exit(f"lockbench {mode} round {rnd}: {v['errors']} errors {v.get('errors_by_kind')} "
@@ -259,16 +386,16 @@ if v["sections"] == 0 or v["elapsed_s"] <= 0:
 # Commands actually sent: one SET per attempt, one EVALSHA per section.
 cmd_cycles = (v["attempts"] + v["sections"]) / 2 / v["elapsed_s"]
 rej = 100.0 * v["rejections"] / v["attempts"] if v["attempts"] else 0.0
-print(f"{mode}\t{rnd}\tlockbench\t{v['throughput_per_s']:.1f}\t{cmd_cycles:.1f}\t{rej:.2f}")
+print(f"{srv}\t{mode}\t{rnd}\tlockbench\t{v['throughput_per_s']:.1f}\t{cmd_cycles:.1f}\t{rej:.2f}")
 PY
     rm -rf -- "$out"
 }
 
 # --- one redis-benchmark command ----------------------------------------------------
-# bench_rps MODE N CMD... -> prints the requests per second.
+# bench_rps S MODE N CMD... -> prints the requests per second.
 bench_rps() {
-    local mode="$1" n="$2"
-    shift 2
+    local s="$1" mode="$2" n="$3"
+    shift 3
     local -a shape
     if [[ "$mode" == shared ]]; then
         shape=(-c 1 -P "$CONCURRENCY")
@@ -276,10 +403,10 @@ bench_rps() {
         shape=(-c "$CONCURRENCY")
     fi
     local csv
-    if ! csv="$(redis-benchmark -h 127.0.0.1 -p "$PORT" "${shape[@]}" -n "$n" \
+    if ! csv="$(redis-benchmark -h 127.0.0.1 -p "${PORTS[s]}" "${shape[@]}" -n "$n" \
         -r "$KEYS" --csv "$@" 2>"$WORK/rb.err")"; then
         cat "$WORK/rb.err" >&2
-        die "redis-benchmark failed: ${shape[*]} -n $n $*"
+        die "redis-benchmark failed against ${LABELS[s]}: ${shape[*]} -n $n $*"
     fi
     printf '%s\n' "$csv" | python3 -c '
 import csv, sys
@@ -290,7 +417,8 @@ print(rows[0]["rps"])'
 }
 
 # Requests per run so that each command runs about DURATION seconds, from a short
-# calibration run; a multiple of C so every client (or every batch) is full.
+# calibration run; a multiple of C so every client (or every batch) is full. Sized per
+# server: each runs for about DURATION seconds whatever its speed.
 declare -A N_FOR
 size_for() { # RPS SECONDS -> request count, a multiple of C, at least 100 per client
     python3 -c 'import sys
@@ -298,123 +426,187 @@ rps, secs, c = float(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 n = max(int(rps * secs), c * 100)
 print((n + c - 1) // c * c)' "$1" "$2" "$CONCURRENCY"
 }
-calibrate() {
-    local mode="$1" which="$2" rps n
+calibrate() { # S MODE set|evalsha
+    local s="$1" mode="$2" which="$3" rps n
     local -a cmdline
     if [[ "$which" == set ]]; then cmdline=("${SET_CMD[@]}"); else cmdline=("${EVALSHA_CMD[@]}"); fi
     # Two steps: a tiny run gives a rough rate, a ~0.5 s run sized from it the real one
     # (a pipelined run of the tiny size is over in milliseconds, too short to trust).
     n=$((CONCURRENCY * 200))
     for _ in 1 2; do
-        rps="$(bench_rps "$mode" "$n" "${cmdline[@]}")"
-        cleanup_bench_keys
+        rps="$(bench_rps "$s" "$mode" "$n" "${cmdline[@]}")"
+        cleanup_bench_keys "${PORTS[s]}"
         n="$(size_for "$rps" 0.5)"
     done
-    N_FOR["$mode-$which"]="$(size_for "$rps" "$DURATION")"
+    N_FOR["$s-$mode-$which"]="$(size_for "$rps" "$DURATION")"
 }
 
-run_peer() {
-    local mode="$1" round="$2" rps_set rps_eval
-    rps_set="$(bench_rps "$mode" "${N_FOR[$mode-set]}" "${SET_CMD[@]}")"
-    rps_eval="$(bench_rps "$mode" "${N_FOR[$mode-evalsha]}" "${EVALSHA_CMD[@]}")"
-    cleanup_bench_keys
+run_peer() { # S MODE ROUND
+    local s="$1" mode="$2" round="$3" rps_set rps_eval
+    rps_set="$(bench_rps "$s" "$mode" "${N_FOR[$s-$mode-set]}" "${SET_CMD[@]}")"
+    rps_eval="$(bench_rps "$s" "$mode" "${N_FOR[$s-$mode-evalsha]}" "${EVALSHA_CMD[@]}")"
+    cleanup_bench_keys "${PORTS[s]}"
     python3 -c 'import sys
-mode, rnd, s, e = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+srv, mode, rnd, s, e = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
 cyc = 1 / (1 / s + 1 / e)
-print(f"{mode}\t{rnd}\tpeer\t{cyc:.1f}\t{s:.1f}\t{e:.1f}")' \
-        "$mode" "$round" "$rps_set" "$rps_eval" >>"$WORK/samples.tsv"
+print(f"{srv}\t{mode}\t{rnd}\tpeer\t{cyc:.1f}\t{s:.1f}\t{e:.1f}")' \
+        "$s" "$mode" "$round" "$rps_set" "$rps_eval" >>"$WORK/samples.tsv"
 }
 
 MODES=(per-worker shared)
 : >"$WORK/samples.tsv"
 
 echo "calibrating redis-benchmark run sizes (~${DURATION}s per command)..." >&2
-for mode in "${MODES[@]}"; do
-    calibrate "$mode" set
-    calibrate "$mode" evalsha
-    echo "  $mode: SET n=${N_FOR[$mode-set]}, EVALSHA n=${N_FOR[$mode-evalsha]}" >&2
-done
-
-echo "C=$CONCURRENCY clients, keys=$KEYS, ${DURATION}s per run, $ROUNDS rounds, interleaved" >&2
-for ((round = 1; round <= ROUNDS; round++)); do
+for ((s = 0; s < NSERVERS; s++)); do
     for mode in "${MODES[@]}"; do
-        echo "  round $round/$ROUNDS $mode" >&2
-        if ((round % 2)); then
-            run_lockbench "$mode" "$round"
-            run_peer "$mode" "$round"
+        calibrate "$s" "$mode" set
+        calibrate "$s" "$mode" evalsha
+        if ((PER_SERVER)); then
+            echo "  ${LABELS[s]} $mode: SET n=${N_FOR[$s-$mode-set]}, EVALSHA n=${N_FOR[$s-$mode-evalsha]}" >&2
         else
-            run_peer "$mode" "$round"
-            run_lockbench "$mode" "$round"
+            echo "  $mode: SET n=${N_FOR[$s-$mode-set]}, EVALSHA n=${N_FOR[$s-$mode-evalsha]}" >&2
         fi
     done
 done
-cleanup_bench_keys
-LEFT="$(rcli dbsize | tr -d '\r')"
-[[ "$LEFT" == 0 ]] || echo "warning: $LEFT keys left on the private server" >&2
+
+SERVERS_NOTE=""
+((NSERVERS > 1)) && SERVERS_NOTE=", $NSERVERS servers"
+echo "C=$CONCURRENCY clients, keys=$KEYS, ${DURATION}s per run, $ROUNDS rounds, interleaved$SERVERS_NOTE" >&2
+for ((round = 1; round <= ROUNDS; round++)); do
+    for ((i = 0; i < NSERVERS; i++)); do
+        s=$(((i + round - 1) % NSERVERS)) # each round starts one server further on
+        for mode in "${MODES[@]}"; do
+            if ((PER_SERVER)); then
+                echo "  round $round/$ROUNDS ${LABELS[s]} $mode" >&2
+            else
+                echo "  round $round/$ROUNDS $mode" >&2
+            fi
+            if ((round % 2)); then
+                run_lockbench "$s" "$mode" "$round"
+                run_peer "$s" "$mode" "$round"
+            else
+                run_peer "$s" "$mode" "$round"
+                run_lockbench "$s" "$mode" "$round"
+            fi
+        done
+    done
+done
+for ((s = 0; s < NSERVERS; s++)); do
+    cleanup_bench_keys "${PORTS[s]}"
+    LEFT="$(rcli "${PORTS[s]}" dbsize | tr -d '\r')"
+    [[ "$LEFT" == 0 ]] || echo "warning: $LEFT keys left on the private server ${LABELS[s]}" >&2
+done
 
 # --- report -------------------------------------------------------------------------
+: >"$WORK/servers.tsv"
+for ((s = 0; s < NSERVERS; s++)); do
+    printf '%s\t%s\t%s\n' "$s" "${LABELS[s]}" "${SERVER_PATHS[s]}" >>"$WORK/servers.tsv"
+done
 mkdir -p -- results
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 CSV_OUT="results/bench-$STAMP.csv"
 python3 - "$WORK/samples.tsv" "$CSV_OUT" "$CONCURRENCY" "$KEYS" "$DURATION" "$ROUNDS" \
-    "$SERVER_VERSION" <<'PY'
+    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" <<'PY'
 import csv, sys
 from statistics import median
 
-tsv, out, conc, keys, dur, rounds, version = sys.argv[1:8]
-lb, peer = {}, {}
+tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server = sys.argv[1:10]
+per_server = per_server == "1"
+servers = []  # (label, path), in the order given
+for line in open(servers_tsv):
+    _, label, path = line.rstrip("\n").split("\t")
+    servers.append((label, path))
+
+lb, peer = {}, {}  # (server, mode) -> {round: (a, b, c)}
 for line in open(tsv):
-    mode, rnd, who, a, b, c = line.rstrip("\n").split("\t")
-    (lb if who == "lockbench" else peer).setdefault(mode, {})[int(rnd)] = (
+    srv, mode, rnd, who, a, b, c = line.rstrip("\n").split("\t")
+    (lb if who == "lockbench" else peer).setdefault((int(srv), mode), {})[int(rnd)] = (
         float(a), float(b), float(c))
+
+
+def vs_first(side, srv, mode):
+    """Median over rounds of this server's rate / the first server's rate, same round."""
+    mine, first = side[(srv, mode)], side[(0, mode)]
+    return median(mine[r][0] / first[r][0] for r in mine)
+
 
 shapes = {"per-worker": f"-c {conc}", "shared": f"-c 1 -P {conc}"}
 rows = []
 for mode in ("per-worker", "shared"):
-    l, p = lb[mode], peer[mode]
-    paired = sorted(l[r][0] / p[r][0] for r in l)
-    lb_cyc = median(x[0] for x in l.values())
-    lb_cmd = median(x[1] for x in l.values())
-    pe_cyc = median(x[0] for x in p.values())
-    rows.append({
-        "mode": mode,
-        "concurrency": conc,
-        "keys": keys,
-        "duration_s": dur,
-        "rounds": rounds,
-        "redis_version": version,
-        "peer_shape": shapes[mode],
-        "lockbench_cycles_per_s": round(lb_cyc, 1),
-        "peer_cycles_per_s": round(pe_cyc, 1),
-        "ratio": round(lb_cyc / pe_cyc, 4),
-        "ratio_min": round(paired[0], 4),
-        "ratio_max": round(paired[-1], 4),
-        "lockbench_rejection_pct": round(median(x[2] for x in l.values()), 2),
-        "lockbench_cmd_cycles_per_s": round(lb_cmd, 1),
-        "cmd_ratio": round(lb_cmd / pe_cyc, 4),
-        "peer_set_rps": round(median(x[1] for x in p.values()), 1),
-        "peer_evalsha_rps": round(median(x[2] for x in p.values()), 1),
-    })
+    for srv, (label, path) in enumerate(servers):
+        l, p = lb[(srv, mode)], peer[(srv, mode)]
+        paired = sorted(l[r][0] / p[r][0] for r in l)
+        lb_cyc = median(x[0] for x in l.values())
+        lb_cmd = median(x[1] for x in l.values())
+        pe_cyc = median(x[0] for x in p.values())
+        row = {"mode": mode}
+        if per_server:
+            row.update({"server": label, "server_path": path})
+        row.update({
+            "concurrency": conc,
+            "keys": keys,
+            "duration_s": dur,
+            "rounds": rounds,
+        })
+        if not per_server:
+            row["redis_version"] = version
+        row.update({
+            "peer_shape": shapes[mode],
+            "lockbench_cycles_per_s": round(lb_cyc, 1),
+            "peer_cycles_per_s": round(pe_cyc, 1),
+            "ratio": round(lb_cyc / pe_cyc, 4),
+            "ratio_min": round(paired[0], 4),
+            "ratio_max": round(paired[-1], 4),
+            "lockbench_rejection_pct": round(median(x[2] for x in l.values()), 2),
+            "lockbench_cmd_cycles_per_s": round(lb_cmd, 1),
+            "cmd_ratio": round(lb_cmd / pe_cyc, 4),
+            "peer_set_rps": round(median(x[1] for x in p.values()), 1),
+            "peer_evalsha_rps": round(median(x[2] for x in p.values()), 1),
+        })
+        if per_server:
+            row["lockbench_vs_first"] = round(vs_first(lb, srv, mode), 4)
+            row["peer_vs_first"] = round(vs_first(peer, srv, mode), 4)
+        rows.append(row)
 
 with open(out, "w", newline="") as f:
     w = csv.DictWriter(f, fieldnames=list(rows[0]))
     w.writeheader()
     w.writerows(rows)
 
-print(f"\nlockbench vs redis-benchmark: SET NX PX + EVALSHA release, zero-length sections, "
-      f"C={conc}, keys={keys}, {dur}s runs, median of {rounds} interleaved rounds, "
-      f"Redis {version}")
-hdr = ("mode", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
-       "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "peer shape")
-fmt = "{:<11} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9}  {}"
+title = (f"\nlockbench vs redis-benchmark: SET NX PX + EVALSHA release, zero-length sections, "
+         f"C={conc}, keys={keys}, {dur}s runs, median of {rounds} interleaved rounds")
+if not per_server:
+    print(f"{title}, Redis {version}")
+    hdr = ("mode", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
+           "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "peer shape")
+    fmt = "{:<11} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9}  {}"
+else:
+    print(f"{title}, {len(servers)} server{'s' if len(servers) > 1 else ''} interleaved")
+    hdr = ("mode", "server", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
+           "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "lb vs 1st",
+           "peer vs 1st", "peer shape")
+    width = max(len(hdr[1]), *(len(label) for label, _ in servers))
+    fmt = ("{:<11} {:<%d} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9} {:>9} {:>11}  {}"
+           % width)
 print(fmt.format(*hdr))
 for r in rows:
-    print(fmt.format(
-        r["mode"], f"{r['lockbench_cycles_per_s']:,.0f}", f"{r['peer_cycles_per_s']:,.0f}",
-        f"{r['ratio']:.3f}", f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}",
-        f"{r['lockbench_rejection_pct']:.1f}%", f"{r['lockbench_cmd_cycles_per_s']:,.0f}",
-        f"{r['cmd_ratio']:.3f}", r["peer_shape"]))
+    cells = [r["mode"]]
+    if per_server:
+        cells.append(r["server"])
+    cells += [f"{r['lockbench_cycles_per_s']:,.0f}", f"{r['peer_cycles_per_s']:,.0f}",
+              f"{r['ratio']:.3f}", f"{r['ratio_min']:.2f}-{r['ratio_max']:.2f}",
+              f"{r['lockbench_rejection_pct']:.1f}%", f"{r['lockbench_cmd_cycles_per_s']:,.0f}",
+              f"{r['cmd_ratio']:.3f}"]
+    if per_server:
+        cells += [f"{r['lockbench_vs_first']:.3f}", f"{r['peer_vs_first']:.3f}"]
+    cells.append(r["peer_shape"])
+    print(fmt.format(*cells))
 print("\ncycle = 1 SET + 1 EVALSHA; peer cycles/s = 1/(1/SET rps + 1/EVALSHA rps); "
       "lb cmd-cyc/s = (SETs + EVALSHAs)/2/s, counts rejected attempts too.")
+if per_server:
+    print(f"lb/peer vs 1st = median over rounds of the rate / {servers[0][0]}'s in the same "
+          "round. Servers:")
+    for label, path in servers:
+        print(f"  {label:<{width}}  {path}")
 PY
 echo "csv: $CSV_OUT"
