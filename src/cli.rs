@@ -14,10 +14,11 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-    /// Threads of the async runtime [default: 1 — on a small machine a second thread competes
-    /// with redis-server for a core; see the README's Benchmarks].
-    #[arg(long, global = true, default_value_t = 1)]
-    pub threads: usize,
+    /// Threads of the async runtime [default: one per core]. One thread leaves a small
+    /// machine's other core to redis-server (faster lock cycles with few workers), but a
+    /// thousand holders then queue for it and end their sections late.
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
 }
 
 /// Sub-commands.

@@ -5,15 +5,15 @@ use clap::Parser;
 
 fn main() {
     let cli = lockbench::cli::Cli::parse();
-    if cli.threads == 0 || cli.threads > 256 {
-        eprintln!("error: --threads {}: use 1 to 256", cli.threads);
-        std::process::exit(lockbench::exit::BAD_INPUT);
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = cli.threads {
+        if n == 0 || n > 256 {
+            eprintln!("error: --threads {n}: use 1 to 256");
+            std::process::exit(lockbench::exit::BAD_INPUT);
+        }
+        builder.worker_threads(n);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cli.threads)
-        .enable_all()
-        .build()
-    {
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

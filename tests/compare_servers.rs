@@ -62,7 +62,10 @@ fn compare_runs_every_variant_on_every_server() {
         let name = v["variant"].as_str().unwrap();
         let server = name.split('@').nth(1).unwrap().replace('-', " ");
         assert_eq!(v["server_version"], server.as_str());
-        assert!(v["server_binary"].as_str().is_some_and(|b| !b.is_empty()), "{name}");
+        assert!(
+            v["server_binary"].as_str().is_some_and(|b| !b.is_empty()),
+            "{name}"
+        );
         // The same workload on each: the naive release deletes others' locks everywhere.
         if name.starts_with("del@") {
             assert!(v["wrongful_deletes"].as_u64().unwrap() > 0, "{name}");
