@@ -347,3 +347,47 @@ fn fault_flags_on_the_command_line() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("--fault") && err.contains("length"), "{err}");
 }
+
+/// A server given by URL is paused with CLIENT PAUSE in short slices: a window longer than the
+/// run ends with the run (a single long pause would hold the undo, the read-backs and the
+/// cleanup behind it), and the run's keys are still removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_server_pause_ends_with_the_run() {
+    let server = common::redis().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = common::plan(
+        "workers = 2\nkeys = 2\nttl = \"200ms\"\nduration = \"1s\"\ndist = \"constant(5ms)\"\n\
+         command_timeout = \"150ms\"\n[[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"10s\"\n",
+    );
+    let c = lockbench::store::redis::RedisConnector::new(
+        &server.url(),
+        lockbench::store::redis::Timeouts {
+            connect: std::time::Duration::from_secs(5),
+            response: std::time::Duration::from_millis(150),
+        },
+        false,
+    )
+    .unwrap();
+    let opts = RunOptions {
+        faults: lockbench::faults::FaultControl {
+            admin: Some(c.clone()),
+            ..Default::default()
+        },
+        ..common::opts(tmp.path())
+    };
+    let t0 = std::time::Instant::now();
+    let out = run_with(&c, "url", &p, &[p.release], &opts).await.unwrap();
+    let took = t0.elapsed();
+    let s = &out.summaries[0];
+    let w = &s.faults[0];
+    assert_eq!((w.kind.as_str(), w.error.as_str()), ("server-pause", ""));
+    assert!(w.end_ms < 8_000.0, "the window ended with the run: {w:?}");
+    assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
+    assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
+    let mut conn = common::sync_conn(&server);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("lockbench:*")
+        .query(&mut conn)
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}

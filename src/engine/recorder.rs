@@ -160,7 +160,7 @@ impl Recorder {
     }
 
     /// A section of `key` opens now: returns its start (µs) and how many others were open.
-    pub fn open_section(&self, key: usize) -> (u64, u32) {
+    pub fn open_section(&self, key: usize, locked: bool) -> (u64, u32) {
         let mut k = lock(&self.keys[key]);
         let t = k.stamp(self.now_us());
         let others = k.open(t);
@@ -168,7 +168,9 @@ impl Recorder {
         if others > 0 {
             self.counters.overlap_incidents.fetch_add(1, Relaxed);
         }
-        if self.pending_crashes.load(Relaxed) > 0
+        // Only a real acquisition ends a crashed holder's blocking (fail-open takes no lock).
+        if locked
+            && self.pending_crashes.load(Relaxed) > 0
             && let Some(at) = lock(&self.crashed).remove(&key)
         {
             self.pending_crashes.fetch_sub(1, Relaxed);

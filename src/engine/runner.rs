@@ -162,9 +162,18 @@ pub async fn run_on<K: Connector>(
             anyhow::anyhow!("{} did not answer INFO server: {e}", t.connector.describe())
         })?;
         let capabilities = probe_capabilities(&mut probe, &prefix).await;
+        // Two servers of the same version still get distinct names (`redis-7.0.15#2`).
+        let mut label = server_label(&server_version);
+        let same = servers
+            .iter()
+            .filter(|s: &&ServerInfo| server_label(&s.version) == label)
+            .count();
+        if same > 0 {
+            label = format!("{label}#{}", same + 1);
+        }
         for v in &variants {
             let name = if several {
-                format!("{}@{}", v.name(), server_label(&server_version))
+                format!("{}@{label}", v.name())
             } else {
                 v.name()
             };
@@ -392,8 +401,25 @@ pub async fn check_set_ifeq<C: LockConn>(
     prefix: &str,
 ) -> anyhow::Result<()> {
     let key = format!("{prefix}:probe");
+    // The command table first: no SET is sent, so the server's SET count stays the run's.
+    match probe.knows_set_ifeq().await {
+        Ok(true) => return Ok(()),
+        Ok(false) => {
+            return Err(BadInput(format!(
+                "extend_with = \"set-ifeq\" needs SET … IFEQ (Valkey ≥ 8.1, Redis ≥ 8.4); this server is \
+                 {server_version} and its command table (COMMAND DOCS SET) has no IFEQ. Use \
+                 extend_with = \"script\" (compare-and-PEXPIRE works on every version)."
+            ))
+            .into());
+        }
+        // COMMAND DOCS not permitted (or too old): try the option on an absent key.
+        Err(_) => {}
+    }
     match probe.extend(&key, "probe", 1_000, ExtendCommand::SetIfeq).await {
         Ok(_) => Ok(()),
+        Err(e) if e.kind != crate::store::ErrorKind::Server => {
+            Err(anyhow::anyhow!("cannot check SET … IFEQ on {server_version}: {e}"))
+        }
         Err(e) => Err(BadInput(format!(
             "extend_with = \"set-ifeq\" needs SET … IFEQ (Valkey ≥ 8.1, Redis ≥ 8.4); this server is \
              {server_version} and answered `SET {key} probe IFEQ probe PX 1000` with: {}. Use \
@@ -625,7 +651,6 @@ async fn run_variant<K: Connector>(
             .collect(),
         arrivals: arrival_tx.is_some().then(|| ArrivalQueue {
             rx: tokio::sync::Mutex::new(arrival_rx),
-            idle: Default::default(),
         }),
         seed: plan.seed,
         deadline,
@@ -670,10 +695,8 @@ async fn run_variant<K: Connector>(
                     }
                 }
                 counts.requests.fetch_add(1, Relaxed);
-                let idle = ctx.arrivals.as_ref().map_or(0, |q| q.idle.load(Relaxed));
-                if idle == 0 {
-                    counts.late_arrivals.fetch_add(1, Relaxed);
-                }
+                // Lateness is the slots' to count: an arrival is late when it was due before
+                // the slot that takes it began waiting.
                 if tx.try_send(at.as_micros() as u64).is_err() {
                     counts.dropped_arrivals.fetch_add(1, Relaxed);
                 }
@@ -755,10 +778,11 @@ async fn run_variant<K: Connector>(
     if let Some(d) = dispatcher {
         d.abort();
     }
+    // Blocked times still open end with the variant, not after a fault's undo.
+    let crash_blocked_censored = recorder.censor_crashes();
     // Ends a fault still on (a paused or killed server comes back before the cleanup).
     let _ = faults_done.send(true);
     let faults = driver.await.unwrap_or_default();
-    let crash_blocked_censored = recorder.censor_crashes();
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
@@ -837,13 +861,23 @@ async fn run_variant<K: Connector>(
     if recorder.counters.counts.crashes.load(Relaxed) > 0 {
         let mut conn = probe.clone();
         for &k in &touched {
+            if request_of(*env.signals.borrow()) == Request::Abandon {
+                break;
+            }
             let key = &ctx.key_names[k];
             let mut ttl = conn.pttl(key).await;
             if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
                 ttl = conn.pttl(key).await;
             }
-            if let Ok(-1) = ttl {
-                stuck_locks += 1;
+            match ttl {
+                Ok(-1) => stuck_locks += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!(
+                        "warning: cannot read the expiry of {key}: {e}; stuck_locks counts only the keys read before it"
+                    );
+                    break;
+                }
             }
         }
     }

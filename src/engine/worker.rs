@@ -79,8 +79,6 @@ pub struct WorkerCtx {
 pub struct ArrivalQueue {
     /// The backlog (bounded: a full one drops arrivals, counted).
     pub rx: tokio::sync::Mutex<mpsc::Receiver<u64>>,
-    /// Slots waiting for an arrival right now.
-    pub idle: std::sync::atomic::AtomicUsize,
 }
 
 /// The protected resource of every lock key: its key, its fence counter's key, and what it
@@ -373,7 +371,7 @@ impl<C: LockConn> Worker<C> {
             }
             let wait_us = match reply {
                 Ok(Some(fence)) => {
-                    let (acquired_us, holders_at_start) = rec.open_section(key);
+                    let (acquired_us, holders_at_start) = rec.open_section(key, true);
                     let crash_now = ctx.crash_between > 0.0
                         && self.st.crashes.random::<f64>() < ctx.crash_between;
                     // SETNX whose holder died before its PEXPIRE: the key never expires.
@@ -416,7 +414,7 @@ impl<C: LockConn> Worker<C> {
                         match ctx.on_unavailable {
                             // The article's service: no lock, the work goes ahead.
                             OnUnavailable::FailOpen => {
-                                let (acquired_us, holders_at_start) = rec.open_section(key);
+                                let (acquired_us, holders_at_start) = rec.open_section(key, false);
                                 return Some(Held {
                                     key,
                                     token: String::new(),
@@ -775,15 +773,23 @@ impl<C: LockConn> Worker<C> {
             if *self.halt.borrow() != Halt::Run {
                 return;
             }
-            queue.idle.fetch_add(1, Relaxed);
+            let waiting_since_us = ctx.recorder.now_us();
             let next = tokio::select! {
                 a = async { queue.rx.lock().await.recv().await } => a,
                 _ = self.halt.wait_for(|h| *h != Halt::Run) => None,
             };
-            queue.idle.fetch_sub(1, Relaxed);
             let Some(intended_us) = next else {
                 return;
             };
+            // Within the timer's resolution of its due time is on time.
+            if intended_us + 1_000 < waiting_since_us {
+                // It waited in the backlog for this slot.
+                ctx.recorder
+                    .counters
+                    .counts
+                    .late_arrivals
+                    .fetch_add(1, Relaxed);
+            }
             let key = ctx.choose_key(&mut self.st.keys);
             ctx.recorder.touch(key);
             if let Some(held) = self.acquire(key, Some(intended_us)).await {

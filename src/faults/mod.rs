@@ -356,8 +356,23 @@ pub async fn drive(
             }
             let ms = |t: Instant| t.saturating_duration_since(start).as_secs_f64() * 1000.0;
             let start_ms = ms(Instant::now());
-            let error = apply(&control, &f, true).await.err().unwrap_or_default();
             let end = start.checked_add(Duration::from_micros(f.end_us()));
+            if f.kind == FaultKind::ServerPause && control.server.is_none() {
+                // A paused server holds every client's commands, an UNPAUSE too: pause in
+                // short slices, so the pause ends within one slice of the variant's end.
+                let error = pause_in_slices(&control, end, &mut done).await;
+                return Some((
+                    i,
+                    FaultWindow {
+                        kind: f.kind.name().to_string(),
+                        start_ms,
+                        end_ms: ms(Instant::now()),
+                        detail: detail(&f),
+                        error,
+                    },
+                ));
+            }
+            let error = apply(&control, &f, true).await.err().unwrap_or_default();
             match end {
                 Some(e) => {
                     wait_until(e, &mut done).await;
@@ -387,6 +402,33 @@ pub async fn drive(
     let mut out: Vec<(usize, FaultWindow)> = tasks.join_all().await.into_iter().flatten().collect();
     out.sort_by(|a, b| a.1.start_ms.total_cmp(&b.1.start_ms).then(a.0.cmp(&b.0)));
     out.into_iter().map(|(_, w)| w).collect()
+}
+
+/// Pauses a server given by URL with `CLIENT PAUSE <slice> ALL` again and again until `end`
+/// (or the variant's end); returns the first error, empty if none.
+async fn pause_in_slices(
+    control: &FaultControl,
+    end: Option<Instant>,
+    done: &mut watch::Receiver<bool>,
+) -> String {
+    const SLICE: Duration = Duration::from_millis(100);
+    let Some(admin) = &control.admin else {
+        return "no server to pause".into();
+    };
+    loop {
+        let now = Instant::now();
+        let until = end.map_or(now + SLICE, |e| e.min(now + SLICE));
+        if until <= now {
+            return String::new();
+        }
+        let ms = until.duration_since(now).as_millis().max(1).to_string();
+        if let Err(e) = admin.admin_command(&["CLIENT", "PAUSE", &ms, "ALL"]).await {
+            return format!("{e:#}");
+        }
+        if !wait_until(until, done).await {
+            return String::new();
+        }
+    }
 }
 
 /// Sleeps until `t`; `false` when `done` came first.
@@ -444,7 +486,12 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
         }
         FaultKind::ServerPause => {
             if let Some(s) = &control.server {
-                let pid = s.lock().await.pid();
+                let s = s.lock().await;
+                if !s.is_running() {
+                    // Down for a restart: its old pid may belong to another process by now.
+                    return Err("the server is down (restarting): nothing to pause".into());
+                }
+                let pid = s.pid();
                 let signal = if on { "-STOP" } else { "-CONT" };
                 let status = tokio::process::Command::new("kill")
                     .args([signal, &pid.to_string()])
@@ -457,17 +504,8 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
                     Err(format!("kill {signal} {pid} failed ({status})"))
                 };
             }
-            let admin = control.admin.as_ref().ok_or("no server to pause")?;
-            if on {
-                // The server ends the pause by itself even if lockbench dies meanwhile.
-                let ms = (f.length_us / 1000).max(1);
-                admin
-                    .admin_command(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"])
-                    .await
-            } else {
-                admin.admin_command(&["CLIENT", "UNPAUSE"]).await
-            }
-            .map_err(|e| format!("{e:#}"))
+            // A server given by URL is paused in slices by the driver (see `pause_in_slices`).
+            Err("no spawned server to pause".into())
         }
     }
 }

@@ -300,6 +300,11 @@ impl SpawnedRedis {
         }
     }
 
+    /// Whether it runs (not between [`SpawnedRedis::kill`] and a start).
+    pub fn is_running(&self) -> bool {
+        self.lifeline.is_some()
+    }
+
     /// The binary it runs.
     pub fn exe(&self) -> &std::path::Path {
         &self.exe
