@@ -42,6 +42,21 @@
 #               sockets, which measures a different thing (socket count, not client
 #               overhead), so it is not used.
 #
+# THE BARE LOOP (issue 11)
+#   A third row per mode, in the same rounds on the same server: examples/bare_loop.rs,
+#   a bare redis-rs loop doing exactly lockbench's cycle (per task: SET k tok NX PX 10000,
+#   then EVALSHA of RELEASE_LUA; C tasks, key per task, so no contention; commands built
+#   once; tokio multi-thread, one worker per core, lockbench's default runtime).
+#   per-worker: one multiplexed connection per task; shared: one for all tasks. It is
+#   what "lockbench adds nothing" means: `lb/bare` = lockbench cyc/s / bare cyc/s (median
+#   of the paired per-round ratios). Built with `cargo build --release --examples`.
+#   Also printed: client CPU per cycle (user+system of the process, from wait4, over its
+#   whole life, so lockbench's start-up and result writing count; per command-cycle, i.e.
+#   (SETs + EVALSHAs)/2, for lockbench) and the server's busy share during lockbench's run
+#   (redis-server CPU time from /proc/<pid>/stat / wall time of the lockbench process).
+#   The round order is lockbench, bare, peer in odd rounds and peer, bare, lockbench in
+#   even ones.
+#
 # KEYS AND CONTENTION
 #   keys = C by default (-k / BENCH_KEYS to change), on both sides (lockbench --keys;
 #   redis-benchmark -r with __rand_int__). The intent is little contention, so that
@@ -220,10 +235,13 @@ KEY_PATTERN='lockbench:bench:__rand_int__'
 
 # --- build --------------------------------------------------------------------------
 if ((BUILD)); then
-    echo "building: cargo build --release" >&2
+    echo "building: cargo build --release && cargo build --release --examples" >&2
     cargo build --release --quiet
+    cargo build --release --quiet --examples
 fi
 [[ -x "$LOCKBENCH" ]] || die "$LOCKBENCH not found (build it, or drop --no-build)"
+BARE="${CARGO_TARGET_DIR:-$ROOT/target}/release/examples/bare_loop"
+[[ -x "$BARE" ]] || die "$BARE not found (cargo build --release --examples, or drop --no-build)"
 
 # --- private servers ----------------------------------------------------------------
 # Server s (0-based, in the order given) listens on PORTS[s], runs as PIDS[s] in
@@ -360,23 +378,69 @@ done
 SET_CMD=(SET "$KEY_PATTERN" tok NX PX 10000)
 EVALSHA_CMD=(EVALSHA "$EXPECTED_SHA" 1 "$KEY_PATTERN" tok)
 
+# --- CPU accounting -----------------------------------------------------------------
+# run_timed OUT SERVER_PID CMD...: runs CMD (stdout/stderr as given), writes
+# "client_cpu_s wall_s server_cpu_s" to OUT: the child's user+system time (wait4), its wall
+# time, and the server's user+system time over the same span (/proc/PID/stat). Exit status
+# is CMD's.
+run_timed() {
+    python3 -c '
+import os, sys, time
+out, spid, *cmd = sys.argv[1:]
+tck = os.sysconf("SC_CLK_TCK")
+def server_cpu():
+    with open(f"/proc/{spid}/stat") as f:
+        st = f.read()
+    fields = st[st.rindex(")") + 2:].split()  # fields[0] is field 3 (state)
+    return (int(fields[11]) + int(fields[12])) / tck  # utime, stime
+s0, t0 = server_cpu(), time.monotonic()
+pid = os.posix_spawnp(cmd[0], cmd, os.environ)
+_, status, ru = os.wait4(pid, 0)
+t1, s1 = time.monotonic(), server_cpu()
+with open(out, "w") as f:
+    f.write(f"{ru.ru_utime + ru.ru_stime:.6f} {t1 - t0:.6f} {s1 - s0:.6f}\n")
+sys.exit(os.waitstatus_to_exitcode(status))' "$@"
+}
+
+# --- one bare-loop run --------------------------------------------------------------
+# run_bare S MODE ROUND: appends "server<TAB>mode<TAB>round<TAB>bare<TAB>cycles/s<TAB>
+# cpu µs/cycle<TAB>server busy" to $WORK/samples.tsv.
+run_bare() {
+    local s="$1" mode="$2" round="$3" rate
+    local -a cmd=("$BARE" "redis://127.0.0.1:${PORTS[s]}" "$CONCURRENCY" "$DURATION" "$mode")
+    if ! rate="$(run_timed "$WORK/bare.cpu" "${PIDS[s]}" "${cmd[@]}" 2>"$WORK/bare.log")"; then
+        cat "$WORK/bare.log" >&2
+        die "bare loop failed against ${LABELS[s]}: ${cmd[*]}"
+    fi
+    python3 -c 'import sys
+srv, mode, rnd, rate, dur, cpu = sys.argv[1:7]
+rate, dur = float(rate), float(dur)
+if rate <= 0:
+    sys.exit(f"bare loop {mode} round {rnd}: no cycles")
+c, w, sc = map(float, cpu.split())
+print(f"{srv}	{mode}	{rnd}	bare	{rate:.1f}	{c * 1e6 / (rate * dur):.2f}	{sc / w:.3f}")' \
+        "$s" "$mode" "$round" "$rate" "$DURATION" "$(cat "$WORK/bare.cpu")" >>"$WORK/samples.tsv"
+}
+
 # --- one lockbench run --------------------------------------------------------------
 # run_lockbench S MODE ROUND: appends
 # "server<TAB>mode<TAB>round<TAB>lockbench<TAB>sections/s<TAB>cmd-cycles/s<TAB>rejection%"
-# to $WORK/samples.tsv.
+# to $WORK/samples.tsv and "server<TAB>mode<TAB>round<TAB>cpu µs/cmd-cycle<TAB>server busy"
+# to $WORK/lbcpu.tsv.
 run_lockbench() {
     local s="$1" mode="$2" round="$3" out="$WORK/lb-$1-$2-$3"
     local -a cmd=("$LOCKBENCH" run --redis "redis://127.0.0.1:${PORTS[s]}"
         --workers "$CONCURRENCY" --keys "$KEYS" --ttl 10s --dist 'constant(0ms)'
         --think 'constant(0ms)' --busy fail-fast --release token
         --connection "$mode" --duration "${DURATION}s" --quiet --out "$out")
-    if ! "${cmd[@]}" >"$WORK/lb.log" 2>&1; then
+    if ! run_timed "$WORK/lb.cpu" "${PIDS[s]}" "${cmd[@]}" >"$WORK/lb.log" 2>&1; then
         cat "$WORK/lb.log" >&2
         die "lockbench failed against ${LABELS[s]}: ${cmd[*]}"
     fi
-    python3 - "$out/summary.json" "$s" "$mode" "$round" >>"$WORK/samples.tsv" <<'PY'
+    python3 - "$out/summary.json" "$s" "$mode" "$round" "$(cat "$WORK/lb.cpu")" "$WORK/lbcpu.tsv" \
+        >>"$WORK/samples.tsv" <<'PY'
 import json, sys
-path, srv, mode, rnd = sys.argv[1:5]
+path, srv, mode, rnd, cpu, cpu_out = sys.argv[1:7]
 v = json.load(open(path))["variants"][0]
 if v["errors"] != 0:
     sys.exit(f"lockbench {mode} round {rnd}: {v['errors']} errors {v.get('errors_by_kind')} "
@@ -387,6 +451,9 @@ if v["sections"] == 0 or v["elapsed_s"] <= 0:
 cmd_cycles = (v["attempts"] + v["sections"]) / 2 / v["elapsed_s"]
 rej = 100.0 * v["rejections"] / v["attempts"] if v["attempts"] else 0.0
 print(f"{srv}\t{mode}\t{rnd}\tlockbench\t{v['throughput_per_s']:.1f}\t{cmd_cycles:.1f}\t{rej:.2f}")
+c, w, sc = map(float, cpu.split())
+with open(cpu_out, "a") as f:
+    f.write(f"{srv}\t{mode}\t{rnd}\t{c * 1e6 / (cmd_cycles * v['elapsed_s']):.2f}\t{sc / w:.3f}\n")
 PY
     rm -rf -- "$out"
 }
@@ -455,6 +522,7 @@ print(f"{srv}\t{mode}\t{rnd}\tpeer\t{cyc:.1f}\t{s:.1f}\t{e:.1f}")' \
 
 MODES=(per-worker shared)
 : >"$WORK/samples.tsv"
+: >"$WORK/lbcpu.tsv"
 
 echo "calibrating redis-benchmark run sizes (~${DURATION}s per command)..." >&2
 for ((s = 0; s < NSERVERS; s++)); do
@@ -483,9 +551,11 @@ for ((round = 1; round <= ROUNDS; round++)); do
             fi
             if ((round % 2)); then
                 run_lockbench "$s" "$mode" "$round"
+                run_bare "$s" "$mode" "$round"
                 run_peer "$s" "$mode" "$round"
             else
                 run_peer "$s" "$mode" "$round"
+                run_bare "$s" "$mode" "$round"
                 run_lockbench "$s" "$mode" "$round"
             fi
         done
@@ -506,22 +576,26 @@ mkdir -p -- results
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 CSV_OUT="results/bench-$STAMP.csv"
 python3 - "$WORK/samples.tsv" "$CSV_OUT" "$CONCURRENCY" "$KEYS" "$DURATION" "$ROUNDS" \
-    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" <<'PY'
+    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" "$WORK/lbcpu.tsv" <<'PY'
 import csv, sys
 from statistics import median
 
-tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server = sys.argv[1:10]
+tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server, lbcpu_tsv = sys.argv[1:11]
 per_server = per_server == "1"
 servers = []  # (label, path), in the order given
 for line in open(servers_tsv):
     _, label, path = line.rstrip("\n").split("\t")
     servers.append((label, path))
 
-lb, peer = {}, {}  # (server, mode) -> {round: (a, b, c)}
+lb, peer, bare = {}, {}, {}  # (server, mode) -> {round: (a, b, c)}
 for line in open(tsv):
     srv, mode, rnd, who, a, b, c = line.rstrip("\n").split("\t")
-    (lb if who == "lockbench" else peer).setdefault((int(srv), mode), {})[int(rnd)] = (
-        float(a), float(b), float(c))
+    side = {"lockbench": lb, "peer": peer, "bare": bare}[who]
+    side.setdefault((int(srv), mode), {})[int(rnd)] = (float(a), float(b), float(c))
+lbcpu = {}  # (server, mode) -> {round: (cpu µs per cmd-cycle, server busy)}
+for line in open(lbcpu_tsv):
+    srv, mode, rnd, a, b = line.rstrip("\n").split("\t")
+    lbcpu.setdefault((int(srv), mode), {})[int(rnd)] = (float(a), float(b))
 
 
 def vs_first(side, srv, mode):
@@ -566,6 +640,15 @@ for mode in ("per-worker", "shared"):
         if per_server:
             row["lockbench_vs_first"] = round(vs_first(lb, srv, mode), 4)
             row["peer_vs_first"] = round(vs_first(peer, srv, mode), 4)
+        b, lc = bare[(srv, mode)], lbcpu[(srv, mode)]
+        row.update({
+            "bare_cycles_per_s": round(median(x[0] for x in b.values()), 1),
+            "lb_bare_ratio": round(median(l[r][0] / b[r][0] for r in l), 4),
+            "lockbench_cpu_us_per_cycle": round(median(x[0] for x in lc.values()), 2),
+            "bare_cpu_us_per_cycle": round(median(x[1] for x in b.values()), 2),
+            "server_busy_lockbench": round(median(x[1] for x in lc.values()), 3),
+            "server_busy_bare": round(median(x[2] for x in b.values()), 3),
+        })
         rows.append(row)
 
 with open(out, "w", newline="") as f:
@@ -578,16 +661,19 @@ title = (f"\nlockbench vs redis-benchmark: SET NX PX + EVALSHA release, zero-len
 if not per_server:
     print(f"{title}, Redis {version}")
     hdr = ("mode", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
-           "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "peer shape")
-    fmt = "{:<11} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9}  {}"
+           "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "bare cyc/s",
+           "lb/bare", "lb µs/cyc", "bare µs/cyc", "srv busy lb", "peer shape")
+    fmt = ("{:<11} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9} {:>10} {:>7} {:>9} "
+           "{:>11} {:>11}  {}")
 else:
     print(f"{title}, {len(servers)} server{'s' if len(servers) > 1 else ''} interleaved")
     hdr = ("mode", "server", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
            "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "lb vs 1st",
-           "peer vs 1st", "peer shape")
+           "peer vs 1st", "bare cyc/s", "lb/bare", "lb µs/cyc", "bare µs/cyc", "srv busy lb",
+           "peer shape")
     width = max(len(hdr[1]), *(len(label) for label, _ in servers))
-    fmt = ("{:<11} {:<%d} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9} {:>9} {:>11}  {}"
-           % width)
+    fmt = ("{:<11} {:<%d} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9} {:>9} {:>11} "
+           "{:>10} {:>7} {:>9} {:>11} {:>11}  {}" % width)
 print(fmt.format(*hdr))
 for r in rows:
     cells = [r["mode"]]
@@ -599,10 +685,18 @@ for r in rows:
               f"{r['cmd_ratio']:.3f}"]
     if per_server:
         cells += [f"{r['lockbench_vs_first']:.3f}", f"{r['peer_vs_first']:.3f}"]
+    cells += [f"{r['bare_cycles_per_s']:,.0f}", f"{r['lb_bare_ratio']:.3f}",
+              f"{r['lockbench_cpu_us_per_cycle']:.1f}", f"{r['bare_cpu_us_per_cycle']:.1f}",
+              f"{r['server_busy_lockbench']:.2f}"]
     cells.append(r["peer_shape"])
     print(fmt.format(*cells))
 print("\ncycle = 1 SET + 1 EVALSHA; peer cycles/s = 1/(1/SET rps + 1/EVALSHA rps); "
       "lb cmd-cyc/s = (SETs + EVALSHAs)/2/s, counts rejected attempts too.")
+print("bare = examples/bare_loop.rs (redis-rs, same cycle, key per task); lb/bare = median "
+      "paired ratio of cyc/s; µs/cyc = client user+system CPU per cycle (lockbench: per "
+      "cmd-cycle, whole process life); srv busy lb = server CPU / wall during lockbench's run "
+      "(bare's run: " + ", ".join("%s %.2f" % (r["mode"], r["server_busy_bare"]) for r in rows)
+      + ").")
 if per_server:
     print(f"lb/peer vs 1st = median over rounds of the rate / {servers[0][0]}'s in the same "
           "round. Servers:")

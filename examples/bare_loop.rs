@@ -1,0 +1,117 @@
+//! A bare redis-rs loop doing lockbench's lock cycle, as a reference for `scripts/bench.sh`.
+//!
+//! Per task: `SET k tok NX PX 10000`, then `EVALSHA <sha of RELEASE_LUA> 1 k tok`, again and
+//! again; C tasks, key `lockbench:bench:bare:<i>` for task i, both commands built once. Mode
+//! `per-worker` gives every task its own multiplexed connection, `shared` gives all tasks one.
+//! The runtime is tokio multi-thread with one worker per core, lockbench's default
+//! (`LOCKBENCH_BARE_THREADS=N` to change). Prints `cycles/s` on stdout.
+//!
+//! Usage: `bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared`
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use lockbench::store::RELEASE_LUA;
+use redis::aio::MultiplexedConnection;
+
+const USAGE: &str = "usage: bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() != 4 {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    }
+    let url = args[0].clone();
+    let Ok(conc) = args[1].parse::<usize>() else {
+        eprintln!("bare_loop: concurrency must be a positive integer\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Ok(secs) = args[2].parse::<u64>() else {
+        eprintln!("bare_loop: seconds must be a positive integer\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let shared = match args[3].as_str() {
+        "per-worker" => false,
+        "shared" => true,
+        other => {
+            eprintln!("bare_loop: mode must be per-worker or shared, got '{other}'\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if conc == 0 || secs == 0 {
+        eprintln!("bare_loop: concurrency and seconds must be > 0\n{USAGE}");
+        return ExitCode::from(2);
+    }
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = std::env::var("LOCKBENCH_BARE_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        builder.worker_threads(n);
+    }
+    let rt = builder.enable_all().build().expect("tokio runtime");
+    match rt.block_on(run(&url, conc, Duration::from_secs(secs), shared)) {
+        Ok(rate) => {
+            println!("{rate:.1}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bare_loop: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::RedisResult<f64> {
+    let client = redis::Client::open(url)?;
+    let sha = redis::Script::new(RELEASE_LUA).get_hash().to_string();
+    // Load the script once so EVALSHA never meets NOSCRIPT.
+    let mut first = client.get_multiplexed_async_connection().await?;
+    let loaded: String = redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(RELEASE_LUA)
+        .query_async(&mut first)
+        .await?;
+    assert_eq!(loaded, sha, "SCRIPT LOAD returned another sha");
+    let mut conns: Vec<MultiplexedConnection> = Vec::with_capacity(conc);
+    for i in 0..conc {
+        if shared || i == 0 {
+            conns.push(first.clone());
+        } else {
+            conns.push(client.get_multiplexed_async_connection().await?);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let cycles = Arc::new(AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(conc);
+    for (i, mut conn) in conns.into_iter().enumerate() {
+        let key = format!("lockbench:bench:bare:{i}");
+        let mut set = redis::cmd("SET");
+        set.arg(&key).arg("tok").arg("NX").arg("PX").arg(10_000);
+        let mut release = redis::cmd("EVALSHA");
+        release.arg(&sha).arg(1).arg(&key).arg("tok");
+        let (stop, cycles) = (stop.clone(), cycles.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let _: redis::Value = set.query_async(&mut conn).await?;
+                let _: redis::Value = release.query_async(&mut conn).await?;
+                n += 1;
+            }
+            cycles.fetch_add(n, Ordering::Relaxed);
+            Ok::<(), redis::RedisError>(())
+        }));
+    }
+    tokio::time::sleep(dur).await;
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.expect("task panicked")?;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    Ok(cycles.load(Ordering::Relaxed) as f64 / elapsed)
+}
