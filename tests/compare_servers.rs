@@ -12,7 +12,7 @@ use std::process::Command;
 /// terminal, summary.json, manifest and report.html name each server.
 #[test]
 fn compare_runs_every_variant_on_every_server() {
-    let redis7 = which("redis-server");
+    let redis7 = common::redis_server_path();
     let valkey = common::extra_server("valkey-8.1");
     let redis8 = common::extra_server("redis-8.2");
     let tmp = tempfile::tempdir().unwrap();
@@ -125,7 +125,7 @@ fn compare_runs_every_variant_on_every_server() {
 /// A sweep is one server's table: several --redis-server are refused as bad input.
 #[test]
 fn sweep_refuses_several_servers() {
-    let s = which("redis-server");
+    let s = common::redis_server_path();
     let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
         .args(["sweep", "--ttl", "10ms,20ms", "--duration", "100ms"])
         .arg("--redis-server")
@@ -136,13 +136,4 @@ fn sweep_refuses_several_servers() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("sweep runs on one server"));
-}
-
-fn which(name: &str) -> std::path::PathBuf {
-    let o = Command::new("sh")
-        .args(["-c", &format!("command -v {name}")])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{name} is not on PATH");
-    std::path::PathBuf::from(String::from_utf8(o.stdout).unwrap().trim())
 }

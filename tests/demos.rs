@@ -314,18 +314,9 @@ async fn demo_binary_prints_every_new_story() {
     server.stop().await;
 }
 
-/// The path of Debian's `redis-server` (7.0), as `which` finds it on PATH.
+/// The path of Debian's `redis-server` (7.0).
 fn which_redis_server() -> String {
-    let o = std::process::Command::new("which")
-        .arg("redis-server")
-        .output()
-        .expect("run which");
-    let path = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    assert!(
-        o.status.success() && !path.is_empty(),
-        "these tests need redis-server on PATH: install it with `apt-get install -y redis-server`"
-    );
-    path
+    common::redis_server_path().display().to_string()
 }
 
 /// The reply line under each `A> DELEX …` line of a transcript, in order.

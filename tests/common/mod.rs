@@ -230,3 +230,17 @@ pub fn check_contention(s: &[Summary]) {
     // A wrongful delete lets a third holder in: del reaches more simultaneous holders.
     assert!(del.peak_holders >= token.peak_holders);
 }
+
+/// The path of Debian's `redis-server` (7.0) on PATH; fails with the install hint without it.
+pub fn redis_server_path() -> std::path::PathBuf {
+    let o = std::process::Command::new("sh")
+        .args(["-c", "command -v redis-server"])
+        .output()
+        .expect("run sh");
+    let path = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(
+        o.status.success() && !path.is_empty(),
+        "these tests need redis-server on PATH: install it with `apt-get install -y redis-server`"
+    );
+    std::path::PathBuf::from(path)
+}
