@@ -110,16 +110,7 @@ fn compare_runs_every_variant_on_every_server() {
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("token@valkey-8.1.8") && html.contains("Not run"));
     // The run's summary agrees with its events on every server.
-    let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(["report", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::report_agrees(&dir);
 }
 
 /// A sweep is one server's table: several --redis-server are refused as bad input.

@@ -37,16 +37,7 @@ async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcom
     assert_eq!(out.manifest.leftover_keys, None);
     lockbench::report::render_after_run(dir).expect("report");
     // events.csv agrees with every recounted figure of summary.json.
-    let o = Command::new(env!("CARGO_BIN_EXE_lockbench"))
-        .args(["report", dir.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "report disagrees: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    common::report_agrees(dir);
     for f in [
         "summary.json",
         "summary.csv",

@@ -244,3 +244,17 @@ pub fn redis_server_path() -> std::path::PathBuf {
     );
     std::path::PathBuf::from(path)
 }
+
+/// `lockbench report DIR` recounts summary.json from events.csv and agrees (exit 0).
+pub fn report_agrees(dir: &Path) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(["report", dir.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "report disagrees: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
