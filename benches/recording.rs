@@ -21,7 +21,7 @@ fn lockbench_section(rec: &Recorder, live: &LiveCounts, i: usize) {
     let released_us = rec.close_section(0, key);
     let d = released_us.saturating_sub(acquired_us) + (i as u64 % 50_000);
     let row = EventRow {
-        variant: "token".to_string(),
+        variant: "token".to_string().into(),
         worker: i % 50,
         key,
         seq: i as u64,
@@ -38,8 +38,8 @@ fn lockbench_section(rec: &Recorder, live: &LiveCounts, i: usize) {
         attempts: 1,
         acquire_latency_us: 120,
         release_latency_us: 90,
-        release: "token".to_string(),
-        outcome: "released".to_string(),
+        release: "token".to_string().into(),
+        outcome: "released".to_string().into(),
         ..EventRow::default()
     };
     live.add(&Counts::of_section(&row, StaleRule::Reply));

@@ -2,6 +2,7 @@
 //! section's row (`events.csv`), the recorded metrics with their histograms, and outages.
 
 use hdrhistogram::Histogram;
+use std::borrow::Cow;
 
 /// A recorded distribution. All values in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,11 +126,12 @@ pub struct Outages {
     /// Whether the run ended inside an outage.
     pub open_at_end: bool,
 }
-/// One row of `events.csv`: one section.
+/// One row of `events.csv`: one section. Its words are `Cow`s so that a live run builds a
+/// row without allocating (they are `'static` names there); rows read back own theirs.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
 pub struct EventRow {
-    /// Variant (release method) of the run.
-    pub variant: String,
+    /// Variant (release method) of the run (shared: one allocation per variant, not per row).
+    pub variant: std::sync::Arc<str>,
     /// Worker id.
     pub worker: usize,
     /// Key index.
@@ -164,9 +166,9 @@ pub struct EventRow {
     /// Round trip of the release command.
     pub release_latency_us: u64,
     /// Release method.
-    pub release: String,
+    pub release: Cow<'static, str>,
     /// Reply class (`released`, `wrongful_delete`, `refused_expired`, … or `error_<kind>`).
-    pub outcome: String,
+    pub outcome: Cow<'static, str>,
     /// Cut short by Ctrl-C or the end-of-run grace period.
     pub interrupted: bool,
     /// The fence the acquisition returned (0: none, the variant does not fence).
@@ -175,13 +177,13 @@ pub struct EventRow {
     /// The resource read: `value`, `fenced` (refused under read-write fencing), `error`, or
     /// empty when there is no resource.
     #[serde(default)]
-    pub read: String,
+    pub read: Cow<'static, str>,
     /// The resource write: `accepted`, `unsafe` (accepted from a writer whose lock was gone,
     /// nobody holding it), `unsafe_over_holder` (accepted while another holder held the lock),
     /// `fenced` (refused), `skipped` (read refused or section aborted), `error`, or empty when
     /// there is no resource.
     #[serde(default)]
-    pub write: String,
+    pub write: Cow<'static, str>,
     /// Extensions that re-armed the lock.
     #[serde(default)]
     pub extensions: u32,

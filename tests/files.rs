@@ -104,7 +104,7 @@ fn reusing_out_is_refused_and_force_replaces_the_run() {
     assert!(!after.contains_key(Path::new("durations-del.hgrm")));
     assert!(after.contains_key(Path::new("durations.hgrm")));
     let rows = common::events(&d);
-    assert!(!rows.is_empty() && rows.iter().all(|r| r.variant == "token"));
+    assert!(!rows.is_empty() && rows.iter().all(|r| &*r.variant == "token"));
 
     let o = lockbench(&["report", ds]);
     let out = String::from_utf8_lossy(&o.stdout);

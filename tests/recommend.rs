@@ -175,7 +175,7 @@ fn tiny_sample_reports_samples_needed() {
 
 fn event(variant: &str, seq: u64, duration_us: u64, interrupted: bool) -> EventRow {
     EventRow {
-        variant: variant.to_string(),
+        variant: variant.to_string().into(),
         worker: 0,
         key: 0,
         seq,
@@ -192,8 +192,8 @@ fn event(variant: &str, seq: u64, duration_us: u64, interrupted: bool) -> EventR
         attempts: 1,
         acquire_latency_us: 10,
         release_latency_us: 20,
-        release: variant.to_string(),
-        outcome: "released".to_string(),
+        release: variant.to_string().into(),
+        outcome: "released".to_string().into(),
         interrupted,
         ..EventRow::default()
     }

@@ -169,7 +169,7 @@ impl Counts {
             interrupted: u64::from(r.interrupted),
             ..Counts::default()
         };
-        let w = r.write.as_str();
+        let w = &*r.write;
         c.resource_writes = u64::from(matches!(
             w,
             "accepted" | "unsafe" | "unsafe_over_holder" | "fenced" | "error"
@@ -249,7 +249,7 @@ mod tests {
             acquire_latency_us: 100,
             release_latency_us: 50,
             release: "del".into(),
-            outcome: outcome.into(),
+            outcome: outcome.to_string().into(),
             interrupted: false,
             ..EventRow::default()
         }

@@ -658,7 +658,7 @@ async fn run_variant<K: Connector>(
             Stop::Sections { sections } => Some(sections),
             Stop::Time { .. } => None,
         },
-        variant: env.name.to_string(),
+        variant: env.name.into(),
         events: Some(events.clone()),
         reserved: Default::default(),
     });

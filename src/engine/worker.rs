@@ -17,6 +17,7 @@ use crate::store::{ExtendCommand, ReadOutcome, WriteOutcome};
 use crate::variant::Fencing;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -66,7 +67,7 @@ pub struct WorkerCtx {
     /// No attempt starts once this many sections have begun (count-limited runs).
     pub max_sections: Option<u64>,
     /// Variant name written in events.
-    pub variant: String,
+    pub variant: Arc<str>,
     /// Section rows for `events.csv`.
     pub events: Option<mpsc::Sender<EventRow>>,
     /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
@@ -678,19 +679,19 @@ impl<C: LockConn> Worker<C> {
         let sent = Instant::now();
         let outcome_name = if h.unlocked {
             // No lock was taken: nothing to release.
-            UNLOCKED.to_string()
+            Cow::Borrowed(UNLOCKED)
         } else if section.crashed {
-            CRASHED.to_string()
+            Cow::Borrowed(CRASHED)
         } else {
             let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
             match unless_abandoned(&ctx.recorder, release, &mut self.halt).await {
                 Ok(o) => {
                     rec.ok();
-                    o.name().to_string()
+                    Cow::Borrowed(o.name())
                 }
                 Err(e) => {
                     rec.error(&e);
-                    format!("error_{}", e.kind.name())
+                    Cow::Borrowed(e.kind.outcome_name())
                 }
             }
         };
@@ -715,12 +716,12 @@ impl<C: LockConn> Worker<C> {
             attempts: h.attempts,
             acquire_latency_us: h.acquired_us.saturating_sub(h.first_attempt_us),
             release_latency_us,
-            release: ctx.method.name().to_string(),
+            release: Cow::Borrowed(ctx.method.name()),
             outcome: outcome_name,
             interrupted: !section.completed,
             fence: h.fence,
-            read: section.read.to_string(),
-            write: section.write.to_string(),
+            read: Cow::Borrowed(section.read),
+            write: Cow::Borrowed(section.write),
             extensions: section.extensions,
             extension_failed: section.extension_failed,
             aborted: section.aborted,

@@ -224,13 +224,13 @@ impl EventScan {
 
     /// Adds one row.
     pub fn add(&mut self, r: &EventRow) {
-        let i = match self.variants.iter().position(|v| v.name == r.variant) {
+        let i = match self.variants.iter().position(|v| *v.name == *r.variant) {
             Some(i) => i,
             None => {
                 let rule = self
                     .rules
                     .iter()
-                    .find(|(v, _)| *v == r.variant)
+                    .find(|(v, _)| **v == *r.variant)
                     .map_or(StaleRule::Reply, |(_, rule)| *rule);
                 self.variants.push(VariantEvents::new(&r.variant, rule));
                 self.variants.len() - 1
@@ -256,14 +256,14 @@ pub fn window_sections(
     mut picker: WindowPicker,
 ) -> anyhow::Result<Vec<SectionSpan>> {
     crate::results::for_each_event(path, |r| {
-        if r.variant == variant && r.key == key {
+        if *r.variant == *variant && r.key == key {
             picker.offer(SectionSpan {
                 worker: r.worker,
                 seq: r.seq,
                 acquired_us: r.acquired_us,
                 released_us: r.released_us,
-                outcome: r.outcome.clone(),
-                write: r.write.clone(),
+                outcome: r.outcome.to_string(),
+                write: r.write.to_string(),
                 pause_us: r.pause_us,
             });
         }
@@ -276,7 +276,7 @@ pub fn window_sections(
 pub fn key_intervals(path: &Path, variant: &str, key: usize) -> anyhow::Result<Vec<(u64, u64)>> {
     let mut out = Vec::new();
     crate::results::for_each_event(path, |r| {
-        if r.variant == variant && r.key == key {
+        if *r.variant == *variant && r.key == key {
             out.push((r.acquired_us, r.released_us));
         }
     })?;

@@ -53,10 +53,10 @@ type PerKey = BTreeMap<usize, Vec<(u64, u64)>>;
 impl KeyIntervals {
     /// Adds one row's interval.
     pub fn add(&mut self, r: &EventRow) {
-        let i = match self.variants.iter().position(|(n, _)| *n == r.variant) {
+        let i = match self.variants.iter().position(|(n, _)| **n == *r.variant) {
             Some(i) => i,
             None => {
-                self.variants.push((r.variant.clone(), BTreeMap::new()));
+                self.variants.push((r.variant.to_string(), BTreeMap::new()));
                 self.variants.len() - 1
             }
         };
