@@ -7,12 +7,14 @@
 //! - [`runner`]: runs a plan's variants against a connector, removes the run's keys, writes
 //!   the run directory's data files.
 //! - [`worker`]: the one worker loop, in named steps (acquire, hold, release, think).
+//! - [`driver`]: what drives a worker through time: the real clock or the simulator's.
 //! - [`collector`]: drains the histograms into `.hlog` interval logs once per interval.
 //! - [`recorder`]: live counters, striped histograms, per-key overlap trackers.
 
 pub mod arrivals;
 pub mod busy;
 pub mod collector;
+pub mod driver;
 pub mod recorder;
 pub mod runner;
 pub mod worker;

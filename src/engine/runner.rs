@@ -4,8 +4,9 @@
 use crate::analysis::counts::NOT_RECORDED;
 use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize};
 use crate::engine::collector::Collector;
+use crate::engine::driver::{ArrivalQueue, Halt, RealDriver};
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::{ArrivalQueue, Extend, Halt, Pause, Resource, WorkerCtx, run_worker};
+use crate::engine::worker::{Extend, Pause, Resource, WorkerCtx, run_worker};
 use crate::exit::BadInput;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
@@ -649,17 +650,14 @@ async fn run_variant<K: Connector>(
             .filter(|f| f.kind == crate::faults::FaultKind::HolderCrash)
             .copied()
             .collect(),
-        arrivals: arrival_tx.is_some().then(|| ArrivalQueue {
-            rx: tokio::sync::Mutex::new(arrival_rx),
-        }),
+        open_model: arrival_tx.is_some(),
         seed: plan.seed,
-        deadline,
+        deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
         max_sections: match plan.stop {
             Stop::Sections { sections } => Some(sections),
             Stop::Time { .. } => None,
         },
         variant: env.name.into(),
-        events: Some(events.clone()),
         reserved: Default::default(),
     });
 
@@ -674,9 +672,21 @@ async fn run_variant<K: Connector>(
             raise
         });
     };
+    let arrivals = arrival_tx.is_some().then(|| {
+        Arc::new(ArrivalQueue {
+            rx: tokio::sync::Mutex::new(arrival_rx),
+        })
+    });
     let mut set = tokio::task::JoinSet::new();
     for (id, conn) in conns.into_iter().enumerate() {
-        set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
+        let drv = RealDriver {
+            start: recorder.start,
+            halt: local_rx.clone(),
+            precise: plan.timer == crate::profile::Timer::Precise,
+            arrivals: arrivals.clone(),
+            events: Some(events.clone()),
+        };
+        set.spawn(run_worker(id, conn, ctx.clone(), drv));
     }
     // Arrivals at their intended times, until the run's length (or a stop).
     let dispatcher = arrival_tx.map(|tx| {

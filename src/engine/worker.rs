@@ -8,11 +8,13 @@
 use crate::analysis::counts::{CRASHED, Counts, UNLOCKED};
 use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
+use crate::engine::driver::Driver;
+pub use crate::engine::driver::{ArrivalQueue, Halt};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
 use crate::faults::{Fault, FaultKind};
 use crate::profile::{Acquire, BusyPolicy, OnLost, OnUnavailable, PauseAt, Timer};
 use crate::release::{ReleaseMethod, StaleRule, release};
-use crate::store::{CmdError, CmdResult, ErrorKind, LockConn};
+use crate::store::{CmdResult, ErrorKind, LockConn};
 use crate::store::{ExtendCommand, ReadOutcome, WriteOutcome};
 use crate::variant::Fencing;
 use rand::rngs::SmallRng;
@@ -20,9 +22,6 @@ use rand::{RngExt, SeedableRng};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Duration;
-use tokio::sync::{mpsc, watch};
-use tokio::time::Instant;
 
 /// Everything the workers of one variant share.
 pub struct WorkerCtx {
@@ -58,28 +57,19 @@ pub struct WorkerCtx {
     pub crash_between: f64,
     /// The holder-crash windows of the fault schedule.
     pub crashes: Vec<Fault>,
-    /// The open arrival model's queue of arrivals (`None`: a closed loop).
-    pub arrivals: Option<ArrivalQueue>,
+    /// The open arrival model: workers are request slots serving arrivals.
+    pub open_model: bool,
     /// Base seed.
     pub seed: u64,
-    /// No attempt starts after this instant (time-limited runs).
-    pub deadline: Option<Instant>,
+    /// No attempt starts after this instant, µs since time zero (time-limited runs).
+    pub deadline_us: Option<u64>,
     /// No attempt starts once this many sections have begun (count-limited runs).
     pub max_sections: Option<u64>,
     /// Variant name written in events.
     pub variant: Arc<str>,
-    /// Section rows for `events.csv`.
-    pub events: Option<mpsc::Sender<EventRow>>,
     /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
     /// slot first, so exactly `max_sections` sections happen.
     pub reserved: std::sync::atomic::AtomicU64,
-}
-
-/// Arrivals waiting for a request slot: each is its intended arrival, µs since time zero. Every
-/// worker is a slot; a free one takes the next arrival.
-pub struct ArrivalQueue {
-    /// The backlog (bounded: a full one drops arrivals, counted).
-    pub rx: tokio::sync::Mutex<mpsc::Receiver<u64>>,
 }
 
 /// The protected resource of every lock key: its key, its fence counter's key, and what it
@@ -168,7 +158,8 @@ pub fn intended_sequence(dist: &Sampler, seed: u64, worker: usize, n: usize) -> 
 
 impl WorkerCtx {
     fn should_stop(&self) -> bool {
-        self.deadline.is_some_and(|d| Instant::now() >= d)
+        self.deadline_us
+            .is_some_and(|d| self.recorder.now_us() >= d)
     }
 
     /// Reserves a section slot for one acquisition (always granted in time-limited runs);
@@ -198,62 +189,16 @@ impl WorkerCtx {
     }
 }
 
-/// What the runner asks of its workers; it only ever rises.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Halt {
-    /// Keep going.
-    Run,
-    /// Start nothing new; open sections end now (counted as interrupted) and are released.
-    Stop,
-    /// Also stop waiting for replies: the server may be stalled and the user asked twice.
-    Abandon,
-}
-
-/// Sleeps until `t`, or returns `false` early when the run stops.
-async fn sleep_until_or_shutdown(t: Instant, shutdown: &mut watch::Receiver<Halt>) -> bool {
-    if *shutdown.borrow() != Halt::Run {
-        return false;
-    }
-    tokio::select! {
-        _ = tokio::time::sleep_until(t) => true,
-        Ok(_) = shutdown.wait_for(|h| *h != Halt::Run) => false,
-    }
-}
-
-/// As [`sleep_until_or_shutdown`], with the last [`crate::profile::PRECISE_LEAD`] spent
-/// yielding instead of on tokio's millisecond timer: the task wakes within tens of µs of `t`
-/// (measured in the README), at the cost of a busy core meanwhile.
-async fn precise_sleep_until(t: Instant, shutdown: &mut watch::Receiver<Halt>) -> bool {
-    let coarse = t.checked_sub(crate::profile::PRECISE_LEAD).unwrap_or(t);
-    if coarse > Instant::now() && !sleep_until_or_shutdown(coarse, shutdown).await {
-        return false;
-    }
-    while Instant::now() < t {
-        if *shutdown.borrow() != Halt::Run {
-            return false;
-        }
-        tokio::task::yield_now().await;
-    }
-    true
-}
-
-/// Awaits a command's reply unless the run is abandoned first; an abandoned command counts
-/// as a timeout (its reply was not awaited), so its section still gets its row.
-async fn unless_abandoned<T>(
+/// Awaits a command's reply through the driver (unless the run is abandoned first: then an
+/// `abandoned` error, so its section still gets its row).
+async fn counted<T: Send>(
     rec: &Recorder,
-    command: impl std::future::Future<Output = CmdResult<T>>,
-    shutdown: &mut watch::Receiver<Halt>,
+    drv: &mut impl Driver,
+    command: impl std::future::Future<Output = CmdResult<T>> + Send,
 ) -> CmdResult<T> {
     // Every command a worker sends goes through here: the one place they are counted.
     rec.counters.counts.commands.fetch_add(1, Relaxed);
-    tokio::select! {
-        biased;
-        r = command => r,
-        Ok(_) = shutdown.wait_for(|h| *h == Halt::Abandon) => Err(CmdError {
-            kind: ErrorKind::Abandoned,
-            detail: "reply not awaited: the run was abandoned (second Ctrl-C or SIGTERM)".into(),
-        }),
-    }
+    drv.command(command).await
 }
 
 /// A lock just acquired.
@@ -299,11 +244,11 @@ struct Section {
 }
 
 /// One worker: its connection, random streams and counters, and the steps of a section.
-struct Worker<C> {
+struct Worker<C, D> {
     id: usize,
     conn: C,
     ctx: Arc<WorkerCtx>,
-    halt: watch::Receiver<Halt>,
+    drv: D,
     st: Streams,
     seq: u64,
     token_seq: u64,
@@ -311,9 +256,9 @@ struct Worker<C> {
     failures: u32,
 }
 
-impl<C: LockConn> Worker<C> {
+impl<C: LockConn, D: Driver> Worker<C, D> {
     fn may_start(&self) -> bool {
-        !self.ctx.should_stop() && *self.halt.borrow() == Halt::Run && self.ctx.reserve()
+        !self.ctx.should_stop() && self.drv.halt() == Halt::Run && self.ctx.reserve()
     }
 
     /// Acquire: `SET NX PX` until it succeeds or the busy policy says stop. The section's
@@ -335,7 +280,6 @@ impl<C: LockConn> Worker<C> {
             );
             attempts += 1;
             counts.attempts.fetch_add(1, Relaxed);
-            let sent = Instant::now();
             let set_sent_us = rec.now_us();
             let lock = &ctx.key_names[key];
             // `Some(fence)` acquired (fence 0 when the variant does not fence).
@@ -351,21 +295,18 @@ impl<C: LockConn> Worker<C> {
                         &token,
                         ctx.ttl_ms,
                     );
-                    unless_abandoned(&ctx.recorder, set, &mut self.halt).await
+                    counted(&ctx.recorder, &mut self.drv, set).await
                 }
                 _ if ctx.acquire == Acquire::SetnxExpire => self.setnx_expire(lock, &token).await,
                 _ => {
                     let set = self.conn.set_nx_px(lock, &token, ctx.ttl_ms);
-                    unless_abandoned(&ctx.recorder, set, &mut self.halt)
+                    counted(&ctx.recorder, &mut self.drv, set)
                         .await
                         .map(|ok| ok.then_some(0))
                 }
             };
-            rec.record(
-                self.id,
-                Metric::SetLatency,
-                sent.elapsed().as_micros() as u64,
-            );
+            let set_latency = rec.now_us().saturating_sub(set_sent_us);
+            rec.record(self.id, Metric::SetLatency, set_latency);
             if reply.is_ok() {
                 rec.ok();
                 self.failures = 0;
@@ -453,7 +394,7 @@ impl<C: LockConn> Worker<C> {
     async fn setnx_expire(&mut self, lock: &str, token: &str) -> CmdResult<Option<u64>> {
         let ctx = self.ctx.clone();
         let set = self.conn.setnx(lock, token);
-        if !unless_abandoned(&ctx.recorder, set, &mut self.halt).await? {
+        if !counted(&ctx.recorder, &mut self.drv, set).await? {
             return Ok(None);
         }
         if ctx.crash_between > 0.0 {
@@ -464,7 +405,7 @@ impl<C: LockConn> Worker<C> {
             }
         }
         let expire = self.conn.pexpire(lock, ctx.ttl_ms);
-        if let Err(e) = unless_abandoned(&ctx.recorder, expire, &mut self.halt).await {
+        if let Err(e) = counted(&ctx.recorder, &mut self.drv, expire).await {
             // Held without an expiry until released: the hazard the one-command SET avoids.
             ctx.recorder.error(&e);
         }
@@ -498,7 +439,7 @@ impl<C: LockConn> Worker<C> {
         if let Some(r) = &ctx.resource {
             let register = (r.fencing == Fencing::ReadWrite).then_some(s.held.fence);
             let read = self.conn.resource_read(&r.res_keys[key], register);
-            let reply = unless_abandoned(&ctx.recorder, read, &mut self.halt).await;
+            let reply = counted(&ctx.recorder, &mut self.drv, read).await;
             if reply.is_ok() {
                 rec.ok();
             }
@@ -514,13 +455,14 @@ impl<C: LockConn> Worker<C> {
         let pause_us = ctx.pause.as_ref().map_or(0, |p| {
             crate::units::ms_to_us(p.length.sample_ms(&mut self.st.pauses))
         });
-        let start = rec.start + Duration::from_micros(s.held.acquired_us);
-        let mut end_at = start + Duration::from_micros(intended_us);
+        // Instants in µs since time zero.
+        let start = s.held.acquired_us;
+        let mut end_at = start + intended_us;
         let mut pause_at = match ctx.pause.as_ref() {
             Some(p) if pause_us > 0 => Some(match p.at {
                 PauseAt::Random => {
                     let f: f64 = self.st.pauses.random();
-                    start + Duration::from_micros((intended_us as f64 * f) as u64)
+                    start + (intended_us as f64 * f) as u64
                 }
                 PauseAt::BeforeWrite => end_at,
             }),
@@ -529,7 +471,7 @@ impl<C: LockConn> Worker<C> {
         let mut next_extend = ctx
             .extend
             .filter(|_| !s.held.unlocked)
-            .map(|e| start + Duration::from_micros(e.every_us));
+            .map(|e| start + e.every_us);
         // A holder-crash window covering the acquisition: the holder may die at a uniformly
         // random point of its work.
         let crash_at = if s.held.crash_now {
@@ -543,7 +485,7 @@ impl<C: LockConn> Worker<C> {
                 Some(f) if self.st.crashes.random::<f64>() < f.probability => {
                     s.restart_us = f.restart_us;
                     let at: f64 = self.st.crashes.random();
-                    Some(start + Duration::from_micros((intended_us as f64 * at) as u64))
+                    Some(start + (intended_us as f64 * at) as u64)
                 }
                 _ => None,
             }
@@ -555,18 +497,18 @@ impl<C: LockConn> Worker<C> {
                 .min()
                 .unwrap_or(end_at);
             // Only the section's end needs precision; pauses, ticks and crashes do not.
-            let slept = if next <= Instant::now() {
+            let slept = if next <= rec.now_us() {
                 true
-            } else if ctx.timer == Timer::Precise && next == end_at {
-                precise_sleep_until(next, &mut self.halt).await
+            } else if next == end_at {
+                self.drv.sleep_until_precise(next).await
             } else {
-                sleep_until_or_shutdown(next, &mut self.halt).await
+                self.drv.sleep_until(next).await
             };
             if !slept {
                 s.completed = false;
                 break;
             }
-            let now = Instant::now();
+            let now = rec.now_us();
             if crash_at.is_some_and(|c| c <= now) {
                 s.crashed = true;
                 break;
@@ -575,8 +517,8 @@ impl<C: LockConn> Worker<C> {
                 && p <= now
             {
                 pause_at = None;
-                let d = Duration::from_micros(pause_us);
-                if !sleep_until_or_shutdown(now + d, &mut self.halt).await {
+                let d = pause_us;
+                if !self.drv.sleep_until(now + d).await {
                     s.completed = false;
                     break;
                 }
@@ -589,12 +531,12 @@ impl<C: LockConn> Worker<C> {
             {
                 let sent_us = rec.now_us();
                 let ext = self.conn.extend(lock, &s.held.token, ctx.ttl_ms, e.with);
-                next_extend = match unless_abandoned(&ctx.recorder, ext, &mut self.halt).await {
+                next_extend = match counted(&ctx.recorder, &mut self.drv, ext).await {
                     Ok(true) => {
                         rec.ok();
                         s.extensions += 1;
                         s.held.lock_until_us = Some(sent_us + ctx.ttl_ms * 1000);
-                        Some(now + Duration::from_micros(e.every_us))
+                        Some(now + e.every_us)
                     }
                     Ok(false) => {
                         rec.ok();
@@ -607,7 +549,7 @@ impl<C: LockConn> Worker<C> {
                     }
                     Err(err) => {
                         rec.error(&err);
-                        Some(now + Duration::from_micros(e.every_us))
+                        Some(now + e.every_us)
                     }
                 };
                 continue;
@@ -643,7 +585,7 @@ impl<C: LockConn> Worker<C> {
             fence,
             value + 1,
         );
-        let reply = unless_abandoned(&ctx.recorder, write, &mut self.halt).await;
+        let reply = counted(&ctx.recorder, &mut self.drv, write).await;
         if reply.is_ok() {
             ctx.recorder.ok();
         }
@@ -676,7 +618,7 @@ impl<C: LockConn> Worker<C> {
             rec.close_section(self.id, section.held.key)
         };
         let h = &section.held;
-        let sent = Instant::now();
+        let sent_us = rec.now_us();
         let outcome_name = if h.unlocked {
             // No lock was taken: nothing to release.
             Cow::Borrowed(UNLOCKED)
@@ -684,7 +626,7 @@ impl<C: LockConn> Worker<C> {
             Cow::Borrowed(CRASHED)
         } else {
             let release = release(&mut self.conn, ctx.method, &ctx.key_names[h.key], &h.token);
-            match unless_abandoned(&ctx.recorder, release, &mut self.halt).await {
+            match counted(&ctx.recorder, &mut self.drv, release).await {
                 Ok(o) => {
                     rec.ok();
                     Cow::Borrowed(o.name())
@@ -695,7 +637,7 @@ impl<C: LockConn> Worker<C> {
                 }
             }
         };
-        let release_latency_us = sent.elapsed().as_micros() as u64;
+        let release_latency_us = rec.now_us().saturating_sub(sent_us);
         let ttl_us = ctx.ttl_ms * 1000;
         let d = section.released_us - h.acquired_us;
         let row = EventRow {
@@ -755,10 +697,7 @@ impl<C: LockConn> Worker<C> {
             n += 1;
         }
         rec.record_all(self.id, &values[..n]);
-        if let Some(tx) = &ctx.events {
-            // A closed channel means the writer failed; the run still counts everything.
-            let _ = tx.send(row).await;
-        }
+        self.drv.row(row).await;
         self.seq += 1;
     }
 
@@ -767,19 +706,12 @@ impl<C: LockConn> Worker<C> {
     /// intended arrival. Ends when the arrivals end or the run stops.
     async fn serve_arrivals(&mut self) {
         let ctx = self.ctx.clone();
-        let Some(queue) = &ctx.arrivals else {
-            return;
-        };
         loop {
-            if *self.halt.borrow() != Halt::Run {
+            if self.drv.halt() != Halt::Run {
                 return;
             }
             let waiting_since_us = ctx.recorder.now_us();
-            let next = tokio::select! {
-                a = async { queue.rx.lock().await.recv().await } => a,
-                _ = self.halt.wait_for(|h| *h != Halt::Run) => None,
-            };
-            let Some(intended_us) = next else {
+            let Some(intended_us) = self.drv.next_arrival().await else {
                 return;
             };
             // Within the timer's resolution of its due time is on time.
@@ -817,36 +749,32 @@ impl<C: LockConn> Worker<C> {
             self.pause_us(think_us).await
         } else {
             // Let other tasks run between iterations even with zero think time.
-            tokio::task::yield_now().await;
+            self.drv.yield_now().await;
             true
         }
     }
 
     /// Sleeps `us`; `false` when the run stops meanwhile.
     async fn pause_us(&mut self, us: u64) -> bool {
-        sleep_until_or_shutdown(Instant::now() + Duration::from_micros(us), &mut self.halt).await
+        let until = self.ctx.recorder.now_us() + us;
+        self.drv.sleep_until(until).await
     }
 }
 
 /// Runs one worker until the run's end or shutdown: acquire → hold → release and finish →
 /// think. Never panics on a Redis error: every failure is counted and the loop goes on.
-pub async fn run_worker<C: LockConn>(
-    id: usize,
-    conn: C,
-    ctx: Arc<WorkerCtx>,
-    halt: watch::Receiver<Halt>,
-) {
+pub async fn run_worker<C: LockConn, D: Driver>(id: usize, conn: C, ctx: Arc<WorkerCtx>, drv: D) {
     let mut w = Worker {
         id,
         conn,
         st: Streams::new(ctx.seed, id),
         ctx,
-        halt,
+        drv,
         seq: 0,
         token_seq: 0,
         failures: 0,
     };
-    if w.ctx.arrivals.is_some() {
+    if w.ctx.open_model {
         return w.serve_arrivals().await;
     }
     while w.may_start() {

@@ -1,0 +1,154 @@
+//! What drives a worker's steps through time: the real clock (tokio timers, the run's stop
+//! signal, a channel to the `events.csv` writer) or the simulator's virtual clock
+//! ([`crate::sim`]). The worker's steps — acquire, hold, write, release, think — are written
+//! once against [`Driver`], so a simulated run and a real one cannot drift apart.
+//!
+//! Every instant a driver takes or gives is µs since the variant's time zero, the same clock
+//! as [`crate::engine::recorder::Recorder::now_us`].
+
+use crate::engine::recorder::EventRow;
+use crate::store::{CmdError, CmdResult, ErrorKind};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+
+/// What the runner asks of its workers; it only ever rises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Halt {
+    /// Keep going.
+    Run,
+    /// Start nothing new; open sections end now (counted as interrupted) and are released.
+    Stop,
+    /// Also stop waiting for replies: the server may be stalled and the user asked twice.
+    Abandon,
+}
+
+/// A worker's access to time, to the run's stop signal, to the open model's arrivals and to
+/// the `events.csv` writer.
+pub trait Driver: Send + 'static {
+    /// The run's current request to its workers.
+    fn halt(&self) -> Halt;
+    /// Sleeps until `t_us`; `false` when the run stops first.
+    fn sleep_until(&mut self, t_us: u64) -> impl Future<Output = bool> + Send;
+    /// As [`Driver::sleep_until`], for a section's end: as close to `t_us` as the driver can.
+    fn sleep_until_precise(&mut self, t_us: u64) -> impl Future<Output = bool> + Send;
+    /// Lets the other workers run.
+    fn yield_now(&mut self) -> impl Future<Output = ()> + Send;
+    /// Awaits a command's reply unless the run is abandoned first (then an `abandoned` error).
+    fn command<T: Send>(
+        &mut self,
+        command: impl Future<Output = CmdResult<T>> + Send,
+    ) -> impl Future<Output = CmdResult<T>> + Send;
+    /// The open model's next arrival (its intended instant); `None` when the arrivals end or
+    /// the run stops.
+    fn next_arrival(&mut self) -> impl Future<Output = Option<u64>> + Send;
+    /// Hands a finished section's row to the `events.csv` writer, if the run writes one.
+    fn row(&mut self, row: EventRow) -> impl Future<Output = ()> + Send;
+}
+
+/// Arrivals waiting for a request slot: each is its intended arrival, µs since time zero. Every
+/// worker is a slot; a free one takes the next arrival.
+pub struct ArrivalQueue {
+    /// The backlog (bounded: a full one drops arrivals, counted).
+    pub rx: tokio::sync::Mutex<mpsc::Receiver<u64>>,
+}
+
+/// The real clock: tokio's timers, the run's stop signal as a watch channel.
+pub struct RealDriver {
+    /// The variant's time zero.
+    pub start: Instant,
+    /// The run's stop signal.
+    pub halt: watch::Receiver<Halt>,
+    /// How a section waits for its end.
+    pub precise: bool,
+    /// The open model's arrivals (`None`: a closed loop).
+    pub arrivals: Option<Arc<ArrivalQueue>>,
+    /// Section rows for `events.csv`.
+    pub events: Option<mpsc::Sender<EventRow>>,
+}
+
+impl RealDriver {
+    fn at(&self, t_us: u64) -> Instant {
+        self.start + Duration::from_micros(t_us)
+    }
+}
+
+/// Sleeps until `t`, or returns `false` early when the run stops.
+async fn sleep_until_or_halt(t: Instant, halt: &mut watch::Receiver<Halt>) -> bool {
+    if *halt.borrow() != Halt::Run {
+        return false;
+    }
+    tokio::select! {
+        _ = tokio::time::sleep_until(t) => true,
+        Ok(_) = halt.wait_for(|h| *h != Halt::Run) => false,
+    }
+}
+
+impl Driver for RealDriver {
+    fn halt(&self) -> Halt {
+        *self.halt.borrow()
+    }
+
+    async fn sleep_until(&mut self, t_us: u64) -> bool {
+        let t = self.at(t_us);
+        sleep_until_or_halt(t, &mut self.halt).await
+    }
+
+    /// With the precise timer, the last [`crate::profile::PRECISE_LEAD`] is spent yielding
+    /// instead of on tokio's millisecond timer: the task wakes within tens of µs of `t` (measured
+    /// in the README), at the cost of a busy core meanwhile.
+    async fn sleep_until_precise(&mut self, t_us: u64) -> bool {
+        let t = self.at(t_us);
+        if !self.precise {
+            return sleep_until_or_halt(t, &mut self.halt).await;
+        }
+        let coarse = t.checked_sub(crate::profile::PRECISE_LEAD).unwrap_or(t);
+        if coarse > Instant::now() && !sleep_until_or_halt(coarse, &mut self.halt).await {
+            return false;
+        }
+        while Instant::now() < t {
+            if *self.halt.borrow() != Halt::Run {
+                return false;
+            }
+            tokio::task::yield_now().await;
+        }
+        true
+    }
+
+    async fn yield_now(&mut self) {
+        tokio::task::yield_now().await;
+    }
+
+    /// An abandoned command counts as a timeout of its own kind (its reply was not awaited),
+    /// so its section still gets its row.
+    async fn command<T: Send>(
+        &mut self,
+        command: impl Future<Output = CmdResult<T>> + Send,
+    ) -> CmdResult<T> {
+        tokio::select! {
+            biased;
+            r = command => r,
+            Ok(_) = self.halt.wait_for(|h| *h == Halt::Abandon) => Err(CmdError {
+                kind: ErrorKind::Abandoned,
+                detail: "reply not awaited: the run was abandoned (second Ctrl-C or SIGTERM)".into(),
+            }),
+        }
+    }
+
+    async fn next_arrival(&mut self) -> Option<u64> {
+        let queue = self.arrivals.clone()?;
+        tokio::select! {
+            a = async { queue.rx.lock().await.recv().await } => a,
+            _ = self.halt.wait_for(|h| *h != Halt::Run) => None,
+        }
+    }
+
+    async fn row(&mut self, row: EventRow) {
+        if let Some(tx) = &self.events {
+            // A closed channel means the writer failed; the run still counts everything.
+            let _ = tx.send(row).await;
+        }
+    }
+}
