@@ -95,8 +95,8 @@ pub struct WorkloadArgs {
     /// --backend url [profile: redis].
     #[arg(long)]
     pub redis: Option<String>,
-    /// auto (spawn if redis-server is installed, else memory), spawn, url or memory
-    /// [profile: backend; default auto].
+    /// auto (spawn if redis-server is installed, else memory), spawn, url, memory, or sim (the
+    /// memory model on a virtual clock: a discrete-event simulation) [profile: backend; default auto].
     #[arg(long)]
     pub backend: Option<String>,
     /// Allow a non-loopback Redis host (never settable from a profile).
@@ -105,6 +105,15 @@ pub struct WorkloadArgs {
     /// Simulated round trip of the memory backend, with unit [profile: memory_rtt; default 0ms].
     #[arg(long)]
     pub memory_rtt: Option<String>,
+    /// Round trip of each command in a simulated run (--backend sim), a distribution, e.g.
+    /// `constant(0.2ms)` or `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`
+    /// [profile: sim_rtt; default lognormal(median=0.1ms,p99=0.4ms)].
+    #[arg(long)]
+    pub sim_rtt: Option<String>,
+    /// The simulated server's time per command, with unit; commands queue behind each other
+    /// [profile: sim_service; default 0.005ms].
+    #[arg(long)]
+    pub sim_service: Option<String>,
     /// Time allowed for one Redis reply before it counts as a timeout error, with unit
     /// [profile: command_timeout; default 10s].
     #[arg(long)]
@@ -289,6 +298,8 @@ impl WorkloadArgs {
             redis: self.redis.clone(),
             backend: self.backend.clone(),
             memory_rtt: self.memory_rtt.clone(),
+            sim_rtt: self.sim_rtt.clone(),
+            sim_service: self.sim_service.clone(),
             command_timeout: self.command_timeout.clone(),
             give_up_after: self.give_up_after.clone(),
             resource: self.resource.then_some(true),

@@ -75,6 +75,7 @@ pub mod release;
 pub mod report;
 pub mod results;
 pub mod signals;
+pub mod sim;
 pub mod store;
 pub mod target;
 pub mod units;

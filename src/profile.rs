@@ -79,6 +79,10 @@ pub struct Profile {
     pub redis: Option<String>,
     /// Simulated round trip of the memory backend.
     pub memory_rtt: Option<String>,
+    /// Round trip of a command in a simulated run (`backend = "sim"`): a distribution.
+    pub sim_rtt: Option<String>,
+    /// The simulated server's time per command.
+    pub sim_service: Option<String>,
     /// Time allowed for one reply before it counts as a timeout error.
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
@@ -295,6 +299,11 @@ impl ConnectionMode {
     }
 }
 
+/// A simulated run's round trip per command unless the profile says: a loopback connection's.
+pub const DEFAULT_SIM_RTT: &str = "lognormal(median=0.1ms,p99=0.4ms)";
+/// A simulated server's time per command unless the profile says: a `SET` on Redis.
+pub const DEFAULT_SIM_SERVICE: &str = "0.005ms";
+
 /// Where the lock store is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -307,6 +316,8 @@ pub enum BackendChoice {
     Url,
     /// The in-process model.
     Memory,
+    /// The in-process model on a virtual clock: a discrete-event simulation.
+    Sim,
 }
 
 /// When a run ends.
@@ -395,6 +406,13 @@ pub struct Plan {
     pub redis: Option<String>,
     /// Memory model round trip, µs.
     pub memory_rtt_us: u64,
+    /// A simulated run's round trip per command (ms), as given and as a distribution.
+    pub sim_rtt_text: String,
+    /// See `sim_rtt_text`.
+    #[serde(skip)]
+    pub sim_rtt: Dist,
+    /// The simulated server's time per command, µs.
+    pub sim_service_us: u64,
     /// Reply timeout, µs.
     pub command_timeout_us: u64,
     /// Connect timeout, µs.
@@ -461,6 +479,8 @@ macro_rules! profile_fields {
             backend,
             redis,
             memory_rtt,
+            sim_rtt,
+            sim_service,
             command_timeout,
             connect_timeout,
             give_up_after,
@@ -729,10 +749,11 @@ impl Profile {
             Some("spawn") => BackendChoice::Spawn,
             Some("url") => BackendChoice::Url,
             Some("memory") => BackendChoice::Memory,
+            Some("sim") => BackendChoice::Sim,
             Some(other) => {
                 return Err(err(
                     "backend",
-                    format!("`{other}` is not a backend: use auto, spawn, url or memory"),
+                    format!("`{other}` is not a backend: use auto, spawn, url, memory or sim"),
                 ));
             }
         };
@@ -754,6 +775,7 @@ impl Profile {
             ));
         }
         let pause = dist("pause", &self.pause, "constant(0ms)")?;
+        let sim_rtt = dist("sim_rtt", &self.sim_rtt, DEFAULT_SIM_RTT)?;
         let dist = dist("dist", &self.dist, "constant(10ms)")?;
         let think = dist_think(&self.think)?;
         let memory_rtt_us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
@@ -763,6 +785,20 @@ impl Profile {
                 format!(
                     "{} is not a round trip: use 0 to 10s",
                     units::fmt_us(memory_rtt_us, units::Style::Compact)
+                ),
+            ));
+        }
+        let sim_rtt_text = self
+            .sim_rtt
+            .clone()
+            .unwrap_or_else(|| DEFAULT_SIM_RTT.to_string());
+        let sim_service_us = dur_us("sim_service", &self.sim_service, DEFAULT_SIM_SERVICE)?;
+        if sim_service_us > 1_000_000 {
+            return Err(err(
+                "sim_service",
+                format!(
+                    "{} per command is not a server: use 0 to 1s",
+                    units::fmt_us(sim_service_us, units::Style::Compact)
                 ),
             ));
         }
@@ -940,6 +976,8 @@ impl Profile {
         let load = |field: &str, d: Dist| d.load(base).map_err(|e| err(field, e.to_string()));
         let dist = load("dist", dist)?.scaled(scale);
         let think = load("think", think)?.scaled(scale);
+        // Round trips are the network's: not scaled.
+        let sim_rtt = load("sim_rtt", sim_rtt)?;
         if let Some(median) = dist.quantile(0.5)
             && median > 0.0
             && median < 5.0
@@ -982,6 +1020,9 @@ impl Profile {
             backend,
             redis: self.redis.clone(),
             memory_rtt_us,
+            sim_rtt_text,
+            sim_rtt,
+            sim_service_us,
             command_timeout_us,
             connect_timeout_us,
             give_up_after_us,

@@ -1001,6 +1001,14 @@ async fn play(
         )),
         None => e,
     };
+    if plan.backend == crate::profile::BackendChoice::Sim {
+        return Err(crate::exit::BadInput(
+            "a demo is a story told in real time, step by step: use --backend spawn, url or memory, \
+             not sim"
+                .into(),
+        )
+        .into());
+    }
     let backend = match Backend::open_server(plan, false, heading.map(|h| h.exe)).await {
         Ok(b) => b,
         // The binary the user named did not start as a server: bad input, not a failed run.
@@ -1023,7 +1031,7 @@ async fn play(
         let url = match &backend.store {
             Store::Spawned(server, _) => Some(server.lock().await.url()),
             Store::Url(_) => plan.redis.clone(),
-            Store::Memory(_) => None,
+            Store::Memory(_) | Store::Sim(_) => None,
         };
         match url {
             Some(url) => run_fail_open(&url, a.allow_remote, &prefix, heading).await,

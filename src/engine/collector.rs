@@ -16,8 +16,31 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Drains a recorder's histogram stripes once per interval into tagged interval logs and the
 /// totals, from a dedicated thread.
 pub struct Collector {
-    stop: std_mpsc::Sender<()>,
+    pace: PaceTx,
     handle: std::thread::JoinHandle<anyhow::Result<HistSet>>,
+}
+
+/// When an interval ends: every `interval` of wall time until told to stop, or when the
+/// simulator says (an instant on its virtual clock, µs since the recorder's time zero).
+enum PaceTx {
+    Wall(std_mpsc::Sender<()>),
+    Virtual(std_mpsc::SyncSender<(Duration, bool, std_mpsc::SyncSender<()>)>),
+}
+
+enum PaceRx {
+    Wall(std_mpsc::Receiver<()>, Duration),
+    Virtual(std_mpsc::Receiver<(Duration, bool, std_mpsc::SyncSender<()>)>),
+}
+
+/// Ends the intervals of a [`Collector::start_virtual`] collector.
+pub struct Ticker<'a>(&'a Collector);
+
+impl Ticker<'_> {
+    /// The interval ends at `at` (virtual time since the recorder's zero); returns once
+    /// everything recorded so far is in it.
+    pub fn tick(&self, at: Duration) {
+        self.0.send_tick(at, false);
+    }
 }
 
 impl Collector {
@@ -31,6 +54,69 @@ impl Collector {
         offset: Duration,
         interval: Duration,
     ) -> anyhow::Result<Self> {
+        let (stop, stop_rx) = std_mpsc::channel::<()>();
+        Self::spawn(
+            rec,
+            dir,
+            tag,
+            base,
+            offset,
+            PaceTx::Wall(stop),
+            PaceRx::Wall(stop_rx, interval),
+        )
+    }
+
+    /// As [`Collector::start`], with intervals ended by the simulator on its virtual clock
+    /// ([`Collector::ticker`], [`Collector::finish_at`]).
+    pub fn start_virtual(
+        rec: Arc<Recorder>,
+        dir: &Path,
+        tag: &str,
+        base: SystemTime,
+        offset: Duration,
+    ) -> anyhow::Result<Self> {
+        let (tx, rx) = std_mpsc::sync_channel(0);
+        Self::spawn(
+            rec,
+            dir,
+            tag,
+            base,
+            offset,
+            PaceTx::Virtual(tx),
+            PaceRx::Virtual(rx),
+        )
+    }
+
+    /// Ends this virtual-time collector's intervals.
+    pub fn ticker(&self) -> Ticker<'_> {
+        Ticker(self)
+    }
+
+    fn send_tick(&self, at: Duration, last: bool) {
+        if let PaceTx::Virtual(tx) = &self.pace {
+            let (ack, done) = std_mpsc::sync_channel(1);
+            // A collector that failed has already stopped; its error comes with `finish`.
+            if tx.send((at, last, ack)).is_ok() {
+                let _ = done.recv();
+            }
+        }
+    }
+
+    /// The last interval of a virtual-time collector ends at `at`; returns the totals.
+    pub fn finish_at(self, at: Duration) -> anyhow::Result<HistSet> {
+        self.send_tick(at, true);
+        self.finish()
+    }
+
+    fn spawn(
+        rec: Arc<Recorder>,
+        dir: &Path,
+        tag: &str,
+        base: SystemTime,
+        offset: Duration,
+        pace: PaceTx,
+        pace_rx: PaceRx,
+    ) -> anyhow::Result<Self> {
         let mut files = Vec::new();
         for m in Metric::ALL {
             let path = dir.join(format!("{}.hlog", m.file_stem()));
@@ -42,7 +128,6 @@ impl Collector {
                 .with_context(|| format!("cannot write {}", path.display()))?;
             files.push((BufWriter::new(f), new, m, path));
         }
-        let (stop, stop_rx) = std_mpsc::channel::<()>();
         let tag = tag.to_string();
         let handle = std::thread::spawn(move || -> anyhow::Result<HistSet> {
             let base_secs = base
@@ -75,11 +160,19 @@ impl Collector {
             let mut last = offset;
             let t0 = std::time::Instant::now();
             loop {
-                let stopped = !matches!(
-                    stop_rx.recv_timeout(interval),
-                    Err(std_mpsc::RecvTimeoutError::Timeout)
-                );
-                let now = offset + t0.elapsed();
+                let (stopped, now, ack) = match &pace_rx {
+                    PaceRx::Wall(stop_rx, interval) => {
+                        let stopped = !matches!(
+                            stop_rx.recv_timeout(*interval),
+                            Err(std_mpsc::RecvTimeoutError::Timeout)
+                        );
+                        (stopped, offset + t0.elapsed(), None)
+                    }
+                    PaceRx::Virtual(rx) => match rx.recv() {
+                        Ok((at, last, ack)) => (last, offset + at, Some(ack)),
+                        Err(_) => (true, last, None),
+                    },
+                };
                 interval_set.reset();
                 rec.drain_into(&mut interval_set);
                 for ((w, m), path) in writers.iter_mut().zip(Metric::ALL).zip(&paths) {
@@ -89,6 +182,9 @@ impl Collector {
                 }
                 totals.add(&interval_set);
                 last = now;
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
                 if stopped {
                     break;
                 }
@@ -100,12 +196,15 @@ impl Collector {
             }
             Ok(totals)
         });
-        Ok(Self { stop, handle })
+        Ok(Self { pace, handle })
     }
 
     /// Final drain; returns the totals of everything recorded.
     pub fn finish(self) -> anyhow::Result<HistSet> {
-        let _ = self.stop.send(());
+        if let PaceTx::Wall(stop) = &self.pace {
+            let _ = stop.send(());
+        }
+        drop(self.pace);
         self.handle
             .join()
             .map_err(|_| anyhow::anyhow!("the histogram collector thread panicked"))?

@@ -17,7 +17,7 @@ use crate::analysis::summary::Measured;
 pub use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
 use crate::store::{CmdError, ErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;
 
 /// Counters of a run (monotonic; read live): the counted figures, plus what only the live
@@ -47,6 +47,8 @@ impl Counters {
 pub struct Recorder {
     /// Time zero of the run: every timestamp is µs since this instant.
     pub start: Instant,
+    /// A simulated run's virtual clock, µs (`None`: the real clock, from `start`).
+    virtual_now: Option<Arc<AtomicU64>>,
     /// Live counters.
     pub counters: Counters,
     stripes: Vec<Mutex<HistSet>>,
@@ -111,6 +113,7 @@ impl Recorder {
             // Time zero after the allocations: with millions of keys they take long enough to
             // eat a short run's whole length.
             start: Instant::now(),
+            virtual_now: None,
             counters: Counters::default(),
             stripes,
             keys: keys_trackers,
@@ -119,6 +122,14 @@ impl Recorder {
             health: Health::default(),
             crashed: Mutex::new(Default::default()),
             pending_crashes: AtomicU64::new(0),
+        }
+    }
+
+    /// A recorder on a simulated run's virtual clock (µs, advanced by the simulator).
+    pub fn new_virtual(keys: usize, workers: usize, clock: Arc<AtomicU64>) -> Self {
+        Self {
+            virtual_now: Some(clock),
+            ..Self::new(keys, workers)
         }
     }
 
@@ -143,7 +154,10 @@ impl Recorder {
 
     /// µs since time zero.
     pub fn now_us(&self) -> u64 {
-        self.start.elapsed().as_micros() as u64
+        match &self.virtual_now {
+            Some(v) => v.load(Relaxed),
+            None => self.start.elapsed().as_micros() as u64,
+        }
     }
 
     /// Records `us` into `m` for `worker`.

@@ -595,19 +595,26 @@ async fn run_variant<K: Connector>(
             })?,
         });
     }
-    let recorder = Arc::new(Recorder::new(plan.keys, slots));
+    // A simulated store runs its variants on the simulator's virtual clock.
+    let sim_clock = connector.virtual_clock();
+    let recorder = Arc::new(match &sim_clock {
+        Some(clock) => Recorder::new_virtual(plan.keys, slots, clock.clone()),
+        None => Recorder::new(plan.keys, slots),
+    });
     let offset = SystemTime::now()
         .duration_since(env.base)
         .unwrap_or_default();
-    let collector = Collector::start(
-        recorder.clone(),
-        env.dir,
-        env.name,
-        env.base,
-        offset,
-        env.opts.log_interval,
-    )?;
-    let deadline = plan.run_time().map(|d| recorder.start + d);
+    let collector = match sim_clock {
+        Some(_) => Collector::start_virtual(recorder.clone(), env.dir, env.name, env.base, offset)?,
+        None => Collector::start(
+            recorder.clone(),
+            env.dir,
+            env.name,
+            env.base,
+            offset,
+            env.opts.log_interval,
+        )?,
+    };
     // The backlog is deep (8 bytes an arrival): an arrival that waits behind a stalled
     // server must be served late, its wait in its latency, not dropped out of the figures.
     let (arrival_tx, arrival_rx) = tokio::sync::mpsc::channel::<u64>(ARRIVAL_BACKLOG);
@@ -661,6 +668,204 @@ async fn run_variant<K: Connector>(
         reserved: Default::default(),
     });
 
+    let executed = match &sim_clock {
+        Some(clock) => {
+            let bar = progress_bar(plan, env.opts, env.name);
+            let (signals, mut shown) = (env.signals.clone(), std::time::Instant::now());
+            let sim = crate::sim::run_workers(
+                conns,
+                &ctx,
+                plan,
+                clock,
+                Some(events.clone()),
+                &collector,
+                sim_log_interval_us(plan, env.opts),
+                |_| {
+                    // Wall time for the eyes; the bar's position is virtual time.
+                    if shown.elapsed() >= Duration::from_millis(200) {
+                        shown = std::time::Instant::now();
+                        update_bar(&bar, plan, &recorder);
+                    }
+                    (request_of(*signals.borrow()) != Request::Continue).then_some(Halt::Stop)
+                },
+            )?;
+            bar.finish_and_clear();
+            let end_us = clock.load(Relaxed);
+            let interrupted = request_of(*env.signals.borrow()) != Request::Continue;
+            Executed {
+                elapsed_s: end_us as f64 / 1e6,
+                stop_reason: if interrupted {
+                    StopReason::Interrupted
+                } else {
+                    StopReason::Limit
+                },
+                panicked: None,
+                crash_blocked_censored: recorder.censor_crashes(),
+                faults: crate::sim::fault_windows(&plan.faults, end_us),
+                simulated: Some(sim),
+            }
+        }
+        None => {
+            run_real(
+                plan, &ctx, &recorder, conns, events, &env, arrival_tx, arrival_rx,
+            )
+            .await
+        }
+    };
+    let Executed {
+        elapsed_s,
+        stop_reason,
+        panicked,
+        crash_blocked_censored,
+        faults,
+        simulated,
+    } = executed;
+    // Whatever happens next, the caller deletes every key this variant may have written.
+    let touched = recorder.touched_keys();
+    env.written_keys
+        .extend(touched.iter().map(|&k| ctx.key_names[k].clone()));
+    if let Some(r) = &ctx.resource {
+        env.companion_keys.extend(
+            touched
+                .iter()
+                .flat_map(|&k| [r.res_keys[k].clone(), r.fence_keys[k].clone()]),
+        );
+    }
+    if let Some(p) = panicked {
+        bail!("a worker panicked: {p}");
+    }
+    let hists = match simulated {
+        Some(_) => collector.finish_at(Duration::from_micros(recorder.now_us()))?,
+        None => collector.finish()?,
+    };
+    // The resource's final values, read back from the server: what lost updates count from.
+    // A server that does not answer (or a user who abandoned the run) leaves them unknown,
+    // never the variant unwritten.
+    let mut resource_final = Some(0u64);
+    if let Some(r) = &ctx.resource {
+        let mut conn = probe.clone();
+        for &k in &touched {
+            if request_of(*env.signals.borrow()) == Request::Abandon {
+                resource_final = None;
+                break;
+            }
+            // Twice, as in the cleanup: an idle connection learns of a restart only now.
+            let mut read = conn.resource_value(&r.res_keys[k]).await;
+            if read
+                .as_ref()
+                .is_err_and(|e| e.kind == ErrorKind::Connection)
+            {
+                read = conn.resource_value(&r.res_keys[k]).await;
+            }
+            match read {
+                Ok(v) => resource_final = resource_final.map(|t| t + v),
+                Err(e) => {
+                    eprintln!(
+                        "warning: cannot read back the resource {}: {e}; lost updates are not known",
+                        r.res_keys[k]
+                    );
+                    resource_final = None;
+                    break;
+                }
+            }
+        }
+    }
+    let meta = Meta {
+        variant: env.name.to_string(),
+        release: variant.release.name().to_string(),
+        connection_mode: plan.connection.name().to_string(),
+        backend: env.server.backend_detail.clone(),
+        server_version: env.server.version.clone(),
+        workers: plan.workers,
+        ttl_ms: plan.ttl_ms,
+        time_scale: plan.time_scale,
+        unscaled_ttl_ms: plan.unscaled_ttl_ms,
+        seed: plan.seed,
+        elapsed_s,
+        stop_reason,
+        protect: Protection {
+            resource: plan.resource,
+            fencing: variant.fencing,
+            extend_with: variant.extend.then_some(plan.extend_with),
+            extend_every_ms: if variant.extend {
+                plan.extend_us as f64 / 1000.0
+            } else {
+                0.0
+            },
+            // Unknown when the read-back failed: lost updates then read "n/a".
+            resource_final: resource_final.unwrap_or(NOT_RECORDED),
+        },
+    };
+    // Locks a crashed holder left without an expiry, read at the server before the cleanup.
+    let mut stuck_locks = 0;
+    if recorder.counters.counts.crashes.load(Relaxed) > 0 {
+        let mut conn = probe.clone();
+        for &k in &touched {
+            if request_of(*env.signals.borrow()) == Request::Abandon {
+                break;
+            }
+            let key = &ctx.key_names[k];
+            let mut ttl = conn.pttl(key).await;
+            if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
+                ttl = conn.pttl(key).await;
+            }
+            match ttl {
+                Ok(-1) => stuck_locks += 1,
+                Ok(_) => {}
+                Err(e) => {
+                    eprintln!(
+                        "warning: cannot read the expiry of {key}: {e}; stuck_locks counts only the keys read before it"
+                    );
+                    break;
+                }
+            }
+        }
+    }
+    let mut summary = summarize(meta, &recorder.measured(), &hists);
+    summary.faults = faults;
+    summary.server_binary = env.server.binary.clone();
+    summary.stuck_locks = stuck_locks;
+    summary.crash_blocked_censored = crash_blocked_censored;
+    // The theory knows the distribution and the timer error, not pauses or faults (a crash
+    // cuts a section short; a slow server lengthens its resource read).
+    let paused = summary.counts.pauses > 0 || !plan.faults.is_empty() || plan.crash_between > 0.0;
+    summary.analytic = crate::analytic::check(
+        &plan.dist,
+        plan.ttl_ms as f64,
+        hists.get(crate::engine::recorder::Metric::TimerError),
+        summary.counts.overruns,
+        summary.counts.sections,
+    )
+    .filter(|_| !paused);
+    summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
+    Ok((summary, hists))
+}
+
+/// What running a variant's workers gave, in real or virtual time.
+struct Executed {
+    elapsed_s: f64,
+    stop_reason: StopReason,
+    panicked: Option<String>,
+    crash_blocked_censored: u64,
+    faults: Vec<crate::faults::FaultWindow>,
+    /// A simulated run's executor figures.
+    simulated: Option<crate::sim::Simulated>,
+}
+
+/// Runs a variant's workers in real time: tokio tasks, the arrivals' dispatcher, the fault
+/// schedule, the progress bar, Ctrl-C, the end-of-run grace and the give-up rule.
+#[allow(clippy::too_many_arguments)]
+async fn run_real<C: LockConn>(
+    plan: &Plan,
+    ctx: &Arc<WorkerCtx>,
+    recorder: &Arc<Recorder>,
+    conns: Vec<C>,
+    events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
+    env: &VariantEnv<'_>,
+    arrival_tx: Option<tokio::sync::mpsc::Sender<u64>>,
+    arrival_rx: tokio::sync::mpsc::Receiver<u64>,
+) -> Executed {
+    let deadline = plan.run_time().map(|d| recorder.start + d);
     // Sections still open at the deadline may finish; past this grace they are cut short.
     let (local_tx, local_rx) = watch::channel(Halt::Run);
     let halt = |h: Halt| {
@@ -793,122 +998,22 @@ async fn run_variant<K: Connector>(
     // Ends a fault still on (a paused or killed server comes back before the cleanup).
     let _ = faults_done.send(true);
     let faults = driver.await.unwrap_or_default();
-    // Whatever happens next, the caller deletes every key this variant may have written.
-    let touched = recorder.touched_keys();
-    env.written_keys
-        .extend(touched.iter().map(|&k| ctx.key_names[k].clone()));
-    if let Some(r) = &ctx.resource {
-        env.companion_keys.extend(
-            touched
-                .iter()
-                .flat_map(|&k| [r.res_keys[k].clone(), r.fence_keys[k].clone()]),
-        );
-    }
-    if let Some(p) = panicked {
-        bail!("a worker panicked: {p}");
-    }
-    let hists = collector.finish()?;
-    // The resource's final values, read back from the server: what lost updates count from.
-    // A server that does not answer (or a user who abandoned the run) leaves them unknown,
-    // never the variant unwritten.
-    let mut resource_final = Some(0u64);
-    if let Some(r) = &ctx.resource {
-        let mut conn = probe.clone();
-        for &k in &touched {
-            if request_of(*env.signals.borrow()) == Request::Abandon {
-                resource_final = None;
-                break;
-            }
-            // Twice, as in the cleanup: an idle connection learns of a restart only now.
-            let mut read = conn.resource_value(&r.res_keys[k]).await;
-            if read
-                .as_ref()
-                .is_err_and(|e| e.kind == ErrorKind::Connection)
-            {
-                read = conn.resource_value(&r.res_keys[k]).await;
-            }
-            match read {
-                Ok(v) => resource_final = resource_final.map(|t| t + v),
-                Err(e) => {
-                    eprintln!(
-                        "warning: cannot read back the resource {}: {e}; lost updates are not known",
-                        r.res_keys[k]
-                    );
-                    resource_final = None;
-                    break;
-                }
-            }
-        }
-    }
-    let meta = Meta {
-        variant: env.name.to_string(),
-        release: variant.release.name().to_string(),
-        connection_mode: plan.connection.name().to_string(),
-        backend: env.server.backend_detail.clone(),
-        server_version: env.server.version.clone(),
-        workers: plan.workers,
-        ttl_ms: plan.ttl_ms,
-        time_scale: plan.time_scale,
-        unscaled_ttl_ms: plan.unscaled_ttl_ms,
-        seed: plan.seed,
+    Executed {
         elapsed_s,
         stop_reason,
-        protect: Protection {
-            resource: plan.resource,
-            fencing: variant.fencing,
-            extend_with: variant.extend.then_some(plan.extend_with),
-            extend_every_ms: if variant.extend {
-                plan.extend_us as f64 / 1000.0
-            } else {
-                0.0
-            },
-            // Unknown when the read-back failed: lost updates then read "n/a".
-            resource_final: resource_final.unwrap_or(NOT_RECORDED),
-        },
-    };
-    // Locks a crashed holder left without an expiry, read at the server before the cleanup.
-    let mut stuck_locks = 0;
-    if recorder.counters.counts.crashes.load(Relaxed) > 0 {
-        let mut conn = probe.clone();
-        for &k in &touched {
-            if request_of(*env.signals.borrow()) == Request::Abandon {
-                break;
-            }
-            let key = &ctx.key_names[k];
-            let mut ttl = conn.pttl(key).await;
-            if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
-                ttl = conn.pttl(key).await;
-            }
-            match ttl {
-                Ok(-1) => stuck_locks += 1,
-                Ok(_) => {}
-                Err(e) => {
-                    eprintln!(
-                        "warning: cannot read the expiry of {key}: {e}; stuck_locks counts only the keys read before it"
-                    );
-                    break;
-                }
-            }
-        }
+        panicked,
+        crash_blocked_censored,
+        faults,
+        simulated: None,
     }
-    let mut summary = summarize(meta, &recorder.measured(), &hists);
-    summary.faults = faults;
-    summary.server_binary = env.server.binary.clone();
-    summary.stuck_locks = stuck_locks;
-    summary.crash_blocked_censored = crash_blocked_censored;
-    // The theory knows the distribution and the timer error, not pauses or faults (a crash
-    // cuts a section short; a slow server lengthens its resource read).
-    let paused = summary.counts.pauses > 0 || !plan.faults.is_empty() || plan.crash_between > 0.0;
-    summary.analytic = crate::analytic::check(
-        &plan.dist,
-        plan.ttl_ms as f64,
-        hists.get(crate::engine::recorder::Metric::TimerError),
-        summary.counts.overruns,
-        summary.counts.sections,
-    )
-    .filter(|_| !paused);
-    summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
-    Ok((summary, hists))
+}
+
+/// A simulated variant's interval-log interval, µs: the run's, and no more than about 2,000
+/// intervals in a time-limited run (a simulated day has 86,400 seconds).
+fn sim_log_interval_us(plan: &Plan, opts: &RunOptions) -> u64 {
+    let every = opts.log_interval.as_micros() as u64;
+    let length = plan.run_time().map_or(0, |d| d.as_micros() as u64);
+    every.max(length / 2_000).max(1)
 }
 
 /// Arrivals that may wait for a request slot; beyond this they are dropped (counted).

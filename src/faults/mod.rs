@@ -443,7 +443,7 @@ async fn wait_until(t: Instant, done: &mut watch::Receiver<bool>) -> bool {
 }
 
 /// The settings of a fault in words.
-fn detail(f: &Fault) -> String {
+pub fn detail(f: &Fault) -> String {
     let c = |us: u64| units::fmt_us(us, units::Style::Compact);
     match f.kind {
         FaultKind::Latency if f.jitter_us > 0 => {

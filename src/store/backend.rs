@@ -8,6 +8,7 @@ use super::spawn::{SpawnedRedis, redis_server_available};
 use crate::faults::FaultControl;
 use crate::faults::proxy::Proxy;
 use crate::profile::{BackendChoice, Plan};
+use crate::sim::SimNet;
 use anyhow::Context;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,8 @@ pub enum Store {
     Url(RedisConnector),
     /// The in-process model.
     Memory(MemoryStore),
+    /// The in-process model on the simulator's virtual clock.
+    Sim(MemoryStore<SimNet>),
 }
 
 impl Backend {
@@ -83,6 +86,14 @@ impl Backend {
                 control.admin = Some(conn.clone());
                 Store::Url(conn)
             }
+            BackendChoice::Sim => Store::Sim(MemoryStore::with_net(
+                SimNet::new(
+                    plan.sim_rtt.sampler(),
+                    &plan.sim_rtt_text,
+                    plan.sim_service_us,
+                ),
+                true,
+            )),
             _ => Store::Memory(MemoryStore::new(
                 Duration::from_micros(plan.memory_rtt_us),
                 true,
@@ -104,12 +115,13 @@ impl Backend {
         Ok(Backend { store, control })
     }
 
-    /// `spawn`, `url` or `memory`.
+    /// `spawn`, `url`, `memory` or `sim`.
     pub fn kind(&self) -> &'static str {
         match self.store {
             Store::Spawned(..) => "spawn",
             Store::Url(_) => "url",
             Store::Memory(_) => "memory",
+            Store::Sim(_) => "sim",
         }
     }
 
@@ -131,6 +143,7 @@ macro_rules! with_connector {
             $crate::store::backend::Store::Spawned(_, $c)
             | $crate::store::backend::Store::Url($c) => $body,
             $crate::store::backend::Store::Memory($c) => $body,
+            $crate::store::backend::Store::Sim($c) => $body,
         }
     };
 }

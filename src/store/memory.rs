@@ -1,11 +1,14 @@
 //! An in-process model of exactly the commands lockbench uses, with the same semantics as Redis
 //! (millisecond `PX`, lazy expiry, atomic compare-and-delete, the fenced acquisition, resource
 //! and extension scripts, `SET … IFEQ` as Valkey answers it) and a configurable simulated round
-//! trip. Time comes from tokio's clock, so paused-time tests run it deterministically.
+//! trip. Time comes from the store's [`Net`]: tokio's clock ([`RealNet`], so paused-time tests
+//! run it deterministically) or the simulator's virtual clock ([`crate::sim::SimNet`]); the
+//! keyspace itself counts µs and never reads a clock.
 
 use super::WriteOutcome;
 use super::{CmdError, CmdResult, Connector, ErrorKind, ExtendCommand, LockConn, ReadOutcome};
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -13,7 +16,8 @@ use tokio::time::Instant;
 #[derive(Debug)]
 struct Entry {
     value: Value,
-    expires_at: Option<Instant>,
+    /// µs on the store's clock.
+    expires_at: Option<u64>,
 }
 
 /// The two types of value lockbench stores: strings (locks, fence counters) and the resource
@@ -42,13 +46,23 @@ impl Entry {
 
 /// The model's keyspace, shared by every connection to it.
 #[derive(Debug, Default)]
-struct Keyspace {
+pub struct Keyspace {
     map: HashMap<String, Entry>,
 }
 
+/// `now + ms` milliseconds, on the store's µs clock.
+fn after_ms(now: u64, ms: u64) -> u64 {
+    now.saturating_add(ms.saturating_mul(1000))
+}
+
 impl Keyspace {
+    /// Forgets every key (a server restarted empty).
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
     /// Lazy expiry as in Redis: an expired key is absent for every command.
-    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+    fn live(&mut self, key: &str, now: u64) -> Option<&mut Entry> {
         let expired =
             matches!(self.map.get(key), Some(e) if e.expires_at.is_some_and(|t| t <= now));
         if expired {
@@ -58,28 +72,109 @@ impl Keyspace {
     }
 }
 
+/// How a command reaches the keyspace and its reply comes back: the network and the server's
+/// time.
+pub trait Net: Clone + Send + Sync + 'static {
+    /// Now on the store's clock, µs.
+    fn now_us(&self) -> u64;
+    /// Runs `f` on the keyspace at the instant the server executes the command (given to `f`),
+    /// and completes the round trip.
+    fn call<T: Send>(
+        &self,
+        keys: &Mutex<Keyspace>,
+        f: impl FnOnce(&mut Keyspace, u64) -> T + Send,
+    ) -> impl Future<Output = T> + Send;
+    /// The round trip in words, for the backend's description.
+    fn describe(&self) -> String;
+    /// The simulator's virtual clock, when this network is simulated.
+    fn virtual_clock(&self) -> Option<Arc<std::sync::atomic::AtomicU64>> {
+        None
+    }
+}
+
+/// tokio's clock and a fixed round trip: the request reaches the model at half of it.
+#[derive(Debug, Clone)]
+pub struct RealNet {
+    rtt: Duration,
+    base: Instant,
+}
+
+impl Net for RealNet {
+    fn now_us(&self) -> u64 {
+        self.base.elapsed().as_micros() as u64
+    }
+
+    async fn call<T: Send>(
+        &self,
+        keys: &Mutex<Keyspace>,
+        f: impl FnOnce(&mut Keyspace, u64) -> T + Send,
+    ) -> T {
+        let sent = Instant::now();
+        if self.rtt.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep_until(sent + self.rtt / 2).await;
+        }
+        let out = {
+            let mut ks = lock(keys);
+            f(&mut ks, self.now_us())
+        };
+        if !self.rtt.is_zero() {
+            tokio::time::sleep_until(sent + self.rtt).await;
+        }
+        out
+    }
+
+    fn describe(&self) -> String {
+        format!("simulated round trip {:?}", self.rtt)
+    }
+}
+
+pub(crate) fn lock(keys: &Mutex<Keyspace>) -> std::sync::MutexGuard<'_, Keyspace> {
+    // A poisoned mutex only means a panic elsewhere; the map itself is still consistent.
+    keys.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The model store: a connector and, by cloning, a connection.
 #[derive(Debug, Clone)]
-pub struct MemoryStore {
+pub struct MemoryStore<N = RealNet> {
     keys: Arc<Mutex<Keyspace>>,
-    rtt: Duration,
+    net: N,
     delex: bool,
 }
 
-impl MemoryStore {
+impl MemoryStore<RealNet> {
     /// A fresh empty model whose every command takes `rtt` (the request reaches the model at
     /// half of it). `delex` says whether the model offers `DELEX` (as Redis ≥ 8.4 does).
     pub fn new(rtt: Duration, delex: bool) -> Self {
+        Self::with_net(
+            RealNet {
+                rtt,
+                base: Instant::now(),
+            },
+            delex,
+        )
+    }
+}
+
+impl<N: Net> MemoryStore<N> {
+    /// A fresh empty model behind `net`.
+    pub fn with_net(net: N, delex: bool) -> Self {
         Self {
             keys: Arc::default(),
-            rtt,
+            net,
             delex,
         }
     }
 
+    /// Its keyspace (the simulator restarts it).
+    pub fn keyspace(&self) -> &Arc<Mutex<Keyspace>> {
+        &self.keys
+    }
+
     /// Number of live keys (for tests).
     pub fn len(&self) -> usize {
-        let now = Instant::now();
+        let now = self.net.now_us();
         let mut ks = self.lock();
         let keys: Vec<String> = ks.map.keys().cloned().collect();
         keys.iter().filter(|k| ks.live(k, now).is_some()).count()
@@ -91,12 +186,11 @@ impl MemoryStore {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Keyspace> {
-        // A poisoned mutex only means a panic elsewhere; the map itself is still consistent.
-        self.keys.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.keys)
     }
 
     /// The resource's `(value, fence)`, `(0, 0)` when absent; an error if the key is a string.
-    fn resource(ks: &mut Keyspace, key: &str, now: Instant) -> CmdResult<(u64, u64)> {
+    fn resource(ks: &mut Keyspace, key: &str, now: u64) -> CmdResult<(u64, u64)> {
         match ks.live(key, now).map(|e| &e.value) {
             None => Ok((0, 0)),
             Some(Value::Resource { value, fence }) => Ok((*value, *fence)),
@@ -115,36 +209,26 @@ impl MemoryStore {
         );
     }
 
-    /// Runs `f` on the keyspace at the simulated server time, then completes the round trip.
-    async fn call<T>(&self, f: impl FnOnce(&mut Keyspace, Instant) -> T) -> T {
-        let sent = Instant::now();
-        if self.rtt.is_zero() {
-            tokio::task::yield_now().await;
-        } else {
-            tokio::time::sleep_until(sent + self.rtt / 2).await;
-        }
-        let out = {
-            let mut ks = self.lock();
-            f(&mut ks, Instant::now())
-        };
-        if !self.rtt.is_zero() {
-            tokio::time::sleep_until(sent + self.rtt).await;
-        }
-        out
+    /// Runs `f` on the keyspace at the server's time, then completes the round trip.
+    async fn call<T: Send>(&self, f: impl FnOnce(&mut Keyspace, u64) -> T + Send) -> T {
+        self.net.call(&self.keys, f).await
     }
 }
 
-impl Connector for MemoryStore {
-    type Conn = MemoryStore;
-    async fn connect(&self) -> anyhow::Result<MemoryStore> {
+impl<N: Net> Connector for MemoryStore<N> {
+    type Conn = MemoryStore<N>;
+    async fn connect(&self) -> anyhow::Result<MemoryStore<N>> {
         Ok(self.clone())
     }
     fn describe(&self) -> String {
-        format!("memory model (simulated round trip {:?})", self.rtt)
+        format!("memory model ({})", self.net.describe())
+    }
+    fn virtual_clock(&self) -> Option<Arc<std::sync::atomic::AtomicU64>> {
+        self.net.virtual_clock()
     }
 }
 
-impl LockConn for MemoryStore {
+impl<N: Net> LockConn for MemoryStore<N> {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
         self.call(|ks, now| {
             if ks.live(key, now).is_some() {
@@ -154,7 +238,7 @@ impl LockConn for MemoryStore {
                 key.to_string(),
                 Entry {
                     value: Value::Str(value.to_string()),
-                    expires_at: Some(now + Duration::from_millis(ttl_ms)),
+                    expires_at: Some(after_ms(now, ttl_ms)),
                 },
             );
             true
@@ -191,7 +275,7 @@ impl LockConn for MemoryStore {
             if ms == 0 {
                 ks.map.remove(key);
             } else {
-                e.expires_at = Some(now + Duration::from_millis(ms));
+                e.expires_at = Some(after_ms(now, ms));
             }
             true
         })
@@ -289,7 +373,7 @@ impl LockConn for MemoryStore {
             Some(Entry {
                 expires_at: Some(t),
                 ..
-            }) => t.saturating_duration_since(now).as_millis() as i64,
+            }) => (t.saturating_sub(now) / 1000) as i64,
         })
         .await
         .pipe(Ok)
@@ -342,7 +426,7 @@ impl LockConn for MemoryStore {
                 key.to_string(),
                 Entry {
                     value: Value::Str(token.to_string()),
-                    expires_at: Some(now + Duration::from_millis(ttl_ms)),
+                    expires_at: Some(after_ms(now, ttl_ms)),
                 },
             );
             // INCR keeps the counter's TTL (it has none).
@@ -442,7 +526,7 @@ impl LockConn for MemoryStore {
             if ttl_ms == 0 {
                 ks.map.remove(key);
             } else {
-                e.expires_at = Some(now + Duration::from_millis(ttl_ms));
+                e.expires_at = Some(after_ms(now, ttl_ms));
             }
             Ok(true)
         })

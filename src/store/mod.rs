@@ -275,6 +275,11 @@ pub trait Connector: Send + Sync + 'static {
     fn connect(&self) -> impl Future<Output = anyhow::Result<Self::Conn>> + Send;
     /// A description safe to print and store (no password).
     fn describe(&self) -> String;
+    /// The simulator's virtual clock (µs), when this is a simulated store: its runs go through
+    /// the simulator, not real time.
+    fn virtual_clock(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
+        None
+    }
 }
 
 /// The compare-and-delete used for `token` releases: the article's script, extended to say

@@ -1,0 +1,250 @@
+//! A single-threaded executor on a virtual clock: the workers' futures are polled only when
+//! the event they wait for is due, and the clock jumps from one event to the next. Nothing
+//! sleeps, nothing reads the wall clock, no waker crosses a thread.
+//!
+//! Every wait is a timer: [`sleep_until`], [`yield_now`] (a timer at the current instant) and an
+//! idle request slot woken by the arrivals ([`wake`]). Events of the same instant run in the
+//! order they were scheduled, so a run is a pure function of its seed.
+//!
+//! The state is thread-local: one simulation per thread, on the thread that calls [`run`].
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::task::{Context, Poll, Waker};
+
+/// A scheduled wake-up: (instant µs, order of scheduling, task).
+type Timer = Reverse<(u64, u64, u32)>;
+
+thread_local! {
+    static NOW: Cell<u64> = const { Cell::new(0) };
+    static CURRENT: Cell<u32> = const { Cell::new(0) };
+    static SEQ: Cell<u64> = const { Cell::new(0) };
+    static TIMERS: RefCell<BinaryHeap<Timer>> = RefCell::new(BinaryHeap::new());
+    static RUNNING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether a simulation is running on this thread.
+pub fn running() -> bool {
+    RUNNING.with(Cell::get)
+}
+
+/// Now on the virtual clock, µs since time zero.
+pub fn now_us() -> u64 {
+    NOW.with(Cell::get)
+}
+
+/// The task being polled.
+pub fn current() -> u32 {
+    CURRENT.with(Cell::get)
+}
+
+/// Schedules `task` to be polled at `t_us` (not before now).
+pub fn wake(task: u32, t_us: u64) {
+    let seq = SEQ.with(|s| {
+        let n = s.get();
+        s.set(n + 1);
+        n
+    });
+    let t = t_us.max(now_us());
+    TIMERS.with(|h| h.borrow_mut().push(Reverse((t, seq, task))));
+}
+
+/// Completes at `t_us` on the virtual clock.
+pub fn sleep_until(t_us: u64) -> Sleep {
+    Sleep {
+        until: t_us,
+        armed: false,
+    }
+}
+
+/// Lets every other event due now run first.
+pub fn yield_now() -> Sleep {
+    Sleep {
+        until: now_us(),
+        armed: false,
+    }
+}
+
+/// The future of [`sleep_until`] and [`yield_now`].
+#[derive(Debug)]
+pub struct Sleep {
+    until: u64,
+    armed: bool,
+}
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        // A yield (armed at its own instant) must let the queue run once.
+        if self.armed && now_us() >= self.until {
+            return Poll::Ready(());
+        }
+        if !self.armed && now_us() > self.until {
+            return Poll::Ready(());
+        }
+        if !self.armed {
+            self.armed = true;
+            wake(current(), self.until);
+        }
+        Poll::Pending
+    }
+}
+
+/// Pending once, ready when polled again: a task that parked itself somewhere it will be
+/// [`wake`]d from.
+#[derive(Debug, Default)]
+pub struct Park {
+    parked: bool,
+}
+
+impl Future for Park {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        if self.parked {
+            Poll::Ready(())
+        } else {
+            self.parked = true;
+            Poll::Pending
+        }
+    }
+}
+
+/// A boxed task.
+pub type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+/// What [`run`] did.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Ran {
+    /// Events processed (task polls).
+    pub events: u64,
+    /// The virtual instant of the last one, µs.
+    pub end_us: u64,
+}
+
+/// Runs `tasks` to completion on a fresh virtual clock starting at 0. `clock` mirrors the
+/// virtual time for readers on other threads. `hook` is called at every multiple of
+/// `every_us` of virtual time that passes (with that instant), before the events after it;
+/// it returns `false` to stop polling (what is left is dropped).
+pub fn run(
+    tasks: Vec<Task>,
+    clock: &Arc<AtomicU64>,
+    every_us: u64,
+    mut hook: impl FnMut(u64) -> bool,
+) -> Ran {
+    NOW.with(|n| n.set(0));
+    SEQ.with(|s| s.set(0));
+    TIMERS.with(|h| h.borrow_mut().clear());
+    clock.store(0, Relaxed);
+    // Unset again when `run` returns, however it returns.
+    struct Running;
+    impl Drop for Running {
+        fn drop(&mut self) {
+            RUNNING.with(|r| r.set(false));
+        }
+    }
+    RUNNING.with(|r| r.set(true));
+    let _running = Running;
+    let mut tasks: Vec<Option<Task>> = tasks.into_iter().map(Some).collect();
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut ran = Ran::default();
+    let mut poll = |id: u32, tasks: &mut Vec<Option<Task>>, ran: &mut Ran| {
+        if let Some(t) = tasks[id as usize].as_mut() {
+            CURRENT.with(|c| c.set(id));
+            ran.events += 1;
+            if t.as_mut().poll(&mut cx).is_ready() {
+                tasks[id as usize] = None;
+            }
+        }
+    };
+    for id in 0..tasks.len() as u32 {
+        poll(id, &mut tasks, &mut ran);
+    }
+    let every_us = every_us.max(1);
+    let mut next_hook = every_us;
+    loop {
+        let Some(Reverse((t, _, id))) = TIMERS.with(|h| h.borrow_mut().pop()) else {
+            break;
+        };
+        while t >= next_hook {
+            NOW.with(|n| n.set(next_hook));
+            clock.store(next_hook, Relaxed);
+            if !hook(next_hook) {
+                TIMERS.with(|h| h.borrow_mut().clear());
+                return ran;
+            }
+            next_hook += every_us;
+        }
+        NOW.with(|n| n.set(t));
+        clock.store(t, Relaxed);
+        ran.end_us = t;
+        poll(id, &mut tasks, &mut ran);
+    }
+    ran
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn events_run_in_time_then_scheduling_order() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let task = |name: &'static str, waits: Vec<u64>| -> Task {
+            let log = log.clone();
+            Box::pin(async move {
+                for w in waits {
+                    sleep_until(now_us() + w).await;
+                    log.borrow_mut().push((name, now_us()));
+                }
+            })
+        };
+        let clock = Arc::new(AtomicU64::new(0));
+        let mut hooks = Vec::new();
+        let ran = run(
+            vec![task("a", vec![5, 5]), task("b", vec![10, 0])],
+            &clock,
+            4,
+            |t| {
+                hooks.push(t);
+                true
+            },
+        );
+        assert_eq!(
+            *log.borrow(),
+            // At 10, b's wake was scheduled (at 0) before a's (at 5).
+            vec![("a", 5), ("b", 10), ("a", 10), ("b", 10)]
+        );
+        assert_eq!(ran.end_us, 10);
+        assert_eq!(clock.load(Relaxed), 10);
+        assert_eq!(hooks, vec![4, 8]);
+    }
+
+    #[test]
+    fn a_yield_lets_the_others_of_the_instant_run() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let (l1, l2) = (log.clone(), log.clone());
+        let clock = Arc::new(AtomicU64::new(0));
+        run(
+            vec![
+                Box::pin(async move {
+                    l1.borrow_mut().push(1);
+                    yield_now().await;
+                    l1.borrow_mut().push(3);
+                }),
+                Box::pin(async move {
+                    l2.borrow_mut().push(2);
+                }),
+            ],
+            &clock,
+            1_000,
+            |_| true,
+        );
+        assert_eq!(*log.borrow(), vec![1, 2, 3]);
+    }
+}

@@ -1,0 +1,329 @@
+//! `--backend sim`: the same workers, the same steps and the same model of the server's
+//! commands as the memory backend, on a virtual clock ([`exec`]), so a day of a service runs in
+//! seconds.
+//!
+//! - The workers are [`crate::engine::worker::run_worker`] with a [`SimDriver`]: the real
+//!   driver's sleeps, stop signal, arrivals and rows, in virtual time.
+//! - The server is [`crate::store::memory::MemoryStore`] behind a [`SimNet`]: each command
+//!   travels half a round trip (drawn from a distribution), waits for the server — one command
+//!   at a time, each taking the service time — runs on the keyspace at that instant, and its
+//!   reply travels the other half.
+//! - What is recorded goes through the same recorder, counts, overlap trackers, histograms and
+//!   `events.csv` as a real run; the interval logs are cut on the virtual clock.
+
+pub mod exec;
+
+use crate::dist::Sampler;
+use crate::engine::driver::{Driver, Halt};
+use crate::engine::recorder::EventRow;
+use crate::store::CmdResult;
+use crate::store::memory::{Keyspace, Net, lock};
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+
+thread_local! {
+    /// When the server is free to start the next command, µs.
+    static SERVER_FREE_AT: Cell<u64> = const { Cell::new(0) };
+    /// The network's random stream.
+    static NET_RNG: RefCell<SmallRng> = RefCell::new(SmallRng::seed_from_u64(0));
+    /// The run's request to its workers.
+    static HALT: Cell<Halt> = const { Cell::new(Halt::Run) };
+    /// Open sections are cut short at this instant (a time-limited run's end plus its grace).
+    static CUT_US: Cell<u64> = const { Cell::new(u64::MAX) };
+    /// Arrivals waiting for a request slot.
+    static ARRIVALS: RefCell<VecDeque<u64>> = const { RefCell::new(VecDeque::new()) };
+    /// Request slots waiting for an arrival.
+    static IDLE: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
+    /// No more arrivals will come.
+    static ARRIVALS_DONE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Resets the simulation's state on this thread: before a run.
+pub fn reset(seed: u64, cut_us: Option<u64>) {
+    SERVER_FREE_AT.with(|c| c.set(0));
+    NET_RNG.with(|r| *r.borrow_mut() = SmallRng::seed_from_u64(seed ^ 0x5EED_0F_4E7));
+    HALT.with(|h| h.set(Halt::Run));
+    CUT_US.with(|c| c.set(cut_us.unwrap_or(u64::MAX)));
+    ARRIVALS.with(|a| a.borrow_mut().clear());
+    IDLE.with(|i| i.borrow_mut().clear());
+    ARRIVALS_DONE.with(|d| d.set(false));
+}
+
+/// Raises the run's request to its workers (it never falls).
+pub fn halt(h: Halt) {
+    HALT.with(|c| c.set(c.get().max(h)));
+}
+
+/// The network and server of a simulated run.
+#[derive(Debug, Clone)]
+pub struct SimNet {
+    /// Round trip of a command, excluding the server's time (ms).
+    rtt: Sampler,
+    /// The server's time per command, µs.
+    service_us: u64,
+    describe: String,
+    /// The virtual clock, µs, mirrored for readers outside the simulation (the recorder, the
+    /// read-backs after a variant).
+    clock: Arc<AtomicU64>,
+}
+
+impl SimNet {
+    /// A network whose round trips follow `rtt` (written as given in `rtt_text`), with a
+    /// server taking `service_us` per command.
+    pub fn new(rtt: Sampler, rtt_text: &str, service_us: u64) -> Self {
+        Self {
+            rtt,
+            service_us,
+            clock: Arc::default(),
+            describe: format!(
+                "simulated: round trip {rtt_text}, server {} per command",
+                crate::units::fmt_us(service_us, crate::units::Style::Compact)
+            ),
+        }
+    }
+}
+
+impl Net for SimNet {
+    fn now_us(&self) -> u64 {
+        self.clock.load(Relaxed)
+    }
+
+    fn virtual_clock(&self) -> Option<Arc<AtomicU64>> {
+        Some(self.clock.clone())
+    }
+
+    async fn call<T: Send>(
+        &self,
+        keys: &Mutex<Keyspace>,
+        f: impl FnOnce(&mut Keyspace, u64) -> T + Send,
+    ) -> T {
+        if !exec::running() {
+            // Outside a simulation (the checks before a run, the read-backs and the cleanup
+            // after it): at once, at the clock's last instant.
+            return f(&mut lock(keys), self.now_us());
+        }
+        let sent = exec::now_us();
+        let rtt =
+            NET_RNG.with(|r| crate::units::ms_to_us(self.rtt.sample_ms(&mut *r.borrow_mut())));
+        let there = rtt / 2;
+        let arrives = sent + there;
+        exec::sleep_until(arrives).await;
+        // One command at a time, in the order they arrive.
+        let start = SERVER_FREE_AT.with(|c| {
+            let start = c.get().max(arrives);
+            c.set(start + self.service_us);
+            start
+        });
+        let out = f(&mut lock(keys), start);
+        exec::sleep_until(start + self.service_us + (rtt - there)).await;
+        out
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+/// The virtual clock's [`Driver`].
+pub struct SimDriver {
+    /// Section rows for `events.csv` (`None`: not written).
+    pub events: Option<mpsc::Sender<EventRow>>,
+}
+
+/// Sleeps until `t_us`, or until the cut if that comes first (then the run stops: `false`).
+async fn sleep_or_cut(t_us: u64) -> bool {
+    if HALT.with(Cell::get) != Halt::Run {
+        return false;
+    }
+    let cut = CUT_US.with(Cell::get);
+    if t_us >= cut {
+        exec::sleep_until(cut).await;
+        halt(Halt::Stop);
+        return false;
+    }
+    exec::sleep_until(t_us).await;
+    HALT.with(Cell::get) == Halt::Run
+}
+
+impl Driver for SimDriver {
+    fn halt(&self) -> Halt {
+        HALT.with(Cell::get)
+    }
+
+    fn sleep_until(&mut self, t_us: u64) -> impl Future<Output = bool> + Send {
+        sleep_or_cut(t_us)
+    }
+
+    fn sleep_until_precise(&mut self, t_us: u64) -> impl Future<Output = bool> + Send {
+        sleep_or_cut(t_us)
+    }
+
+    fn yield_now(&mut self) -> impl Future<Output = ()> + Send {
+        exec::yield_now()
+    }
+
+    fn command<T: Send>(
+        &mut self,
+        command: impl Future<Output = CmdResult<T>> + Send,
+    ) -> impl Future<Output = CmdResult<T>> + Send {
+        command
+    }
+
+    async fn next_arrival(&mut self) -> Option<u64> {
+        loop {
+            if let Some(a) = ARRIVALS.with(|q| q.borrow_mut().pop_front()) {
+                return Some(a);
+            }
+            if ARRIVALS_DONE.with(Cell::get) || HALT.with(Cell::get) != Halt::Run {
+                return None;
+            }
+            IDLE.with(|i| i.borrow_mut().push(exec::current()));
+            exec::Park::default().await;
+        }
+    }
+
+    async fn row(&mut self, row: EventRow) {
+        if let Some(tx) = &self.events {
+            // The simulation runs on its own thread, outside the runtime: blocking is allowed,
+            // and a full channel holds the virtual clock, not the rows.
+            let _ = tx.blocking_send(row);
+        }
+    }
+}
+
+/// An arrival at `at_us` (now): queued for a slot, an idle slot woken; `false` when the
+/// backlog is full (the arrival is dropped).
+pub fn arrive(at_us: u64, backlog: usize) -> bool {
+    let queued = ARRIVALS.with(|q| {
+        let mut q = q.borrow_mut();
+        if q.len() >= backlog {
+            return false;
+        }
+        q.push_back(at_us);
+        true
+    });
+    if queued && let Some(slot) = IDLE.with(|i| i.borrow_mut().pop()) {
+        exec::wake(slot, exec::now_us());
+    }
+    queued
+}
+
+/// No more arrivals: every idle slot is woken to end.
+pub fn arrivals_done() {
+    ARRIVALS_DONE.with(|d| d.set(true));
+    for slot in IDLE.with(|i| std::mem::take(&mut *i.borrow_mut())) {
+        exec::wake(slot, exec::now_us());
+    }
+}
+
+/// What a simulated variant did.
+#[derive(Debug, Clone, Copy)]
+pub struct Simulated {
+    /// The executor's events (task polls) and the virtual instant of the last.
+    pub ran: exec::Ran,
+    /// Wall time the simulation took, s.
+    pub wall_s: f64,
+}
+
+/// Runs the workers of one variant (and the open model's arrivals) to the end on a virtual
+/// clock, on a thread of their own. `clock` is the recorder's virtual clock; the collector's
+/// intervals end every `log_every_us` of virtual time, when `on_tick` is called too (it may
+/// raise the run's halt: Ctrl-C).
+pub fn run_workers<C: crate::store::LockConn>(
+    conns: Vec<C>,
+    ctx: &std::sync::Arc<crate::engine::worker::WorkerCtx>,
+    plan: &crate::profile::Plan,
+    clock: &std::sync::Arc<std::sync::atomic::AtomicU64>,
+    events: Option<mpsc::Sender<EventRow>>,
+    collector: &crate::engine::collector::Collector,
+    log_every_us: u64,
+    on_tick: impl FnMut(u64) -> Option<Halt> + Send,
+) -> anyhow::Result<Simulated> {
+    let cut_us = plan
+        .run_time()
+        .map(|d| (d + crate::engine::runner::end_grace(plan.ttl_ms)).as_micros() as u64);
+    let length_us = plan.run_time().unwrap_or_default().as_micros() as u64;
+    let mut on_tick = on_tick;
+    let t0 = std::time::Instant::now();
+    let ran = std::thread::scope(|s| {
+        s.spawn(move || {
+            reset(plan.seed, cut_us);
+            let mut tasks: Vec<exec::Task> = Vec::with_capacity(conns.len() + 1);
+            for (id, conn) in conns.into_iter().enumerate() {
+                let drv = SimDriver {
+                    events: events.clone(),
+                };
+                tasks.push(Box::pin(crate::engine::worker::run_worker(
+                    id,
+                    conn,
+                    ctx.clone(),
+                    drv,
+                )));
+            }
+            if let Some(arrivals) = plan.arrivals {
+                let rec = ctx.recorder.clone();
+                let seed = ctx.seed;
+                tasks.push(Box::pin(async move {
+                    let counts = &rec.counters.counts;
+                    for at in arrivals.schedule(length_us, seed) {
+                        let at_us = at.as_micros() as u64;
+                        if at_us > exec::now_us() {
+                            exec::sleep_until(at_us).await;
+                        }
+                        if HALT.with(Cell::get) != Halt::Run {
+                            break;
+                        }
+                        counts
+                            .requests
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if !arrive(at_us, crate::engine::runner::ARRIVAL_BACKLOG) {
+                            counts
+                                .dropped_arrivals
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    arrivals_done();
+                }));
+            }
+            let ticker = collector.ticker();
+            exec::run(tasks, clock, log_every_us, |t| {
+                ticker.tick(std::time::Duration::from_micros(t));
+                if let Some(h) = on_tick(t) {
+                    halt(h);
+                }
+                true
+            })
+        })
+        .join()
+    })
+    .map_err(|_| anyhow::anyhow!("the simulation panicked"))?;
+    Ok(Simulated {
+        ran,
+        wall_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
+/// The windows of a simulated variant's fault schedule, as scheduled (only holder crashes can
+/// be simulated: they are the workers' part), clipped to its end at `end_us`.
+pub fn fault_windows(
+    faults: &[crate::faults::Fault],
+    end_us: u64,
+) -> Vec<crate::faults::FaultWindow> {
+    faults
+        .iter()
+        .filter(|f| f.at_us < end_us)
+        .map(|f| crate::faults::FaultWindow {
+            kind: f.kind.name().to_string(),
+            start_ms: f.at_us as f64 / 1000.0,
+            end_ms: f.end_us().min(end_us) as f64 / 1000.0,
+            detail: crate::faults::detail(f),
+            error: String::new(),
+        })
+        .collect()
+}
