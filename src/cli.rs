@@ -114,6 +114,10 @@ pub struct WorkloadArgs {
     /// [profile: sim_service; default 0.005ms].
     #[arg(long)]
     pub sim_service: Option<String>,
+    /// How late each timer fires in a simulated run, a distribution: a real runtime's timer
+    /// is late by about its tick (tokio: ~1 ms) [profile: sim_timer; default constant(0ms)].
+    #[arg(long)]
+    pub sim_timer: Option<String>,
     /// Time allowed for one Redis reply before it counts as a timeout error, with unit
     /// [profile: command_timeout; default 10s].
     #[arg(long)]
@@ -201,6 +205,11 @@ pub struct WorkloadArgs {
     /// at the cost of a busy core) [profile: timer; default tokio].
     #[arg(long)]
     pub timer: Option<String>,
+    /// all (a row per section in events.csv) or none (no events.csv and no charts: for a long
+    /// simulated run; every figure is still in summary.json and the .hgrm/.hlog files)
+    /// [profile: events; default all].
+    #[arg(long)]
+    pub events: Option<String>,
     /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
     /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
@@ -300,6 +309,7 @@ impl WorkloadArgs {
             memory_rtt: self.memory_rtt.clone(),
             sim_rtt: self.sim_rtt.clone(),
             sim_service: self.sim_service.clone(),
+            sim_timer: self.sim_timer.clone(),
             command_timeout: self.command_timeout.clone(),
             give_up_after: self.give_up_after.clone(),
             resource: self.resource.then_some(true),
@@ -316,6 +326,7 @@ impl WorkloadArgs {
             arrivals: self.arrivals.clone(),
             max_in_flight: self.max_in_flight,
             timer: self.timer.clone(),
+            events: self.events.clone(),
             redis_server: match self.redis_server.len() {
                 0 => None,
                 1 => Some(crate::profile::OneOrMany::One(self.redis_server[0].clone())),

@@ -83,6 +83,8 @@ pub struct Profile {
     pub sim_rtt: Option<String>,
     /// The simulated server's time per command.
     pub sim_service: Option<String>,
+    /// How late a simulated timer fires: a distribution.
+    pub sim_timer: Option<String>,
     /// Time allowed for one reply before it counts as a timeout error.
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
@@ -130,6 +132,8 @@ pub struct Profile {
     pub max_in_flight: Option<usize>,
     /// How a section waits for its end: `tokio` or `precise`.
     pub timer: Option<String>,
+    /// Which sections get an `events.csv` row: `all` or `none` (a long simulated run).
+    pub events: Option<String>,
 }
 
 /// How a section waits for its end.
@@ -395,6 +399,9 @@ pub struct Plan {
     pub max_in_flight: usize,
     /// How a section waits for its end.
     pub timer: Timer,
+    /// Every section gets an `events.csv` row (`false`: no `events.csv`, no report; the
+    /// figures are in `summary.json` and the histograms).
+    pub events: bool,
     /// Connection mode.
     pub connection: ConnectionMode,
     /// Seed.
@@ -413,6 +420,11 @@ pub struct Plan {
     pub sim_rtt: Dist,
     /// The simulated server's time per command, µs.
     pub sim_service_us: u64,
+    /// How late a simulated timer fires (ms; `None`: on time).
+    #[serde(skip)]
+    pub sim_timer: Option<crate::dist::Sampler>,
+    /// `sim_timer` as given.
+    pub sim_timer_text: String,
     /// Reply timeout, µs.
     pub command_timeout_us: u64,
     /// Connect timeout, µs.
@@ -481,6 +493,7 @@ macro_rules! profile_fields {
             memory_rtt,
             sim_rtt,
             sim_service,
+            sim_timer,
             command_timeout,
             connect_timeout,
             give_up_after,
@@ -499,7 +512,8 @@ macro_rules! profile_fields {
             redis_server,
             arrivals,
             max_in_flight,
-            timer
+            timer,
+            events
         )
     };
 }
@@ -776,6 +790,11 @@ impl Profile {
         }
         let pause = dist("pause", &self.pause, "constant(0ms)")?;
         let sim_rtt = dist("sim_rtt", &self.sim_rtt, DEFAULT_SIM_RTT)?;
+        let sim_timer_text = self
+            .sim_timer
+            .clone()
+            .unwrap_or_else(|| "constant(0ms)".to_string());
+        let sim_timer = dist("sim_timer", &self.sim_timer, "constant(0ms)")?;
         let dist = dist("dist", &self.dist, "constant(10ms)")?;
         let think = dist_think(&self.think)?;
         let memory_rtt_us = dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
@@ -965,6 +984,16 @@ impl Profile {
                 ));
             }
         };
+        let events = match self.events.as_deref().unwrap_or("all") {
+            "all" => true,
+            "none" => false,
+            other => {
+                return Err(err(
+                    "events",
+                    format!("`{other}` is not an events setting: use \"all\" or \"none\""),
+                ));
+            }
+        };
         let crash_between = self.crash_between.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&crash_between) {
             return Err(err(
@@ -978,6 +1007,9 @@ impl Profile {
         let think = load("think", think)?.scaled(scale);
         // Round trips are the network's: not scaled.
         let sim_rtt = load("sim_rtt", sim_rtt)?;
+        let sim_timer = load("sim_timer", sim_timer)?;
+        let sim_timer =
+            (!matches!(sim_timer, Dist::Constant { ms } if ms == 0.0)).then(|| sim_timer.sampler());
         if let Some(median) = dist.quantile(0.5)
             && median > 0.0
             && median < 5.0
@@ -1015,6 +1047,7 @@ impl Profile {
             arrivals,
             max_in_flight,
             timer,
+            events,
             connection,
             seed: self.seed.unwrap_or(1),
             backend,
@@ -1023,6 +1056,8 @@ impl Profile {
             sim_rtt_text,
             sim_rtt,
             sim_service_us,
+            sim_timer,
+            sim_timer_text,
             command_timeout_us,
             connect_timeout_us,
             give_up_after_us,

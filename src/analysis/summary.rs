@@ -179,6 +179,10 @@ pub struct Summary {
     /// The binary of the server this variant ran on, when lockbench started it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_binary: Option<String>,
+    /// A simulated run: `elapsed_s` is simulated time; this says how long it took and what
+    /// the model was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulated: Option<SimFigures>,
     /// The fault windows as they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultWindow>,
@@ -348,6 +352,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         stuck_locks: 0,
         faults: Vec::new(),
         server_binary: None,
+        simulated: None,
         per_key: m
             .per_key
             .iter()
@@ -450,4 +455,23 @@ mod tests {
         );
         assert_eq!(s.throughput_per_s, 0.0);
     }
+}
+
+/// How a simulated variant ran ([`Summary::simulated`]).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SimFigures {
+    /// Wall time the simulation took, s.
+    pub wall_s: f64,
+    /// Simulated seconds per wall second.
+    pub simulated_s_per_wall_s: f64,
+    /// Events the executor processed (task wake-ups).
+    pub events: u64,
+    /// Events per wall second.
+    pub events_per_wall_s: f64,
+    /// The round-trip distribution of a command, as given.
+    pub round_trip: String,
+    /// The simulated server's time per command, µs.
+    pub service_us: u64,
+    /// How late a simulated timer fires, as given.
+    pub timer: String,
 }

@@ -74,7 +74,17 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
     }
     let outcome = result?;
     // Charts and report.html, from the files just written (as `lockbench report` would).
-    let report = crate::report::render_after_run(&outcome.dir).err();
+    let report = if outcome.manifest.profile.events {
+        crate::report::render_after_run(&outcome.dir).err()
+    } else {
+        if !opts.quiet {
+            eprintln!(
+                "notice: no events.csv and no charts (events = \"none\"); every figure is in \
+                 summary.json, summary.csv and the .hgrm/.hlog files"
+            );
+        }
+        None
+    };
     finish(outcome, report, opts.quiet)
 }
 
@@ -102,6 +112,18 @@ fn finish(
         }
         for c in &m.skipped {
             println!("not run: {}: {}", c.variant, c.reason);
+        }
+        for v in &outcome.summaries {
+            if let Some(sim) = &v.simulated {
+                println!(
+                    "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s)",
+                    v.variant,
+                    crate::units::fmt_us((v.elapsed_s * 1e6) as u64, crate::units::Style::Compact),
+                    sim.wall_s,
+                    sim.simulated_s_per_wall_s,
+                    sim.events_per_wall_s / 1e6
+                );
+            }
         }
         let scale = outcome.manifest.profile.time_scale;
         if scale != 1.0 {

@@ -126,10 +126,11 @@ impl Recorder {
     }
 
     /// A recorder on a simulated run's virtual clock (µs, advanced by the simulator).
-    pub fn new_virtual(keys: usize, workers: usize, clock: Arc<AtomicU64>) -> Self {
+    /// One stripe: the simulation records from one thread.
+    pub fn new_virtual(keys: usize, clock: Arc<AtomicU64>) -> Self {
         Self {
             virtual_now: Some(clock),
-            ..Self::new(keys, workers)
+            ..Self::new(keys, 1)
         }
     }
 

@@ -249,7 +249,8 @@ pub async fn run_on<K: Connector>(
     };
     results::write_json(&dir.join("manifest.json"), &manifest)?;
 
-    let events = EventsWriter::start(&dir.join("events.csv"))?;
+    // Without rows (`events = "none"`) the writer goes to a sink: no events.csv at all.
+    let events = EventsWriter::start(&dir.join("events.csv"), plan.events)?;
     let mut summaries = Vec::new();
     // Per target: every key its variants may have written, and their companions.
     let mut written_keys: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
@@ -598,7 +599,7 @@ async fn run_variant<K: Connector>(
     // A simulated store runs its variants on the simulator's virtual clock.
     let sim_clock = connector.virtual_clock();
     let recorder = Arc::new(match &sim_clock {
-        Some(clock) => Recorder::new_virtual(plan.keys, slots, clock.clone()),
+        Some(clock) => Recorder::new_virtual(plan.keys, clock.clone()),
         None => Recorder::new(plan.keys, slots),
     });
     let offset = SystemTime::now()
@@ -677,7 +678,7 @@ async fn run_variant<K: Connector>(
                 &ctx,
                 plan,
                 clock,
-                Some(events.clone()),
+                plan.events.then(|| events.clone()),
                 &collector,
                 sim_log_interval_us(plan, env.opts),
                 |_| {
@@ -824,6 +825,18 @@ async fn run_variant<K: Connector>(
     let mut summary = summarize(meta, &recorder.measured(), &hists);
     summary.faults = faults;
     summary.server_binary = env.server.binary.clone();
+    summary.simulated = simulated.map(|s| {
+        let wall_s = s.wall_s.max(1e-9);
+        crate::analysis::summary::SimFigures {
+            wall_s: s.wall_s,
+            simulated_s_per_wall_s: elapsed_s / wall_s,
+            events: s.ran.events,
+            events_per_wall_s: s.ran.events as f64 / wall_s,
+            round_trip: plan.sim_rtt_text.clone(),
+            service_us: plan.sim_service_us,
+            timer: plan.sim_timer_text.clone(),
+        }
+    });
     summary.stuck_locks = stuck_locks;
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash
@@ -889,7 +902,7 @@ async fn run_real<C: LockConn>(
             halt: local_rx.clone(),
             precise: plan.timer == crate::profile::Timer::Precise,
             arrivals: arrivals.clone(),
-            events: Some(events.clone()),
+            events: plan.events.then(|| events.clone()),
         };
         set.spawn(run_worker(id, conn, ctx.clone(), drv));
     }
@@ -969,7 +982,7 @@ async fn run_real<C: LockConn>(
                 on_signal(*signals.borrow_and_update(), &mut stop_reason);
             }
             _ = tick.tick() => {
-                update_bar(&bar, plan, &recorder);
+                update_bar(&bar, plan, recorder);
                 if let Some(d) = deadline {
                     let cut = *cut_at.get_or_insert(d + grace);
                     if Instant::now() >= cut {

@@ -24,7 +24,7 @@ thread_local! {
     static NOW: Cell<u64> = const { Cell::new(0) };
     static CURRENT: Cell<u32> = const { Cell::new(0) };
     static SEQ: Cell<u64> = const { Cell::new(0) };
-    static TIMERS: RefCell<BinaryHeap<Timer>> = RefCell::new(BinaryHeap::new());
+    static TIMERS: RefCell<BinaryHeap<Timer>> = const { RefCell::new(BinaryHeap::new()) };
     static RUNNING: Cell<bool> = const { Cell::new(false) };
 }
 
@@ -166,10 +166,7 @@ pub fn run(
     }
     let every_us = every_us.max(1);
     let mut next_hook = every_us;
-    loop {
-        let Some(Reverse((t, _, id))) = TIMERS.with(|h| h.borrow_mut().pop()) else {
-            break;
-        };
+    while let Some(Reverse((t, _, id))) = TIMERS.with(|h| h.borrow_mut().pop()) {
         while t >= next_hook {
             NOW.with(|n| n.set(next_hook));
             clock.store(next_hook, Relaxed);

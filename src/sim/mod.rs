@@ -47,7 +47,7 @@ thread_local! {
 /// Resets the simulation's state on this thread: before a run.
 pub fn reset(seed: u64, cut_us: Option<u64>) {
     SERVER_FREE_AT.with(|c| c.set(0));
-    NET_RNG.with(|r| *r.borrow_mut() = SmallRng::seed_from_u64(seed ^ 0x5EED_0F_4E7));
+    NET_RNG.with(|r| *r.borrow_mut() = SmallRng::seed_from_u64(seed ^ 0x0005_EED0_F4E7));
     HALT.with(|h| h.set(Halt::Run));
     CUT_US.with(|c| c.set(cut_us.unwrap_or(u64::MAX)));
     ARRIVALS.with(|a| a.borrow_mut().clear());
@@ -134,6 +134,16 @@ impl Net for SimNet {
 pub struct SimDriver {
     /// Section rows for `events.csv` (`None`: not written).
     pub events: Option<mpsc::Sender<EventRow>>,
+    /// How late a timer fires (ms), as a real runtime's timer does (`None`: on time).
+    pub timer: Option<Sampler>,
+}
+
+impl SimDriver {
+    fn late_us(&self) -> u64 {
+        self.timer.as_ref().map_or(0, |t| {
+            NET_RNG.with(|r| crate::units::ms_to_us(t.sample_ms(&mut *r.borrow_mut())))
+        })
+    }
 }
 
 /// Sleeps until `t_us`, or until the cut if that comes first (then the run stops: `false`).
@@ -157,11 +167,11 @@ impl Driver for SimDriver {
     }
 
     fn sleep_until(&mut self, t_us: u64) -> impl Future<Output = bool> + Send {
-        sleep_or_cut(t_us)
+        sleep_or_cut(t_us + self.late_us())
     }
 
     fn sleep_until_precise(&mut self, t_us: u64) -> impl Future<Output = bool> + Send {
-        sleep_or_cut(t_us)
+        sleep_or_cut(t_us + self.late_us())
     }
 
     fn yield_now(&mut self) -> impl Future<Output = ()> + Send {
@@ -235,6 +245,7 @@ pub struct Simulated {
 /// clock, on a thread of their own. `clock` is the recorder's virtual clock; the collector's
 /// intervals end every `log_every_us` of virtual time, when `on_tick` is called too (it may
 /// raise the run's halt: Ctrl-C).
+#[allow(clippy::too_many_arguments)]
 pub fn run_workers<C: crate::store::LockConn>(
     conns: Vec<C>,
     ctx: &std::sync::Arc<crate::engine::worker::WorkerCtx>,
@@ -258,6 +269,7 @@ pub fn run_workers<C: crate::store::LockConn>(
             for (id, conn) in conns.into_iter().enumerate() {
                 let drv = SimDriver {
                     events: events.clone(),
+                    timer: plan.sim_timer.clone(),
                 };
                 tasks.push(Box::pin(crate::engine::worker::run_worker(
                     id,
