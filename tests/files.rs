@@ -261,7 +261,7 @@ fn full_disk_errors_name_the_file() {
     );
 
     // events.csv: the row fits in the buffer, so the error appears at the final flush.
-    let w = EventsWriter::start(&dir.join("events.csv")).unwrap();
+    let w = EventsWriter::start(&dir.join("events.csv"), true).unwrap();
     w.tx.blocking_send(row()).unwrap();
     assert_names(&w.finish().unwrap_err(), "events.csv");
 
