@@ -41,6 +41,10 @@ pub enum Command {
     /// run skips this check: exact overlap keeps every section's interval in memory, which
     /// grows with the run's length, while drawing alone does not.
     Report(crate::commands::report::ReportArgs),
+    /// Compare a simulated run with a real one of the same profile and seed: overruns, stale
+    /// releases, wrongful deletes and overlap incidents per section, and the overlap-time
+    /// fraction, each with the 99 % interval of the difference (exit 1 when one disagrees).
+    Crosscheck(crate::sim::crosscheck::CrosscheckArgs),
 }
 
 /// Workload flags; each overrides the profile's field of the same name.
@@ -118,6 +122,11 @@ pub struct WorkloadArgs {
     /// is late by about its tick (tokio: ~1 ms) [profile: sim_timer; default constant(0ms)].
     #[arg(long)]
     pub sim_timer: Option<String>,
+    /// A real run's directory: simulate with the round trips and timer lateness it measured
+    /// (from its events.csv; --sim-rtt or --sim-timer, when given, win), to check the
+    /// simulation against it or extend it [profile: sim_from].
+    #[arg(long)]
+    pub sim_from: Option<String>,
     /// Time allowed for one Redis reply before it counts as a timeout error, with unit
     /// [profile: command_timeout; default 10s].
     #[arg(long)]
@@ -310,6 +319,7 @@ impl WorkloadArgs {
             sim_rtt: self.sim_rtt.clone(),
             sim_service: self.sim_service.clone(),
             sim_timer: self.sim_timer.clone(),
+            sim_from: self.sim_from.clone(),
             command_timeout: self.command_timeout.clone(),
             give_up_after: self.give_up_after.clone(),
             resource: self.resource.then_some(true),
@@ -438,5 +448,6 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Demo(a) => commands::demo::run(a).await,
         Command::Recommend(a) => crate::recommend::run_recommend(&a),
         Command::Report(a) => commands::report::run(&a),
+        Command::Crosscheck(a) => crate::sim::crosscheck::run(&a),
     }
 }

@@ -85,6 +85,9 @@ pub struct Profile {
     pub sim_service: Option<String>,
     /// How late a simulated timer fires: a distribution.
     pub sim_timer: Option<String>,
+    /// A real run's directory whose measured round trips and timer lateness the simulation
+    /// uses (in place of `sim_rtt` and `sim_timer`; `sim_service` then defaults to 0).
+    pub sim_from: Option<String>,
     /// Time allowed for one reply before it counts as a timeout error.
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
@@ -494,6 +497,7 @@ macro_rules! profile_fields {
             sim_rtt,
             sim_service,
             sim_timer,
+            sim_from,
             command_timeout,
             connect_timeout,
             give_up_after,
@@ -1007,7 +1011,30 @@ impl Profile {
         let think = load("think", think)?.scaled(scale);
         // Round trips are the network's: not scaled.
         let sim_rtt = load("sim_rtt", sim_rtt)?;
-        let sim_timer = load("sim_timer", sim_timer)?;
+        let mut sim_timer = load("sim_timer", sim_timer)?;
+        let (mut sim_rtt, mut sim_rtt_text, mut sim_timer_text) =
+            (sim_rtt, sim_rtt_text, sim_timer_text);
+        let mut sim_service_us = sim_service_us;
+        if let Some(from) = &self.sim_from {
+            let dir = match base {
+                Some(b) if !Path::new(from).is_absolute() => b.join(from),
+                _ => std::path::PathBuf::from(from),
+            };
+            let m = crate::sim::measured(&dir).map_err(|e| err("sim_from", format!("{e:#}")))?;
+            // What sim_rtt and sim_timer leave unset.
+            if self.sim_rtt.is_none() {
+                sim_rtt_text = format!("measured by {from} ({} release round trips)", m.rtt_n);
+                sim_rtt = m.rtt;
+            }
+            if self.sim_timer.is_none() {
+                sim_timer_text = format!("measured by {from} ({} sections)", m.timer_n);
+                sim_timer = m.timer;
+            }
+            if self.sim_service.is_none() {
+                // The measured round trips already include the server's time.
+                sim_service_us = 0;
+            }
+        }
         let sim_timer =
             (!matches!(sim_timer, Dist::Constant { ms } if ms == 0.0)).then(|| sim_timer.sampler());
         if let Some(median) = dist.quantile(0.5)

@@ -11,6 +11,7 @@
 //! - What is recorded goes through the same recorder, counts, overlap trackers, histograms and
 //!   `events.csv` as a real run; the interval logs are cut on the virtual clock.
 
+pub mod crosscheck;
 pub mod exec;
 
 use crate::dist::Sampler;
@@ -338,4 +339,61 @@ pub fn fault_windows(
             error: String::new(),
         })
         .collect()
+}
+
+/// The network and timer a real run measured, for simulating the same profile
+/// (`sim_from = "DIR"`): every command round trip of a release (`release_latency_us`), and
+/// every section's timer lateness (its duration beyond the intended one, pauses aside), read
+/// from `DIR/events.csv`, as empirical distributions.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Round trips.
+    pub rtt: crate::dist::Dist,
+    /// How many.
+    pub rtt_n: usize,
+    /// Timer lateness.
+    pub timer: crate::dist::Dist,
+    /// How many.
+    pub timer_n: usize,
+}
+
+/// Reads [`Measured`] from a real run's directory.
+pub fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
+    use crate::analysis::counts::{CRASHED, UNLOCKED};
+    let path = dir.join("events.csv");
+    if !path.is_file() {
+        anyhow::bail!(
+            "{} has no events.csv: give the directory of a real run (results/<run-id>/) made with events = \"all\"",
+            dir.display()
+        );
+    }
+    let (mut rtt, mut timer) = (Vec::new(), Vec::new());
+    crate::results::events::for_each_event(&path, |r| {
+        if r.outcome != UNLOCKED && r.outcome != CRASHED && !r.outcome.starts_with("error") {
+            rtt.push(r.release_latency_us as f64 / 1000.0);
+        }
+        if !r.interrupted && !r.aborted && r.outcome != CRASHED {
+            let late = r.duration_us.saturating_sub(r.intended_us + r.pause_us);
+            timer.push(late as f64 / 1000.0);
+        }
+    })?;
+    if rtt.is_empty() || timer.is_empty() {
+        anyhow::bail!("{} has no completed section to measure", path.display());
+    }
+    let empirical = |mut v: Vec<f64>, column: &str| {
+        v.sort_by(f64::total_cmp);
+        crate::dist::Dist::Empirical(crate::dist::Empirical {
+            file: path.display().to_string(),
+            column: column.to_string(),
+            unit: crate::inputs::Unit::Us,
+            scale: 1.0,
+            values: Some(std::sync::Arc::new(v)),
+        })
+    };
+    Ok(Measured {
+        rtt_n: rtt.len(),
+        timer_n: timer.len(),
+        rtt: empirical(rtt, "release_latency_us"),
+        timer: empirical(timer, "duration_us - intended_us"),
+    })
 }

@@ -1,0 +1,177 @@
+//! Does a simulated run say what the real one measured? The figures the simulation exists to
+//! extrapolate — overruns, stale releases, wrongful deletes and overlap incidents per section,
+//! and the share of held time that two holders overlapped — compared variant by variant, each
+//! with the 99 % interval of its difference. The intervals hold together: with m figures
+//! compared, each is a 1 − 0.01/m interval (Bonferroni), so a correct model fails the whole
+//! comparison at most 1 time in 100.
+//!
+//! - A per-section rate k/n is a binomial proportion: the two runs agree when
+//!   |p₁ − p₂| ≤ z·√(p̃₁(1−p̃₁)/n₁ + p̃₂(1−p̃₂)/n₂), with p̃ = (k + ½)/(n + 1) so that
+//!   zero counts still have a spread.
+//! - The overlap-time fraction is the sum of the overlap stretches over the time held
+//!   (sections × mean duration). Its spread is that of a sum of n stretches whose lengths vary
+//!   about as much as their mean (coefficient of variation 1): relative error √(2/n), n the
+//!   stretches (n + 1 when none, so a zero still has a spread).
+
+use crate::analysis::summary::Summary;
+
+/// Family-wise confidence of the comparison.
+pub const CONFIDENCE: f64 = 0.99;
+
+/// One figure of one variant in both runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agreement {
+    /// The variant.
+    pub variant: String,
+    /// The figure's name.
+    pub figure: &'static str,
+    /// In the real run.
+    pub real: f64,
+    /// In the simulated run.
+    pub sim: f64,
+    /// Half-width of the interval of the difference (simultaneous 99 % with the others).
+    pub margin: f64,
+}
+
+impl Agreement {
+    /// The difference lies within its 99 % interval.
+    pub fn agrees(&self) -> bool {
+        (self.real - self.sim).abs() <= self.margin
+    }
+}
+
+fn rate(k: u64, n: u64) -> (f64, f64) {
+    let p = if n == 0 { 0.0 } else { k as f64 / n as f64 };
+    let q = (k as f64 + 0.5) / (n as f64 + 1.0);
+    (p, q * (1.0 - q) / (n.max(1) as f64))
+}
+
+/// The figures of `real` and `sim`, variant by variant (matched by name; a variant missing
+/// from either is left out).
+pub fn compare(real: &[Summary], sim: &[Summary]) -> Vec<Agreement> {
+    let mut out = Vec::new();
+    for r in real {
+        let Some(s) = sim.iter().find(|s| s.variant == r.variant) else {
+            continue;
+        };
+        let rates: [(&'static str, fn(&Summary) -> u64); 4] = [
+            ("overruns per section", |x| x.counts.overruns),
+            ("stale releases per section", |x| x.counts.stale_releases),
+            ("wrongful deletes per section", |x| {
+                x.counts.wrongful_deletes
+            }),
+            ("overlap incidents per section", |x| x.overlap_incidents),
+        ];
+        for (figure, k) in rates {
+            let (p1, v1) = rate(k(r), r.counts.sections);
+            let (p2, v2) = rate(k(s), s.counts.sections);
+            out.push(Agreement {
+                variant: r.variant.clone(),
+                figure,
+                real: p1,
+                sim: p2,
+                margin: (v1 + v2).sqrt(),
+            });
+        }
+        let fraction = |x: &Summary| -> (f64, f64) {
+            let held = x.counts.sections as f64 * x.duration_ms.mean;
+            let f = if held > 0.0 { x.overlap_ms / held } else { 0.0 };
+            let n = x.overlap_stretch_ms.count;
+            // The spread of a zero: as if one stretch of the mean's size had been seen.
+            let spread = if n == 0 {
+                x.duration_ms.mean.min(1.0) / held.max(1.0)
+            } else {
+                f * (2.0 / n as f64).sqrt()
+            };
+            (f, spread)
+        };
+        let ((f1, e1), (f2, e2)) = (fraction(r), fraction(s));
+        out.push(Agreement {
+            variant: r.variant.clone(),
+            figure: "overlap-time fraction",
+            real: f1,
+            sim: f2,
+            margin: (e1 * e1 + e2 * e2).sqrt(),
+        });
+    }
+    // Standard errors so far; now the simultaneous interval's z.
+    let m = out.len().max(1) as f64;
+    let z = crate::math::normal_quantile(1.0 - (1.0 - CONFIDENCE) / (2.0 * m));
+    for a in &mut out {
+        a.margin *= z;
+    }
+    out
+}
+
+/// The comparison as a table: figure, real, simulated, difference, 99 % margin, verdict.
+pub fn table(rows: &[Agreement]) -> String {
+    let mut t = format!(
+        "{:<16} {:<30} {:>12} {:>12} {:>12} {:>12}  {}\n",
+        "variant", "figure", "real", "simulated", "difference", "margin", "agree"
+    );
+    for a in rows {
+        t.push_str(&format!(
+            "{:<16} {:<30} {:>12.6} {:>12.6} {:>12.6} {:>12.6}  {}\n",
+            a.variant,
+            a.figure,
+            a.real,
+            a.sim,
+            a.sim - a.real,
+            a.margin,
+            if a.agrees() { "yes" } else { "NO" }
+        ));
+    }
+    t
+}
+
+/// `lockbench crosscheck REAL SIM`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CrosscheckArgs {
+    /// The real run's directory (results/<run-id>/).
+    pub real: std::path::PathBuf,
+    /// The simulated run's directory, same profile and seed.
+    pub sim: std::path::PathBuf,
+}
+
+fn summaries(dir: &std::path::Path) -> anyhow::Result<Vec<Summary>> {
+    let path = dir.join("summary.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        crate::exit::BadInput(format!(
+            "cannot read {}: {e} (give two run directories, results/<run-id>/)",
+            path.display()
+        ))
+    })?;
+    let file: crate::results::SummaryFile = serde_json::from_str(&text)
+        .map_err(|e| crate::exit::BadInput(format!("{} is not a summary: {e}", path.display())))?;
+    Ok(file.variants)
+}
+
+/// Prints the comparison; exit 0 when every figure agrees, 1 when one does not, 2 on bad
+/// input (a directory without a summary, or no variant in common).
+pub fn run(args: &CrosscheckArgs) -> anyhow::Result<i32> {
+    let (real, sim) = (summaries(&args.real)?, summaries(&args.sim)?);
+    let rows = compare(&real, &sim);
+    if rows.is_empty() {
+        return Err(crate::exit::BadInput(format!(
+            "{} and {} have no variant in common",
+            args.real.display(),
+            args.sim.display()
+        ))
+        .into());
+    }
+    print!("{}", table(&rows));
+    let bad = rows.iter().filter(|a| !a.agrees()).count();
+    if bad == 0 {
+        println!(
+            "every figure agrees (intervals simultaneous at 99 % over {} figures)",
+            rows.len()
+        );
+        Ok(crate::exit::OK)
+    } else {
+        println!(
+            "{bad} figure(s) disagree (intervals simultaneous at 99 % over {} figures)",
+            rows.len()
+        );
+        Ok(crate::exit::FAILED)
+    }
+}
