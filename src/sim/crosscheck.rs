@@ -40,6 +40,9 @@ impl Agreement {
     }
 }
 
+/// A count of a summary.
+type Count = fn(&Summary) -> u64;
+
 fn rate(k: u64, n: u64) -> (f64, f64) {
     let p = if n == 0 { 0.0 } else { k as f64 / n as f64 };
     let q = (k as f64 + 0.5) / (n as f64 + 1.0);
@@ -54,7 +57,7 @@ pub fn compare(real: &[Summary], sim: &[Summary]) -> Vec<Agreement> {
         let Some(s) = sim.iter().find(|s| s.variant == r.variant) else {
             continue;
         };
-        let rates: [(&'static str, fn(&Summary) -> u64); 4] = [
+        let rates: [(&'static str, Count); 4] = [
             ("overruns per section", |x| x.counts.overruns),
             ("stale releases per section", |x| x.counts.stale_releases),
             ("wrongful deletes per section", |x| {
