@@ -46,6 +46,9 @@ pub struct RunOptions {
     pub force: bool,
     /// What the fault schedule breaks things with (from the backend).
     pub faults: crate::faults::FaultControl,
+    /// This process is one agent of a multi-agent run: its run id, global worker ids, the
+    /// start and end barriers through the target.
+    pub agent: Option<Arc<crate::agent::barrier::Agent>>,
 }
 
 impl Default for RunOptions {
@@ -60,6 +63,7 @@ impl Default for RunOptions {
             profile_file: None,
             force: false,
             faults: Default::default(),
+            agent: None,
         }
     }
 }
@@ -147,7 +151,11 @@ pub async fn run_on<K: Connector>(
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();
     let started = SystemTime::now();
-    let run_id = results::run_id(started);
+    // The agents of one run share its id, hence its key prefix: they contend for the same keys.
+    let run_id = match &opts.agent {
+        Some(a) => a.spec().run_id.clone(),
+        None => results::run_id(started),
+    };
     // Computed before the support checks, whose probes touch only keys under it.
     let prefix = format!("lockbench:{run_id}");
     let several = targets.len() > 1;
@@ -215,7 +223,18 @@ pub async fn run_on<K: Connector>(
         .out_dir
         .clone()
         .unwrap_or_else(|| opts.results_root.join(&run_id));
+    let existed = dir.exists();
     results::prepare_dir(&dir, opts.force)?;
+    if let Some(agent) = &opts.agent {
+        let workload = crate::agent::workload_fingerprint(&serde_json::to_value(plan)?);
+        if let Err(e) = agent.join(&workload, &mut signals).await {
+            // Nothing was written: leave no empty directory behind.
+            if !existed {
+                let _ = std::fs::remove_dir(&dir);
+            }
+            return Err(e);
+        }
+    }
     let mut manifest = Manifest {
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.clone(),
@@ -245,6 +264,7 @@ pub async fn run_on<K: Connector>(
         failure: None,
         leftover_keys: None,
         cleanup_removed_locks: 0,
+        agent: opts.agent.as_ref().map(|a| a.record()),
     };
     results::write_json(&dir.join("manifest.json"), &manifest)?;
 
@@ -302,6 +322,19 @@ pub async fn run_on<K: Connector>(
         failure.get_or_insert(e);
     }
 
+    // An agent whose peers may still be running leaves its lock keys to expire: removing them
+    // would pull locks from under a peer's holders.
+    if let Some(agent) = opts.agent.as_ref().filter(|a| !a.peers_finished()) {
+        for keys in &mut written_keys {
+            keys.clear();
+        }
+        if !summaries.is_empty() {
+            eprintln!(
+                "warning: {agent:?}: its lock keys are left to expire (within the TTL) instead of \
+                 being removed"
+            );
+        }
+    }
     // Locks first, counted: every lock a SET created ends exactly once, and these are the ones
     // the cleanup ended.
     let mut leftover = Vec::new();
@@ -329,6 +362,10 @@ pub async fn run_on<K: Connector>(
         manifest.leftover_keys = Some(leftover.len());
     }
 
+    if let Some(agent) = &opts.agent {
+        agent.leave().await;
+        manifest.agent = Some(agent.record());
+    }
     if summaries.is_empty() {
         // Nothing was measured: no summary to write.
         return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
@@ -336,6 +373,8 @@ pub async fn run_on<K: Connector>(
     let summary_file = SummaryFile {
         run_id: run_id.clone(),
         variants: summaries.clone(),
+        agent: manifest.agent.clone(),
+        merged: None,
     };
     results::write_json(&dir.join("summary.json"), &summary_file)?;
     results::write_summary_csv_file(&dir, &summaries)?;
@@ -594,10 +633,20 @@ async fn run_variant<K: Connector>(
             })?,
         });
     }
-    let recorder = Arc::new(Recorder::new(plan.keys, slots));
+    let mut recorder = Recorder::new(plan.keys, slots);
+    let mut signals = env.signals.clone();
+    // Agents start together: time zero is the instant every agent agreed on.
+    if let Some(agent) = &env.opts.agent {
+        agent.wait_for_start(&mut signals).await?;
+        recorder.start = Instant::now();
+    }
+    let recorder = Arc::new(recorder);
     let offset = SystemTime::now()
         .duration_since(env.base)
         .unwrap_or_default();
+    if let Some(agent) = &env.opts.agent {
+        agent.started(recorder.start, offset);
+    }
     let collector = Collector::start(
         recorder.clone(),
         env.dir,
@@ -675,8 +724,11 @@ async fn run_variant<K: Connector>(
         });
     };
     let mut set = tokio::task::JoinSet::new();
+    // Worker ids are global across agents: agent i runs workers i·W .. (i+1)·W, with the random
+    // streams of the same workers in one process of N·W.
+    let first = env.opts.agent.as_ref().map_or(0, |a| a.worker_first());
     for (id, conn) in conns.into_iter().enumerate() {
-        set.spawn(run_worker(id, conn, ctx.clone(), local_rx.clone()));
+        set.spawn(run_worker(first + id, conn, ctx.clone(), local_rx.clone()));
     }
     // Arrivals at their intended times, until the run's length (or a stop).
     let dispatcher = arrival_tx.map(|tx| {
@@ -713,7 +765,6 @@ async fn run_variant<K: Connector>(
     ));
     let bar = progress_bar(plan, env.opts, env.name);
     let grace = end_grace(plan.ttl_ms);
-    let mut signals = env.signals.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut cut_at: Option<Instant> = None;
     let mut panicked: Option<String> = None;
@@ -783,6 +834,10 @@ async fn run_variant<K: Connector>(
     // Ends a fault still on (a paused or killed server comes back before the cleanup).
     let _ = faults_done.send(true);
     let faults = driver.await.unwrap_or_default();
+    // The end barrier: the stuck-lock reads and the cleanup wait until every agent is done.
+    if let Some(agent) = &env.opts.agent {
+        agent.finish(grace, &mut signals).await;
+    }
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
