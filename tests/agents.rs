@@ -387,7 +387,7 @@ async fn barrier_refuses_strangers_and_times_out_clearly() {
         "{err}"
     );
     assert_eq!(keys_left(&mut conn, "lonely"), Vec::<String>::new());
-    assert!(!cwd.join("results/lonely/agent-0").exists());
+    assert!(!cwd.join("results").exists(), "an empty directory was left");
 
     let first = agent(cwd, &url, "pair", "0/2", &work);
     // Observe the server, not the clock: the first agent has joined when its key exists.
@@ -445,4 +445,47 @@ fn agents_need_a_shared_server_and_a_run_id() {
         .map(|e| e.unwrap().path())
         .collect();
     assert!(dirs.is_empty(), "{dirs:?}");
+}
+
+/// The Kubernetes example stays true: every flag it gives lockbench is one `run --help` or
+/// `merge --help` lists, and its agent count is its number of completions and of pods at once.
+#[test]
+fn kubernetes_example_uses_real_flags() {
+    let yaml = include_str!("../deploy/k8s-agents.yaml");
+    let tmp = tempfile::tempdir().unwrap();
+    let help = |cmd: &str| {
+        let o = output(lockbench(tmp.path()).args([cmd, "--help"]));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let (run, merge) = (help("run"), help("merge"));
+    let code = yaml.lines().filter(|l| !l.trim_start().starts_with('#'));
+    let flags: Vec<&str> = code
+        .clone()
+        .filter_map(|l| l.trim_start().strip_prefix("- --"))
+        .map(|f| f.split(['=', ' ']).next().unwrap())
+        .collect();
+    assert!(flags.len() >= 4, "{flags:?}");
+    for f in flags {
+        let flag = format!("--{f}");
+        assert!(
+            run.contains(&flag) || merge.contains(&flag),
+            "{flag} is not a flag"
+        );
+    }
+    let number = |key: &str| -> Vec<String> {
+        code.clone()
+            .filter_map(|l| l.split_once(key).map(|(_, v)| v.trim().to_string()))
+            .map(|v| v.trim_matches(|c: char| !c.is_ascii_digit()).to_string())
+            .map(|v| {
+                v.split(|c: char| !c.is_ascii_digit())
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    let n = number("completions:");
+    assert_eq!(n.len(), 1);
+    assert_eq!(number("parallelism:"), n);
+    assert_eq!(number("name: LOCKBENCH_AGENTS, value:"), n);
 }

@@ -223,14 +223,20 @@ pub async fn run_on<K: Connector>(
         .out_dir
         .clone()
         .unwrap_or_else(|| opts.results_root.join(&run_id));
-    let existed = dir.exists();
+    // The outermost directory `prepare_dir` creates: an agent refused at the barrier removes
+    // what it created (nothing is written into it before the barrier).
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
     results::prepare_dir(&dir, opts.force)?;
     if let Some(agent) = &opts.agent {
         let workload = crate::agent::workload_fingerprint(&serde_json::to_value(plan)?);
         if let Err(e) = agent.join(&workload, &mut signals).await {
-            // Nothing was written: leave no empty directory behind.
-            if !existed {
-                let _ = std::fs::remove_dir(&dir);
+            for d in &created {
+                // Only empty ones: a peer may have created its directory beside ours.
+                let _ = std::fs::remove_dir(d);
             }
             return Err(e);
         }
