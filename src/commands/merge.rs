@@ -78,10 +78,10 @@ fn print(m: &Merged) -> anyhow::Result<()> {
     );
     for a in &r.agents {
         println!(
-            "  agent {} ({}): starts {} after time zero{}, clock error ±{} µs, drift {} µs",
+            "  agent {} ({}): time zero +{} µs{}, clock error ±{} µs, drift {} µs",
             a.index,
             a.dir,
-            crate::units::fmt_us(a.shift_us.max(0) as u64, crate::units::Style::Compact),
+            a.shift_us,
             if a.late_us > 10_000 {
                 format!(" (late by {:.1} ms)", a.late_us as f64 / 1000.0)
             } else {
