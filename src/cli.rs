@@ -34,6 +34,10 @@ pub enum Command {
     Demo(DemoArgs),
     /// Recommend a TTL from measured section durations (events.csv, CSV, .hgrm, .hlog).
     Recommend(crate::recommend::RecommendArgs),
+    /// Combine the result directories of the agents of one run (`run --agent I/N`) into one:
+    /// counters summed, histograms added from the interval logs, overlap across agents on the
+    /// server's clock with its error bound, and the report of a single run.
+    Merge(crate::commands::merge::MergeArgs),
     /// Redraw the charts and report.html of a finished run, and check its summary.
     ///
     /// Recomputes every figure of summary.json that events.csv determines (counts, exact
@@ -241,6 +245,40 @@ pub struct RunArgs {
     /// (DELEX IFEQ, Redis ≥ 8.4) [profile: release; default token].
     #[arg(long)]
     pub release: Option<String>,
+    /// Many agents, one run: this process is agent INDEX of COUNT (`0/2`, `1/2`), each started
+    /// with the same profile, --run-id and --redis URL; they meet at a start barrier on the
+    /// server, agent i runs workers i·W .. (i+1)·W, --sections is shared among them, and each
+    /// writes its own directory [default: results/<run-id>/agent-<i>] for `lockbench merge`.
+    #[arg(long, value_name = "INDEX/COUNT", conflicts_with_all = ["agent_index", "agents"])]
+    pub agent: Option<String>,
+    /// This agent's index, from 0 [default: $JOB_COMPLETION_INDEX, the index a Kubernetes
+    /// Indexed Job gives each pod].
+    #[arg(long, value_name = "INDEX")]
+    pub agent_index: Option<String>,
+    /// How many agents the run has [default: $LOCKBENCH_AGENTS].
+    #[arg(long, value_name = "COUNT")]
+    pub agents: Option<String>,
+    /// The run's id, the same for every agent (required with two or more): keys are
+    /// lockbench:<run-id>:…, so the agents contend for the same locks. Letters, digits, . _ -.
+    #[arg(long)]
+    pub run_id: Option<String>,
+    /// How long an agent waits at a barrier for the others (to arrive, to start, to finish),
+    /// with unit [default: 2m].
+    #[arg(long)]
+    pub barrier_timeout: Option<String>,
+}
+
+impl RunArgs {
+    /// The agent flags as given.
+    pub fn agent_flags(&self) -> crate::agent::AgentFlags {
+        crate::agent::AgentFlags {
+            agent: self.agent.clone(),
+            agent_index: self.agent_index.clone(),
+            agents: self.agents.clone(),
+            run_id: self.run_id.clone(),
+            barrier_timeout: self.barrier_timeout.clone(),
+        }
+    }
 }
 
 /// `compare`.
@@ -447,6 +485,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Sweep(a) => commands::sweep::run(a).await,
         Command::Demo(a) => commands::demo::run(a).await,
         Command::Recommend(a) => crate::recommend::run_recommend(&a),
+        Command::Merge(a) => commands::merge::run(&a),
         Command::Report(a) => commands::report::run(&a),
         Command::Crosscheck(a) => crate::sim::crosscheck::run(&a),
     }

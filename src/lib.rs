@@ -7,14 +7,14 @@
 //!
 //! ## Layout
 //!
-//! Each layer uses only the ones below it: `cli` → `commands` → `engine` / `report` →
-//! `results`, `analysis`, `store` → `profile`, `dist`, `units`.
+//! Each layer uses only the ones below it: `cli` → `commands` → `merge` → `engine` /
+//! `report` → `agent` → `results`, `analysis`, `store` → `profile`, `dist`, `units`.
 //!
 //! - [`main`](../lockbench/index.html) is thin: parse, build the runtime, call [`cli::dispatch`],
 //!   map errors to [`exit`] codes.
 //! - [`cli`]: clap types and dispatch only; flags are folded into a validated
 //!   [`profile::Plan`] before any I/O.
-//! - [`commands`]: one file per command (`run` + `compare`, `sweep`, `demo`, `report`), each
+//! - [`commands`]: one file per command (`run` + `compare`, `sweep`, `demo`, `merge`, `report`), each
 //!   one entry function that decides what to print and draw.
 //! - [`engine`]: runs a plan — [`engine::runner`] (variants, key cleanup, data files),
 //!   [`engine::worker`] (acquire → hold → release and finish → think), [`engine::arrivals`]
@@ -28,6 +28,12 @@
 //!   figures, defined once, and a section's counts from its row), [`analysis::figures`] (the
 //!   one table every output follows), [`analysis::overlap`], [`analysis::summary`],
 //!   [`analysis::threshold`] (CI gates).
+//! - [`agent`]: many agents, one run — an agent's identity (`--agent I/N`, or a Kubernetes
+//!   Indexed Job's environment), [`agent::barrier`] (start and end barriers through the target
+//!   itself), [`agent::clock`] (where an agent's clock stands against the server's `TIME`).
+//! - [`merge`]: the agents' result directories combined into one run's (`lockbench merge`):
+//!   counters summed, histograms added from the interval logs, overlap recomputed across
+//!   agents on the server's clock with its error bound.
 //! - [`analytic`]: theoretical overrun probability vs the measured fraction (self-check).
 //! - [`report`]: charts and `report.html` from a run directory, and the recount of
 //!   `summary.json` from `events.csv`.
@@ -35,7 +41,8 @@
 //!   statistics), `models` (log-normal and GPD tails, KS/AD fits), `crash` (blocked time after
 //!   holder crashes), `print`.
 //! - [`results`]: the run directory's format in one place — run ids, manifest and summary
-//!   files, `summary.csv`, `events.csv` (written and read), `.hgrm`, `.hlog` (read).
+//!   files, `summary.csv`, `events.csv` (written and read), `.hgrm`, `.hlog` (read), the
+//!   `agent` and `merged` blocks of a multi-agent run.
 //! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
 //!   [`store::backend`], the one place a plan's backend is opened: [`store::redis`] (a real
 //!   Redis, reconnecting), [`store::memory`] (an in-process model), [`store::spawn`] (a private
@@ -58,6 +65,7 @@
 //!   verdict.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod analysis;
 pub mod analytic;
 pub mod cli;
@@ -68,6 +76,7 @@ pub mod exit;
 pub mod faults;
 pub mod inputs;
 pub mod math;
+pub mod merge;
 pub mod profile;
 pub mod recommend;
 pub mod record;

@@ -107,6 +107,11 @@ impl HistSet {
             let _ = a.add(b);
         }
     }
+    /// Adds `h` to the histogram of `m`.
+    pub fn add_hist(&mut self, m: Metric, h: &Histogram<u64>) {
+        // Auto-resizing histograms accept any value, so add cannot fail.
+        let _ = self.hists[m.index()].add(h);
+    }
     /// Empties every histogram, keeping its memory.
     pub fn reset(&mut self) {
         for h in &mut self.hists {

@@ -4,8 +4,10 @@
 //! - [`sweep`]: one workload over TTLs × release methods.
 //! - [`demo`]: stories replayed step by step against a real server.
 //! - [`report`]: `lockbench report DIR`.
+//! - [`merge`]: `lockbench merge DIR...`, the agents of one run combined.
 
 pub mod demo;
+pub mod merge;
 pub mod report;
 pub mod run;
 pub mod sweep;

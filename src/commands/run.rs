@@ -1,21 +1,79 @@
 //! `run` and `compare`: one workload under one or several release methods (same seed, paired),
-//! then the summary table, the report, and the exit code from the run's verdict.
+//! then the summary table, the report, and the exit code from the run's verdict. A `run` may
+//! be one agent of a multi-agent run (`--agent I/N`, see [`crate::agent`]).
 
+use crate::agent::AgentSpec;
+use crate::agent::barrier::Agent;
 use crate::cli::{CompareArgs, RunArgs};
 use crate::engine::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
-use crate::profile::{Plan, Profile};
+use crate::exit::BadInput;
+use crate::profile::{BackendChoice, Plan, Profile, Stop};
 use crate::store::backend::{Backend, Store};
+use crate::store::redis::{RedisConnector, Timeouts};
 use crate::variant::Variant;
+use std::sync::Arc;
+use std::time::Duration;
 
-/// `lockbench run`.
+/// `lockbench run`, alone or as one agent of a multi-agent run.
 pub async fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let spec = AgentSpec::resolve(&a.agent_flags(), |k| std::env::var(k).ok())?;
     let extra = Profile {
         release: a.release.clone(),
         ..Profile::default()
     };
-    let plan = a.workload.plan(extra)?;
-    let opts = a.workload.options("run");
+    let mut plan = a.workload.plan(extra)?;
+    let mut opts = a.workload.options("run");
+    if let Some(spec) = spec {
+        opts.agent = Some(Arc::new(agent(spec, &mut plan, &mut opts).await?));
+    }
     execute(&plan, &[plan.release], &opts).await
+}
+
+/// Makes this process an agent of `spec`: refuses what a multi-agent run cannot do (exit 2),
+/// takes its share of `--sections`, its default directory, and its barrier connection.
+async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyhow::Result<Agent> {
+    let refuse = |m: &str| -> anyhow::Error { BadInput(format!("--agent: {m}")).into() };
+    let Some(url) = plan
+        .redis
+        .clone()
+        .filter(|_| plan.backend == BackendChoice::Url)
+    else {
+        return Err(refuse(
+            "the agents of a run need one server they all reach: give --redis URL (a spawned \
+             private server, like the memory model, belongs to one process)",
+        ));
+    };
+    if plan.arrivals.is_some() {
+        return Err(refuse(
+            "the open arrival model (--arrivals) is not shared among agents yet: run a closed loop \
+             of --workers",
+        ));
+    }
+    if plan.resource || plan.release.fencing != crate::variant::Fencing::Off {
+        return Err(refuse(
+            "a protected resource (--resource, fencing) is not merged across agents yet: its \
+             final value is read back once per run, not per agent",
+        ));
+    }
+    let share = match plan.stop {
+        Stop::Sections { sections } => {
+            let share = spec.sections_share(sections)?;
+            plan.stop = Stop::Sections { sections: share };
+            Some(share)
+        }
+        Stop::Time { .. } => None,
+    };
+    if opts.out_dir.is_none() {
+        opts.out_dir = Some(spec.default_dir(&opts.results_root));
+    }
+    // Its own connection, straight to the server: the clock readings must not go through a
+    // fault proxy's added latency.
+    let timeouts = Timeouts {
+        connect: Duration::from_micros(plan.connect_timeout_us),
+        response: Duration::from_micros(plan.command_timeout_us),
+    };
+    let connector = RedisConnector::new(&url, timeouts, plan.allow_remote)?;
+    Agent::connect(spec, &connector, plan.workers, share).await
 }
 
 /// `lockbench compare`.

@@ -47,6 +47,9 @@ pub struct RunOptions {
     pub force: bool,
     /// What the fault schedule breaks things with (from the backend).
     pub faults: crate::faults::FaultControl,
+    /// This process is one agent of a multi-agent run: its run id, global worker ids, the
+    /// start and end barriers through the target.
+    pub agent: Option<Arc<crate::agent::barrier::Agent>>,
 }
 
 impl Default for RunOptions {
@@ -61,6 +64,7 @@ impl Default for RunOptions {
             profile_file: None,
             force: false,
             faults: Default::default(),
+            agent: None,
         }
     }
 }
@@ -148,7 +152,11 @@ pub async fn run_on<K: Connector>(
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();
     let started = SystemTime::now();
-    let run_id = results::run_id(started);
+    // The agents of one run share its id, hence its key prefix: they contend for the same keys.
+    let run_id = match &opts.agent {
+        Some(a) => a.spec().run_id.clone(),
+        None => results::run_id(started),
+    };
     // Computed before the support checks, whose probes touch only keys under it.
     let prefix = format!("lockbench:{run_id}");
     let several = targets.len() > 1;
@@ -216,7 +224,24 @@ pub async fn run_on<K: Connector>(
         .out_dir
         .clone()
         .unwrap_or_else(|| opts.results_root.join(&run_id));
+    // The outermost directory `prepare_dir` creates: an agent refused at the barrier removes
+    // what it created (nothing is written into it before the barrier).
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
     results::prepare_dir(&dir, opts.force)?;
+    if let Some(agent) = &opts.agent {
+        let workload = crate::agent::workload_fingerprint(&serde_json::to_value(plan)?);
+        if let Err(e) = agent.join(&workload, &mut signals).await {
+            for d in &created {
+                // Only empty ones: a peer may have created its directory beside ours.
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e);
+        }
+    }
     let mut manifest = Manifest {
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.clone(),
@@ -246,6 +271,7 @@ pub async fn run_on<K: Connector>(
         failure: None,
         leftover_keys: None,
         cleanup_removed_locks: 0,
+        agent: opts.agent.as_ref().map(|a| a.record()),
     };
     results::write_json(&dir.join("manifest.json"), &manifest)?;
 
@@ -304,6 +330,19 @@ pub async fn run_on<K: Connector>(
         failure.get_or_insert(e);
     }
 
+    // An agent whose peers may still be running leaves its lock keys to expire: removing them
+    // would pull locks from under a peer's holders.
+    if let Some(agent) = opts.agent.as_ref().filter(|a| !a.peers_finished()) {
+        for keys in &mut written_keys {
+            keys.clear();
+        }
+        if !summaries.is_empty() {
+            eprintln!(
+                "warning: {agent:?}: its lock keys are left to expire (within the TTL) instead of \
+                 being removed"
+            );
+        }
+    }
     // Locks first, counted: every lock a SET created ends exactly once, and these are the ones
     // the cleanup ended.
     let mut leftover = Vec::new();
@@ -331,6 +370,10 @@ pub async fn run_on<K: Connector>(
         manifest.leftover_keys = Some(leftover.len());
     }
 
+    if let Some(agent) = &opts.agent {
+        agent.leave().await;
+        manifest.agent = Some(agent.record());
+    }
     if summaries.is_empty() {
         // Nothing was measured: no summary to write.
         return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
@@ -338,6 +381,8 @@ pub async fn run_on<K: Connector>(
     let summary_file = SummaryFile {
         run_id: run_id.clone(),
         variants: summaries.clone(),
+        agent: manifest.agent.clone(),
+        merged: None,
     };
     results::write_json(&dir.join("summary.json"), &summary_file)?;
     results::write_summary_csv_file(&dir, &summaries)?;
@@ -598,13 +643,23 @@ async fn run_variant<K: Connector>(
     }
     // A simulated store runs its variants on the simulator's virtual clock.
     let sim_clock = connector.virtual_clock();
-    let recorder = Arc::new(match &sim_clock {
+    let mut recorder = match &sim_clock {
         Some(clock) => Recorder::new_virtual(plan.keys, clock.clone()),
         None => Recorder::new(plan.keys, slots),
-    });
+    };
+    // Agents start together: time zero is the instant every agent agreed on.
+    if let Some(agent) = &env.opts.agent {
+        let mut signals = env.signals.clone();
+        agent.wait_for_start(&mut signals).await?;
+        recorder.start = Instant::now();
+    }
+    let recorder = Arc::new(recorder);
     let offset = SystemTime::now()
         .duration_since(env.base)
         .unwrap_or_default();
+    if let Some(agent) = &env.opts.agent {
+        agent.started(recorder.start, offset);
+    }
     let collector = match sim_clock {
         Some(_) => Collector::start_virtual(recorder.clone(), env.dir, env.name, env.base, offset)?,
         None => Collector::start(
@@ -896,6 +951,9 @@ async fn run_real<C: LockConn>(
         })
     });
     let mut set = tokio::task::JoinSet::new();
+    // Worker ids are global across agents: agent i runs workers i·W .. (i+1)·W, with the random
+    // streams of the same workers in one process of N·W.
+    let first = env.opts.agent.as_ref().map_or(0, |a| a.worker_first());
     for (id, conn) in conns.into_iter().enumerate() {
         let drv = RealDriver {
             start: recorder.start,
@@ -904,7 +962,7 @@ async fn run_real<C: LockConn>(
             arrivals: arrivals.clone(),
             events: plan.events.then(|| events.clone()),
         };
-        set.spawn(run_worker(id, conn, ctx.clone(), drv));
+        set.spawn(run_worker(first + id, conn, ctx.clone(), drv));
     }
     // Arrivals at their intended times, until the run's length (or a stop).
     let dispatcher = arrival_tx.map(|tx| {
@@ -1011,6 +1069,10 @@ async fn run_real<C: LockConn>(
     // Ends a fault still on (a paused or killed server comes back before the cleanup).
     let _ = faults_done.send(true);
     let faults = driver.await.unwrap_or_default();
+    // The end barrier: the stuck-lock reads and the cleanup wait until every agent is done.
+    if let Some(agent) = &env.opts.agent {
+        agent.finish(grace, &mut signals).await;
+    }
     Executed {
         elapsed_s,
         stop_reason,

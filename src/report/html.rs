@@ -173,6 +173,66 @@ fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>)
     }
 }
 
+/// What the page says of a multi-agent run: an agent's place in it, or how a merge placed
+/// its agents on the server's clock and the error that leaves on the overlap.
+fn agents_note(manifest: &serde_json::Value) -> String {
+    let num = |v: &serde_json::Value, f: &str| v.get(f).and_then(|x| x.as_i64()).unwrap_or(0);
+    let text = |v: &serde_json::Value, f: &str| {
+        v.get(f)
+            .and_then(|x| x.as_str())
+            .unwrap_or_default()
+            .to_string()
+    };
+    if let Some(a) = manifest.get("agent") {
+        return format!(
+            "<p>Agent {} of {} of run <b>{}</b>, workers {}–{}: one part of a multi-agent run. \
+             <code>lockbench merge</code> of every agent's directory gives the whole run, its \
+             overlap across agents on the server's clock.</p>\n",
+            num(a, "index"),
+            num(a, "count"),
+            esc(&text(a, "run_id")),
+            num(a, "worker_first"),
+            num(a, "worker_end") - 1
+        );
+    }
+    let Some(m) = manifest.get("merged") else {
+        return String::new();
+    };
+    let empty = Vec::new();
+    let list = |f: &str| m.get(f).and_then(|x| x.as_array()).unwrap_or(&empty);
+    let mut h = format!(
+        "<p>Merged from {} agents of run <b>{}</b>. Overlap is recomputed across agents on the \
+         server's clock; a time between events of two agents may be off by {} µs (the two \
+         largest agents' clock errors added), so each overlap stretch may be too:</p>\n<ul>\n",
+        list("agents").len(),
+        esc(&text(m, "run_id")),
+        num(m, "clock_error_us")
+    );
+    for o in list("overlap") {
+        let f = |k: &str| o.get(k).and_then(|x| x.as_f64()).unwrap_or(0.0);
+        h.push_str(&format!(
+            "<li>{}: overlap {:.3} ms ± {:.3} ms ({} stretch{})</li>\n",
+            esc(&text(o, "variant")),
+            f("overlap_ms"),
+            f("overlap_error_ms"),
+            num(o, "stretches"),
+            if num(o, "stretches") == 1 { "" } else { "es" }
+        ));
+    }
+    for a in list("agents") {
+        h.push_str(&format!(
+            "<li>agent {} ({}): time zero +{} µs, clock error ±{} µs, drift {} µs</li>\n",
+            num(a, "index"),
+            esc(&text(a, "dir")),
+            num(a, "shift_us"),
+            num(a, "clock_error_us"),
+            num(a, "drift_us")
+        ));
+    }
+    h.push_str("</ul>\n");
+    h
+}
+
 /// The page.
 pub fn page(p: &Page<'_>) -> String {
     let mut h = String::new();
@@ -208,6 +268,7 @@ pub fn page(p: &Page<'_>) -> String {
         }
     );
 
+    h.push_str(&agents_note(p.manifest));
     h.push_str("<h2>Summary</h2>\n<table>\n<thead><tr><th style=\"background:#444\">figure</th>");
     for s in p.summaries {
         let _ = write!(
@@ -377,6 +438,29 @@ mod tests {
         assert!(html.contains("redis 7.2"));
         assert!(!html.contains("http"));
         assert!(!html.contains("<script"));
+    }
+
+    /// A merged run states each variant's overlap with its clock error and how each agent was
+    /// placed; an agent's own page says which part of which run it is. Names are escaped.
+    #[test]
+    fn multi_agent_runs_are_explained() {
+        let merged = serde_json::json!({"merged": {
+            "run_id": "r<1>",
+            "clock_error_us": 240,
+            "agents": [{"index": 0, "dir": "a/agent-0", "shift_us": 1015, "clock_error_us": 123, "drift_us": 10}],
+            "overlap": [{"variant": "token", "overlap_ms": 322.5944, "overlap_error_ms": 0.24, "stretches": 1}]
+        }});
+        let note = agents_note(&merged);
+        assert!(note.contains("run <b>r&lt;1&gt;</b>"), "{note}");
+        assert!(note.contains("off by 240 µs"), "{note}");
+        assert!(
+            note.contains("token: overlap 322.594 ms ± 0.240 ms (1 stretch)"),
+            "{note}"
+        );
+        assert!(note.contains("agent 0 (a/agent-0): time zero +1015 µs, clock error ±123 µs"));
+        let agent = serde_json::json!({"agent": {"run_id": "r", "index": 1, "count": 2, "worker_first": 2, "worker_end": 4}});
+        assert!(agents_note(&agent).contains("Agent 1 of 2 of run <b>r</b>, workers 2–3"));
+        assert_eq!(agents_note(&serde_json::json!({})), "");
     }
 
     /// A manifest holding a password (older lockbench, edited by hand) is shown redacted.

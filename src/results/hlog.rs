@@ -13,6 +13,10 @@ use std::path::Path;
 pub struct Interval {
     /// Its tag (the variant), if any.
     pub tag: Option<String>,
+    /// Its start, after the log's `BaseTime` (ms precision, as written).
+    pub start: std::time::Duration,
+    /// Its length.
+    pub length: std::time::Duration,
     /// Its histogram (µs as lockbench writes them).
     pub histogram: Histogram<u64>,
     /// The 1-based line it is on.
@@ -65,6 +69,8 @@ pub fn intervals(bytes: &[u8]) -> Result<Vec<Interval>, BadLine> {
             })?;
         out.push(Interval {
             tag: iv.tag().map(|t| t.as_str().to_string()),
+            start: iv.start_timestamp(),
+            length: iv.duration(),
             histogram,
             line,
         });

@@ -5,8 +5,11 @@
 //! `summary.csv` ([`csv`]), `events.csv` ([`events`], streamed and read row by row),
 //! `<metric>.hgrm` ([`hgrm`], percentile distributions in ms) and `<metric>.hlog` ([`hlog`],
 //! HdrHistogram interval logs, V2 deflate, one tagged interval per second and variant; written
-//! by [`crate::engine::collector`]). This file: run ids, the output directory, file writing.
+//! by [`crate::engine::collector`]), and for the agents of a multi-agent run and their merge
+//! the `agent` and `merged` blocks ([`agents`]). This file: run ids, the output directory,
+//! file writing.
 
+pub mod agents;
 pub mod csv;
 pub mod events;
 pub mod hgrm;
@@ -99,6 +102,9 @@ pub struct Manifest {
     pub leftover_keys: Option<usize>,
     /// Locks the final cleanup removed (they had not expired or been released yet).
     pub cleanup_removed_locks: u64,
+    /// This process was one agent of a multi-agent run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<agents::AgentRecord>,
 }
 
 /// `summary.json`.
@@ -108,6 +114,12 @@ pub struct SummaryFile {
     pub run_id: String,
     /// One entry per variant.
     pub variants: Vec<Summary>,
+    /// Written by one agent of a multi-agent run: who it was and its clock readings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<agents::AgentRecord>,
+    /// Written by `lockbench merge`: how the agents were placed on the server's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<agents::MergeRecord>,
 }
 
 /// Creates the output directory (and parents).

@@ -511,6 +511,15 @@ impl LockConn for RedisConn {
     }
 }
 
+impl RedisConn {
+    /// Sends any command and converts its reply, failures classified as for the lock
+    /// commands: the agents' barrier (`INCRBY`, `TIME`, `SET … NX`) uses it, the worker loop
+    /// never does.
+    pub async fn query<T: redis::FromRedisValue>(&mut self, cmd: &redis::Cmd) -> CmdResult<T> {
+        cmd.query_async(&mut self.conn).await.map_err(classify)
+    }
+}
+
 /// `redis 7.0.15` (or `valkey 8.0.1`) from the text of `INFO server`.
 pub fn parse_server_version(info: &str) -> String {
     let field = |name: &str| {
