@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# scripts/sim-bench.sh: how fast and how small is the simulator? (issue 12)
+#
+# Runs profiles/day.toml (the article's backend: 1,000 requests/s, 100,000 keys, 10,000 request
+# slots, TTL 30 s, events = "none") with the token release for SHORT and for LONG of simulated
+# time, each as its own process, and prints per run: simulated seconds, wall seconds, simulated
+# seconds per wall second, executor events per wall second, sections, and peak RSS (wait4).
+# Then the two figures the issue asks for, from the same invocation:
+#   - a day's wall time, extrapolated from the LONG run's speed (target: under 60 s), and
+#   - memory flatness: peak RSS of LONG / peak RSS of SHORT (flat = close to 1).
+# A full day is `--full` (one run of 24 h simulated; several minutes).
+#
+# USAGE
+#   scripts/sim-bench.sh [--short 10m] [--long 1h] [--full] [--no-build]
+#   Writes results/sim-bench-<UTC timestamp>.csv.
+
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SHORT=10m
+LONG=1h
+FULL=0
+BUILD=1
+while (($# > 0)); do
+    case "$1" in
+    --short) SHORT="$2"; shift 2 ;;
+    --long) LONG="$2"; shift 2 ;;
+    --full) FULL=1; shift ;;
+    --no-build) BUILD=0; shift ;;
+    -h | --help)
+        sed -n '/^# USAGE/,/^# *Writes/p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+        exit 0
+        ;;
+    *) echo "sim-bench.sh: unknown argument $1" >&2; exit 2 ;;
+    esac
+done
+((BUILD)) && cargo build --release --quiet
+LB=target/release/lockbench
+WORK=$(mktemp -d)
+trap 'rm -rf -- "$WORK"' EXIT
+CSV="results/sim-bench-$(date -u +%Y%m%dT%H%M%SZ).csv"
+mkdir -p results
+echo "run,simulated_s,wall_s,sim_s_per_wall_s,events_per_wall_s,sections,peak_rss_mib" >"$CSV"
+
+one() { # one NAME DURATION
+    local name="$1" dur="$2"
+    /usr/bin/time -f "%M" -o "$WORK/$name.rss" "$LB" run profiles/day.toml --release token \
+        --duration "$dur" --quiet --out "$WORK/$name" >/dev/null
+    python3 - "$WORK/$name/summary.json" "$(cat "$WORK/$name.rss")" "$name" >>"$CSV" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))["variants"][0]
+s = v["simulated"]
+print(f"{sys.argv[3]},{v['elapsed_s']:.0f},{s['wall_s']:.2f},{s['simulated_s_per_wall_s']:.0f},"
+      f"{s['events_per_wall_s']:.0f},{v['sections']},{int(sys.argv[2]) / 1024:.1f}")
+PY
+}
+
+one short "$SHORT"
+one long "$LONG"
+((FULL)) && one day 24h
+python3 - "$CSV" <<'PY'
+import csv, sys
+rows = {r["run"]: r for r in csv.DictReader(open(sys.argv[1]))}
+print(f"{'run':<6} {'simulated s':>12} {'wall s':>8} {'sim s/wall s':>13} {'events/wall s':>14} {'sections':>10} {'peak RSS MiB':>13}")
+for r in rows.values():
+    print(f"{r['run']:<6} {r['simulated_s']:>12} {r['wall_s']:>8} {r['sim_s_per_wall_s']:>13} "
+          f"{float(r['events_per_wall_s']):>14,.0f} {int(r['sections']):>10,} {r['peak_rss_mib']:>13}")
+l, s = rows["long"], rows["short"]
+day = 86400 / float(l["sim_s_per_wall_s"])
+print(f"a simulated day at the long run's speed: {day:.0f} s of wall time (target < 60 s: "
+      f"{'met' if day < 60 else 'NOT met'})")
+print(f"memory flatness: peak RSS long / short = {float(l['peak_rss_mib']) / float(s['peak_rss_mib']):.2f}")
+if "day" in rows:
+    d = rows["day"]
+    print(f"the full day: {d['wall_s']} s of wall time, {int(d['sections']):,} sections, peak RSS {d['peak_rss_mib']} MiB")
+PY
+echo "csv: $CSV"
