@@ -37,9 +37,20 @@ async fn request_latency_includes_the_wait_behind_a_paused_server() {
         c.requests,
         c.sections + c.rejections + c.refused_unavailable
     );
+    // The request in flight when the pause began cannot finish before it ends: the longest
+    // latency includes the whole pause, whatever the timing. The p99 is a request that arrived
+    // a few ms into the pause: it waited what was left of it plus the backlog behind the four
+    // slots, so it sits at the pause give or take the arrivals' spacing (499.97 ms in one run
+    // on a loaded machine, which a bare `p99 >= 500` failed); 450 ms keeps the check an order
+    // of magnitude away from the negative control below.
     assert!(
-        s.request_latency_ms.p99 >= 500.0,
-        "p99 from intended arrival {} ms must include the 500 ms pause",
+        s.request_latency_ms.max >= 500.0,
+        "the longest latency from intended arrival {} ms must include the 500 ms pause",
+        s.request_latency_ms.max
+    );
+    assert!(
+        s.request_latency_ms.p99 >= 450.0,
+        "p99 from intended arrival {} ms must include (nearly all of) the 500 ms pause",
         s.request_latency_ms.p99
     );
     assert!(

@@ -90,9 +90,17 @@ impl std::hash::Hasher for FxHasher {
     }
 }
 
-/// `now + ms` milliseconds, on the store's µs clock.
+/// When a key given `ms` of life at `now` (µs) expires, as Redis keeps it: an absolute time in
+/// whole milliseconds (`mstime() + ms`, the clock read in ms, truncated), in µs.
 fn after_ms(now: u64, ms: u64) -> u64 {
-    now.saturating_add(ms.saturating_mul(1000))
+    (now / 1000).saturating_add(ms).saturating_mul(1000)
+}
+
+/// Whether a key expiring at `at` (from [`after_ms`]) is gone at `now`: as Redis checks it,
+/// when the millisecond clock has passed the expiry (`mstime() > when`). A lock set with
+/// `PX 20` therefore lives between 20 and 21 ms, 20.5 on average — not exactly 20.
+fn expired(at: u64, now: u64) -> bool {
+    now / 1000 > at / 1000
 }
 
 impl Keyspace {
@@ -104,7 +112,7 @@ impl Keyspace {
     /// Lazy expiry as in Redis: an expired key is absent for every command.
     fn live(&mut self, key: &str, now: u64) -> Option<&mut Entry> {
         let expired =
-            matches!(self.map.get(key), Some(e) if e.expires_at.is_some_and(|t| t <= now));
+            matches!(self.map.get(key), Some(e) if e.expires_at.is_some_and(|t| expired(t, now)));
         if expired {
             self.map.remove(key);
         }
@@ -413,7 +421,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
             Some(Entry {
                 expires_at: Some(t),
                 ..
-            }) => (t.saturating_sub(now) / 1000) as i64,
+            }) => (*t / 1000).saturating_sub(now / 1000) as i64,
         })
         .await
         .pipe(Ok)

@@ -258,3 +258,35 @@ pub fn report_agrees(dir: &Path) {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// Runs the lockbench binary with `args`.
+pub fn cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(args)
+        .output()
+        .expect("run lockbench")
+}
+
+/// `o`, after checking it exited 0 (showing its output if not).
+pub fn cli_ok(o: &std::process::Output) -> &std::process::Output {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+/// The variants of a run directory's summary.json, as JSON.
+pub fn summaries(dir: &Path) -> Vec<serde_json::Value> {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    v["variants"].as_array().unwrap().clone()
+}
+
+/// `profiles/crosscheck.toml`.
+pub fn crosscheck_profile() -> String {
+    format!("{}/profiles/crosscheck.toml", env!("CARGO_MANIFEST_DIR"))
+}
