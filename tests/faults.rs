@@ -91,12 +91,13 @@ async fn server_pause_gives_counted_timeouts_then_the_run_goes_on() {
 
 /// A restart loses every lock and fence counter: a holder working across it is joined by a
 /// new holder on the empty server (overlap), whose fence starts again at 1 — the same fence
-/// two holders now carry. The workers reconnect and go on.
+/// two holders now carry. The workers reconnect and go on. The first section lasts 1.2 s past
+/// the restart, so a reconnection slowed by a loaded machine still finds it open.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_restart_loses_locks_and_fence_counters_and_workers_reconnect() {
     let tmp = tempfile::tempdir().unwrap();
     let p = plan(
-        "workers = 2\nkeys = 1\nttl = \"5s\"\nduration = \"2s\"\ndist = \"constant(600ms)\"\n\
+        "workers = 2\nkeys = 1\nttl = \"5s\"\nduration = \"2s\"\ndist = \"constant(1500ms)\"\n\
          busy = \"retry\"\nreleases = [\"token+fence\"]\n[retry]\ncap = \"20ms\"\n\
          [[fault]]\nkind = \"server-restart\"\nat = \"300ms\"\nlength = \"50ms\"\n",
     );
