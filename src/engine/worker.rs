@@ -20,6 +20,7 @@ use crate::variant::Fencing;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -252,6 +253,8 @@ struct Worker<C, D> {
     st: Streams,
     seq: u64,
     token_seq: u64,
+    /// A spare token string (a finished section's).
+    token_buf: String,
     /// Consecutive failed acquisitions (the pause after one grows with it).
     failures: u32,
 }
@@ -272,7 +275,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let mut round: u32 = 0;
         loop {
             self.token_seq += 1;
-            let token = format!(
+            // The string of the last section that released, reused: no allocation per section.
+            let mut token = std::mem::take(&mut self.token_buf);
+            token.clear();
+            let _ = write!(
+                token,
                 "w{}-{}-{:016x}",
                 self.id,
                 self.token_seq,
@@ -698,6 +705,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         }
         rec.record_all(self.id, &values[..n]);
         self.drv.row(row).await;
+        self.token_buf = std::mem::take(&mut section.held.token);
         self.seq += 1;
     }
 
@@ -772,6 +780,7 @@ pub async fn run_worker<C: LockConn, D: Driver>(id: usize, conn: C, ctx: Arc<Wor
         drv,
         seq: 0,
         token_seq: 0,
+        token_buf: String::new(),
         failures: 0,
     };
     if w.ctx.open_model {

@@ -282,7 +282,7 @@ mod tests {
 
     #[test]
     fn the_timer_heap_pops_in_time_then_scheduling_order() {
-        use rand::{Rng, SeedableRng};
+        use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
         let mut heap = Timers::new();
         let mut reference = std::collections::BinaryHeap::new();
