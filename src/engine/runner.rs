@@ -6,7 +6,7 @@ use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize}
 use crate::engine::collector::Collector;
 use crate::engine::driver::{ArrivalQueue, Halt, RealDriver};
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::{Extend, Pause, Resource, WorkerCtx, run_worker};
+use crate::engine::worker::{Extend, KeyNames, Pause, Resource, WorkerCtx, run_worker};
 use crate::exit::BadInput;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
@@ -288,7 +288,7 @@ pub async fn run_on<K: Connector>(
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
-        let key_names: Vec<String> = (0..plan.keys)
+        let key_names: KeyNames = (0..plan.keys)
             .map(|k| format!("{prefix}:{name}:{k}"))
             .collect();
         let r = run_variant(
@@ -617,7 +617,7 @@ async fn run_variant<K: Connector>(
     probe: &K::Conn,
     plan: &Plan,
     variant: Variant,
-    key_names: Vec<String>,
+    key_names: KeyNames,
     events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
     env: VariantEnv<'_>,
 ) -> anyhow::Result<(Summary, crate::engine::recorder::HistSet)> {
@@ -779,7 +779,7 @@ async fn run_variant<K: Connector>(
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
-        .extend(touched.iter().map(|&k| ctx.key_names[k].clone()));
+        .extend(touched.iter().map(|&k| ctx.key_names[k].to_string()));
     if let Some(r) = &ctx.resource {
         env.companion_keys.extend(
             touched
