@@ -70,8 +70,27 @@ impl Timers {
         if self.heap.is_empty() {
             return Some(last);
         }
-        let top = std::mem::replace(&mut self.heap[0], last);
-        // Sift `last` down from the root.
+        let top = self.heap[0];
+        self.sift_down_from_root(last);
+        Some(top)
+    }
+
+    fn peek(&self) -> Option<Timer> {
+        self.heap.first().copied()
+    }
+
+    /// Replaces the earliest timer with `x`: a pop and a push in one sift, which stops at
+    /// once when `x` is due soon (a command's next hop usually is).
+    fn replace_top(&mut self, x: Timer) {
+        if self.heap.is_empty() {
+            self.heap.push(x);
+        } else {
+            self.sift_down_from_root(x);
+        }
+    }
+
+    /// Puts `x` at the root (over what was there) and sifts it down.
+    fn sift_down_from_root(&mut self, x: Timer) {
         let n = self.heap.len();
         let mut i = 0;
         loop {
@@ -85,14 +104,13 @@ impl Timers {
                     min = c;
                 }
             }
-            if self.heap[min].key() >= last.key() {
+            if self.heap[min].key() >= x.key() {
                 break;
             }
             self.heap[i] = self.heap[min];
             i = min;
         }
-        self.heap[i] = last;
-        Some(top)
+        self.heap[i] = x;
     }
 }
 
@@ -103,6 +121,9 @@ struct State {
     seq: Cell<u64>,
     running: Cell<bool>,
     timers: RefCell<Timers>,
+    /// The earliest timer is the event being run: still in the heap, it is replaced by the
+    /// first timer the event schedules (or popped after it, if it schedules none).
+    top_taken: Cell<bool>,
 }
 
 thread_local! {
@@ -113,6 +134,7 @@ thread_local! {
             seq: Cell::new(0),
             running: Cell::new(false),
             timers: RefCell::new(Timers::new()),
+            top_taken: Cell::new(false),
         }
     };
 }
@@ -137,8 +159,16 @@ pub fn wake(task: u32, t_us: u64) {
     STATE.with(|s| {
         let seq = s.seq.get();
         s.seq.set(seq + 1);
-        let t = t_us.max(s.now.get());
-        s.timers.borrow_mut().push(Timer { t, seq, task });
+        let timer = Timer {
+            t: t_us.max(s.now.get()),
+            seq,
+            task,
+        };
+        if s.top_taken.replace(false) {
+            s.timers.borrow_mut().replace_top(timer);
+        } else {
+            s.timers.borrow_mut().push(timer);
+        }
     });
 }
 
@@ -229,6 +259,7 @@ pub fn run(
         s.now.set(0);
         s.seq.set(0);
         s.timers.borrow_mut().clear();
+        s.top_taken.set(false);
     });
     clock.store(0, Relaxed);
     // Unset again when `run` returns, however it returns.
@@ -257,7 +288,7 @@ pub fn run(
     }
     let every_us = every_us.max(1);
     let mut next_hook = every_us;
-    while let Some(Timer { t, task: id, .. }) = STATE.with(|s| s.timers.borrow_mut().pop()) {
+    while let Some(Timer { t, task: id, .. }) = STATE.with(|s| s.timers.borrow().peek()) {
         while t >= next_hook {
             STATE.with(|s| s.now.set(next_hook));
             clock.store(next_hook, Relaxed);
@@ -270,7 +301,13 @@ pub fn run(
         STATE.with(|s| s.now.set(t));
         clock.store(t, Relaxed);
         ran.end_us = t;
+        STATE.with(|s| s.top_taken.set(true));
         poll(id, &mut tasks, &mut ran);
+        STATE.with(|s| {
+            if s.top_taken.replace(false) {
+                s.timers.borrow_mut().pop();
+            }
+        });
     }
     ran
 }
@@ -297,9 +334,17 @@ mod tests {
                 });
                 reference.push(std::cmp::Reverse((t, seq)));
                 seq += 1;
-            } else {
+            } else if rng.random::<f64>() < 0.5 {
                 let got = heap.pop().map(|x| (x.t, x.seq));
                 assert_eq!(got, reference.pop().map(|r| r.0));
+            } else {
+                // An event that schedules one timer: the top replaced.
+                let got = heap.peek().map(|x| (x.t, x.seq));
+                assert_eq!(got, reference.pop().map(|r| r.0));
+                let t = got.map_or(0, |g| g.0) + rng.random_range(0..50u64);
+                heap.replace_top(Timer { t, seq, task: 0 });
+                reference.push(std::cmp::Reverse((t, seq)));
+                seq += 1;
             }
         }
         while let Some(std::cmp::Reverse(want)) = reference.pop() {
