@@ -288,9 +288,7 @@ pub async fn run_on<K: Connector>(
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
-        let key_names: KeyNames = (0..plan.keys)
-            .map(|k| format!("{prefix}:{name}:{k}"))
-            .collect();
+        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.keys);
         let r = run_variant(
             targets[ti].connector,
             &probes[ti],
@@ -779,7 +777,7 @@ async fn run_variant<K: Connector>(
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
-        .extend(touched.iter().map(|&k| ctx.key_names[k].to_string()));
+        .extend(touched.iter().map(|&k| ctx.key_names.name(k)));
     if let Some(r) = &ctx.resource {
         env.companion_keys.extend(
             touched
@@ -860,7 +858,7 @@ async fn run_variant<K: Connector>(
             if request_of(*env.signals.borrow()) == Request::Abandon {
                 break;
             }
-            let key = &ctx.key_names[k];
+            let key = &ctx.key_names.name(k);
             let mut ttl = conn.pttl(key).await;
             if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
                 ttl = conn.pttl(key).await;
