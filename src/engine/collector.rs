@@ -175,6 +175,11 @@ impl Collector {
                 };
                 interval_set.reset();
                 rec.drain_into(&mut interval_set);
+                // Everything recorded so far is in the interval: a simulation goes on while it
+                // is written (its next tick is drained after this write; `finish` joins).
+                if let Some(ack) = ack {
+                    let _ = ack.send(());
+                }
                 for ((w, m), path) in writers.iter_mut().zip(Metric::ALL).zip(&paths) {
                     let h = interval_set.get(m);
                     w.write_histogram(h, last, now.saturating_sub(last), tag)
@@ -182,9 +187,6 @@ impl Collector {
                 }
                 totals.add(&interval_set);
                 last = now;
-                if let Some(ack) = ack {
-                    let _ = ack.send(());
-                }
                 if stopped {
                     break;
                 }

@@ -6,7 +6,7 @@ use crate::analysis::summary::{Meta, Protection, StopReason, Summary, summarize}
 use crate::engine::collector::Collector;
 use crate::engine::driver::{ArrivalQueue, Halt, RealDriver};
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::{Extend, Pause, Resource, WorkerCtx, run_worker};
+use crate::engine::worker::{Extend, KeyNames, Pause, Resource, WorkerCtx, run_worker};
 use crate::exit::BadInput;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::release::ReleaseMethod;
@@ -288,9 +288,7 @@ pub async fn run_on<K: Connector>(
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
-        let key_names: Vec<String> = (0..plan.keys)
-            .map(|k| format!("{prefix}:{name}:{k}"))
-            .collect();
+        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.keys);
         let r = run_variant(
             targets[ti].connector,
             &probes[ti],
@@ -617,7 +615,7 @@ async fn run_variant<K: Connector>(
     probe: &K::Conn,
     plan: &Plan,
     variant: Variant,
-    key_names: Vec<String>,
+    key_names: KeyNames,
     events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
     env: VariantEnv<'_>,
 ) -> anyhow::Result<(Summary, crate::engine::recorder::HistSet)> {
@@ -779,7 +777,7 @@ async fn run_variant<K: Connector>(
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
-        .extend(touched.iter().map(|&k| ctx.key_names[k].clone()));
+        .extend(touched.iter().map(|&k| ctx.key_names.name(k)));
     if let Some(r) = &ctx.resource {
         env.companion_keys.extend(
             touched
@@ -860,7 +858,7 @@ async fn run_variant<K: Connector>(
             if request_of(*env.signals.borrow()) == Request::Abandon {
                 break;
             }
-            let key = &ctx.key_names[k];
+            let key = &ctx.key_names.name(k);
             let mut ttl = conn.pttl(key).await;
             if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
                 ttl = conn.pttl(key).await;

@@ -7,7 +7,8 @@
 
 use super::WriteOutcome;
 use super::{CmdError, CmdResult, Connector, ErrorKind, ExtendCommand, LockConn, ReadOutcome};
-use std::collections::HashMap;
+use hashbrown::HashMap;
+use hashbrown::hash_map::{EntryRef, OccupiedEntry};
 use std::future::Future;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
@@ -48,8 +49,10 @@ impl Entry {
 /// The model's keyspace, shared by every connection to it.
 #[derive(Debug, Default)]
 pub struct Keyspace {
-    map: HashMap<String, Entry, BuildHasherDefault<FxHasher>>,
+    map: HashMap<String, Entry, Fx>,
 }
+
+type Fx = BuildHasherDefault<FxHasher>;
 
 /// rustc's FxHash: a multiply-rotate hash, several times faster than the default SipHash on
 /// lockbench's 30–60-byte key names. The keys are the run's own, so flooding resistance is not
@@ -110,13 +113,49 @@ impl Keyspace {
     }
 
     /// Lazy expiry as in Redis: an expired key is absent for every command.
-    fn live(&mut self, key: &str, now: u64) -> Option<&mut Entry> {
-        let expired =
-            matches!(self.map.get(key), Some(e) if e.expires_at.is_some_and(|t| expired(t, now)));
-        if expired {
-            self.map.remove(key);
+    /// `SET key value NX` with an expiry (`None`: none): stores the string unless the key is
+    /// live, in one lookup, reusing an expired entry's string.
+    fn set_nx(&mut self, key: &str, value: &str, expires_at: Option<u64>, now: u64) -> bool {
+        match self.map.entry_ref(key) {
+            EntryRef::Occupied(mut e) => {
+                let e = e.get_mut();
+                if !e.expires_at.is_some_and(|t| expired(t, now)) {
+                    return false;
+                }
+                match &mut e.value {
+                    Value::Str(s) => {
+                        s.clear();
+                        s.push_str(value);
+                    }
+                    v => *v = Value::Str(value.to_string()),
+                }
+                e.expires_at = expires_at;
+            }
+            EntryRef::Vacant(v) => {
+                v.insert(Entry {
+                    value: Value::Str(value.to_string()),
+                    expires_at,
+                });
+            }
         }
-        self.map.get_mut(key)
+        true
+    }
+
+    fn live(&mut self, key: &str, now: u64) -> Option<&mut Entry> {
+        self.live_entry(key, now).map(OccupiedEntry::into_mut)
+    }
+
+    /// [`Self::live`] as the map's entry (to remove it without a second lookup): one lookup,
+    /// where an expired key is removed.
+    fn live_entry(&mut self, key: &str, now: u64) -> Option<OccupiedEntry<'_, String, Entry, Fx>> {
+        match self.map.entry_ref(key) {
+            EntryRef::Vacant(_) => None,
+            EntryRef::Occupied(e) if e.get().expires_at.is_some_and(|t| expired(t, now)) => {
+                e.remove();
+                None
+            }
+            EntryRef::Occupied(e) => Some(e),
+        }
     }
 }
 
@@ -278,40 +317,16 @@ impl<N: Net> Connector for MemoryStore<N> {
 
 impl<N: Net> LockConn for MemoryStore<N> {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
-        self.call(|ks, now| {
-            if ks.live(key, now).is_some() {
-                return false;
-            }
-            ks.map.insert(
-                key.to_string(),
-                Entry {
-                    value: Value::Str(value.to_string()),
-                    expires_at: Some(after_ms(now, ttl_ms)),
-                },
-            );
-            true
-        })
-        .await
-        .pipe(Ok)
+        self.call(|ks, now| ks.set_nx(key, value, Some(after_ms(now, ttl_ms)), now))
+            .await
+            .pipe(Ok)
     }
 
     async fn setnx(&mut self, key: &str, value: &str) -> CmdResult<bool> {
-        self.call(|ks, now| {
-            if ks.live(key, now).is_some() {
-                return false;
-            }
-            // No expiry: the key stays until a DEL (or a PEXPIRE).
-            ks.map.insert(
-                key.to_string(),
-                Entry {
-                    value: Value::Str(value.to_string()),
-                    expires_at: None,
-                },
-            );
-            true
-        })
-        .await
-        .pipe(Ok)
+        // No expiry: the key stays until a DEL (or a PEXPIRE).
+        self.call(|ks, now| ks.set_nx(key, value, None, now))
+            .await
+            .pipe(Ok)
     }
 
     async fn pexpire(&mut self, key: &str, ms: u64) -> CmdResult<bool> {
@@ -345,8 +360,8 @@ impl<N: Net> LockConn for MemoryStore<N> {
 
     async fn del(&mut self, key: &str) -> CmdResult<i64> {
         self.call(|ks, now| {
-            if ks.live(key, now).is_some() {
-                ks.map.remove(key);
+            if let Some(e) = ks.live_entry(key, now) {
+                e.remove();
                 1
             } else {
                 0
@@ -372,10 +387,10 @@ impl<N: Net> LockConn for MemoryStore<N> {
     }
 
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
-        self.call(|ks, now| match ks.live(key, now) {
+        self.call(|ks, now| match ks.live_entry(key, now) {
             None => Ok(0),
-            Some(e) if e.str()? == token => {
-                ks.map.remove(key);
+            Some(e) if e.get().str()? == token => {
+                e.remove();
                 Ok(1)
             }
             Some(_) => Ok(-1),
