@@ -1016,8 +1016,12 @@ impl Profile {
             (sim_rtt, sim_rtt_text, sim_timer_text);
         let mut sim_service_us = sim_service_us;
         if let Some(from) = &self.sim_from {
+            // As given (absolute, or relative to the working directory: a flag), else relative
+            // to the profile's directory (a profile field).
             let dir = match base {
-                Some(b) if !Path::new(from).is_absolute() => b.join(from),
+                Some(b) if !Path::new(from).is_absolute() && !Path::new(from).exists() => {
+                    b.join(from)
+                }
                 _ => std::path::PathBuf::from(from),
             };
             let m = crate::sim::measured(&dir).map_err(|e| err("sim_from", format!("{e:#}")))?;
