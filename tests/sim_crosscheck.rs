@@ -45,17 +45,14 @@ fn simulation_agrees_with_a_real_redis_and_a_wrong_model_does_not() {
     assert!(del["wrongful_deletes"].as_u64().unwrap() > 50, "{del}");
     assert!(del["stale_releases"].as_u64().unwrap() > 50, "{del}");
 
-    ok(&lockbench(&[
-        "compare",
-        &p,
-        "--backend",
-        "sim",
-        "--sim-from",
-        real_s,
-        "--quiet",
-        "--out",
-        sim.to_str().unwrap(),
-    ]));
+    // A simulation of the profile with what the real run measured, and `extra` flags.
+    let simulate = |out: &std::path::Path, extra: &[&str]| {
+        let mut args = vec!["compare", &p, "--backend", "sim", "--sim-from", real_s];
+        args.extend(extra);
+        args.extend(["--quiet", "--out", out.to_str().unwrap()]);
+        ok(&lockbench(&args));
+    };
+    simulate(&sim, &[]);
     let s = summaries(&sim);
     assert!(s.iter().all(|v| v["simulated"].is_object()), "{s:?}");
     let check = lockbench(&["crosscheck", real_s, sim.to_str().unwrap()]);
@@ -71,19 +68,7 @@ fn simulation_agrees_with_a_real_redis_and_a_wrong_model_does_not() {
         10.0 * p50,
         10.0 * p99.max(p50 * 1.5)
     );
-    ok(&lockbench(&[
-        "compare",
-        &p,
-        "--backend",
-        "sim",
-        "--sim-from",
-        real_s,
-        "--sim-rtt",
-        &rtt,
-        "--quiet",
-        "--out",
-        wrong.to_str().unwrap(),
-    ]));
+    simulate(&wrong, &["--sim-rtt", &rtt]);
     let check = lockbench(&["crosscheck", real_s, wrong.to_str().unwrap()]);
     assert_eq!(check.status.code(), Some(1), "{check:?}");
     let table = String::from_utf8_lossy(&check.stdout);
