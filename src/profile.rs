@@ -794,7 +794,7 @@ impl Profile {
         }
         let pause = dist("pause", &self.pause, "constant(0ms)")?;
         let sim_rtt = dist("sim_rtt", &self.sim_rtt, DEFAULT_SIM_RTT)?;
-        let sim_timer_text = self
+        let mut sim_timer_text = self
             .sim_timer
             .clone()
             .unwrap_or_else(|| "constant(0ms)".to_string());
@@ -811,11 +811,11 @@ impl Profile {
                 ),
             ));
         }
-        let sim_rtt_text = self
+        let mut sim_rtt_text = self
             .sim_rtt
             .clone()
             .unwrap_or_else(|| DEFAULT_SIM_RTT.to_string());
-        let sim_service_us = dur_us("sim_service", &self.sim_service, DEFAULT_SIM_SERVICE)?;
+        let mut sim_service_us = dur_us("sim_service", &self.sim_service, DEFAULT_SIM_SERVICE)?;
         if sim_service_us > 1_000_000 {
             return Err(err(
                 "sim_service",
@@ -1010,11 +1010,8 @@ impl Profile {
         let dist = load("dist", dist)?.scaled(scale);
         let think = load("think", think)?.scaled(scale);
         // Round trips are the network's: not scaled.
-        let sim_rtt = load("sim_rtt", sim_rtt)?;
+        let mut sim_rtt = load("sim_rtt", sim_rtt)?;
         let mut sim_timer = load("sim_timer", sim_timer)?;
-        let (mut sim_rtt, mut sim_rtt_text, mut sim_timer_text) =
-            (sim_rtt, sim_rtt_text, sim_timer_text);
-        let mut sim_service_us = sim_service_us;
         if let Some(from) = &self.sim_from {
             // As given (absolute, or relative to the working directory: a flag), else relative
             // to the profile's directory (a profile field).
@@ -1039,8 +1036,7 @@ impl Profile {
                 sim_service_us = 0;
             }
         }
-        let sim_timer =
-            (!matches!(sim_timer, Dist::Constant { ms } if ms == 0.0)).then(|| sim_timer.sampler());
+        let sim_timer = (!sim_timer.is_zero()).then(|| sim_timer.sampler());
         if let Some(median) = dist.quantile(0.5)
             && median > 0.0
             && median < 5.0

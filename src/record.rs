@@ -202,3 +202,15 @@ pub struct EventRow {
     #[serde(default)]
     pub pause_us: u64,
 }
+
+impl EventRow {
+    /// How late the section's timer woke it, µs: its duration beyond the intended one, a pause
+    /// aside. `None` for a section that did not run its course (cut short, aborted, crashed).
+    pub fn timer_error_us(&self) -> Option<u64> {
+        (!self.interrupted && !self.aborted && self.outcome != crate::analysis::counts::CRASHED)
+            .then(|| {
+                self.duration_us
+                    .saturating_sub(self.intended_us + self.pause_us)
+            })
+    }
+}

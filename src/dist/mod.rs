@@ -415,6 +415,11 @@ impl Dist {
         }
     }
 
+    /// `constant(0ms)`: nothing to draw (no pause, a timer on time).
+    pub fn is_zero(&self) -> bool {
+        matches!(self, Dist::Constant { ms } if *ms == 0.0)
+    }
+
     /// `false` for `empirical` and for mixtures that contain one.
     pub fn is_parametric(&self) -> bool {
         match self {

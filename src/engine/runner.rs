@@ -691,12 +691,10 @@ async fn run_variant<K: Connector>(
             with: plan.extend_with,
             on_lost: plan.on_lost,
         }),
-        pause: (!matches!(plan.pause, crate::dist::Dist::Constant { ms } if ms == 0.0)).then(
-            || Pause {
-                length: plan.pause.sampler(),
-                at: plan.pause_at,
-            },
-        ),
+        pause: (!plan.pause.is_zero()).then(|| Pause {
+            length: plan.pause.sampler(),
+            at: plan.pause_at,
+        }),
         on_unavailable: if variant.fail_open {
             crate::profile::OnUnavailable::FailOpen
         } else {

@@ -746,8 +746,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             n = 3;
         }
         // Timer error only of sections that ran their course; a pause is not timer error.
-        if section.completed && !section.aborted && !section.crashed {
-            let late = d.saturating_sub(section.intended_us + section.pause_us);
+        if let Some(late) = row.timer_error_us() {
             values[n] = (Metric::TimerError, late);
             n += 1;
         }

@@ -372,8 +372,7 @@ pub fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
         if r.outcome != UNLOCKED && r.outcome != CRASHED && !r.outcome.starts_with("error") {
             rtt.push(r.release_latency_us as f64 / 1000.0);
         }
-        if !r.interrupted && !r.aborted && r.outcome != CRASHED {
-            let late = r.duration_us.saturating_sub(r.intended_us + r.pause_us);
+        if let Some(late) = r.timer_error_us() {
             timer.push(late as f64 / 1000.0);
         }
     })?;
