@@ -103,10 +103,22 @@ pub struct WorkloadArgs {
     /// --backend url [profile: redis].
     #[arg(long)]
     pub redis: Option<String>,
-    /// auto (spawn if redis-server is installed, else memory), spawn, url, memory, or sim (the
-    /// memory model on a virtual clock: a discrete-event simulation) [profile: backend; default auto].
+    /// auto (spawn if redis-server is installed, else memory), spawn, url, memory, sim (the
+    /// memory model on a virtual clock: a discrete-event simulation), or spawn-cluster (a
+    /// private Redis Cluster) [profile: backend; default auto].
     #[arg(long)]
     pub backend: Option<String>,
+    /// Whether --redis names a Redis Cluster node: auto (asked with INFO cluster), yes or no
+    /// [profile: cluster; default auto].
+    #[arg(long)]
+    pub cluster: Option<String>,
+    /// Masters of a spawned cluster (--backend spawn-cluster) [profile: cluster_masters;
+    /// default 3].
+    #[arg(long)]
+    pub cluster_masters: Option<usize>,
+    /// Replicas per master of a spawned cluster [profile: cluster_replicas; default 1].
+    #[arg(long)]
+    pub cluster_replicas: Option<usize>,
     /// Allow a non-loopback Redis host (never settable from a profile).
     #[arg(long)]
     pub allow_remote: bool,
@@ -353,6 +365,9 @@ impl WorkloadArgs {
             connection: self.connection.clone(),
             redis: self.redis.clone(),
             backend: self.backend.clone(),
+            cluster: self.cluster.clone(),
+            cluster_masters: self.cluster_masters,
+            cluster_replicas: self.cluster_replicas,
             memory_rtt: self.memory_rtt.clone(),
             sim_rtt: self.sim_rtt.clone(),
             sim_service: self.sim_service.clone(),

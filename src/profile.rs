@@ -137,6 +137,13 @@ pub struct Profile {
     pub timer: Option<String>,
     /// Which sections get an `events.csv` row: `all` or `none` (a long simulated run).
     pub events: Option<String>,
+    /// Whether the `redis` URL is a Redis Cluster node: `auto` (asked with `INFO cluster`),
+    /// `yes` or `no`.
+    pub cluster: Option<String>,
+    /// Masters of a spawned cluster (`backend = "spawn-cluster"`) [default: 3].
+    pub cluster_masters: Option<usize>,
+    /// Replicas per master of a spawned cluster [default: 1].
+    pub cluster_replicas: Option<usize>,
 }
 
 /// How a section waits for its end.
@@ -325,6 +332,21 @@ pub enum BackendChoice {
     Memory,
     /// The in-process model on a virtual clock: a discrete-event simulation.
     Sim,
+    /// A private Redis Cluster lockbench starts (`cluster_masters` × (1 + `cluster_replicas`)
+    /// servers).
+    SpawnCluster,
+}
+
+/// Whether a server given by URL is a Redis Cluster node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterMode {
+    /// Asked of the server (`INFO cluster`).
+    Auto,
+    /// A cluster node: lockbench connects to the cluster it belongs to.
+    Yes,
+    /// One server, even if it runs in cluster mode.
+    No,
 }
 
 /// When a run ends.
@@ -411,6 +433,12 @@ pub struct Plan {
     pub seed: u64,
     /// Backend.
     pub backend: BackendChoice,
+    /// Whether a server given by URL is a cluster node.
+    pub cluster: ClusterMode,
+    /// Masters of a spawned cluster.
+    pub cluster_masters: usize,
+    /// Replicas per master of a spawned cluster.
+    pub cluster_replicas: usize,
     /// Redis URL, only ever stored redacted.
     #[serde(serialize_with = "ser_redacted")]
     pub redis: Option<String>,
@@ -492,6 +520,9 @@ macro_rules! profile_fields {
             connection,
             seed,
             backend,
+            cluster,
+            cluster_masters,
+            cluster_replicas,
             redis,
             memory_rtt,
             sim_rtt,
@@ -768,13 +799,61 @@ impl Profile {
             Some("url") => BackendChoice::Url,
             Some("memory") => BackendChoice::Memory,
             Some("sim") => BackendChoice::Sim,
+            Some("spawn-cluster") => BackendChoice::SpawnCluster,
             Some(other) => {
                 return Err(err(
                     "backend",
-                    format!("`{other}` is not a backend: use auto, spawn, url, memory or sim"),
+                    format!(
+                        "`{other}` is not a backend: use auto, spawn, url, memory, sim or spawn-cluster"
+                    ),
                 ));
             }
         };
+        let cluster = match self.cluster.as_deref() {
+            None | Some("auto") => ClusterMode::Auto,
+            Some("yes") => ClusterMode::Yes,
+            Some("no") => ClusterMode::No,
+            Some(other) => {
+                return Err(err(
+                    "cluster",
+                    format!("`{other}` is not a cluster mode: use auto, yes or no"),
+                ));
+            }
+        };
+        if cluster == ClusterMode::Yes && backend != BackendChoice::Url {
+            return Err(err(
+                "cluster",
+                "says the `redis` URL is a cluster node: it needs backend = \"url\" (a private cluster is backend = \"spawn-cluster\")".to_string(),
+            ));
+        }
+        let cluster_masters = self.cluster_masters.unwrap_or(3);
+        let cluster_replicas = self.cluster_replicas.unwrap_or(1);
+        if !(3..=16).contains(&cluster_masters) {
+            return Err(err(
+                "cluster_masters",
+                format!("{cluster_masters} is not valid: a cluster needs 3 to 16 masters here"),
+            ));
+        }
+        if cluster_replicas > 4 {
+            return Err(err(
+                "cluster_replicas",
+                format!("{cluster_replicas} is not valid: use 0 to 4 replicas per master"),
+            ));
+        }
+        if (self.cluster_masters.is_some() || self.cluster_replicas.is_some())
+            && backend != BackendChoice::SpawnCluster
+        {
+            let f = if self.cluster_masters.is_some() {
+                "cluster_masters"
+            } else {
+                "cluster_replicas"
+            };
+            return Err(err(
+                f,
+                "sizes a cluster lockbench starts: it needs backend = \"spawn-cluster\""
+                    .to_string(),
+            ));
+        }
         if backend == BackendChoice::Url && self.redis.is_none() {
             return Err(err(
                 "redis",
@@ -946,7 +1025,7 @@ impl Profile {
         }
         let mut redis_servers = Vec::new();
         for path in self.redis_server.iter().flat_map(|r| r.to_vec()) {
-            if backend != BackendChoice::Spawn {
+            if !matches!(backend, BackendChoice::Spawn | BackendChoice::SpawnCluster) {
                 return Err(err(
                     "redis_server",
                     "names the binary of a private server: it needs backend = \"spawn\" (not url or memory)".to_string(),
@@ -958,6 +1037,12 @@ impl Profile {
             if !redis_servers.contains(&path) {
                 redis_servers.push(path);
             }
+        }
+        if backend == BackendChoice::SpawnCluster && redis_servers.len() > 1 {
+            return Err(err(
+                "redis_server",
+                "a spawned cluster runs one server binary on every node: give one".to_string(),
+            ));
         }
         let arrivals = match &self.arrivals {
             None => None,
@@ -1078,6 +1163,9 @@ impl Profile {
             connection,
             seed: self.seed.unwrap_or(1),
             backend,
+            cluster,
+            cluster_masters,
+            cluster_replicas,
             redis: self.redis.clone(),
             memory_rtt_us,
             sim_rtt_text,
@@ -1318,7 +1406,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
             "p.toml",
         )
         .unwrap();

@@ -191,6 +191,75 @@ pub struct Summary {
     /// Theoretical overrun probability next to the measured fraction (parametric
     /// distributions only).
     pub analytic: Option<crate::analytic::AnalyticCheck>,
+    /// On a Redis Cluster: the figures of each shard (empty for one server).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardFigures>,
+}
+
+/// One shard of a Redis Cluster as a variant saw it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ShardFigures {
+    /// By the order of its first slot (the `shard` of a `failover` fault).
+    pub shard: usize,
+    /// Its master when the run began, `host:port`.
+    pub master: String,
+    /// Hash slots it serves.
+    pub slots: u32,
+    /// The variant's lock keys whose slot it serves.
+    pub keys: usize,
+    /// Of those, keys acquired at least once.
+    pub keys_used: usize,
+    /// Overlap time on its keys, ms.
+    pub overlap_ms: f64,
+    /// Sections on its keys that began while another was open.
+    pub overlap_incidents: u64,
+    /// Locks lost in its failovers (acknowledged, absent on the promoted replica).
+    pub locks_lost: u64,
+}
+
+/// Per-shard figures: `key_slot(k)` gives each key's slot; overlap comes from `per_key`, lost
+/// locks from the `failover` windows.
+pub fn shard_figures(
+    shards: &[crate::store::cluster::Shard],
+    keys: usize,
+    mut key_slot: impl FnMut(usize) -> u16,
+    used: &[usize],
+    per_key: &[KeyOverlap],
+    faults: &[crate::faults::FaultWindow],
+) -> Vec<ShardFigures> {
+    let mut owner = vec![usize::MAX; keys];
+    for (k, o) in owner.iter_mut().enumerate() {
+        let slot = key_slot(k);
+        if let Some(i) = shards.iter().position(|s| s.owns(slot)) {
+            *o = i;
+        }
+    }
+    let mut out: Vec<ShardFigures> = shards
+        .iter()
+        .enumerate()
+        .map(|(i, s)| ShardFigures {
+            shard: i,
+            master: s.master.clone(),
+            slots: s.slots(),
+            keys: owner.iter().filter(|&&o| o == i).count(),
+            keys_used: used.iter().filter(|&&k| owner.get(k) == Some(&i)).count(),
+            overlap_ms: 0.0,
+            overlap_incidents: 0,
+            locks_lost: 0,
+        })
+        .collect();
+    for k in per_key {
+        if let Some(f) = owner.get(k.key).and_then(|&o| out.get_mut(o)) {
+            f.overlap_ms += k.overlap_ms;
+            f.overlap_incidents += k.overlap_incidents;
+        }
+    }
+    for l in faults.iter().filter_map(|w| w.failover.as_ref()) {
+        if let Some(f) = out.get_mut(l.shard) {
+            f.locks_lost += l.locks_lost;
+        }
+    }
+    out
 }
 
 fn send_rule() -> StaleRule {
@@ -368,6 +437,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
             })
             .collect(),
         analytic: None,
+        shards: Vec::new(),
     }
 }
 

@@ -1001,6 +1001,14 @@ async fn play(
         )),
         None => e,
     };
+    if plan.backend == crate::profile::BackendChoice::SpawnCluster {
+        return Err(crate::exit::BadInput(
+            "a demo tells its story on one server: use --backend spawn, url or memory, not \
+             spawn-cluster"
+                .into(),
+        )
+        .into());
+    }
     if plan.backend == crate::profile::BackendChoice::Sim {
         return Err(crate::exit::BadInput(
             "a demo is a story told in real time, step by step: use --backend spawn, url or memory, \
@@ -1024,6 +1032,15 @@ async fn play(
         }
         Err(e) => return Err(e),
     };
+    if let Store::Cluster(_) = &backend.store {
+        backend.close().await;
+        return Err(crate::exit::BadInput(
+            "a demo tells its story on one server, and --redis names a Redis Cluster node: give \
+             a standalone server, or --cluster no"
+                .into(),
+        )
+        .into());
+    }
     let run_id = crate::results::run_id(std::time::SystemTime::now());
     let prefix = format!("lockbench:{run_id}:demo");
     let result = if a.story == "fail-open" {
@@ -1031,7 +1048,7 @@ async fn play(
         let url = match &backend.store {
             Store::Spawned(server, _) => Some(server.lock().await.url()),
             Store::Url(_) => plan.redis.clone(),
-            Store::Memory(_) | Store::Sim(_) => None,
+            Store::Memory(_) | Store::Sim(_) | Store::Cluster(_) => None,
         };
         match url {
             Some(url) => run_fail_open(&url, a.allow_remote, &prefix, heading).await,

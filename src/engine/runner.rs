@@ -288,7 +288,8 @@ pub async fn run_on<K: Connector>(
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
-        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.keys);
+        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.keys)
+            .tagged(targets[ti].connector.hash_tags());
         let r = run_variant(
             targets[ti].connector,
             &probes[ti],
@@ -875,6 +876,21 @@ async fn run_variant<K: Connector>(
     }
     let mut summary = summarize(meta, &recorder.measured(), &hists);
     summary.faults = faults;
+    let shards = connector.shards();
+    if !shards.is_empty() {
+        let mut name = String::new();
+        summary.shards = crate::analysis::summary::shard_figures(
+            &shards,
+            plan.keys,
+            |k| {
+                ctx.key_names.write(k, &mut name);
+                crate::store::cluster::key_slot(name.as_bytes())
+            },
+            &touched,
+            &summary.per_key,
+            &summary.faults,
+        );
+    }
     summary.server_binary = env.server.binary.clone();
     summary.simulated = simulated.map(|s| {
         let wall_s = s.wall_s.max(1e-9);
@@ -987,9 +1003,13 @@ async fn run_real<C: LockConn>(
     });
     // The fault schedule runs on the variant's clock until its workers are done.
     let (faults_done, faults_done_rx) = watch::channel(false);
+    let control = crate::faults::FaultControl {
+        key_prefix: ctx.key_names.prefix().to_string(),
+        ..env.control.clone()
+    };
     let driver = tokio::spawn(crate::faults::drive(
         plan.faults.clone(),
-        env.control.clone(),
+        control,
         recorder.start,
         faults_done_rx,
     ));

@@ -31,12 +31,30 @@ use std::sync::atomic::Ordering::Relaxed;
 pub struct KeyNames {
     prefix: String,
     n: usize,
+    tagged: bool,
 }
 
 impl KeyNames {
     /// Keys `0..n`, named `{prefix}{k}`.
     pub fn new(prefix: String, n: usize) -> Self {
-        Self { prefix, n }
+        Self {
+            prefix,
+            n,
+            tagged: false,
+        }
+    }
+
+    /// The same keys with the number as a hash tag, `{prefix}{{k}}` (`…:{17}`): on a Redis
+    /// Cluster, keys spread over the slots by number, and a lock's companions
+    /// (`…:{17}:fence`) share its slot.
+    pub fn tagged(mut self, on: bool) -> Self {
+        self.tagged = on;
+        self
+    }
+
+    /// The prefix every name starts with.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
     }
 
     /// How many.
@@ -53,7 +71,11 @@ impl KeyNames {
     pub fn write(&self, key: usize, out: &mut String) {
         out.clear();
         out.push_str(&self.prefix);
-        let _ = write!(out, "{key}");
+        if self.tagged {
+            let _ = write!(out, "{{{key}}}");
+        } else {
+            let _ = write!(out, "{key}");
+        }
     }
 
     /// The name of `key`.

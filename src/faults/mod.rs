@@ -8,6 +8,7 @@
 //! kinds go through a loopback [`proxy::Proxy`] that the backend starts when the schedule
 //! needs one.
 
+pub mod failover;
 pub mod proxy;
 
 use crate::store::redis::RedisConnector;
@@ -37,16 +38,23 @@ pub enum FaultKind {
     /// With `probability` per section begun in the window, the holder dies mid-section
     /// without releasing; its worker comes back after `restart` as a new client.
     HolderCrash,
+    /// A cluster shard's master fails over to its replica (spawned clusters only): during
+    /// the window the replica lags (stopped, so it applies nothing the master acknowledges);
+    /// at its end the master dies and the replica takes over (`CLUSTER FAILOVER TAKEOVER`);
+    /// the old master comes back empty, as its replica, when the variant ends. Locks acknowledged to holders but never
+    /// replicated are lost.
+    Failover,
 }
 
 impl FaultKind {
     /// Every kind, as written.
-    pub const ALL: [FaultKind; 5] = [
+    pub const ALL: [FaultKind; 6] = [
         Self::ServerPause,
         Self::ServerRestart,
         Self::Latency,
         Self::Partition,
         Self::HolderCrash,
+        Self::Failover,
     ];
 
     /// The name written in profiles, flags and files.
@@ -57,6 +65,7 @@ impl FaultKind {
             Self::Latency => "latency",
             Self::Partition => "partition",
             Self::HolderCrash => "holder-crash",
+            Self::Failover => "failover",
         }
     }
 
@@ -101,6 +110,8 @@ pub struct FaultProfile {
     pub probability: Option<f64>,
     /// `holder-crash`: how long a crashed worker stays away [default: 0].
     pub restart: Option<String>,
+    /// `failover`: which shard, by the order of its first slot (0 holds slot 0) [default: 0].
+    pub shard: Option<usize>,
 }
 
 /// A validated fault. Times are real (never scaled by `time_scale`): they place faults on
@@ -121,6 +132,8 @@ pub struct Fault {
     pub probability: f64,
     /// `holder-crash`: how long a crashed worker stays away, µs.
     pub restart_us: u64,
+    /// `failover`: the shard, by the order of its first slot.
+    pub shard: usize,
 }
 
 impl Fault {
@@ -157,13 +170,18 @@ impl Fault {
         }
         for kv in parts {
             let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart)")
+                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart, shard)")
             })?;
             let v = v.trim().to_string();
             match k.trim() {
                 "delay" => p.delay = Some(v),
                 "jitter" => p.jitter = Some(v),
                 "restart" => p.restart = Some(v),
+                "shard" => {
+                    p.shard = Some(v.parse().map_err(|_| {
+                        format!("shard `{v}` in `{text}` is not a shard number (0, 1, …)")
+                    })?)
+                }
                 "length" => p.length = Some(v),
                 "at" => p.at = Some(v),
                 "probability" | "p" => {
@@ -173,7 +191,7 @@ impl Fault {
                 }
                 other => {
                     return Err(format!(
-                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, at or length"
+                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, shard, at or length"
                     ));
                 }
             }
@@ -230,6 +248,7 @@ impl FaultProfile {
             FaultKind::HolderCrash,
         )?;
         only("restart", self.restart.is_some(), FaultKind::HolderCrash)?;
+        only("shard", self.shard.is_some(), FaultKind::Failover)?;
         let delay_us = dur("delay", &self.delay)?.unwrap_or(0);
         let jitter_us = dur("jitter", &self.jitter)?.unwrap_or(0);
         if kind == FaultKind::Latency && delay_us == 0 && jitter_us == 0 {
@@ -261,6 +280,7 @@ impl FaultProfile {
             jitter_us,
             probability,
             restart_us,
+            shard: self.shard.unwrap_or(0),
         })
     }
 }
@@ -280,6 +300,9 @@ pub struct FaultWindow {
     /// Empty when applied; otherwise why it could not be (e.g. the server did not restart).
     #[serde(default)]
     pub error: String,
+    /// `failover`: what it did to the locks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<failover::Lost>,
 }
 
 /// What the driver needs to break things: the spawned server, an administrative connection
@@ -292,6 +315,10 @@ pub struct FaultControl {
     pub admin: Option<RedisConnector>,
     /// The loopback proxy, when the schedule has network faults.
     pub proxy: Option<Arc<proxy::Proxy>>,
+    /// A private cluster we spawned (`failover` kills and promotes its nodes).
+    pub cluster: Option<Arc<Mutex<crate::store::spawn_cluster::SpawnedCluster>>>,
+    /// The variant's key prefix: the `failover` fault reads the locks under it.
+    pub key_prefix: String,
 }
 
 impl std::fmt::Debug for FaultControl {
@@ -314,6 +341,7 @@ impl FaultControl {
                 FaultKind::ServerRestart => self.server.is_some(),
                 FaultKind::Latency | FaultKind::Partition => self.proxy.is_some(),
                 FaultKind::HolderCrash => true,
+                FaultKind::Failover => self.cluster.is_some(),
             };
             if !ok {
                 let need = match k {
@@ -321,6 +349,9 @@ impl FaultControl {
                         "a server lockbench starts itself (backend = \"spawn\"): it kills it and starts it again"
                     }
                     FaultKind::ServerPause => "a Redis server (spawned, or given by URL)",
+                    FaultKind::Failover => {
+                        "a Redis Cluster lockbench starts itself (backend = \"spawn-cluster\"): it kills a master and promotes its replica"
+                    }
                     _ => {
                         "a Redis server on a TCP address (lockbench puts a loopback proxy in front of it)"
                     }
@@ -357,6 +388,25 @@ pub async fn drive(
             let ms = |t: Instant| t.saturating_duration_since(start).as_secs_f64() * 1000.0;
             let start_ms = ms(Instant::now());
             let end = start.checked_add(Duration::from_micros(f.end_us()));
+            if f.kind == FaultKind::Failover {
+                let (error, failover) = failover::run(&control, &f, end, &mut done).await;
+                return Some((
+                    i,
+                    FaultWindow {
+                        kind: f.kind.name().to_string(),
+                        start_ms,
+                        end_ms: ms(failover
+                            .as_ref()
+                            .map_or_else(Instant::now, |l| l.taken_over)),
+                        detail: failover
+                            .as_ref()
+                            .map(failover::Lost::detail)
+                            .unwrap_or_default(),
+                        error,
+                        failover,
+                    },
+                ));
+            }
             if f.kind == FaultKind::ServerPause && control.server.is_none() {
                 // A paused server holds every client's commands, an UNPAUSE too: pause in
                 // short slices, so the pause ends within one slice of the variant's end.
@@ -369,6 +419,7 @@ pub async fn drive(
                         end_ms: ms(Instant::now()),
                         detail: detail(&f),
                         error,
+                        failover: None,
                     },
                 ));
             }
@@ -395,6 +446,7 @@ pub async fn drive(
                     end_ms: ms(Instant::now()),
                     detail: detail(&f),
                     error,
+                    failover: None,
                 },
             ))
         });
@@ -458,7 +510,7 @@ pub fn detail(f: &Fault) -> String {
 /// Starts (`on`) or ends one fault.
 async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String> {
     match f.kind {
-        FaultKind::HolderCrash => Ok(()),
+        FaultKind::HolderCrash | FaultKind::Failover => Ok(()),
         FaultKind::Latency => {
             let p = control.proxy.as_ref().ok_or("no proxy")?;
             let (d, j) = if on {

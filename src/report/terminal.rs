@@ -51,6 +51,17 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
             Box::new(|s| q3(&s.request_latency_ms)),
         ));
     }
+    // A cluster: one row per shard (keys used, overlap incidents, locks lost in failovers).
+    let shards = summaries.iter().map(|s| s.shards.len()).max().unwrap_or(0);
+    for i in 0..shards {
+        rows.push((
+            format!("shard {i} keys/overlaps/lost"),
+            Box::new(move |s| match s.shards.get(i) {
+                Some(f) => format!("{}/{}/{}", f.keys_used, f.overlap_incidents, f.locks_lost),
+                None => "n/a".to_string(),
+            }),
+        ));
+    }
     let label_w = rows
         .iter()
         .map(|(l, _)| l.chars().count())

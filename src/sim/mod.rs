@@ -337,6 +337,7 @@ pub fn fault_windows(
             end_ms: f.end_us().min(end_us) as f64 / 1000.0,
             detail: crate::faults::detail(f),
             error: String::new(),
+            failover: None,
         })
         .collect()
 }

@@ -2,12 +2,13 @@
 //! we spawn, an existing server, or the in-process model. [`with_connector!`] is the one
 //! dispatch over them, so commands stay generic over [`Connector`].
 
+use super::cluster::ClusterConnector;
 use super::memory::MemoryStore;
 use super::redis::{RedisConnector, Timeouts};
 use super::spawn::{SpawnedRedis, redis_server_available};
 use crate::faults::FaultControl;
 use crate::faults::proxy::Proxy;
-use crate::profile::{BackendChoice, Plan};
+use crate::profile::{BackendChoice, ClusterMode, Plan};
 use crate::sim::SimNet;
 use anyhow::Context;
 use std::sync::Arc;
@@ -33,6 +34,8 @@ pub enum Store {
     Memory(MemoryStore),
     /// The in-process model on the simulator's virtual clock.
     Sim(MemoryStore<SimNet>),
+    /// A Redis Cluster: given by URL, or spawned (then in [`FaultControl::cluster`]).
+    Cluster(ClusterConnector),
 }
 
 impl Backend {
@@ -77,14 +80,38 @@ impl Backend {
                 control.server = Some(server.clone());
                 Store::Spawned(server, conn)
             }
+            BackendChoice::SpawnCluster => {
+                let cluster = super::spawn_cluster::SpawnedCluster::start(
+                    exe,
+                    plan.cluster_masters,
+                    plan.cluster_replicas,
+                )
+                .await?;
+                let conn = ClusterConnector::new(&cluster.urls(), timeouts, false)?
+                    .described(format!("a private redis cluster ({})", cluster.describe()));
+                conn.load_shards().await?;
+                control.cluster = Some(Arc::new(Mutex::new(cluster)));
+                Store::Cluster(conn)
+            }
             BackendChoice::Url => {
                 let url = plan
                     .redis
                     .as_deref()
                     .context("the url backend needs --redis URL")?;
                 let conn = RedisConnector::new(url, timeouts, plan.allow_remote)?;
-                control.admin = Some(conn.clone());
-                Store::Url(conn)
+                let cluster = match plan.cluster {
+                    ClusterMode::Yes => true,
+                    ClusterMode::No => false,
+                    ClusterMode::Auto => super::cluster::is_cluster(&conn).await?,
+                };
+                if cluster {
+                    let c = ClusterConnector::new(&[url.to_string()], timeouts, plan.allow_remote)?;
+                    c.load_shards().await?;
+                    Store::Cluster(c)
+                } else {
+                    control.admin = Some(conn.clone());
+                    Store::Url(conn)
+                }
             }
             BackendChoice::Sim => Store::Sim(MemoryStore::with_net(
                 SimNet::new(
@@ -122,14 +149,20 @@ impl Backend {
             Store::Url(_) => "url",
             Store::Memory(_) => "memory",
             Store::Sim(_) => "sim",
+            Store::Cluster(_) if self.control.cluster.is_some() => "spawn-cluster",
+            Store::Cluster(_) => "cluster",
         }
     }
 
     /// Stops a spawned server (and the proxy).
     pub async fn close(self) {
+        let cluster = self.control.cluster.clone();
         drop(self.control);
         if let Store::Spawned(server, _) = self.store {
             server.lock().await.kill().await;
+        }
+        if let Some(c) = cluster.and_then(|c| Arc::try_unwrap(c).ok()) {
+            c.into_inner().stop().await;
         }
     }
 }
@@ -144,6 +177,7 @@ macro_rules! with_connector {
             | $crate::store::backend::Store::Url($c) => $body,
             $crate::store::backend::Store::Memory($c) => $body,
             $crate::store::backend::Store::Sim($c) => $body,
+            $crate::store::backend::Store::Cluster($c) => $body,
         }
     };
 }

@@ -2,9 +2,11 @@
 //! the same demo drive a real Redis ([`redis`]) and the in-process model ([`memory`]).
 
 pub mod backend;
+pub mod cluster;
 pub mod memory;
 pub mod redis;
 pub mod spawn;
+pub mod spawn_cluster;
 
 use std::future::Future;
 
@@ -279,6 +281,15 @@ pub trait Connector: Send + Sync + 'static {
     /// the simulator, not real time.
     fn virtual_clock(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
         None
+    }
+    /// Whether lock keys need hash tags (`…:{17}`): a Redis Cluster, where a lock's companion
+    /// keys must share its slot for the scripts to run.
+    fn hash_tags(&self) -> bool {
+        false
+    }
+    /// A cluster's shards as it described them before the run (empty for one server).
+    fn shards(&self) -> Vec<cluster::Shard> {
+        Vec::new()
     }
 }
 

@@ -23,7 +23,8 @@ pub struct RedisConnector {
     scripts: Arc<Scripts>,
 }
 
-struct Scripts {
+/// The scripts every connection runs, hashed once per connector.
+pub(super) struct Scripts {
     release: Script,
     canonical: Script,
     acquire_fenced: Script,
@@ -81,15 +82,42 @@ impl RedisConnector {
             client,
             config,
             describe: format!("redis at {where_}"),
-            scripts: Arc::new(Scripts {
-                release: Script::new(RELEASE_LUA),
-                canonical: Script::new(CANONICAL_CAD_LUA),
-                acquire_fenced: Script::new(FENCED_ACQUIRE_LUA),
-                read: Script::new(RESOURCE_READ_LUA),
-                write: Script::new(RESOURCE_WRITE_LUA),
-                extend: Script::new(EXTEND_LUA),
-            }),
+            scripts: Arc::new(Scripts::new()),
         })
+    }
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        Self {
+            release: Script::new(RELEASE_LUA),
+            canonical: Script::new(CANONICAL_CAD_LUA),
+            acquire_fenced: Script::new(FENCED_ACQUIRE_LUA),
+            read: Script::new(RESOURCE_READ_LUA),
+            write: Script::new(RESOURCE_WRITE_LUA),
+            extend: Script::new(EXTEND_LUA),
+        }
+    }
+}
+
+/// What a lock connection runs on: one server's connection (a [`ConnectionManager`]), or a
+/// Redis Cluster's ([`redis::cluster_async::ClusterConnection`]), which routes each command to
+/// its key's slot and follows `MOVED`/`ASK`.
+pub trait Link: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
+    /// A command about the server rather than a key (`INFO`, `COMMAND DOCS`): one node's reply,
+    /// any node's on a cluster (they run the same binary), never a map of every node's.
+    fn query_node<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send;
+}
+
+impl Link for ConnectionManager {
+    async fn query_node<T: redis::FromRedisValue>(
+        &mut self,
+        cmd: &redis::Cmd,
+    ) -> redis::RedisResult<T> {
+        cmd.query_async(self).await
     }
 }
 
@@ -187,14 +215,21 @@ pub fn connect_hint(detail: &str) -> &'static str {
     }
 }
 
-/// One multiplexed connection that reconnects when lost; its clones share the socket.
+/// One multiplexed connection that reconnects when lost (a cluster's: one per node); its
+/// clones share the socket.
 #[derive(Clone)]
-pub struct RedisConn {
-    conn: ConnectionManager,
+pub struct RedisConn<K: Link = ConnectionManager> {
+    pub(super) conn: K,
     scripts: Arc<Scripts>,
 }
 
-fn classify(e: redis::RedisError) -> CmdError {
+impl<K: Link> RedisConn<K> {
+    pub(super) fn from_parts(conn: K, scripts: Arc<Scripts>) -> Self {
+        Self { conn, scripts }
+    }
+}
+
+pub(super) fn classify(e: redis::RedisError) -> CmdError {
     let kind = if e.is_timeout() {
         ErrorKind::Timeout
     } else if e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal() {
@@ -234,7 +269,7 @@ fn auth_hint(e: &redis::RedisError) -> Option<&'static str> {
     }
 }
 
-impl LockConn for RedisConn {
+impl<K: Link> LockConn for RedisConn<K> {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
         let r: Option<String> = redis::cmd("SET")
             .arg(key)
@@ -350,10 +385,9 @@ impl LockConn for RedisConn {
 
     async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
         // Unknown commands come back as a nil entry.
-        let v: redis::Value = redis::cmd("COMMAND")
-            .arg("INFO")
-            .arg(name)
-            .query_async(&mut self.conn)
+        let v: redis::Value = self
+            .conn
+            .query_node(redis::cmd("COMMAND").arg("INFO").arg(name))
             .await
             .map_err(classify)?;
         Ok(match v {
@@ -365,10 +399,9 @@ impl LockConn for RedisConn {
     }
 
     async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
-        let v: redis::Value = redis::cmd("COMMAND")
-            .arg("DOCS")
-            .arg("SET")
-            .query_async(&mut self.conn)
+        let v: redis::Value = self
+            .conn
+            .query_node(redis::cmd("COMMAND").arg("DOCS").arg("SET"))
             .await
             .map_err(classify)?;
         // The option appears as an argument token ("IFEQ") in SET's documented arguments.
@@ -385,9 +418,9 @@ impl LockConn for RedisConn {
     }
 
     async fn server_version(&mut self) -> CmdResult<String> {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut self.conn)
+        let info: String = self
+            .conn
+            .query_node(redis::cmd("INFO").arg("server"))
             .await
             .map_err(classify)?;
         Ok(parse_server_version(&info))
@@ -511,7 +544,7 @@ impl LockConn for RedisConn {
     }
 }
 
-impl RedisConn {
+impl<K: Link> RedisConn<K> {
     /// Sends any command and converts its reply, failures classified as for the lock
     /// commands: the agents' barrier (`INCRBY`, `TIME`, `SET … NX`) uses it, the worker loop
     /// never does.

@@ -46,7 +46,7 @@ pub fn redis_server_available() -> bool {
     find_on_path("redis-server").is_some()
 }
 
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|d| d.join(name))
@@ -95,6 +95,23 @@ impl SpawnedRedis {
                         .join(" ")
                 )
             })
+    }
+
+    /// Starts `exe` (`None`: `redis-server` on PATH) with extra configuration arguments: a
+    /// node of a spawned cluster.
+    pub async fn start_node(
+        exe: Option<&std::path::Path>,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
+        let exe = match exe {
+            Some(e) => {
+                check_server_binary(e)?;
+                e.to_path_buf()
+            }
+            None => find_on_path("redis-server").context(INSTALL_HINT)?,
+        };
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        Self::start_from(exe, None, &extra).await
     }
 
     async fn start_with(tls: Option<TlsFiles>, extra: &[&str]) -> anyhow::Result<Self> {
@@ -370,7 +387,7 @@ rm -rf "$dir""#;
 
 /// Removes the directories of servers whose lockbench is gone without its watcher having
 /// cleaned up (a watcher killed with it, or a lockbench older than the watcher).
-fn remove_stale_dirs() {
+pub(crate) fn remove_stale_dirs() {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };

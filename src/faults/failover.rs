@@ -1,0 +1,326 @@
+//! The `failover` fault of a spawned Redis Cluster, and the count of the locks it loses.
+//!
+//! Redis replicates asynchronously: a master acknowledges a `SET` before its replica has it.
+//! If the master dies then and the replica is promoted, that lock is simply gone, and another
+//! client acquires it while its holder still works. To make the loss happen on loopback,
+//! where replication is otherwise immediate, the replica *lags* for the fault's window (it is
+//! stopped, as a replica behind a slow link or a long fork would be). At the window's end:
+//!
+//! 1. the master's writes are paused (`CLIENT PAUSE … WRITE`), so what it holds is final;
+//! 2. every lock under the variant's prefix is read from the master (`GET`, `PTTL`): the
+//!    locks acknowledged to holders;
+//! 3. the master is killed, the replica resumed; once it has seen its master's link go down
+//!    it has applied every byte it will ever get;
+//! 4. each lock is read from the replica (`READONLY`): a lock whose token is not there, and
+//!    that had not expired by then, is *lost*;
+//! 5. the replica takes the slots over (`CLUSTER FAILOVER TAKEOVER`); when the variant ends
+//!    the old master comes back, empty, as its replica.
+//!
+//! The workers' client follows the cluster to the new master; the overlap the lost locks cause
+//! is measured by the run's usual overlap accounting.
+
+use super::{Fault, FaultControl};
+use crate::store::cluster::{Shard, parse_cluster_slots};
+use redis::aio::MultiplexedConnection;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// What a failover did to the locks of its shard.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lost {
+    /// The shard, by the order of its first slot.
+    pub shard: usize,
+    /// Its master before (`host:port`).
+    pub old_master: String,
+    /// Its master after: the promoted replica.
+    pub new_master: String,
+    /// Locks of the variant the old master held when it died.
+    pub locks_held: u64,
+    /// Of those, locks the promoted replica did not have (and that had not expired yet).
+    pub locks_lost: u64,
+    /// When the replica had taken over (the window's end; the old master's return and the
+    /// cluster settling come after it).
+    #[serde(skip, default = "Instant::now")]
+    pub taken_over: Instant,
+}
+
+impl Lost {
+    /// In words, for the timeline and `faults.csv`.
+    pub fn detail(&self) -> String {
+        format!(
+            "shard {}: {} → {}, {} of {} locks lost",
+            self.shard, self.old_master, self.new_master, self.locks_lost, self.locks_held
+        )
+    }
+}
+
+/// Runs one failover window; returns the error (empty if none) and what it did.
+pub async fn run(
+    control: &FaultControl,
+    f: &Fault,
+    end: Option<Instant>,
+    done: &mut watch::Receiver<bool>,
+) -> (String, Option<Lost>) {
+    match failover(control, f, end, done).await {
+        Ok(lost) => (String::new(), lost),
+        Err(e) => (format!("{e:#}"), None),
+    }
+}
+
+async fn failover(
+    control: &FaultControl,
+    f: &Fault,
+    end: Option<Instant>,
+    done: &mut watch::Receiver<bool>,
+) -> anyhow::Result<Option<Lost>> {
+    let cluster = control
+        .cluster
+        .as_ref()
+        .ok_or_else(|| anyhow::anyhow!("no spawned cluster"))?;
+    let seed = cluster.lock().await.urls();
+    let shards = current_shards(&seed).await?;
+    let shard = shards.get(f.shard).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the cluster has {} shards: there is no shard {} (use 0 to {})",
+            shards.len(),
+            f.shard,
+            shards.len().saturating_sub(1)
+        )
+    })?;
+    let Some(replica) = shard.replicas.first().cloned() else {
+        anyhow::bail!(
+            "shard {} ({}) has no replica to fail over to (cluster_replicas = 0)",
+            f.shard,
+            shard.master
+        );
+    };
+    let master = shard.master.clone();
+    let mport = port_of(&master)?;
+    // The lag: the replica stops, then the master drops its link to it, so nothing the master
+    // acknowledges from here on reaches it. (Stopping it alone would not do: its kernel would
+    // still receive the stream into the socket's buffer, and it would apply it on waking; and
+    // dropping the link first would let it reconnect before it stops.)
+    let mut r = connect(&replica).await?;
+    let rpid = process_id(&mut r).await?;
+    let mut m = connect(&master).await?;
+    signal(rpid, "-STOP").await?;
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("replica")
+        .query_async(&mut m)
+        .await?;
+    let ended = match end {
+        Some(e) => super::wait_until(e, done).await,
+        None => false,
+    };
+    if !ended {
+        // The variant ended first: no failover, the replica catches up.
+        signal(rpid, "-CONT").await?;
+        return Ok(None);
+    }
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(60_000)
+        .arg("WRITE")
+        .query_async(&mut m)
+        .await?;
+    let held = locks_on(&mut m, &control.key_prefix).await?;
+    let read_at = Instant::now();
+    {
+        let mut c = cluster.lock().await;
+        if let Some(n) = c.node_mut(mport) {
+            n.kill().await;
+        }
+    }
+    signal(rpid, "-CONT").await?;
+    wait_for(&mut r, "replication", "master_link_status:", "down").await?;
+    let _: () = redis::cmd("READONLY").query_async(&mut r).await?;
+    let mut lost = 0;
+    if !held.is_empty() {
+        let mut get = redis::pipe();
+        for (key, _, _) in &held {
+            get.cmd("GET").arg(key);
+        }
+        let now: Vec<Option<String>> = get.query_async(&mut r).await?;
+        let elapsed_ms = read_at.elapsed().as_millis() as i64;
+        for ((_, token, pttl), there) in held.iter().zip(now) {
+            // Expired by now on its own: not the failover's doing.
+            if there.as_deref() != Some(token.as_str()) && *pttl > elapsed_ms {
+                lost += 1;
+            }
+        }
+    }
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query_async(&mut r)
+        .await?;
+    wait_for(&mut r, "replication", "role:", "master").await?;
+    let taken_over = Instant::now();
+    // The old master stays down until the variant ends: back at once, it would briefly serve
+    // its old slots (empty) to clients still retrying there, before it learns it was replaced.
+    let _ = done.wait_for(|d| *d).await;
+    {
+        let mut c = cluster.lock().await;
+        if let Some(n) = c.node_mut(mport) {
+            n.start_again().await?;
+        }
+        // It rejoins as the new master's replica; the next variant starts on a whole cluster.
+        c.settle().await?;
+    }
+    Ok(Some(Lost {
+        shard: f.shard,
+        old_master: master,
+        new_master: replica,
+        locks_held: held.len() as u64,
+        locks_lost: lost,
+        taken_over,
+    }))
+}
+
+/// The shards as the cluster describes them now (a failover earlier in the run moved one).
+async fn current_shards(seed: &[String]) -> anyhow::Result<Vec<Shard>> {
+    let mut last = None;
+    for url in seed {
+        match connect_url(url).await {
+            Ok(mut c) => {
+                let v: redis::Value = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut c)
+                    .await?;
+                return parse_cluster_slots(&v);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("the cluster has no nodes")))
+}
+
+/// The variant's locks on one node: `(key, token, pttl_ms)`. Lock keys end with their hash
+/// tag (`…:{17}`); their companions (`…:{17}:fence`) are not locks.
+async fn locks_on(
+    c: &mut MultiplexedConnection,
+    prefix: &str,
+) -> anyhow::Result<Vec<(String, String, i64)>> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(format!("{}*", glob_escape(prefix)))
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(c)
+            .await?;
+        keys.extend(batch.into_iter().filter(|k| k.ends_with('}')));
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut p = redis::pipe();
+    for k in &keys {
+        p.cmd("GET").arg(k).cmd("PTTL").arg(k);
+    }
+    let replies: Vec<redis::Value> = p.query_async(c).await?;
+    let mut out = Vec::new();
+    for (k, pair) in keys.into_iter().zip(replies.chunks(2)) {
+        let token: Option<String> = redis::from_redis_value_ref(&pair[0])?;
+        let pttl: i64 = redis::from_redis_value_ref(&pair[1])?;
+        if let Some(t) = token {
+            out.push((k, t, pttl));
+        }
+    }
+    Ok(out)
+}
+
+/// `prefix` with the glob characters of `SCAN MATCH` escaped.
+fn glob_escape(prefix: &str) -> String {
+    let mut out = String::with_capacity(prefix.len());
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Polls `INFO section` until `field` reads `value` (the node's own state; no event to wait
+/// on), for at most 10 s.
+async fn wait_for(
+    c: &mut MultiplexedConnection,
+    section: &str,
+    field: &str,
+    value: &str,
+) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("INFO").arg(section).query_async(c).await?;
+        let now = info
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(field).map(str::to_string));
+        if now.as_deref() == Some(value) {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("{field} is still {now:?} after 10 s, not {value}");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The server's own process id (`INFO server`).
+async fn process_id(c: &mut MultiplexedConnection) -> anyhow::Result<u32> {
+    let info: String = redis::cmd("INFO").arg("server").query_async(c).await?;
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix("process_id:")?.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("INFO server gives no process_id"))
+}
+
+async fn connect(addr: &str) -> anyhow::Result<MultiplexedConnection> {
+    connect_url(&format!("redis://{addr}")).await
+}
+
+async fn connect_url(url: &str) -> anyhow::Result<MultiplexedConnection> {
+    let client = redis::Client::open(url)?;
+    let cfg = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(2)))
+        .set_response_timeout(Some(Duration::from_secs(5)));
+    Ok(client
+        .get_multiplexed_async_connection_with_config(&cfg)
+        .await?)
+}
+
+fn port_of(addr: &str) -> anyhow::Result<u16> {
+    addr.rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .ok_or_else(|| anyhow::anyhow!("`{addr}` is not host:port"))
+}
+
+async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
+    let status = tokio::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "kill {sig} {pid} failed ({status})");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn glob_characters_are_escaped() {
+        assert_eq!(glob_escape("lockbench:r1:token:"), "lockbench:r1:token:");
+        assert_eq!(glob_escape("a*b?[c]\\"), "a\\*b\\?\\[c\\]\\\\");
+    }
+}
