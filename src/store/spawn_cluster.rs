@@ -58,6 +58,10 @@ impl SpawnedCluster {
                 conf.display().to_string(),
                 "--cluster-node-timeout".to_string(),
                 NODE_TIMEOUT_MS.to_string(),
+                // A replica's first sync starts at once, not after the default 5 s wait for
+                // more replicas to share a diskless transfer.
+                "--repl-diskless-sync-delay".to_string(),
+                "0".to_string(),
             ];
             cluster
                 .nodes
