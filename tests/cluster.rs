@@ -85,6 +85,27 @@ async fn contended_run_on_a_cluster_gives_the_single_server_figures() {
     cluster.stop().await;
 }
 
+/// `summary.json` of `dir` follows `schema/summary.schema.json` (its `shards` and `failover`
+/// fields included).
+fn follows_schema(dir: &std::path::Path) {
+    let schema: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(format!(
+            "{}/schema/summary.schema.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&json)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+}
+
 fn failover_run(dir: &std::path::Path, fault: Option<&str>) -> Vec<serde_json::Value> {
     let out = dir.join(if fault.is_some() { "failover" } else { "calm" });
     let mut args = vec![
@@ -115,6 +136,7 @@ fn failover_run(dir: &std::path::Path, fault: Option<&str>) -> Vec<serde_json::V
     let o = cli(&args);
     // Overlap makes the verdict non-zero only with a threshold; none is set here.
     cli_ok(&o);
+    follows_schema(&out);
     summaries(&out)
 }
 

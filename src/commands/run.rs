@@ -105,6 +105,14 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
         // An error drops the ones already open, which stops their servers.
         backends.push(Backend::open_server(plan, opts.quiet, exe).await?);
     }
+    if opts.agent.is_some() && matches!(backends[0].store, Store::Cluster(_)) {
+        return Err(BadInput(
+            "--agent: the agents' start barrier and clock readings go to one server, and --redis \
+             names a Redis Cluster node: run one process against a cluster (or --cluster no)"
+                .into(),
+        )
+        .into());
+    }
     let kind = backends[0].kind();
     let result = if let [backend] = &backends[..]
         && !matches!(backend.store, Store::Spawned(..))
