@@ -76,6 +76,17 @@ fn an_hour_of_arrivals_in_virtual_time() {
         requests
     );
     assert!(s["simulated"]["events"].as_u64().unwrap() > requests);
+    // Without rows the report is drawn from the interval logs: every section is in the
+    // durations chart, the overruns are the summary's, and there is no timeline to draw.
+    assert!(out.join("report.html").exists() && out.join("durations.png").exists());
+    assert!(!out.join("timeline.png").exists());
+    let r = lockbench::report::render(&out).unwrap();
+    let panel = &r.durations.panels[0];
+    assert_eq!(Some(panel.marks.count), s["sections"].as_u64());
+    assert_eq!(Some(panel.overruns), s["overruns"].as_u64());
+    let o = lockbench(&["report", out.to_str().unwrap()]);
+    ok(&o);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("not checked"));
 }
 
 /// What a simulation cannot do is refused before anything runs: server faults (the model has

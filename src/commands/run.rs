@@ -140,17 +140,14 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
     }
     let outcome = result?;
     // Charts and report.html, from the files just written (as `lockbench report` would).
-    let report = if outcome.manifest.profile.events {
-        crate::report::render_after_run(&outcome.dir).err()
-    } else {
-        if !opts.quiet {
-            eprintln!(
-                "notice: no events.csv and no charts (events = \"none\"); every figure is in \
-                 summary.json, summary.csv and the .hgrm/.hlog files"
-            );
-        }
-        None
-    };
+    if !outcome.manifest.profile.events && !opts.quiet {
+        eprintln!(
+            "notice: no events.csv (events = \"none\"): the charts are drawn from the interval \
+             logs, without the timeline; every figure is in summary.json, summary.csv and the \
+             .hgrm/.hlog files"
+        );
+    }
+    let report = crate::report::render_after_run(&outcome.dir).err();
     finish(outcome, report, opts.quiet)
 }
 

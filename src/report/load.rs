@@ -47,8 +47,15 @@ pub struct RunFiles {
 impl RunFiles {
     /// Loads the JSON files, or says which required files are missing.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        // A run with `events = "none"` (its manifest says so) has no events.csv by design.
+        let without_rows = std::fs::read_to_string(dir.join("manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|m| m.pointer("/profile/events").and_then(|e| e.as_bool()))
+            == Some(false);
         let missing: Vec<&'static str> = REQUIRED
             .into_iter()
+            .filter(|f| !(without_rows && *f == "events.csv"))
             .filter(|f| !dir.join(f).is_file())
             .collect();
         if !missing.is_empty() {
@@ -238,6 +245,33 @@ impl EventScan {
         };
         self.variants[i].add(r);
     }
+}
+
+/// Without `events.csv`: each variant's durations and acquire latencies from the interval
+/// logs (`durations.hlog`, `acquire-latency.hlog`, merged by tag), its counts and TTL from
+/// `summary.json`; no per-key sections.
+pub fn scan_histograms(dir: &Path, run: &RunFiles) -> anyhow::Result<EventScan> {
+    let durations = read_hlog(&dir.join("durations.hlog"))?;
+    let acquire = read_hlog(&dir.join("acquire-latency.hlog")).unwrap_or_default();
+    let mut scan = EventScan::default();
+    for s in &run.summary.variants {
+        let mut v = VariantEvents::new(&s.variant, s.stale_rule);
+        v.ttl_us = s.ttl_ms * 1000;
+        v.counts = s.counts.clone();
+        let tagged = |logs: &[(String, Histogram<u64>)]| {
+            logs.iter()
+                .find(|(t, _)| *t == s.variant)
+                .map(|(_, h)| h.clone())
+        };
+        if let Some(h) = tagged(&durations) {
+            v.durations = h;
+        }
+        if let Some(h) = tagged(&acquire) {
+            v.acquire = h;
+        }
+        scan.variants.push(v);
+    }
+    Ok(scan)
 }
 
 /// First pass: histograms, counts and per-key counts of every variant.

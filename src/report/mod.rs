@@ -242,7 +242,14 @@ pub fn render_and_verify(dir: &Path) -> anyhow::Result<Rendered> {
 fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendered> {
     let run = RunFiles::open(dir)?;
     let events_path = dir.join("events.csv");
-    let scan = load::scan_events(&events_path)?;
+    // A run without rows (`events = "none"`, a long simulated run) is drawn from its interval
+    // logs and summary: every chart but the timeline, which needs the sections themselves.
+    let with_events = events_path.exists();
+    let scan = if with_events {
+        load::scan_events(&events_path)?
+    } else {
+        load::scan_histograms(dir, &run)?
+    };
     let variants = ordered(&run, &scan);
     let ttl_us = variants
         .iter()
@@ -274,12 +281,8 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     charts::survival(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
     files.push(p);
 
-    let mut timeline = timeline_of(
-        busiest(&run.summary, &variants),
-        &events_path,
-        ttl_us,
-        run.pause_before_write(),
-    )?;
+    let target = busiest(&run.summary, &variants).filter(|_| with_events);
+    let mut timeline = timeline_of(target, &events_path, ttl_us, run.pause_before_write())?;
     // The variant's fault windows, on the same clock (µs from the variant's start).
     timeline.faults = run
         .summary
@@ -310,9 +313,11 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
             }
         }
     }
-    let p = dir.join(TIMELINE_PNG);
-    charts::timeline(&p, &timeline)?;
-    files.push(p);
+    if with_events {
+        let p = dir.join(TIMELINE_PNG);
+        charts::timeline(&p, &timeline)?;
+        files.push(p);
+    }
 
     let (acquire_latency, acquire_source) = acquire_curves(dir, &variants);
     let p = dir.join(ACQUIRE_PNG);
@@ -472,10 +477,19 @@ fn data_files(dir: &Path) -> anyhow::Result<Vec<String>> {
 
 /// Recomputes from `events.csv` the summary figures the rows determine and lists those that
 /// differ from `summary.json`. Exact, so its memory grows with the run (every section's
-/// interval): only `lockbench report` runs it.
+/// interval): only `lockbench report` runs it. A run without `events.csv` cannot be checked:
+/// that is an error saying so.
 pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
     let run = RunFiles::open(dir)?;
-    verify::check(&run.summary, &dir.join("events.csv"))
+    let events = dir.join("events.csv");
+    if !events.exists() {
+        anyhow::bail!(
+            "{} has no events.csv (the run had events = \"none\"): its summary cannot be \
+             recounted from the sections",
+            dir.display()
+        );
+    }
+    verify::check(&run.summary, &events)
 }
 
 /// Renders at the end of a run, once every other file is written, without the check against
