@@ -257,7 +257,7 @@ pub fn scan_histograms(dir: &Path, run: &RunFiles) -> anyhow::Result<EventScan> 
     for s in &run.summary.variants {
         let mut v = VariantEvents::new(&s.variant, s.stale_rule);
         v.ttl_us = s.ttl_ms * 1000;
-        v.counts = s.counts.clone();
+        v.counts = s.counts;
         let tagged = |logs: &[(String, Histogram<u64>)]| {
             logs.iter()
                 .find(|(t, _)| *t == s.variant)
