@@ -176,6 +176,12 @@ fn failover_with_a_lagging_replica_loses_locks() {
     // The run went on past the failover: sections began after it.
     assert!(v["sections"].as_u64().unwrap() > held);
 
+    let html = std::fs::read_to_string(dir.path().join("failover/report.html")).unwrap();
+    assert!(
+        html.contains("Cluster shards"),
+        "no shard table in report.html"
+    );
+
     let calm = &failover_run(dir.path(), None)[0];
     assert_eq!(calm["overlap_incidents"], 0, "{calm}");
     assert!(calm.get("faults").is_none(), "{calm}");

@@ -233,6 +233,40 @@ fn agents_note(manifest: &serde_json::Value) -> String {
     h
 }
 
+/// On a Redis Cluster: one row per shard and variant (keys used, overlap, locks lost in
+/// failovers); nothing for one server.
+fn shards_table(summaries: &[Summary]) -> String {
+    let mut h = String::new();
+    if summaries.iter().all(|s| s.shards.is_empty()) {
+        return h;
+    }
+    h.push_str(
+        "<h2>Cluster shards</h2>\n<table>\n<thead><tr><th>variant</th><th>shard</th>\
+         <th>master at start</th><th>slots</th><th>keys (used)</th><th>overlap incidents</th>\
+         <th>overlap</th><th>locks lost in failovers</th></tr></thead>\n<tbody>\n",
+    );
+    for s in summaries {
+        for f in &s.shards {
+            let _ = writeln!(
+                h,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td>\
+                 <td>{:.3} ms</td><td>{}</td></tr>",
+                esc(&s.variant),
+                f.shard,
+                esc(&f.master),
+                f.slots,
+                f.keys,
+                f.keys_used,
+                f.overlap_incidents,
+                f.overlap_ms,
+                f.locks_lost
+            );
+        }
+    }
+    h.push_str("</tbody>\n</table>\n");
+    h
+}
+
 /// The page.
 pub fn page(p: &Page<'_>) -> String {
     let mut h = String::new();
@@ -302,6 +336,7 @@ pub fn page(p: &Page<'_>) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody>\n</table>\n");
+    h.push_str(&shards_table(p.summaries));
     // Cells of a compare across servers that could not run there.
     if let Some(serde_json::Value::Array(skipped)) = p.manifest.get("skipped")
         && !skipped.is_empty()
@@ -318,7 +353,14 @@ pub fn page(p: &Page<'_>) -> String {
         }
         h.push_str("</ul>\n");
     }
+    let without_rows =
+        p.manifest.pointer("/profile/events") == Some(&serde_json::Value::Bool(false));
     match p.mismatches {
+        None if without_rows => h.push_str(
+            "<p>This run wrote no <code>events.csv</code> (<code>events = \"none\"</code>): the \
+             charts come from the interval logs, there is no timeline, and the summary cannot \
+             be recounted from the sections.</p>\n",
+        ),
         None => h.push_str(
             "<p>Not yet checked against <code>events.csv</code>: \
              <code>lockbench report DIR</code> recomputes every figure it can (counts, exact \
