@@ -106,8 +106,24 @@ fn follows_schema(dir: &std::path::Path) {
     assert!(errors.is_empty(), "{errors:#?}");
 }
 
+/// Sections (of any shard) acquired inside a fault window: the only locks it could lose.
+fn acquired_in_window(run: &std::path::Path, w: &serde_json::Value) -> u64 {
+    let (from, to) = (
+        (w["start_ms"].as_f64().unwrap() * 1000.0) as u64,
+        (w["end_ms"].as_f64().unwrap() * 1000.0) as u64,
+    );
+    common::events(run)
+        .iter()
+        .filter(|r| (from..=to).contains(&r.acquired_us))
+        .count() as u64
+}
+
 fn failover_run(dir: &std::path::Path, fault: Option<&str>) -> Vec<serde_json::Value> {
-    let out = dir.join(if fault.is_some() { "failover" } else { "calm" });
+    let out = dir.join(match fault {
+        Some(f) if f.contains("+1ms") => "brief",
+        Some(_) => "failover",
+        None => "calm",
+    });
     let mut args = vec![
         "run",
         "--backend",
@@ -181,6 +197,19 @@ fn failover_with_a_lagging_replica_loses_locks() {
         html.contains("Cluster shards"),
         "no shard table in report.html"
     );
+
+    assert!(lost <= acquired_in_window(&dir.path().join("failover"), w));
+
+    // The count tells lost from kept: with a lag of 1 ms, the locks the master held were
+    // replicated before it; only a lock acquired inside the window could be lost.
+    let brief = &failover_run(dir.path(), Some("failover@1s+1ms,shard=1"))[0];
+    let bw = &brief["faults"][0];
+    let f = &bw["failover"];
+    let held = f["locks_held"].as_u64().unwrap();
+    let lost = f["locks_lost"].as_u64().unwrap();
+    let could = acquired_in_window(&dir.path().join("brief"), bw);
+    assert!(lost < held, "{f}: every held lock counted lost");
+    assert!(lost <= could, "{f}: {could} acquired in the window");
 
     let calm = &failover_run(dir.path(), None)[0];
     assert_eq!(calm["overlap_incidents"], 0, "{calm}");
