@@ -101,6 +101,8 @@ pub struct FaultProfile {
     pub probability: Option<f64>,
     /// `holder-crash`: how long a crashed worker stays away [default: 0].
     pub restart: Option<String>,
+    /// `server-pause` / `server-restart` of a redlock run: which instance (from 0).
+    pub instance: Option<usize>,
 }
 
 /// A validated fault. Times are real (never scaled by `time_scale`): they place faults on
@@ -121,6 +123,9 @@ pub struct Fault {
     pub probability: f64,
     /// `holder-crash`: how long a crashed worker stays away, µs.
     pub restart_us: u64,
+    /// Redlock runs: the instance a server fault acts on (`None`: a single server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<usize>,
 }
 
 impl Fault {
@@ -157,13 +162,18 @@ impl Fault {
         }
         for kv in parts {
             let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart)")
+                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart, instance)")
             })?;
             let v = v.trim().to_string();
             match k.trim() {
                 "delay" => p.delay = Some(v),
                 "jitter" => p.jitter = Some(v),
                 "restart" => p.restart = Some(v),
+                "instance" => {
+                    p.instance = Some(v.parse().map_err(|_| {
+                        format!("instance `{v}` in `{text}` is not an instance number (0, 1, …)")
+                    })?)
+                }
                 "length" => p.length = Some(v),
                 "at" => p.at = Some(v),
                 "probability" | "p" => {
@@ -173,7 +183,7 @@ impl Fault {
                 }
                 other => {
                     return Err(format!(
-                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, at or length"
+                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, instance, at or length"
                     ));
                 }
             }
@@ -253,6 +263,12 @@ impl FaultProfile {
             }
         }
         let restart_us = dur("restart", &self.restart)?.unwrap_or(0);
+        if self.instance.is_some() && !kind.needs_server() {
+            return Err(format!(
+                "`instance` picks the redlock instance of a server-pause or server-restart, not of a {}",
+                kind.name()
+            ));
+        }
         Ok(Fault {
             kind,
             at_us,
@@ -261,6 +277,7 @@ impl FaultProfile {
             jitter_us,
             probability,
             restart_us,
+            instance: self.instance,
         })
     }
 }
@@ -292,6 +309,8 @@ pub struct FaultControl {
     pub admin: Option<RedisConnector>,
     /// The loopback proxy, when the schedule has network faults.
     pub proxy: Option<Arc<proxy::Proxy>>,
+    /// A spawned redlock's servers, in instance order (a fault's `instance` picks one).
+    pub instances: Vec<Arc<Mutex<SpawnedRedis>>>,
 }
 
 impl std::fmt::Debug for FaultControl {
@@ -300,6 +319,7 @@ impl std::fmt::Debug for FaultControl {
             .field("server", &self.server.is_some())
             .field("admin", &self.admin.is_some())
             .field("proxy", &self.proxy.as_ref().map(|p| p.addr()))
+            .field("instances", &self.instances.len())
             .finish()
     }
 }
@@ -309,6 +329,12 @@ impl FaultControl {
     pub fn check(&self, faults: &[Fault], backend: &str) -> Result<(), String> {
         for f in faults {
             let k = f.kind;
+            if let Some(e) = self.check_instance(f, backend) {
+                return Err(e);
+            }
+            if f.instance.is_some() {
+                continue;
+            }
             let ok = match k {
                 FaultKind::ServerPause => self.server.is_some() || self.admin.is_some(),
                 FaultKind::ServerRestart => self.server.is_some(),
@@ -335,6 +361,51 @@ impl FaultControl {
     }
 }
 
+impl FaultControl {
+    /// A fault's `instance` against this backend: `None` when it is fine. A redlock run
+    /// (spawned) needs it on every server fault and within range; anything else refuses it.
+    fn check_instance(&self, f: &Fault, backend: &str) -> Option<String> {
+        let n = self.instances.len();
+        let redlock = backend == "redlock";
+        match f.instance {
+            Some(_) if !redlock => Some(format!(
+                "fault `{}` names an `instance`, which picks a server of a redlock run (lock = \"redlock\"); this run's backend is {backend}",
+                f.kind.name()
+            )),
+            Some(_) if n == 0 => Some(format!(
+                "fault `{}` on a redlock instance needs instances lockbench spawns (not redlock_urls): it pauses and restarts them itself",
+                f.kind.name()
+            )),
+            Some(i) if i >= n => Some(format!(
+                "fault `{}`: instance {i} does not exist; this redlock has instances 0 to {}",
+                f.kind.name(),
+                n - 1
+            )),
+            None if redlock && f.kind.needs_server() => Some(format!(
+                "fault `{}` in a redlock run needs `instance` (0 to {}): which server to break",
+                f.kind.name(),
+                n.max(1) - 1
+            )),
+            None if redlock && f.kind.needs_proxy() => Some(format!(
+                "fault `{}` is not supported in a redlock run (no proxy in front of the instances): use server-pause or server-restart with `instance`",
+                f.kind.name()
+            )),
+            _ => None,
+        }
+    }
+
+    /// The control that acts on `f`: for a redlock instance, that instance's server alone.
+    fn for_fault(&self, f: &Fault) -> FaultControl {
+        match f.instance.and_then(|i| self.instances.get(i)) {
+            Some(s) => FaultControl {
+                server: Some(s.clone()),
+                ..FaultControl::default()
+            },
+            None => self.clone(),
+        }
+    }
+}
+
 /// Runs the server and network faults of `faults` on the variant's clock (from `start`)
 /// until `done` becomes true; returns every window that began (holder crashes are the
 /// workers' part: their windows are recorded as scheduled). A fault still on when the
@@ -347,7 +418,7 @@ pub async fn drive(
 ) -> Vec<FaultWindow> {
     let mut tasks = tokio::task::JoinSet::new();
     for (i, f) in faults.into_iter().enumerate() {
-        let control = control.clone();
+        let control = control.for_fault(&f);
         let mut done = done.clone();
         tasks.spawn(async move {
             let began = start + Duration::from_micros(f.at_us);
@@ -451,7 +522,10 @@ pub fn detail(f: &Fault) -> String {
         }
         FaultKind::Latency => format!("delay {}", c(f.delay_us)),
         FaultKind::HolderCrash => format!("p {}, restart {}", f.probability, c(f.restart_us)),
-        _ => String::new(),
+        _ => f
+            .instance
+            .map(|i| format!("instance {i}"))
+            .unwrap_or_default(),
     }
 }
 

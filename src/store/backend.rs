@@ -33,6 +33,9 @@ pub enum Store {
     Memory(MemoryStore),
     /// The in-process model on the simulator's virtual clock.
     Sim(MemoryStore<SimNet>),
+    /// Redlock over N independent servers (the spawned ones, shared with the fault driver;
+    /// empty when given by URL).
+    Redlock(super::redlock::Instances, super::redlock::RedlockConnector),
 }
 
 impl Backend {
@@ -65,6 +68,17 @@ impl Backend {
             }
             ref c => c.clone(),
         };
+        if let Some(r) = &plan.redlock {
+            let (conn, servers) = super::redlock::open(r, timeouts, plan.allow_remote).await?;
+            let control = FaultControl {
+                instances: servers.clone(),
+                ..FaultControl::default()
+            };
+            return Ok(Backend {
+                store: Store::Redlock(servers, conn),
+                control,
+            });
+        }
         let mut control = FaultControl::default();
         let mut store = match choice {
             BackendChoice::Spawn => {
@@ -115,13 +129,14 @@ impl Backend {
         Ok(Backend { store, control })
     }
 
-    /// `spawn`, `url`, `memory` or `sim`.
+    /// `spawn`, `url`, `memory`, `sim` or `redlock`.
     pub fn kind(&self) -> &'static str {
         match self.store {
             Store::Spawned(..) => "spawn",
             Store::Url(_) => "url",
             Store::Memory(_) => "memory",
             Store::Sim(_) => "sim",
+            Store::Redlock(..) => "redlock",
         }
     }
 
@@ -130,6 +145,10 @@ impl Backend {
         drop(self.control);
         if let Store::Spawned(server, _) = self.store {
             server.lock().await.kill().await;
+        } else if let Store::Redlock(servers, _) = self.store {
+            for s in servers {
+                s.lock().await.kill().await;
+            }
         }
     }
 }
@@ -144,6 +163,7 @@ macro_rules! with_connector {
             | $crate::store::backend::Store::Url($c) => $body,
             $crate::store::backend::Store::Memory($c) => $body,
             $crate::store::backend::Store::Sim($c) => $body,
+            $crate::store::backend::Store::Redlock(_, $c) => $body,
         }
     };
 }

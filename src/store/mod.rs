@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod memory;
 pub mod redis;
+pub mod redlock;
 pub mod spawn;
 
 use std::future::Future;
@@ -278,6 +279,11 @@ pub trait Connector: Send + Sync + 'static {
     /// The simulator's virtual clock (µs), when this is a simulated store: its runs go through
     /// the simulator, not real time.
     fn virtual_clock(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
+        None
+    }
+    /// A redlock's figures (quorum failures, per-instance errors) since the last call, which
+    /// resets them; `None` for a single store.
+    fn take_redlock_figures(&self) -> Option<crate::redlock::RedlockFigures> {
         None
     }
 }
