@@ -228,7 +228,7 @@ pub fn plan_of(p: &Profile, plan: &Plan) -> Result<Option<RedlockPlan>, (&'stati
         }
         BackendChoice::Url => {
             return Err((
-                "instances",
+                "redis",
                 "a redlock run does not use `redis`/--redis (one server): list its servers in redlock_urls (--redlock-url, repeated), or leave both out to spawn `instances` servers".to_string(),
             ));
         }
