@@ -491,3 +491,73 @@ fn bad_input_is_refused_with_exit_2() {
         "a redlock compare defaults to its token variant"
     );
 }
+
+/// An extension re-arms the lock only with a majority: with A's key gone from three of five
+/// instances (deleted straight on them, as an expiry would), the extension reports the lock
+/// lost; with it on all five, re-armed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_needs_a_majority() {
+    use lockbench::store::ExtendCommand;
+    let (servers, rl) = five().await;
+    let mut a = rl.connect().await.unwrap();
+    assert!(a.set_nx_px(KEY, "A", TTL_MS).await.unwrap());
+    assert!(
+        a.extend(KEY, "A", TTL_MS, ExtendCommand::Script)
+            .await
+            .unwrap()
+    );
+    for i in 0..3 {
+        let c = RedisConnector::new(&url(&servers, i).await, Timeouts::default(), false).unwrap();
+        assert_eq!(c.connect().await.unwrap().del(KEY).await.unwrap(), 1);
+    }
+    assert!(
+        !a.extend(KEY, "A", TTL_MS, ExtendCommand::Script)
+            .await
+            .unwrap()
+    );
+    // Its release agrees: deleted on two instances only, so the lock was already lost.
+    assert_eq!(a.release_script(KEY, "A").await.unwrap(), 0);
+    for s in servers {
+        s.lock().await.kill().await;
+    }
+}
+
+/// Kleppmann's scenario as a run, from the fault schedule: two workers on one key, sections
+/// of 4 s under a 10 s TTL; instances 3 and 4 are down from 0.5 s to 2 s (they come back
+/// empty) and instance 2 restarts empty at 1 s, under the first holder. The second worker
+/// (retrying) gets 2, 3, 4 once they are back, while the first still works: overlap. Without
+/// the restart of 2 (the control) the same run has none. The margins are seconds wide.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kleppmann_as_a_fault_schedule() {
+    let base = "lock = \"redlock\"\ninstances = 5\nworkers = 2\nkeys = 1\nttl = \"10s\"\n\
+                dist = \"constant(4s)\"\nduration = \"4500ms\"\nbusy = \"retry\"\nseed = 3\n\
+                [[fault]]\nkind = \"server-restart\"\nat = \"500ms\"\nlength = \"1500ms\"\ninstance = 3\n\
+                [[fault]]\nkind = \"server-restart\"\nat = \"500ms\"\nlength = \"1500ms\"\ninstance = 4\n";
+    let restart_2 =
+        "[[fault]]\nkind = \"server-restart\"\nat = \"1s\"\nlength = \"50ms\"\ninstance = 2\n";
+    let (with, without) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (with_plan, without_plan) = (
+        common::plan(&format!("{base}{restart_2}")),
+        common::plan(base),
+    );
+    let a = run_plan(&with_plan, with.path()).await;
+    let b = run_plan(&without_plan, without.path()).await;
+    let (a, b) = (&a.summaries[0], &b.summaries[0]);
+    assert_eq!(a.faults.len(), 3);
+    assert!(a.overlap_ms > 0.0, "two holders after the restart of 2");
+    assert_eq!(a.overlap_incidents, 1);
+    assert_eq!(
+        b.overlap_ms, 0.0,
+        "the control: 3 and 4 lost, the majority held"
+    );
+    assert_eq!(b.overlap_incidents, 0);
+    for s in [a, b] {
+        let r = s.redlock.as_ref().unwrap();
+        assert!(r.failed_quorums > 0, "{r:?}");
+        assert!(
+            r.instance_errors[3] > 0 && r.instance_errors[4] > 0,
+            "{r:?}"
+        );
+        assert_eq!(s.counts.wrongful_deletes, 0);
+    }
+}
