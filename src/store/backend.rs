@@ -55,6 +55,18 @@ impl Backend {
             connect: Duration::from_micros(plan.connect_timeout_us),
             response: Duration::from_micros(plan.command_timeout_us),
         };
+        // A redlock is its own backend: N spawned servers (no memory fallback) or N URLs.
+        if let Some(r) = &plan.redlock {
+            let (conn, servers) = super::redlock::open(r, timeouts, plan.allow_remote).await?;
+            let control = FaultControl {
+                instances: servers.clone(),
+                ..FaultControl::default()
+            };
+            return Ok(Backend {
+                store: Store::Redlock(servers, conn),
+                control,
+            });
+        }
         let choice = match plan.backend {
             BackendChoice::Auto if redis_server_available() => BackendChoice::Spawn,
             BackendChoice::Auto => {
@@ -68,17 +80,6 @@ impl Backend {
             }
             ref c => c.clone(),
         };
-        if let Some(r) = &plan.redlock {
-            let (conn, servers) = super::redlock::open(r, timeouts, plan.allow_remote).await?;
-            let control = FaultControl {
-                instances: servers.clone(),
-                ..FaultControl::default()
-            };
-            return Ok(Backend {
-                store: Store::Redlock(servers, conn),
-                control,
-            });
-        }
         let mut control = FaultControl::default();
         let mut store = match choice {
             BackendChoice::Spawn => {
