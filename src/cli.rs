@@ -235,6 +235,21 @@ pub struct WorkloadArgs {
     /// [profile: events; default all].
     #[arg(long)]
     pub events: Option<String>,
+    /// The lock kind: single (one server) or redlock (a majority of --instances independent
+    /// servers, redsync's algorithm) [profile: lock; default single].
+    #[arg(long)]
+    pub lock: Option<String>,
+    /// Redlock: private servers to spawn [profile: instances; default 5].
+    #[arg(long)]
+    pub instances: Option<usize>,
+    /// Redlock: an existing server, one per instance (repeat the flag; loopback only unless
+    /// --allow-remote) [profile: redlock_urls].
+    #[arg(long = "redlock-url")]
+    pub redlock_url: Vec<String>,
+    /// Redlock: per-instance timeout of an acquisition, with unit [profile: redlock_timeout;
+    /// default 0.05 × TTL, as redsync].
+    #[arg(long)]
+    pub redlock_timeout: Option<String>,
     /// Output directory [default: results/<run-id>]. A directory holding an earlier run is
     /// refused (exit 2) unless --force is given; one holding other files is always refused.
     #[arg(long)]
@@ -390,6 +405,10 @@ impl WorkloadArgs {
             max_in_flight: self.max_in_flight,
             timer: self.timer.clone(),
             events: self.events.clone(),
+            lock: self.lock.clone(),
+            instances: self.instances,
+            redlock_urls: (!self.redlock_url.is_empty()).then(|| self.redlock_url.clone()),
+            redlock_timeout: self.redlock_timeout.clone(),
             redis_server: match self.redis_server.len() {
                 0 => None,
                 1 => Some(crate::profile::OneOrMany::One(self.redis_server[0].clone())),

@@ -46,13 +46,16 @@
 //! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
 //!   [`store::backend`], the one place a plan's backend is opened: [`store::redis`] (a real
 //!   Redis, reconnecting), [`store::memory`] (an in-process model), [`store::spawn`] (a private
-//!   `redis-server` that never outlives lockbench).
+//!   `redis-server` that never outlives lockbench), [`store::redlock`] (N of them as one lock).
 //! - [`record`]: the plain data a run produces — a section's row, metrics and their
 //!   histograms, outages — below everything that makes, analyses or reads it.
 //! - [`target`]: the Redis URL a user names — checked, loopback only, and redacted the one
 //!   way every printed or stored target is.
 //! - [`variant`]: a variant — release method, fencing and lease extension — as `compare`
 //!   names it (`token+extend+fence-rw`).
+//! - [`redlock`]: one lock over N independent servers — validation of `lock = "redlock"`,
+//!   the quorum and validity decision, how per-instance replies combine, its summary block;
+//!   [`store::redlock`] sends the commands.
 //! - [`release`]: release methods (`del`, `token`, `delex`) and classification of replies.
 //! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
 //! - [`dist`]: latency distributions: the type and its analytic tails; `parse` (the grammar),
@@ -80,6 +83,7 @@ pub mod merge;
 pub mod profile;
 pub mod recommend;
 pub mod record;
+pub mod redlock;
 pub mod release;
 pub mod report;
 pub mod results;

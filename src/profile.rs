@@ -144,6 +144,15 @@ pub struct Profile {
     pub cluster_masters: Option<usize>,
     /// Replicas per master of a spawned cluster [default: 1].
     pub cluster_replicas: Option<usize>,
+    /// The lock kind: `single` (one server) or `redlock` (a majority of N independent ones).
+    pub lock: Option<String>,
+    /// Redlock: number of private servers to spawn [default 5].
+    pub instances: Option<usize>,
+    /// Redlock: existing servers, one per instance (loopback only unless `--allow-remote`).
+    #[serde(serialize_with = "ser_redacted_list")]
+    pub redlock_urls: Option<Vec<String>>,
+    /// Redlock: per-instance timeout of an acquisition [default 0.05 × TTL, as redsync].
+    pub redlock_timeout: Option<String>,
 }
 
 /// How a section waits for its end.
@@ -472,9 +481,24 @@ pub struct Plan {
     /// How many of the first `warnings` are about the TTL ([`Plan::with_ttl`] replaces them).
     #[serde(skip)]
     pub ttl_warnings: usize,
+    /// Redlock over N instances (`lock = "redlock"`); `None`: one server.
+    pub redlock: Option<crate::redlock::RedlockPlan>,
     /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
     /// so a shared profile cannot aim lockbench at a production server.
     pub allow_remote: bool,
+}
+
+fn ser_redacted_list<S: serde::Serializer>(
+    v: &Option<Vec<String>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    v.as_ref()
+        .map(|l| {
+            l.iter()
+                .map(|u| crate::target::redact_url(u))
+                .collect::<Vec<_>>()
+        })
+        .serialize(s)
 }
 
 fn ser_redacted<S: serde::Serializer>(v: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
@@ -548,7 +572,11 @@ macro_rules! profile_fields {
             arrivals,
             max_in_flight,
             timer,
-            events
+            events,
+            lock,
+            instances,
+            redlock_urls,
+            redlock_timeout
         )
     };
 }
@@ -1131,7 +1159,7 @@ impl Profile {
                 units::fmt_us(units::ms_to_us(median), units::Style::Compact)
             ));
         }
-        Ok(Plan {
+        let mut plan = Plan {
             name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
             workers,
             keys,
@@ -1180,8 +1208,24 @@ impl Profile {
             unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
             warnings,
             ttl_warnings,
+            redlock: None,
             allow_remote: false,
-        })
+        };
+        self.plan_redlock(&mut plan).map_err(|(f, m)| err(f, m))?;
+        Ok(plan)
+    }
+
+    /// The redlock fields ([`crate::redlock::plan_of`]): a redlock run compares token
+    /// variants only, so an unset `releases` defaults to `release` alone.
+    fn plan_redlock(&self, plan: &mut Plan) -> Result<(), (&'static str, String)> {
+        if self.lock.as_deref() == Some("redlock") && self.releases.is_none() {
+            plan.releases = vec![plan.release];
+        }
+        plan.redlock = crate::redlock::plan_of(self, plan)?;
+        if let Some(r) = &plan.redlock {
+            plan.warnings.extend(crate::redlock::warnings(r));
+        }
+        Ok(())
     }
 }
 
@@ -1406,7 +1450,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\nlock = \"redlock\"\ninstances = 5\nredlock_urls = [\"redis://127.0.0.1:1\"]\nredlock_timeout = \"5ms\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
             "p.toml",
         )
         .unwrap();

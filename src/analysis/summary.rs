@@ -183,6 +183,9 @@ pub struct Summary {
     /// the model was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simulated: Option<SimFigures>,
+    /// Redlock runs: what the quorum did (failed quorums, per-instance errors).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redlock: Option<crate::redlock::RedlockFigures>,
     /// The fault windows as they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::faults::FaultWindow>,
@@ -422,6 +425,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         faults: Vec::new(),
         server_binary: None,
         simulated: None,
+        redlock: None,
         per_key: m
             .per_key
             .iter()

@@ -1048,7 +1048,7 @@ async fn play(
         let url = match &backend.store {
             Store::Spawned(server, _) => Some(server.lock().await.url()),
             Store::Url(_) => plan.redis.clone(),
-            Store::Memory(_) | Store::Sim(_) | Store::Cluster(_) => None,
+            Store::Memory(_) | Store::Sim(_) | Store::Cluster(_) | Store::Redlock(..) => None,
         };
         match url {
             Some(url) => run_fail_open(&url, a.allow_remote, &prefix, heading).await,

@@ -33,6 +33,12 @@ pub async fn run(a: RunArgs) -> anyhow::Result<i32> {
 /// takes its share of `--sections`, its default directory, and its barrier connection.
 async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyhow::Result<Agent> {
     let refuse = |m: &str| -> anyhow::Error { BadInput(format!("--agent: {m}")).into() };
+    if plan.redlock.is_some() {
+        return Err(refuse(
+            "a redlock run (lock = \"redlock\") is not shared among agents: the agents meet at a \
+             barrier on one server, and a redlock has N; run it as one process",
+        ));
+    }
     let Some(url) = plan
         .redis
         .clone()

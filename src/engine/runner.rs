@@ -620,6 +620,8 @@ async fn run_variant<K: Connector>(
     events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
     env: VariantEnv<'_>,
 ) -> anyhow::Result<(Summary, crate::engine::recorder::HistSet)> {
+    // Redlock counters from here on are this variant's (the probes' commands are not).
+    connector.take_redlock_figures();
     // Connections first, so connecting is not part of the measured time.
     // In the open arrival model every request slot is a worker with its connection.
     let slots = if plan.arrivals.is_some() {
@@ -905,6 +907,7 @@ async fn run_variant<K: Connector>(
         }
     });
     summary.stuck_locks = stuck_locks;
+    summary.redlock = connector.take_redlock_figures();
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash
     // cuts a section short; a slow server lengthens its resource read).

@@ -112,6 +112,8 @@ pub struct FaultProfile {
     pub restart: Option<String>,
     /// `failover`: which shard, by the order of its first slot (0 holds slot 0) [default: 0].
     pub shard: Option<usize>,
+    /// `server-pause` / `server-restart` of a redlock run: which instance (from 0).
+    pub instance: Option<usize>,
 }
 
 /// A validated fault. Times are real (never scaled by `time_scale`): they place faults on
@@ -134,6 +136,9 @@ pub struct Fault {
     pub restart_us: u64,
     /// `failover`: the shard, by the order of its first slot.
     pub shard: usize,
+    /// Redlock runs: the instance a server fault acts on (`None`: a single server's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<usize>,
 }
 
 impl Fault {
@@ -170,7 +175,7 @@ impl Fault {
         }
         for kv in parts {
             let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart, shard)")
+                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart, shard, instance)")
             })?;
             let v = v.trim().to_string();
             match k.trim() {
@@ -182,6 +187,11 @@ impl Fault {
                         format!("shard `{v}` in `{text}` is not a shard number (0, 1, …)")
                     })?)
                 }
+                "instance" => {
+                    p.instance = Some(v.parse().map_err(|_| {
+                        format!("instance `{v}` in `{text}` is not an instance number (0, 1, …)")
+                    })?)
+                }
                 "length" => p.length = Some(v),
                 "at" => p.at = Some(v),
                 "probability" | "p" => {
@@ -191,7 +201,7 @@ impl Fault {
                 }
                 other => {
                     return Err(format!(
-                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, shard, at or length"
+                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, shard, instance, at or length"
                     ));
                 }
             }
@@ -272,6 +282,12 @@ impl FaultProfile {
             }
         }
         let restart_us = dur("restart", &self.restart)?.unwrap_or(0);
+        if self.instance.is_some() && !kind.needs_server() {
+            return Err(format!(
+                "`instance` picks the redlock instance of a server-pause or server-restart, not of a {}",
+                kind.name()
+            ));
+        }
         Ok(Fault {
             kind,
             at_us,
@@ -281,6 +297,7 @@ impl FaultProfile {
             probability,
             restart_us,
             shard: self.shard.unwrap_or(0),
+            instance: self.instance,
         })
     }
 }
@@ -319,6 +336,8 @@ pub struct FaultControl {
     pub cluster: Option<Arc<Mutex<crate::store::spawn_cluster::SpawnedCluster>>>,
     /// The variant's key prefix: the `failover` fault reads the locks under it.
     pub key_prefix: String,
+    /// A spawned redlock's servers, in instance order (a fault's `instance` picks one).
+    pub instances: Vec<Arc<Mutex<SpawnedRedis>>>,
 }
 
 impl std::fmt::Debug for FaultControl {
@@ -327,6 +346,7 @@ impl std::fmt::Debug for FaultControl {
             .field("server", &self.server.is_some())
             .field("admin", &self.admin.is_some())
             .field("proxy", &self.proxy.as_ref().map(|p| p.addr()))
+            .field("instances", &self.instances.len())
             .finish()
     }
 }
@@ -336,6 +356,12 @@ impl FaultControl {
     pub fn check(&self, faults: &[Fault], backend: &str) -> Result<(), String> {
         for f in faults {
             let k = f.kind;
+            if let Some(e) = self.check_instance(f, backend) {
+                return Err(e);
+            }
+            if f.instance.is_some() {
+                continue;
+            }
             let ok = match k {
                 FaultKind::ServerPause => self.server.is_some() || self.admin.is_some(),
                 FaultKind::ServerRestart => self.server.is_some(),
@@ -366,6 +392,51 @@ impl FaultControl {
     }
 }
 
+impl FaultControl {
+    /// A fault's `instance` against this backend: `None` when it is fine. A redlock run
+    /// (spawned) needs it on every server fault and within range; anything else refuses it.
+    fn check_instance(&self, f: &Fault, backend: &str) -> Option<String> {
+        let n = self.instances.len();
+        let redlock = backend == "redlock";
+        match f.instance {
+            Some(_) if !redlock => Some(format!(
+                "fault `{}` names an `instance`, which picks a server of a redlock run (lock = \"redlock\"); this run's backend is {backend}",
+                f.kind.name()
+            )),
+            Some(_) if n == 0 => Some(format!(
+                "fault `{}` on a redlock instance needs instances lockbench spawns (not redlock_urls): it pauses and restarts them itself",
+                f.kind.name()
+            )),
+            Some(i) if i >= n => Some(format!(
+                "fault `{}`: instance {i} does not exist; this redlock has instances 0 to {}",
+                f.kind.name(),
+                n - 1
+            )),
+            None if redlock && f.kind.needs_server() => Some(format!(
+                "fault `{}` in a redlock run needs `instance` (0 to {}): which server to break",
+                f.kind.name(),
+                n.max(1) - 1
+            )),
+            None if redlock && f.kind.needs_proxy() => Some(format!(
+                "fault `{}` is not supported in a redlock run (no proxy in front of the instances): use server-pause or server-restart with `instance`",
+                f.kind.name()
+            )),
+            _ => None,
+        }
+    }
+
+    /// The control that acts on `f`: for a redlock instance, that instance's server alone.
+    fn for_fault(&self, f: &Fault) -> FaultControl {
+        match f.instance.and_then(|i| self.instances.get(i)) {
+            Some(s) => FaultControl {
+                server: Some(s.clone()),
+                ..FaultControl::default()
+            },
+            None => self.clone(),
+        }
+    }
+}
+
 /// Runs the server and network faults of `faults` on the variant's clock (from `start`)
 /// until `done` becomes true; returns every window that began (holder crashes are the
 /// workers' part: their windows are recorded as scheduled). A fault still on when the
@@ -378,7 +449,7 @@ pub async fn drive(
 ) -> Vec<FaultWindow> {
     let mut tasks = tokio::task::JoinSet::new();
     for (i, f) in faults.into_iter().enumerate() {
-        let control = control.clone();
+        let control = control.for_fault(&f);
         let mut done = done.clone();
         tasks.spawn(async move {
             let began = start + Duration::from_micros(f.at_us);
@@ -503,7 +574,10 @@ pub fn detail(f: &Fault) -> String {
         }
         FaultKind::Latency => format!("delay {}", c(f.delay_us)),
         FaultKind::HolderCrash => format!("p {}, restart {}", f.probability, c(f.restart_us)),
-        _ => String::new(),
+        _ => f
+            .instance
+            .map(|i| format!("instance {i}"))
+            .unwrap_or_default(),
     }
 }
 

@@ -130,6 +130,23 @@ const AFTER: &[Row] = &[
     ("key blocked after a crash p50/p99/p99.9/max (ms)", |s| {
         q3(&s.crash_blocked_ms)
     }),
+    ("redlock", |s| match &s.redlock {
+        None => "single instance".to_string(),
+        Some(r) => format!(
+            "quorum {} of {}, per-instance timeout {} ms, drift {} ms; {} rounds: {} held, {} \
+             failed quorums, {} validity expired; errors per instance {:?} (timeouts {:?})",
+            r.quorum,
+            r.instances,
+            r.instance_timeout_ms,
+            r.drift_ms,
+            r.acquisitions_attempted,
+            r.acquired,
+            r.failed_quorums,
+            r.validity_expired,
+            r.instance_errors,
+            r.instance_timeouts
+        ),
+    }),
     ("fault windows (ms from the variant's start)", |s| {
         if s.faults.is_empty() {
             return "none".to_string();

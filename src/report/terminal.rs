@@ -45,6 +45,34 @@ pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> 
         "acquire lat. p50/p99/max".into(),
         Box::new(|s| q3(&s.acquire_latency_ms)),
     ));
+    if summaries.iter().any(|s| s.redlock.is_some()) {
+        rows.push((
+            "redlock quorum".into(),
+            Box::new(|s| match &s.redlock {
+                Some(r) => format!("{} of {}", r.quorum, r.instances),
+                None => "single".to_string(),
+            }),
+        ));
+        rows.push((
+            "failed quorums / validity".into(),
+            Box::new(|s| match &s.redlock {
+                Some(r) => format!("{} / {}", r.failed_quorums, r.validity_expired),
+                None => "-".to_string(),
+            }),
+        ));
+        rows.push((
+            "instance errors".into(),
+            Box::new(|s| match &s.redlock {
+                Some(r) => r
+                    .instance_errors
+                    .iter()
+                    .map(u64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                None => "-".to_string(),
+            }),
+        ));
+    }
     if summaries.iter().any(|s| s.request_latency_ms.count > 0) {
         rows.push((
             "request lat. p50/p99/max".into(),

@@ -36,6 +36,9 @@ pub enum Store {
     Sim(MemoryStore<SimNet>),
     /// A Redis Cluster: given by URL, or spawned (then in [`FaultControl::cluster`]).
     Cluster(ClusterConnector),
+    /// Redlock over N independent servers (the spawned ones, shared with the fault driver;
+    /// empty when given by URL).
+    Redlock(super::redlock::Instances, super::redlock::RedlockConnector),
 }
 
 impl Backend {
@@ -55,6 +58,18 @@ impl Backend {
             connect: Duration::from_micros(plan.connect_timeout_us),
             response: Duration::from_micros(plan.command_timeout_us),
         };
+        // A redlock is its own backend: N spawned servers (no memory fallback) or N URLs.
+        if let Some(r) = &plan.redlock {
+            let (conn, servers) = super::redlock::open(r, timeouts, plan.allow_remote).await?;
+            let control = FaultControl {
+                instances: servers.clone(),
+                ..FaultControl::default()
+            };
+            return Ok(Backend {
+                store: Store::Redlock(servers, conn),
+                control,
+            });
+        }
         let choice = match plan.backend {
             BackendChoice::Auto if redis_server_available() => BackendChoice::Spawn,
             BackendChoice::Auto => {
@@ -142,7 +157,7 @@ impl Backend {
         Ok(Backend { store, control })
     }
 
-    /// `spawn`, `url`, `memory` or `sim`.
+    /// `spawn`, `url`, `memory`, `sim` or `redlock`.
     pub fn kind(&self) -> &'static str {
         match self.store {
             Store::Spawned(..) => "spawn",
@@ -151,6 +166,7 @@ impl Backend {
             Store::Sim(_) => "sim",
             Store::Cluster(_) if self.control.cluster.is_some() => "spawn-cluster",
             Store::Cluster(_) => "cluster",
+            Store::Redlock(..) => "redlock",
         }
     }
 
@@ -160,6 +176,10 @@ impl Backend {
         drop(self.control);
         if let Store::Spawned(server, _) = self.store {
             server.lock().await.kill().await;
+        } else if let Store::Redlock(servers, _) = self.store {
+            for s in servers {
+                s.lock().await.kill().await;
+            }
         }
         if let Some(c) = cluster.and_then(|c| Arc::try_unwrap(c).ok()) {
             c.into_inner().stop().await;
@@ -178,6 +198,7 @@ macro_rules! with_connector {
             $crate::store::backend::Store::Memory($c) => $body,
             $crate::store::backend::Store::Sim($c) => $body,
             $crate::store::backend::Store::Cluster($c) => $body,
+            $crate::store::backend::Store::Redlock(_, $c) => $body,
         }
     };
 }

@@ -5,6 +5,7 @@ pub mod backend;
 pub mod cluster;
 pub mod memory;
 pub mod redis;
+pub mod redlock;
 pub mod spawn;
 pub mod spawn_cluster;
 
@@ -290,6 +291,11 @@ pub trait Connector: Send + Sync + 'static {
     /// A cluster's shards as it described them before the run (empty for one server).
     fn shards(&self) -> Vec<cluster::Shard> {
         Vec::new()
+    }
+    /// A redlock's figures (quorum failures, per-instance errors) since the last call, which
+    /// resets them; `None` for a single store.
+    fn take_redlock_figures(&self) -> Option<crate::redlock::RedlockFigures> {
+        None
     }
 }
 
