@@ -20,7 +20,6 @@ use crate::variant::Fencing;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -53,7 +52,7 @@ impl KeyNames {
     pub fn write(&self, key: usize, out: &mut String) {
         out.clear();
         out.push_str(&self.prefix);
-        let _ = write!(out, "{key}");
+        push_decimal(out, key as u64);
     }
 
     /// The name of `key`.
@@ -67,6 +66,32 @@ impl KeyNames {
     pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
         (0..self.n).map(|k| self.name(k))
     }
+}
+
+/// Appends `n` in decimal, as `{n}` writes it (without the formatting machinery: this runs for
+/// every command the simulator sends).
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| char::from(d)));
+}
+
+/// Appends `n` as 16 lower-case hexadecimal digits, as `{n:016x}` writes it.
+fn push_hex16(out: &mut String, n: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend(
+        (0..16)
+            .rev()
+            .map(|i| char::from(HEX[(n >> (4 * i)) as usize & 15])),
+    );
 }
 
 /// Everything the workers of one variant share.
@@ -328,13 +353,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             // The string of the last section that released, reused: no allocation per section.
             let mut token = std::mem::take(&mut self.token_buf);
             token.clear();
-            let _ = write!(
-                token,
-                "w{}-{}-{:016x}",
-                self.id,
-                self.token_seq,
-                self.st.tokens.random::<u64>()
-            );
+            // `w{id}-{seq}-{random:016x}`, written by hand: once per attempt.
+            token.push('w');
+            push_decimal(&mut token, self.id as u64);
+            token.push('-');
+            push_decimal(&mut token, self.token_seq);
+            token.push('-');
+            push_hex16(&mut token, self.st.tokens.random::<u64>());
             attempts += 1;
             counts.attempts.fetch_add(1, Relaxed);
             let set_sent_us = rec.now_us();
@@ -862,5 +887,23 @@ pub async fn run_worker<C: LockConn, D: Driver>(id: usize, conn: C, ctx: Arc<Wor
         if !w.think().await {
             break;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-written numbers are what `format!` writes.
+    #[test]
+    fn numbers_are_written_as_format_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
+            let mut s = String::from("x");
+            push_decimal(&mut s, n);
+            push_hex16(&mut s, n);
+            assert_eq!(s, format!("x{n}{n:016x}"));
+        }
+        let names = KeyNames::new("p:".into(), 3);
+        assert_eq!(names.iter().collect::<Vec<_>>(), ["p:0", "p:1", "p:2"]);
     }
 }
