@@ -477,9 +477,13 @@ impl<N: Net> MemoryStore<N> {
         );
     }
 
-    /// Runs `f` on the keyspace at the server's time, then completes the round trip.
-    async fn call<T: Send>(&self, f: impl FnOnce(&mut Keyspace, u64) -> T + Send) -> T {
-        self.net.call(&self.keys, f).await
+    /// Runs `f` on the keyspace at the server's time, then completes the round trip. (The
+    /// network's future itself, not an `async fn` around it holding a second copy of `f`.)
+    fn call<'a, T: Send + 'a>(
+        &'a self,
+        f: impl FnOnce(&mut Keyspace, u64) -> T + Send + 'a,
+    ) -> impl Future<Output = T> + Send + 'a {
+        self.net.call(&self.keys, f)
     }
 }
 
