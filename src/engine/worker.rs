@@ -659,6 +659,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     /// the fence when the variant fences. The server says whether the writer still held the
     /// lock at that instant.
     async fn write(&mut self, s: &mut Section) {
+        if self.ctx.resource.is_none() {
+            return;
+        }
         let ctx = self.ctx.clone();
         let Some(r) = &ctx.resource else {
             return;
