@@ -5,7 +5,8 @@
 # slots, TTL 30 s, events = "none") with the token release for SHORT and for LONG of simulated
 # time, each as its own process, and prints per run: simulated seconds, wall seconds, simulated
 # seconds per wall second, executor events per wall second, sections, and peak RSS (wait4).
-# Then the two figures the issue asks for, from the same invocation:
+# Then the two figures the issue asks for, from the same invocation (and the machine's load
+# average before and after, since a loaded machine slows every figure):
 #   - a day's wall time, extrapolated from the LONG run's speed (target: under 60 s), and
 #   - memory flatness: peak RSS of LONG / peak RSS of SHORT (flat = close to 1).
 # A full day is `--full` (one run of 24 h simulated; several minutes).
@@ -54,6 +55,8 @@ print(f"{sys.argv[3]},{v['elapsed_s']:.0f},{s['wall_s']:.2f},{s['simulated_s_per
 PY
 }
 
+# The figures are wall time: a busy machine slows them. Its load is printed with them.
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 one short "$SHORT"
 one long "$LONG"
 ((FULL)) && one day 24h
@@ -73,4 +76,5 @@ if "day" in rows:
     d = rows["day"]
     print(f"the full day: {d['wall_s']} s of wall time, {int(d['sections']):,} sections, peak RSS {d['peak_rss_mib']} MiB")
 PY
+echo "load average (1, 5, 15 min) before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 echo "csv: $CSV"

@@ -52,7 +52,7 @@ pub struct Recorder {
     /// Live counters.
     pub counters: Counters,
     stripes: Vec<Mutex<HistSet>>,
-    keys: Vec<Mutex<KeyTracker>>,
+    keys: Vec<TrackerLine>,
     /// One bit per key: an acquisition was sent for it (so cleanup deletes just those).
     touched: Vec<AtomicU64>,
     first_errors: Mutex<Vec<(ErrorKind, String)>>,
@@ -63,6 +63,15 @@ pub struct Recorder {
     crashed: Mutex<std::collections::HashMap<usize, u64>>,
     pending_crashes: AtomicU64,
 }
+
+/// A key's tracker under its mutex, alone on a cache line: a section's open and close each
+/// read one line (sections pick keys at random among many, so each is a cache miss), and
+/// neighbouring keys never share one.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct TrackerLine(Mutex<KeyTracker>);
+
+const _: () = assert!(std::mem::size_of::<TrackerLine>() == 64);
 
 /// Since when commands fail, and the outages so far: what the give-up rule and the outage
 /// figures read. Kept apart from the counters because two of its fields are instants, not
@@ -105,9 +114,7 @@ impl Recorder {
         let stripes = (0..stripes)
             .map(|_| Mutex::new(HistSet::default()))
             .collect();
-        let keys_trackers = (0..keys)
-            .map(|_| Mutex::new(KeyTracker::default()))
-            .collect();
+        let keys_trackers = (0..keys).map(|_| TrackerLine::default()).collect();
         let touched = (0..keys.div_ceil(64)).map(|_| AtomicU64::new(0)).collect();
         Self {
             // Time zero after the allocations: with millions of keys they take long enough to
@@ -176,7 +183,7 @@ impl Recorder {
 
     /// A section of `key` opens now: returns its start (µs) and how many others were open.
     pub fn open_section(&self, key: usize, locked: bool) -> (u64, u32) {
-        let mut k = lock(&self.keys[key]);
+        let mut k = lock(&self.keys[key].0);
         let t = k.stamp(self.now_us());
         let others = k.open(t);
         drop(k);
@@ -229,7 +236,7 @@ impl Recorder {
     /// A section of `key` closes now: returns its end (µs).
     pub fn close_section(&self, worker: usize, key: usize) -> u64 {
         let (t, stretch) = {
-            let mut k = lock(&self.keys[key]);
+            let mut k = lock(&self.keys[key].0);
             let t = k.stamp(self.now_us());
             (t, k.close(t))
         };
@@ -315,7 +322,7 @@ impl Recorder {
                     (*k, self.counters.errors(*k), msg)
                 })
                 .collect(),
-            per_key: self.keys.iter().map(|k| lock(k).stats()).collect(),
+            per_key: self.keys.iter().map(|k| lock(&k.0).stats()).collect(),
             outages: self.outages(),
         }
     }

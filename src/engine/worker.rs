@@ -20,7 +20,6 @@ use crate::variant::Fencing;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
@@ -72,9 +71,11 @@ impl KeyNames {
         out.clear();
         out.push_str(&self.prefix);
         if self.tagged {
-            let _ = write!(out, "{{{key}}}");
+            out.push('{');
+            push_decimal(out, key as u64);
+            out.push('}');
         } else {
-            let _ = write!(out, "{key}");
+            push_decimal(out, key as u64);
         }
     }
 
@@ -89,6 +90,32 @@ impl KeyNames {
     pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
         (0..self.n).map(|k| self.name(k))
     }
+}
+
+/// Appends `n` in decimal, as `{n}` writes it (without the formatting machinery: this runs for
+/// every command the simulator sends).
+fn push_decimal(out: &mut String, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| char::from(d)));
+}
+
+/// Appends `n` as 16 lower-case hexadecimal digits, as `{n:016x}` writes it.
+fn push_hex16(out: &mut String, n: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend(
+        (0..16)
+            .rev()
+            .map(|i| char::from(HEX[(n >> (4 * i)) as usize & 15])),
+    );
 }
 
 /// Everything the workers of one variant share.
@@ -258,15 +285,17 @@ impl WorkerCtx {
 }
 
 /// Awaits a command's reply through the driver (unless the run is abandoned first: then an
-/// `abandoned` error, so its section still gets its row).
-async fn counted<T: Send>(
+/// `abandoned` error, so its section still gets its row). Not an `async fn`: that would be one
+/// more future holding its own copy of `command` in every worker's state.
+fn counted<'a, T: Send + 'a>(
     rec: &Recorder,
-    drv: &mut impl Driver,
-    command: impl std::future::Future<Output = CmdResult<T>> + Send,
-) -> CmdResult<T> {
-    // Every command a worker sends goes through here: the one place they are counted.
+    drv: &'a mut impl Driver,
+    command: impl std::future::Future<Output = CmdResult<T>> + Send + 'a,
+) -> impl std::future::Future<Output = CmdResult<T>> + Send + 'a {
+    // Every command a worker sends goes through here: the one place they are counted (as it
+    // is sent: the caller awaits the reply at once).
     rec.counters.counts.commands.fetch_add(1, Relaxed);
-    drv.command(command).await
+    drv.command(command)
 }
 
 /// A lock just acquired.
@@ -313,6 +342,27 @@ struct Section {
     restart_us: u64,
 }
 
+impl Section {
+    /// A section of `held` about to start (its duration is drawn as it starts).
+    fn new(held: Held) -> Self {
+        Self {
+            held,
+            intended_us: 0,
+            released_us: 0,
+            completed: true,
+            value: None,
+            read: "",
+            write: "",
+            extensions: 0,
+            extension_failed: false,
+            aborted: false,
+            pause_us: 0,
+            crashed: false,
+            restart_us: 0,
+        }
+    }
+}
+
 /// One worker: its connection, random streams and counters, and the steps of a section.
 struct Worker<C, D> {
     id: usize,
@@ -350,13 +400,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             // The string of the last section that released, reused: no allocation per section.
             let mut token = std::mem::take(&mut self.token_buf);
             token.clear();
-            let _ = write!(
-                token,
-                "w{}-{}-{:016x}",
-                self.id,
-                self.token_seq,
-                self.st.tokens.random::<u64>()
-            );
+            // `w{id}-{seq}-{random:016x}`, written by hand: once per attempt.
+            token.push('w');
+            push_decimal(&mut token, self.id as u64);
+            token.push('-');
+            push_decimal(&mut token, self.token_seq);
+            token.push('-');
+            push_hex16(&mut token, self.st.tokens.random::<u64>());
             attempts += 1;
             counts.attempts.fetch_add(1, Relaxed);
             let set_sent_us = rec.now_us();
@@ -497,25 +547,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     /// acquire reply) while the watchdog re-arms the lock. A pause stops both, as a GC pause
     /// or a VM stall freezes a whole process: the work resumes after it, and a watchdog tick
     /// that fell due during it fires late.
-    async fn hold(&mut self, held: Held) -> Section {
+    /// The section is the caller's (`s`, fresh from [`Section::new`]), not this future's: one
+    /// copy of it in the worker's state, not one per step.
+    async fn hold(&mut self, s: &mut Section) {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let intended_us = crate::units::ms_to_us(ctx.dist.sample_ms(&mut self.st.durations));
-        let mut s = Section {
-            held,
-            intended_us,
-            released_us: 0,
-            completed: true,
-            value: None,
-            read: "",
-            write: "",
-            extensions: 0,
-            extension_failed: false,
-            aborted: false,
-            pause_us: 0,
-            crashed: false,
-            restart_us: 0,
-        };
+        s.intended_us = intended_us;
         let (key, lock) = (s.held.key, &s.held.name);
         if let Some(r) = &ctx.resource {
             let register = (r.fencing == Fencing::ReadWrite).then_some(s.held.fence);
@@ -639,13 +677,15 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 break;
             }
         }
-        s
     }
 
     /// Write `value + 1` right before releasing (read-modify-write across the section), with
     /// the fence when the variant fences. The server says whether the writer still held the
     /// lock at that instant.
     async fn write(&mut self, s: &mut Section) {
+        if self.ctx.resource.is_none() {
+            return;
+        }
         let ctx = self.ctx.clone();
         let Some(r) = &ctx.resource else {
             return;
@@ -688,7 +728,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
 
     /// Release, then finish the section into one record: its counts (the same function the
     /// report's recount uses), its histogram values and its `events.csv` row.
-    async fn release_and_finish(&mut self, mut section: Section) {
+    async fn release_and_finish(&mut self, section: &mut Section) {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         // The section ends as its release is sent, or as its holder dies.
@@ -702,23 +742,41 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let sent_us = rec.now_us();
         let outcome_name = if h.unlocked {
             // No lock was taken: nothing to release.
-            Cow::Borrowed(UNLOCKED)
+            UNLOCKED
         } else if section.crashed {
-            Cow::Borrowed(CRASHED)
+            CRASHED
         } else {
             let release = release(&mut self.conn, ctx.method, &h.name, &h.token);
             match counted(&ctx.recorder, &mut self.drv, release).await {
                 Ok(o) => {
                     rec.ok();
-                    Cow::Borrowed(o.name())
+                    o.name()
                 }
                 Err(e) => {
                     rec.error(&e);
-                    Cow::Borrowed(e.kind.outcome_name())
+                    e.kind.outcome_name()
                 }
             }
         };
         let release_latency_us = rec.now_us().saturating_sub(sent_us);
+        let row = self.finish(section, outcome_name, release_latency_us);
+        self.drv.row(row).await;
+        self.token_buf = std::mem::take(&mut section.held.token);
+        self.name_buf = std::mem::take(&mut section.held.name);
+        self.seq += 1;
+    }
+
+    /// A released section's row, counted and recorded. (Not in [`Self::release_and_finish`]'s
+    /// body: its locals would then take room in every worker's state.)
+    fn finish(
+        &self,
+        section: &Section,
+        outcome_name: &'static str,
+        release_latency_us: u64,
+    ) -> EventRow {
+        let ctx = &*self.ctx;
+        let rec = &ctx.recorder;
+        let h = &section.held;
         let ttl_us = ctx.ttl_ms * 1000;
         let d = section.released_us - h.acquired_us;
         let row = EventRow {
@@ -740,7 +798,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             acquire_latency_us: h.acquired_us.saturating_sub(h.first_attempt_us),
             release_latency_us,
             release: Cow::Borrowed(ctx.method.name()),
-            outcome: outcome_name,
+            outcome: Cow::Borrowed(outcome_name),
             interrupted: !section.completed,
             fence: h.fence,
             read: Cow::Borrowed(section.read),
@@ -777,10 +835,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             n += 1;
         }
         rec.record_all(self.id, &values[..n]);
-        self.drv.row(row).await;
-        self.token_buf = std::mem::take(&mut section.held.token);
-        self.name_buf = std::mem::take(&mut section.held.name);
-        self.seq += 1;
+        row
     }
 
     /// The open arrival model: take the next arrival, serve it as one request (acquire once
@@ -808,14 +863,15 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             let key = ctx.choose_key(&mut self.st.keys);
             ctx.recorder.touch(key);
             if let Some(held) = self.acquire(key, Some(intended_us)).await {
-                let mut section = self.hold(held).await;
+                let mut section = Section::new(held);
+                self.hold(&mut section).await;
                 if section.crashed {
                     let restart_us = section.restart_us;
-                    self.release_and_finish(section).await;
+                    self.release_and_finish(&mut section).await;
                     self.pause_us(restart_us).await;
                 } else {
                     self.write(&mut section).await;
-                    self.release_and_finish(section).await;
+                    self.release_and_finish(&mut section).await;
                 }
             }
             let rec = &ctx.recorder;
@@ -845,7 +901,15 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
 
 /// Runs one worker until the run's end or shutdown: acquire → hold → release and finish →
 /// think. Never panics on a Redis error: every failure is counted and the loop goes on.
-pub async fn run_worker<C: LockConn, D: Driver>(id: usize, conn: C, ctx: Arc<WorkerCtx>, drv: D) {
+///
+/// Not an `async fn`: the worker is built here and moved into the future, which therefore
+/// holds one copy of the connection and the driver, not the arguments too.
+pub fn run_worker<C: LockConn, D: Driver>(
+    id: usize,
+    conn: C,
+    ctx: Arc<WorkerCtx>,
+    drv: D,
+) -> impl std::future::Future<Output = ()> {
     let mut w = Worker {
         id,
         conn,
@@ -858,31 +922,62 @@ pub async fn run_worker<C: LockConn, D: Driver>(id: usize, conn: C, ctx: Arc<Wor
         name_buf: String::new(),
         failures: 0,
     };
-    if w.ctx.open_model {
-        return w.serve_arrivals().await;
+    async move {
+        if w.ctx.open_model {
+            w.serve_arrivals().await;
+        } else {
+            w.closed_loop().await;
+        }
     }
-    while w.may_start() {
-        let key = w.ctx.choose_key(&mut w.st.keys);
-        w.ctx.recorder.touch(key);
-        match w.acquire(key, None).await {
-            Some(held) => {
-                let mut section = w.hold(held).await;
-                if section.crashed {
-                    // Dead: no write, no release; back after the restart delay as a new client.
-                    let restart_us = section.restart_us;
-                    w.release_and_finish(section).await;
-                    if !w.pause_us(restart_us).await {
-                        break;
+}
+
+impl<C: LockConn, D: Driver> Worker<C, D> {
+    /// The closed loop: sections back to back, with think time between them.
+    async fn closed_loop(&mut self) {
+        let w = self;
+        while w.may_start() {
+            let key = w.ctx.choose_key(&mut w.st.keys);
+            w.ctx.recorder.touch(key);
+            match w.acquire(key, None).await {
+                Some(held) => {
+                    let mut section = Section::new(held);
+                    w.hold(&mut section).await;
+                    if section.crashed {
+                        // Dead: no write, no release; back after the restart delay as a new
+                        // client.
+                        let restart_us = section.restart_us;
+                        w.release_and_finish(&mut section).await;
+                        if !w.pause_us(restart_us).await {
+                            break;
+                        }
+                        continue;
                     }
-                    continue;
+                    w.write(&mut section).await;
+                    w.release_and_finish(&mut section).await;
                 }
-                w.write(&mut section).await;
-                w.release_and_finish(section).await;
+                None => w.ctx.unreserve(),
             }
-            None => w.ctx.unreserve(),
+            if !w.think().await {
+                break;
+            }
         }
-        if !w.think().await {
-            break;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The hand-written numbers are what `format!` writes.
+    #[test]
+    fn numbers_are_written_as_format_writes_them() {
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
+            let mut s = String::from("x");
+            push_decimal(&mut s, n);
+            push_hex16(&mut s, n);
+            assert_eq!(s, format!("x{n}{n:016x}"));
         }
+        let names = KeyNames::new("p:".into(), 3);
+        assert_eq!(names.iter().collect::<Vec<_>>(), ["p:0", "p:1", "p:2"]);
     }
 }

@@ -199,12 +199,14 @@ impl Driver for SimDriver {
         }
     }
 
-    async fn row(&mut self, row: EventRow) {
+    /// Sent at once (no future holding the row in every worker's state).
+    fn row(&mut self, row: EventRow) -> impl Future<Output = ()> + Send {
         if let Some(tx) = &self.events {
             // The simulation runs on its own thread, outside the runtime: blocking is allowed,
             // and a full channel holds the virtual clock, not the rows.
             let _ = tx.blocking_send(row);
         }
+        std::future::ready(())
     }
 }
 

@@ -26,8 +26,54 @@ struct Entry {
 /// hash, modelled by its two fields (an absent field reads as 0, as the scripts read it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Value {
-    Str(String),
+    Str(Text),
     Resource { value: u64, fence: u64 },
+}
+
+/// A string value, kept in its entry when short (a token is about 30 bytes): setting one
+/// allocates nothing, and comparing one reads no second cache line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Text {
+    Inline { len: u8, bytes: [u8; Text::INLINE] },
+    Heap(Box<str>),
+}
+
+impl Text {
+    const INLINE: usize = 38;
+
+    fn new(s: &str) -> Self {
+        if s.len() <= Self::INLINE {
+            let mut bytes = [0; Self::INLINE];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            Self::Inline {
+                len: s.len() as u8,
+                bytes,
+            }
+        } else {
+            Self::Heap(s.into())
+        }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            Self::Inline { len, bytes } => &bytes[..usize::from(*len)],
+            Self::Heap(s) => s.as_bytes(),
+        }
+    }
+
+    /// Whether it is `s`.
+    fn is(&self, s: &str) -> bool {
+        self.as_bytes() == s.as_bytes()
+    }
+
+    fn to_owned_string(&self) -> String {
+        // Only ever built from a `&str`: always UTF-8.
+        String::from_utf8_lossy(self.as_bytes()).into_owned()
+    }
+
+    fn parse_u64(&self) -> Option<u64> {
+        std::str::from_utf8(self.as_bytes()).ok()?.parse().ok()
+    }
 }
 
 fn wrong_type() -> CmdError {
@@ -38,7 +84,7 @@ fn wrong_type() -> CmdError {
 }
 
 impl Entry {
-    fn str(&self) -> CmdResult<&str> {
+    fn str(&self) -> CmdResult<&Text> {
         match &self.value {
             Value::Str(s) => Ok(s),
             Value::Resource { .. } => Err(wrong_type()),
@@ -46,10 +92,115 @@ impl Entry {
     }
 }
 
+/// A key as the keyspace stores it. A name made of a *stem* and a decimal number (lockbench's
+/// lock keys: `lockbench:<run>:<variant>:<n>`) is stored as the stem's index and the number:
+/// hashed and compared as one word, with no string to allocate, read or compare. Any other name
+/// is stored as it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Key {
+    Num(u64),
+    Name(Box<str>),
+}
+
+/// A [`Key`] to look up, borrowed from the command.
+#[derive(Debug, Clone, Copy)]
+enum KeyRef<'a> {
+    Num(u64),
+    Name(&'a str),
+}
+
+impl std::hash::Hash for KeyRef<'_> {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            Self::Num(n) => h.write_u64(*n),
+            Self::Name(s) => {
+                h.write(s.as_bytes());
+                h.write_u8(0xff);
+            }
+        }
+    }
+}
+
+impl std::hash::Hash for Key {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.borrowed().hash(h);
+    }
+}
+
+impl Key {
+    fn borrowed(&self) -> KeyRef<'_> {
+        match self {
+            Self::Num(n) => KeyRef::Num(*n),
+            Self::Name(s) => KeyRef::Name(s),
+        }
+    }
+}
+
+impl hashbrown::Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        match (self, key) {
+            (Self::Num(a), Key::Num(b)) => a == b,
+            (Self::Name(a), Key::Name(b)) => *a == &**b,
+            _ => false,
+        }
+    }
+}
+
+impl From<KeyRef<'_>> for Key {
+    fn from(k: KeyRef<'_>) -> Self {
+        match k {
+            KeyRef::Num(n) => Self::Num(n),
+            KeyRef::Name(s) => Self::Name(s.into()),
+        }
+    }
+}
+
+/// The stems of numbered keys (see [`Key`]). A name is numbered when it ends in 1 to 9 digits
+/// without a leading zero (`k7`, not `k07`, which is another key) and its stem is one of the
+/// first [`Stems::MAX`] seen; stems are only ever added (until the keyspace is cleared), so a
+/// name is always stored the same way.
+#[derive(Debug, Default)]
+struct Stems {
+    names: Vec<Box<str>>,
+    /// The stem found last (almost every command uses the same one).
+    last: usize,
+}
+
+impl Stems {
+    const MAX: usize = 64;
+
+    /// How `key` is stored.
+    fn key<'a>(&mut self, key: &'a str) -> KeyRef<'a> {
+        let b = key.as_bytes();
+        let digits = b.iter().rev().take_while(|c| c.is_ascii_digit()).count();
+        let at = b.len() - digits;
+        if digits == 0 || digits > 9 || (digits > 1 && b[at] == b'0') {
+            return KeyRef::Name(key);
+        }
+        let stem = &key[..at];
+        let i = if self.names.get(self.last).is_some_and(|s| **s == *stem) {
+            self.last
+        } else if let Some(i) = self.names.iter().position(|s| **s == *stem) {
+            i
+        } else if self.names.len() < Self::MAX {
+            self.names.push(stem.into());
+            self.names.len() - 1
+        } else {
+            return KeyRef::Name(key);
+        };
+        self.last = i;
+        let n = b[at..]
+            .iter()
+            .fold(0u64, |n, c| n * 10 + u64::from(c - b'0'));
+        KeyRef::Num((i as u64) << 32 | n)
+    }
+}
+
 /// The model's keyspace, shared by every connection to it.
 #[derive(Debug, Default)]
 pub struct Keyspace {
-    map: HashMap<String, Entry, Fx>,
+    map: HashMap<Key, Entry, Fx>,
+    stems: Stems,
 }
 
 type Fx = BuildHasherDefault<FxHasher>;
@@ -88,6 +239,9 @@ impl std::hash::Hasher for FxHasher {
     fn write_usize(&mut self, n: usize) {
         self.add(n as u64);
     }
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
+    }
     fn finish(&self) -> u64 {
         self.hash
     }
@@ -110,45 +264,70 @@ impl Keyspace {
     /// Forgets every key (a server restarted empty).
     pub fn clear(&mut self) {
         self.map.clear();
+        self.stems = Stems::default();
     }
 
-    /// Lazy expiry as in Redis: an expired key is absent for every command.
+    /// How `key` is stored.
+    fn key<'a>(&mut self, key: &'a str) -> KeyRef<'a> {
+        self.stems.key(key)
+    }
+
+    /// Removes `key` (whether live or not).
+    fn remove(&mut self, key: &str) {
+        let k = self.key(key);
+        self.map.remove(&k);
+    }
+
+    /// Sets `key` (whether it was there or not).
+    fn insert(&mut self, key: &str, e: Entry) {
+        let k = self.key(key);
+        match self.map.entry_ref(&k) {
+            EntryRef::Occupied(mut o) => *o.get_mut() = e,
+            EntryRef::Vacant(v) => {
+                v.insert_with_key(k.into(), e);
+            }
+        }
+    }
+
+    /// The expiry of `key`, live or not.
+    fn expiry(&mut self, key: &str) -> Option<u64> {
+        let k = self.key(key);
+        self.map.get(&k).and_then(|e| e.expires_at)
+    }
+
     /// `SET key value NX` with an expiry (`None`: none): stores the string unless the key is
     /// live, in one lookup, reusing an expired entry's string.
     fn set_nx(&mut self, key: &str, value: &str, expires_at: Option<u64>, now: u64) -> bool {
-        match self.map.entry_ref(key) {
+        let k = self.key(key);
+        let new = || Entry {
+            value: Value::Str(Text::new(value)),
+            expires_at,
+        };
+        match self.map.entry_ref(&k) {
             EntryRef::Occupied(mut e) => {
                 let e = e.get_mut();
                 if !e.expires_at.is_some_and(|t| expired(t, now)) {
                     return false;
                 }
-                match &mut e.value {
-                    Value::Str(s) => {
-                        s.clear();
-                        s.push_str(value);
-                    }
-                    v => *v = Value::Str(value.to_string()),
-                }
-                e.expires_at = expires_at;
+                *e = new();
             }
             EntryRef::Vacant(v) => {
-                v.insert(Entry {
-                    value: Value::Str(value.to_string()),
-                    expires_at,
-                });
+                v.insert_with_key(k.into(), new());
             }
         }
         true
     }
 
+    /// Lazy expiry as in Redis: an expired key is absent for every command.
     fn live(&mut self, key: &str, now: u64) -> Option<&mut Entry> {
         self.live_entry(key, now).map(OccupiedEntry::into_mut)
     }
 
     /// [`Self::live`] as the map's entry (to remove it without a second lookup): one lookup,
     /// where an expired key is removed.
-    fn live_entry(&mut self, key: &str, now: u64) -> Option<OccupiedEntry<'_, String, Entry, Fx>> {
-        match self.map.entry_ref(key) {
+    fn live_entry(&mut self, key: &str, now: u64) -> Option<OccupiedEntry<'_, Key, Entry, Fx>> {
+        let k = self.key(key);
+        match self.map.entry_ref(&k) {
             EntryRef::Vacant(_) => None,
             EntryRef::Occupied(e) if e.get().expires_at.is_some_and(|t| expired(t, now)) => {
                 e.remove();
@@ -262,9 +441,11 @@ impl<N: Net> MemoryStore<N> {
     /// Number of live keys (for tests).
     pub fn len(&self) -> usize {
         let now = self.net.now_us();
-        let mut ks = self.lock();
-        let keys: Vec<String> = ks.map.keys().cloned().collect();
-        keys.iter().filter(|k| ks.live(k, now).is_some()).count()
+        let ks = self.lock();
+        ks.map
+            .values()
+            .filter(|e| !e.expires_at.is_some_and(|t| expired(t, now)))
+            .count()
     }
 
     /// Whether the model holds no live key.
@@ -287,8 +468,8 @@ impl<N: Net> MemoryStore<N> {
 
     /// Stores the resource's `(value, fence)`; the key has no TTL, like the `HSET` it models.
     fn set_resource(ks: &mut Keyspace, key: &str, value: u64, fence: u64) {
-        ks.map.insert(
-            key.to_string(),
+        ks.insert(
+            key,
             Entry {
                 value: Value::Resource { value, fence },
                 expires_at: None,
@@ -296,9 +477,13 @@ impl<N: Net> MemoryStore<N> {
         );
     }
 
-    /// Runs `f` on the keyspace at the server's time, then completes the round trip.
-    async fn call<T: Send>(&self, f: impl FnOnce(&mut Keyspace, u64) -> T + Send) -> T {
-        self.net.call(&self.keys, f).await
+    /// Runs `f` on the keyspace at the server's time, then completes the round trip. (The
+    /// network's future itself, not an `async fn` around it holding a second copy of `f`.)
+    fn call<'a, T: Send + 'a>(
+        &'a self,
+        f: impl FnOnce(&mut Keyspace, u64) -> T + Send + 'a,
+    ) -> impl Future<Output = T> + Send + 'a {
+        self.net.call(&self.keys, f)
     }
 }
 
@@ -336,7 +521,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
             };
             // Any type of value can expire; `PEXPIRE key 0` deletes the key.
             if ms == 0 {
-                ks.map.remove(key);
+                ks.remove(key);
             } else {
                 e.expires_at = Some(after_ms(now, ms));
             }
@@ -351,8 +536,8 @@ impl<N: Net> LockConn for MemoryStore<N> {
             let Some(e) = ks.live(key, now) else {
                 return Ok(None);
             };
-            let v = e.str()?.to_string();
-            ks.map.remove(key);
+            let v = e.str()?.to_owned_string();
+            ks.remove(key);
             Ok(Some(v))
         })
         .await
@@ -376,7 +561,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
             let mut n = 0;
             for key in keys {
                 if ks.live(key, now).is_some() {
-                    ks.map.remove(key);
+                    ks.remove(key);
                     n += 1;
                 }
             }
@@ -389,7 +574,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         self.call(|ks, now| match ks.live_entry(key, now) {
             None => Ok(0),
-            Some(e) if e.get().str()? == token => {
+            Some(e) if e.get().str()?.is(token) => {
                 e.remove();
                 Ok(1)
             }
@@ -415,7 +600,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
     async fn get(&mut self, key: &str) -> CmdResult<Option<String>> {
         self.call(|ks, now| {
             ks.live(key, now)
-                .map(|e| e.str().map(str::to_string))
+                .map(|e| e.str().map(Text::to_owned_string))
                 .transpose()
         })
         .await
@@ -477,7 +662,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
             // simply checks first.
             let current = match ks.live(fence_key, now) {
                 None => 0,
-                Some(e) => e.str()?.parse::<u64>().map_err(|_| CmdError {
+                Some(e) => e.str()?.parse_u64().ok_or_else(|| CmdError {
                     kind: ErrorKind::Server,
                     detail: "ERR value is not an integer or out of range".into(),
                 })?,
@@ -485,20 +670,20 @@ impl<N: Net> LockConn for MemoryStore<N> {
             if ks.live(key, now).is_some() {
                 return Ok(None);
             }
-            ks.map.insert(
-                key.to_string(),
+            ks.insert(
+                key,
                 Entry {
-                    value: Value::Str(token.to_string()),
+                    value: Value::Str(Text::new(token)),
                     expires_at: Some(after_ms(now, ttl_ms)),
                 },
             );
             // INCR keeps the counter's TTL (it has none).
             let fence = current + 1;
-            let expires_at = ks.map.get(fence_key).and_then(|e| e.expires_at);
-            ks.map.insert(
-                fence_key.to_string(),
+            let expires_at = ks.expiry(fence_key);
+            ks.insert(
+                fence_key,
                 Entry {
-                    value: Value::Str(fence.to_string()),
+                    value: Value::Str(Text::new(&fence.to_string())),
                     expires_at,
                 },
             );
@@ -553,7 +738,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
             let (holder, other_holder) = match ks.live(lock_key, now) {
                 None => (false, false),
                 Some(e) => {
-                    let mine = e.str()? == token;
+                    let mine = e.str()?.is(token);
                     (mine, !mine)
                 }
             };
@@ -582,12 +767,12 @@ impl<N: Net> LockConn for MemoryStore<N> {
             let Some(e) = ks.live(key, now) else {
                 return Ok(false);
             };
-            if e.str()? != token {
+            if !e.str()?.is(token) {
                 return Ok(false);
             }
             // `PEXPIRE key 0` deletes the key, `SET … PX n` (n ≥ 1) re-arms it.
             if ttl_ms == 0 {
-                ks.map.remove(key);
+                ks.remove(key);
             } else {
                 e.expires_at = Some(after_ms(now, ttl_ms));
             }
@@ -613,6 +798,64 @@ impl<T> Pipe for T {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A numbered name is stored as its stem and number, anything else by name, and two names
+    /// are one key only when they are one string (`k7` is not `k07`).
+    #[test]
+    fn keys_are_numbered_only_when_that_is_one_to_one() {
+        let mut st = Stems::default();
+        let num = |k: KeyRef<'_>| match k {
+            KeyRef::Num(n) => Some(n),
+            KeyRef::Name(_) => None,
+        };
+        assert_eq!(num(st.key("a:7")), Some(7));
+        assert_eq!(num(st.key("a:0")), Some(0));
+        assert_eq!(num(st.key("a:123456789")), Some(123_456_789));
+        assert_eq!(num(st.key("b:7")), Some(1 << 32 | 7));
+        assert_eq!(num(st.key("a:7")), Some(7));
+        for named in ["a:07", "a:00", "a:1234567890", "a:7:fence", "a:", "", "7x"] {
+            assert_eq!(num(st.key(named)), None, "{named}");
+        }
+        assert_eq!(
+            num(st.key("7")),
+            Some(2 << 32 | 7),
+            "an empty stem is a stem"
+        );
+        for i in 3..Stems::MAX {
+            assert!(num(st.key(&format!("s{i}:1"))).is_some());
+        }
+        assert_eq!(
+            num(st.key("full:1")),
+            None,
+            "past the stems' limit, by name"
+        );
+        assert_eq!(num(st.key("b:8")), Some(1 << 32 | 8));
+    }
+
+    /// Numbered keys, named keys and long values behave alike.
+    #[tokio::test(start_paused = true)]
+    async fn numbered_and_named_keys_and_long_values() {
+        let mut m = MemoryStore::new(Duration::ZERO, true);
+        let long = "t".repeat(Text::INLINE + 1);
+        for key in ["k7", "k07", "k:x", "k70"] {
+            assert!(m.set_nx_px(key, key, 1000).await.unwrap());
+        }
+        assert!(m.set_nx_px("k8", &long, 1000).await.unwrap());
+        assert_eq!(m.len(), 5);
+        for key in ["k7", "k07", "k:x", "k70"] {
+            assert_eq!(m.get(key).await.unwrap().as_deref(), Some(key));
+        }
+        assert_eq!(m.release_script("k8", &long[1..]).await.unwrap(), -1);
+        assert_eq!(m.release_script("k8", &long).await.unwrap(), 1);
+        assert_eq!(m.release_script("k7", "k07").await.unwrap(), -1);
+        assert_eq!(m.release_script("k07", "k07").await.unwrap(), 1);
+        assert_eq!(m.get("k7").await.unwrap().as_deref(), Some("k7"));
+        assert_eq!(m.del_many(&["k7".into(), "k:x".into()]).await.unwrap(), 2);
+        assert_eq!(m.len(), 1);
+        m.keyspace().lock().unwrap().clear();
+        assert!(m.is_empty());
+        assert!(m.set_nx_px("k70", "again", 1000).await.unwrap());
+    }
 
     /// The model follows Redis semantics for the lock commands, including expiry by PX.
     #[tokio::test(start_paused = true)]
