@@ -89,22 +89,23 @@ async fn failover(
             shards.len().saturating_sub(1)
         )
     })?;
-    let Some(replica) = shard.replicas.first().cloned() else {
-        anyhow::bail!(
-            "shard {} ({}) has no replica to fail over to (cluster_replicas = 0)",
-            f.shard,
-            shard.master
-        );
-    };
     let master = shard.master.clone();
     let mport = port_of(&master)?;
+    let mut m = connect(&master).await?;
+    // The master's own word on its replicas (another node's CLUSTER SLOTS may not have learned
+    // of them yet through gossip).
+    let Some(replica) = online_replica(&mut m).await? else {
+        anyhow::bail!(
+            "shard {} ({master}) has no replica in sync to fail over to (cluster_replicas = 0?)",
+            f.shard
+        );
+    };
     // The lag: the replica stops, then the master drops its link to it, so nothing the master
     // acknowledges from here on reaches it. (Stopping it alone would not do: its kernel would
     // still receive the stream into the socket's buffer, and it would apply it on waking; and
     // dropping the link first would let it reconnect before it stops.)
     let mut r = connect(&replica).await?;
     let rpid = process_id(&mut r).await?;
-    let mut m = connect(&master).await?;
     signal(rpid, "-STOP").await?;
     let _: i64 = redis::cmd("CLIENT")
         .arg("KILL")
@@ -275,6 +276,24 @@ async fn wait_for(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The first replica `INFO replication` of a master lists as online, `host:port`.
+async fn online_replica(m: &mut MultiplexedConnection) -> anyhow::Result<Option<String>> {
+    let info: String = redis::cmd("INFO").arg("replication").query_async(m).await?;
+    Ok(info.lines().find_map(|l| {
+        // slave0:ip=127.0.0.1,port=7004,state=online,offset=…,lag=0
+        let fields = l.trim().strip_prefix("slave")?.split_once(':')?.1;
+        let get = |k: &str| {
+            fields
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(k)?.strip_prefix('='))
+        };
+        if get("state")? != "online" {
+            return None;
+        }
+        Some(format!("{}:{}", get("ip")?, get("port")?))
+    }))
 }
 
 /// The server's own process id (`INFO server`).
