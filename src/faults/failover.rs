@@ -11,8 +11,9 @@
 //!    locks acknowledged to holders;
 //! 3. the master is killed, the replica resumed; once it has seen its master's link go down
 //!    it has applied every byte it will ever get;
-//! 4. each lock is read from the replica (`READONLY`): a lock whose token is not there, and
-//!    that had not expired by then, is *lost*;
+//! 4. each lock is read from the replica (`READONLY`): a lock whose token is not there, or
+//!    whose expiry there is earlier (an extension the replica never saw), and that had not
+//!    expired by then, is *lost*;
 //! 5. the replica takes the slots over (`CLUSTER FAILOVER TAKEOVER`); when the variant ends
 //!    the old master comes back, empty, as its replica.
 //!
@@ -56,24 +57,111 @@ impl Lost {
     }
 }
 
-/// Runs one failover window; returns the error (empty if none) and what it did.
+/// Runs one failover window; returns the error (empty if none) and what it did. Whatever
+/// step fails, what was done is undone or completed: a stopped replica is resumed, a paused
+/// master unpaused, a killed master's replica promoted, and the killed master started again
+/// (as a replica) when the variant ends — so later variants and faults find a whole cluster,
+/// and a loss already measured is kept even if the cluster then fails to settle.
 pub async fn run(
     control: &FaultControl,
     f: &Fault,
     end: Option<Instant>,
     done: &mut watch::Receiver<bool>,
 ) -> (String, Option<Lost>) {
-    match failover(control, f, end, done).await {
-        Ok(lost) => (String::new(), lost),
-        Err(e) => (format!("{e:#}"), None),
+    let mut p = Progress::default();
+    let measured = measure(control, f, end, done, &mut p).await;
+    let mut errors = Vec::new();
+    let lost = match measured {
+        Ok(lost) => lost,
+        Err(e) => {
+            errors.push(format!("{e:#}"));
+            None
+        }
+    };
+    if let Err(e) = undo(control, &mut p, done).await {
+        errors.push(format!("{e:#}"));
     }
+    (errors.join("; "), lost)
 }
 
-async fn failover(
+/// What a failover has done so far, for [`undo`].
+#[derive(Default)]
+struct Progress {
+    /// The replica's process id, while it is stopped.
+    stopped: Option<u32>,
+    /// The master, while its writes are paused (and it still runs).
+    paused: Option<String>,
+    /// The replica, once its master was killed, until it is promoted.
+    unpromoted: Option<String>,
+    /// The killed master's port, until it is started again.
+    killed: Option<u16>,
+}
+
+/// Undoes or completes what `p` says was done; the first error, if any.
+async fn undo(
+    control: &FaultControl,
+    p: &mut Progress,
+    done: &mut watch::Receiver<bool>,
+) -> anyhow::Result<()> {
+    let mut first: Option<anyhow::Error> = None;
+    let mut note = |r: anyhow::Result<()>| {
+        if let Err(e) = r {
+            first.get_or_insert(e);
+        }
+    };
+    if let Some(pid) = p.stopped.take() {
+        note(signal(pid, "-CONT").await);
+    }
+    if let Some(master) = p.paused.take() {
+        note(
+            async {
+                let mut m = connect(&master).await?;
+                let _: () = redis::cmd("CLIENT")
+                    .arg("UNPAUSE")
+                    .query_async(&mut m)
+                    .await?;
+                Ok(())
+            }
+            .await,
+        );
+    }
+    if let Some(replica) = p.unpromoted.take() {
+        note(
+            async {
+                let mut r = connect(&replica).await?;
+                let _: () = redis::cmd("CLUSTER")
+                    .arg("FAILOVER")
+                    .arg("TAKEOVER")
+                    .query_async(&mut r)
+                    .await?;
+                wait_for(&mut r, "replication", "role:", "master").await
+            }
+            .await,
+        );
+    }
+    if let Some(port) = p.killed.take()
+        && let Some(cluster) = &control.cluster
+    {
+        // The old master stays down until the variant ends: back at once, it would briefly
+        // serve its old slots (empty) to clients still retrying there, before it learns it was
+        // replaced.
+        let _ = done.wait_for(|d| *d).await;
+        let mut c = cluster.lock().await;
+        if let Some(n) = c.node_mut(port) {
+            note(n.start_again().await);
+        }
+        // It rejoins as the new master's replica; the next variant starts on a whole cluster.
+        note(c.settle().await);
+    }
+    first.map_or(Ok(()), Err)
+}
+
+async fn measure(
     control: &FaultControl,
     f: &Fault,
     end: Option<Instant>,
     done: &mut watch::Receiver<bool>,
+    p: &mut Progress,
 ) -> anyhow::Result<Option<Lost>> {
     let cluster = control
         .cluster
@@ -91,6 +179,9 @@ async fn failover(
     })?;
     let master = shard.master.clone();
     let mport = port_of(&master)?;
+    if cluster.lock().await.node_mut(mport).is_none() {
+        anyhow::bail!("{master} is not a node lockbench started");
+    }
     let mut m = connect(&master).await?;
     // The master's own word on its replicas (another node's CLUSTER SLOTS may not have learned
     // of them yet through gossip).
@@ -107,6 +198,7 @@ async fn failover(
     let mut r = connect(&replica).await?;
     let rpid = process_id(&mut r).await?;
     signal(rpid, "-STOP").await?;
+    p.stopped = Some(rpid);
     let _: i64 = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("TYPE")
@@ -118,10 +210,10 @@ async fn failover(
         None => false,
     };
     if !ended {
-        // The variant ended first: no failover, the replica catches up.
-        signal(rpid, "-CONT").await?;
+        // The variant ended first: no failover; `undo` resumes the replica, which catches up.
         return Ok(None);
     }
+    p.paused = Some(master.clone());
     let _: () = redis::cmd("CLIENT")
         .arg("PAUSE")
         .arg(60_000)
@@ -136,20 +228,34 @@ async fn failover(
             n.kill().await;
         }
     }
+    p.paused = None;
+    p.killed = Some(mport);
+    p.unpromoted = Some(replica.clone());
     signal(rpid, "-CONT").await?;
+    p.stopped = None;
     wait_for(&mut r, "replication", "master_link_status:", "down").await?;
     let _: () = redis::cmd("READONLY").query_async(&mut r).await?;
     let mut lost = 0;
     if !held.is_empty() {
-        let mut get = redis::pipe();
+        let mut read = redis::pipe();
         for (key, _, _) in &held {
-            get.cmd("GET").arg(key);
+            read.cmd("GET").arg(key).cmd("PTTL").arg(key);
         }
-        let now: Vec<Option<String>> = get.query_async(&mut r).await?;
+        let replies: Vec<redis::Value> = read.query_async(&mut r).await?;
         let elapsed_ms = read_at.elapsed().as_millis() as i64;
-        for ((_, token, pttl), there) in held.iter().zip(now) {
+        for ((_, token, pttl), pair) in held.iter().zip(replies.chunks(2)) {
+            let there: Option<String> = redis::from_redis_value_ref(&pair[0])?;
+            let there_pttl: i64 = redis::from_redis_value_ref(&pair[1])?;
             // Expired by now on its own: not the failover's doing.
-            if there.as_deref() != Some(token.as_str()) && *pttl > elapsed_ms {
+            if *pttl <= elapsed_ms {
+                continue;
+            }
+            // Gone, or another's; or the holder's own but with an extension the replica never
+            // saw, so it will expire earlier than the holder was told (10 ms of slack for the
+            // millisecond clocks).
+            if there.as_deref() != Some(token.as_str())
+                || (there_pttl >= 0 && there_pttl + elapsed_ms + 10 < *pttl)
+            {
                 lost += 1;
             }
         }
@@ -160,40 +266,33 @@ async fn failover(
         .query_async(&mut r)
         .await?;
     wait_for(&mut r, "replication", "role:", "master").await?;
-    let taken_over = Instant::now();
-    // The old master stays down until the variant ends: back at once, it would briefly serve
-    // its old slots (empty) to clients still retrying there, before it learns it was replaced.
-    let _ = done.wait_for(|d| *d).await;
-    {
-        let mut c = cluster.lock().await;
-        if let Some(n) = c.node_mut(mport) {
-            n.start_again().await?;
-        }
-        // It rejoins as the new master's replica; the next variant starts on a whole cluster.
-        c.settle().await?;
-    }
+    p.unpromoted = None;
     Ok(Some(Lost {
         shard: f.shard,
         old_master: master,
         new_master: replica,
         locks_held: held.len() as u64,
         locks_lost: lost,
-        taken_over,
+        taken_over: Instant::now(),
     }))
 }
 
 /// The shards as the cluster describes them now (a failover earlier in the run moved one).
 async fn current_shards(seed: &[String]) -> anyhow::Result<Vec<Shard>> {
     let mut last = None;
+    // A node that is down (a killed master) or errs: the next one.
     for url in seed {
-        match connect_url(url).await {
-            Ok(mut c) => {
-                let v: redis::Value = redis::cmd("CLUSTER")
-                    .arg("SLOTS")
-                    .query_async(&mut c)
-                    .await?;
-                return parse_cluster_slots(&v);
-            }
+        let asked = async {
+            let mut c = connect_url(url).await?;
+            let v: redis::Value = redis::cmd("CLUSTER")
+                .arg("SLOTS")
+                .query_async(&mut c)
+                .await?;
+            parse_cluster_slots(&v)
+        }
+        .await;
+        match asked {
+            Ok(shards) => return Ok(shards),
             Err(e) => last = Some(e),
         }
     }

@@ -204,7 +204,14 @@ pub fn parse_cluster_slots(v: &redis::Value) -> anyhow::Result<Vec<Shard>> {
         let master = f.get(2).and_then(node).ok_or_else(bad)?;
         let replicas: Vec<String> = f.iter().skip(3).filter_map(node).collect();
         match shards.iter_mut().find(|s| s.master == master) {
-            Some(s) => s.ranges.push((a, b)),
+            Some(s) => {
+                s.ranges.push((a, b));
+                for r in replicas {
+                    if !s.replicas.contains(&r) {
+                        s.replicas.push(r);
+                    }
+                }
+            }
             None => shards.push(Shard {
                 master,
                 replicas,

@@ -166,7 +166,10 @@ impl SpawnedCluster {
 
 impl Drop for SpawnedCluster {
     fn drop(&mut self) {
-        // The nodes' watchers kill them as their handles drop; the configuration files go too.
+        // The nodes first: their watchers kill them as their handles drop (asynchronously; a
+        // directory a dying node still wrote into is removed by the next start's stale-directory
+        // sweep, its owner being gone by then).
+        self.nodes.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
