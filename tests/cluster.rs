@@ -265,3 +265,53 @@ fn cluster_settings_are_checked() {
         "belongs to a failover",
     );
 }
+
+/// A failover the variant outlives (its lag would end after the variant) resumes the replica
+/// and fails nothing over, so the next variant runs on a whole cluster; a shard that does not
+/// exist is an error in the window, not a failed run.
+#[test]
+fn failover_that_cannot_happen_leaves_the_cluster_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    cli_ok(&cli(&[
+        "compare",
+        "--backend",
+        "spawn-cluster",
+        "--workers",
+        "8",
+        "--keys",
+        "9",
+        "--dist",
+        "constant(5ms)",
+        "--ttl",
+        "1s",
+        "--duration",
+        "1500ms",
+        "--release",
+        "del,token",
+        "--fault",
+        "failover@500ms+30s,shard=2",
+        "--fault",
+        "failover@200ms+100ms,shard=7",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    follows_schema(&out);
+    for v in summaries(&out) {
+        let w = v["faults"].as_array().unwrap();
+        assert_eq!(w.len(), 2, "{v}");
+        let bad = w
+            .iter()
+            .find(|w| w["error"] != "")
+            .expect("the shard 7 error");
+        assert!(
+            bad["error"].as_str().unwrap().contains("no shard 7"),
+            "{bad}"
+        );
+        let long = w.iter().find(|w| w["error"] == "").expect("the long lag");
+        assert!(long.get("failover").is_none(), "{long}");
+        assert!(v["sections"].as_u64().unwrap() > 50, "{v}");
+        assert_eq!(v["errors"], 0, "{v}");
+    }
+}

@@ -111,6 +111,13 @@ async fn undo(
     };
     if let Some(pid) = p.stopped.take() {
         note(signal(pid, "-CONT").await);
+        // Resumed without a failover: it reconnects to its master (its replication cron runs
+        // once a second); the next variant starts once it is back in sync.
+        if p.killed.is_none()
+            && let Some(cluster) = &control.cluster
+        {
+            note(cluster.lock().await.settle().await);
+        }
     }
     if let Some(master) = p.paused.take() {
         note(
