@@ -56,16 +56,6 @@ fn keys_left(conn: &mut redis::Connection, run_id: &str) -> Vec<String> {
         .unwrap()
 }
 
-fn validates(dir: &Path) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../schema/summary.schema.json")).unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    let v = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{}: {errors:#?}", dir.display());
-}
-
 /// Every recorded distribution of a summary.
 fn quantiles(s: &Summary) -> [(&'static str, Quantiles); 9] {
     [
@@ -232,7 +222,7 @@ async fn two_agents_merge_like_one_process_of_twice_the_workers() {
     report_agrees(&dir("results/pile/merged"));
     report_agrees(&dir("results/pile/agent-0"));
     for d in ["results/pile/merged", "results/pile/agent-1"] {
-        validates(&dir(d));
+        common::follows_schema(&dir(d));
     }
 }
 

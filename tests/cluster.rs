@@ -91,27 +91,6 @@ async fn contended_run_on_a_cluster_gives_the_single_server_figures() {
     cluster.stop().await;
 }
 
-/// `summary.json` of `dir` follows `schema/summary.schema.json` (its `shards` and `failover`
-/// fields included).
-fn follows_schema(dir: &std::path::Path) {
-    let schema: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(format!(
-            "{}/schema/summary.schema.json",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap(),
-    )
-    .unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&json)
-        .map(|e| e.to_string())
-        .collect();
-    assert!(errors.is_empty(), "{errors:#?}");
-}
-
 /// Sections (of any shard) acquired inside a fault window: the only locks it could lose.
 fn acquired_in_window(run: &std::path::Path, w: &serde_json::Value) -> u64 {
     let (from, to) = (
@@ -158,7 +137,7 @@ fn failover_run(dir: &std::path::Path, fault: Option<&str>) -> Vec<serde_json::V
     let o = cli(&args);
     // Overlap makes the verdict non-zero only with a threshold; none is set here.
     cli_ok(&o);
-    follows_schema(&out);
+    common::follows_schema(&out);
     summaries(&out)
 }
 
@@ -297,7 +276,7 @@ fn failover_that_cannot_happen_leaves_the_cluster_whole() {
         "--out",
         out.to_str().unwrap(),
     ]));
-    follows_schema(&out);
+    common::follows_schema(&out);
     for v in summaries(&out) {
         let w = v["faults"].as_array().unwrap();
         assert_eq!(w.len(), 2, "{v}");

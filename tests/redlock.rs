@@ -33,16 +33,6 @@ async fn run_plan(plan: &Plan, dir: &Path) -> RunOutcome {
     out
 }
 
-fn schema_valid(dir: &Path) {
-    let schema: serde_json::Value =
-        serde_json::from_str(include_str!("../schema/summary.schema.json")).unwrap();
-    let json: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
-    let v = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
-    assert!(errors.is_empty(), "{errors:#?}");
-}
-
 const CONTENDED: &str = "workers = 8\nkeys = 1\nttl = \"2s\"\ndist = \"constant(3ms)\"\n\
                          sections = 200\nseed = 7\nbackend = \"spawn\"\n";
 
@@ -60,7 +50,7 @@ async fn contended_quorum_is_safe_and_counted() {
     let out = run_plan(&plan, tmp.path()).await;
     let s = &out.summaries[0];
     check_redlock(s);
-    schema_valid(tmp.path());
+    common::follows_schema(tmp.path());
     assert!(
         out.manifest
             .backend_detail
@@ -188,7 +178,7 @@ async fn faults_hit_the_chosen_instance() {
         s.overlap_ms, 0.0,
         "one instance down never breaks a majority of five"
     );
-    schema_valid(tmp.path());
+    common::follows_schema(tmp.path());
 }
 
 /// Five private instances and a redlock connector over them (per-instance timeout 100 ms).

@@ -290,3 +290,14 @@ pub fn summaries(dir: &Path) -> Vec<serde_json::Value> {
 pub fn crosscheck_profile() -> String {
     format!("{}/profiles/crosscheck.toml", env!("CARGO_MANIFEST_DIR"))
 }
+
+/// `summary.json` of `dir` follows the committed `schema/summary.schema.json`.
+pub fn follows_schema(dir: &Path) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/summary.schema.json")).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{}: {errors:#?}", dir.display());
+}
