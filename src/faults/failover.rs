@@ -22,6 +22,7 @@
 
 use super::{Fault, FaultControl};
 use crate::store::cluster::{Shard, parse_cluster_slots};
+use crate::store::redis::info_field;
 use redis::aio::MultiplexedConnection;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -133,18 +134,7 @@ async fn undo(
         );
     }
     if let Some(replica) = p.unpromoted.take() {
-        note(
-            async {
-                let mut r = connect(&replica).await?;
-                let _: () = redis::cmd("CLUSTER")
-                    .arg("FAILOVER")
-                    .arg("TAKEOVER")
-                    .query_async(&mut r)
-                    .await?;
-                wait_for(&mut r, "replication", "role:", "master").await
-            }
-            .await,
-        );
+        note(async { promote(&mut connect(&replica).await?).await }.await);
     }
     if let Some(port) = p.killed.take()
         && let Some(cluster) = &control.cluster
@@ -267,12 +257,7 @@ async fn measure(
             }
         }
     }
-    let _: () = redis::cmd("CLUSTER")
-        .arg("FAILOVER")
-        .arg("TAKEOVER")
-        .query_async(&mut r)
-        .await?;
-    wait_for(&mut r, "replication", "role:", "master").await?;
+    promote(&mut r).await?;
     p.unpromoted = None;
     Ok(Some(Lost {
         shard: f.shard,
@@ -371,10 +356,8 @@ async fn wait_for(
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let info: String = redis::cmd("INFO").arg(section).query_async(c).await?;
-        let now = info
-            .lines()
-            .find_map(|l| l.trim().strip_prefix(field).map(str::to_string));
-        if now.as_deref() == Some(value) {
+        let now = info_field(&info, field);
+        if now == Some(value) {
             return Ok(());
         }
         if Instant::now() > deadline {
@@ -382,6 +365,17 @@ async fn wait_for(
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Makes a replica its shard's master at once (`CLUSTER FAILOVER TAKEOVER`: no agreement from
+/// the dead master or the other masters needed) and waits until it says so.
+async fn promote(r: &mut MultiplexedConnection) -> anyhow::Result<()> {
+    let _: () = redis::cmd("CLUSTER")
+        .arg("FAILOVER")
+        .arg("TAKEOVER")
+        .query_async(r)
+        .await?;
+    wait_for(r, "replication", "role:", "master").await
 }
 
 /// The first replica `INFO replication` of a master lists as online, `host:port`.
@@ -405,8 +399,8 @@ async fn online_replica(m: &mut MultiplexedConnection) -> anyhow::Result<Option<
 /// The server's own process id (`INFO server`).
 async fn process_id(c: &mut MultiplexedConnection) -> anyhow::Result<u32> {
     let info: String = redis::cmd("INFO").arg("server").query_async(c).await?;
-    info.lines()
-        .find_map(|l| l.trim().strip_prefix("process_id:")?.parse().ok())
+    info_field(&info, "process_id:")
+        .and_then(|p| p.parse().ok())
         .ok_or_else(|| anyhow::anyhow!("INFO server gives no process_id"))
 }
 
@@ -431,12 +425,7 @@ fn port_of(addr: &str) -> anyhow::Result<u16> {
 }
 
 async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
-    let status = tokio::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .await?;
-    anyhow::ensure!(status.success(), "kill {sig} {pid} failed ({status})");
-    Ok(())
+    super::signal(pid, sig).await.map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

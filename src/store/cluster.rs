@@ -166,7 +166,7 @@ pub async fn is_cluster(connector: &super::redis::RedisConnector) -> anyhow::Res
     let mut conn = connector.connect().await?;
     let info: CmdResult<String> = conn.query(redis::cmd("INFO").arg("cluster")).await;
     let info = info.map_err(|e| anyhow::anyhow!("INFO cluster failed: {e}"))?;
-    Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1"))
+    Ok(super::redis::info_field(&info, "cluster_enabled:") == Some("1"))
 }
 
 /// Shards from a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id], replica…]…]`, ranges

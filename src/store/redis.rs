@@ -553,12 +553,16 @@ impl<K: Link> RedisConn<K> {
     }
 }
 
+/// The value of one field of an `INFO` (or `CLUSTER INFO`) reply: `name` with its colon,
+/// e.g. `role:` → `master`.
+pub fn info_field<'a>(info: &'a str, name: &str) -> Option<&'a str> {
+    info.lines()
+        .find_map(|l| l.trim().strip_prefix(name).map(str::trim))
+}
+
 /// `redis 7.0.15` (or `valkey 8.0.1`) from the text of `INFO server`.
 pub fn parse_server_version(info: &str) -> String {
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()))
-    };
+    let field = |name: &str| info_field(info, name);
     match (field("valkey_version:"), field("redis_version:")) {
         (Some(v), _) => format!("valkey {v}"),
         (None, Some(v)) => format!("redis {v}"),

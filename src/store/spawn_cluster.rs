@@ -200,26 +200,21 @@ async fn settled(url: &str, nodes: usize) -> anyhow::Result<Option<String>> {
         .arg("INFO")
         .query_async(&mut c)
         .await?;
-    let field = |text: &str, name: &str| -> Option<String> {
-        text.lines()
-            .find_map(|l| l.trim().strip_prefix(name).map(str::to_string))
-    };
-    if field(&info, "cluster_state:").as_deref() != Some("ok") {
+    let field = super::redis::info_field;
+    if field(&info, "cluster_state:") != Some("ok") {
         return Ok(Some("cluster_state is not ok".into()));
     }
-    if field(&info, "cluster_slots_ok:").as_deref() != Some("16384") {
+    if field(&info, "cluster_slots_ok:") != Some("16384") {
         return Ok(Some("not every slot is served".into()));
     }
-    if field(&info, "cluster_known_nodes:") != Some(nodes.to_string()) {
+    if field(&info, "cluster_known_nodes:") != Some(nodes.to_string().as_str()) {
         return Ok(Some(format!("does not know all {nodes} nodes yet")));
     }
     let repl: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(&mut c)
         .await?;
-    if field(&repl, "role:").as_deref() == Some("slave")
-        && field(&repl, "master_link_status:").as_deref() != Some("up")
-    {
+    if field(&repl, "role:") == Some("slave") && field(&repl, "master_link_status:") != Some("up") {
         return Ok(Some("its replication link is not up".into()));
     }
     Ok(None)
