@@ -3,8 +3,9 @@
 //! Per task: `SET k tok NX PX 10000`, then `EVALSHA <sha of RELEASE_LUA> 1 k tok`, again and
 //! again; C tasks, key `lockbench:bench:bare:<i>` for task i, both commands built once. Mode
 //! `per-worker` gives every task its own multiplexed connection, `shared` gives all tasks one.
-//! The runtime is tokio multi-thread with one worker per core, lockbench's default
-//! (`LOCKBENCH_BARE_THREADS=N` to change). Prints `cycles/s` on stdout.
+//! The runtime is tokio multi-thread with one worker per core but one (at least one),
+//! lockbench's default against a server on this machine (`LOCKBENCH_BARE_THREADS=N` to
+//! change). Prints `cycles/s` on stdout.
 //!
 //! Usage: `bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared`
 
@@ -45,14 +46,14 @@ fn main() -> ExitCode {
         eprintln!("bare_loop: concurrency and seconds must be > 0\n{USAGE}");
         return ExitCode::from(2);
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = std::env::var("LOCKBENCH_BARE_THREADS")
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = std::env::var("LOCKBENCH_BARE_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
-    {
-        builder.worker_threads(n);
-    }
+        .unwrap_or(cores.saturating_sub(1).max(1));
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads);
     let rt = builder.enable_all().build().expect("tokio runtime");
     match rt.block_on(run(&url, conc, Duration::from_secs(secs), shared)) {
         Ok(rate) => {

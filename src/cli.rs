@@ -14,11 +14,56 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-    /// Threads of the async runtime [default: one per core]. One thread leaves a small
-    /// machine's other core to redis-server (faster lock cycles with few workers), but a
-    /// thousand holders then queue for it and end their sections late.
+    /// Threads of the async runtime [default: one per core, but one core fewer when the
+    /// server measured runs on this machine (spawned, or a loopback URL): measured on 2 cores,
+    /// a second runtime thread competing with redis-server for its core cost up to a third of
+    /// the lock-cycle rate]. `manifest.json` records the count a run used.
     #[arg(long, global = true)]
     pub threads: Option<usize>,
+}
+
+/// The async runtime's thread count for a command line, and why (recorded in the manifest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuntimeThreads {
+    /// Worker threads.
+    pub threads: usize,
+    /// Where the count came from.
+    pub why: &'static str,
+}
+
+/// What `main` built the runtime with (unset when the library runs on another runtime, e.g.
+/// in tests: the manifest then counts the runtime's workers itself).
+pub static RUNTIME_THREADS: std::sync::OnceLock<RuntimeThreads> = std::sync::OnceLock::new();
+
+impl Cli {
+    /// `--threads`, or one per core — one fewer when the measured server runs on this machine
+    /// and there are cores to spare, so redis-server keeps a core of its own.
+    pub fn runtime_threads(&self) -> RuntimeThreads {
+        if let Some(threads) = self.threads {
+            return RuntimeThreads {
+                threads,
+                why: "--threads",
+            };
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workload = match &self.command {
+            Command::Run(a) => Some(&a.workload),
+            Command::Compare(a) => Some(&a.workload),
+            Command::Sweep(a) => Some(&a.workload),
+            _ => None,
+        };
+        if cores > 1 && workload.is_some_and(WorkloadArgs::server_on_this_machine) {
+            RuntimeThreads {
+                threads: cores - 1,
+                why: "one per core but one, left to the server on this machine",
+            }
+        } else {
+            RuntimeThreads {
+                threads: cores,
+                why: "one per core",
+            }
+        }
+    }
 }
 
 /// Sub-commands.
@@ -418,6 +463,44 @@ impl WorkloadArgs {
         }
     }
 
+    /// Whether the run measures a Redis server on this machine: spawned (`spawn`,
+    /// `spawn-cluster`, `auto` with redis-server on PATH, spawned Redlock instances) or given by
+    /// a loopback or Unix-socket URL. Read before the profile is validated (a bad profile is
+    /// reported by the command itself): anything unreadable counts as not local.
+    fn server_on_this_machine(&self) -> bool {
+        let file = match &self.profile {
+            Some(path) => match Profile::load(path) {
+                Ok((p, _)) => p,
+                Err(_) => return false,
+            },
+            None => Profile::default(),
+        };
+        let p = file.overlay(self.as_profile());
+        let local_url = |u: &String| {
+            crate::target::check_url(u).is_ok_and(|info| match info.addr() {
+                redis::ConnectionAddr::Tcp(host, _)
+                | redis::ConnectionAddr::TcpTls { host, .. } => {
+                    crate::target::is_loopback_host(host)
+                }
+                redis::ConnectionAddr::Unix(_) => true,
+                _ => false,
+            })
+        };
+        let urls: Vec<&String> = p
+            .redis
+            .iter()
+            .chain(p.redlock_urls.iter().flatten())
+            .collect();
+        match p.backend.as_deref() {
+            Some("memory" | "sim") => false,
+            Some("spawn" | "spawn-cluster") => true,
+            _ if p.redis_server.is_some() => true,
+            _ if !urls.is_empty() => urls.into_iter().all(local_url),
+            Some("url") => false,
+            _ => crate::store::spawn::redis_server_available(),
+        }
+    }
+
     /// Loads the profile, applies the flags and validates. Errors in a flag name the flag.
     pub fn plan(&self, extra: Profile) -> Result<Plan, ProfileError> {
         let mut flags = self.as_profile().overlay(extra);
@@ -522,5 +605,43 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Merge(a) => commands::merge::run(&a),
         Command::Report(a) => commands::report::run(&a),
         Command::Crosscheck(a) => crate::sim::crosscheck::run(&a),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn threads(args: &[&str]) -> RuntimeThreads {
+        let mut argv = vec!["lockbench"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("parses").runtime_threads()
+    }
+
+    /// The default leaves a core to a server on this machine, and only then.
+    #[test]
+    fn runtime_threads_leave_a_core_to_a_local_server() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let local = if cores > 1 { cores - 1 } else { cores };
+        for args in [
+            &["run", "--backend", "spawn"][..],
+            &["compare", "--redis", "redis://127.0.0.1:6379"],
+            &["run", "--redis", "redis://localhost:1"],
+            &["run", "--redis", "unix:///tmp/r.sock"],
+            &["run", "--backend", "spawn-cluster"],
+            &["sweep", "--backend", "spawn", "--ttl", "1s,2s"],
+        ] {
+            assert_eq!(threads(args).threads, local, "{args:?}");
+        }
+        for args in [
+            &["run", "--backend", "memory"][..],
+            &["run", "--backend", "sim"],
+            &["run", "--redis", "redis://10.1.2.3:6379", "--allow-remote"],
+            &["recommend", "--durations", "x.csv"],
+        ] {
+            assert_eq!(threads(args).threads, cores, "{args:?}");
+        }
+        let given = threads(&["run", "--backend", "spawn", "--threads", "3"]);
+        assert_eq!((given.threads, given.why), (3, "--threads"));
     }
 }

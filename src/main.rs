@@ -5,14 +5,14 @@ use clap::Parser;
 
 fn main() {
     let cli = lockbench::cli::Cli::parse();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = cli.threads {
-        if n == 0 || n > 256 {
-            eprintln!("error: --threads {n}: use 1 to 256");
-            std::process::exit(lockbench::exit::BAD_INPUT);
-        }
-        builder.worker_threads(n);
+    let threads = cli.runtime_threads();
+    if threads.threads == 0 || threads.threads > 256 {
+        eprintln!("error: --threads {}: use 1 to 256", threads.threads);
+        std::process::exit(lockbench::exit::BAD_INPUT);
     }
+    let _ = lockbench::cli::RUNTIME_THREADS.set(threads);
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads.threads);
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {

@@ -72,6 +72,12 @@ async fn summary_json_matches_committed_schema() {
     );
     let csv = std::fs::read_to_string(dir.path().join("summary.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3, "header + one row per variant");
+    // The runtime the workers ran on is recorded: this test's own, two threads.
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest["runtime_threads"], 2);
+    assert_eq!(manifest["runtime_threads_why"], "the caller's runtime");
 }
 
 /// The same seed gives every worker the same sequence of intended durations — across runs and

@@ -14,6 +14,10 @@ use crate::variant::Variant;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Timer error (p99, ms) past which a run warns that the harness fell behind: tokio's
+/// millisecond timer alone is 1–2.5 ms late at p99 on an idle machine.
+const LATE_SECTIONS_MS: f64 = 5.0;
+
 /// `lockbench run`, alone or as one agent of a multi-agent run.
 pub async fn run(a: RunArgs) -> anyhow::Result<i32> {
     let spec = AgentSpec::resolve(&a.agent_flags(), |k| std::env::var(k).ok())?;
@@ -167,7 +171,10 @@ fn finish(
         let mut w = stdout.lock();
         crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
         let m = &outcome.manifest;
-        println!("\nconnection: {}, seed {}", m.connection_mode, m.seed);
+        println!(
+            "\nconnection: {}, runtime threads: {} ({}), seed {}",
+            m.connection_mode, m.runtime_threads, m.runtime_threads_why, m.seed
+        );
         for s in &m.servers {
             println!(
                 "server: {} at {}{}",
@@ -228,6 +235,21 @@ fn finish(
             eprintln!(
                 "warning: variant `{}`: {late} of {} arrivals found every request slot busy and waited, {dropped} were dropped (backlog full); raise max_in_flight or lower the rate",
                 s.variant, s.counts.requests
+            );
+        }
+    }
+    // Sections that ended far later than drawn: the harness fell behind (its own CPU, or
+    // another process's), so the durations measured are not the distribution asked for.
+    for s in &outcome.summaries {
+        let late = &s.timer_error_ms;
+        if s.simulated.is_none() && late.count > 0 && late.p99 > LATE_SECTIONS_MS {
+            eprintln!(
+                "warning: variant `{}`: sections ended {:.1} ms later than drawn at p99 (timer \
+                 error; tokio's timer alone is ~2 ms): the harness fell behind — too many \
+                 workers for {} runtime thread(s), or another process took the CPU — so measured \
+                 durations and overlap include that lateness; use fewer workers, --threads, or a \
+                 bigger machine",
+                s.variant, late.p99, outcome.manifest.runtime_threads
             );
         }
     }

@@ -242,6 +242,13 @@ pub async fn run_on<K: Connector>(
             return Err(e);
         }
     }
+    let threads = crate::cli::RUNTIME_THREADS
+        .get()
+        .copied()
+        .unwrap_or_else(|| crate::cli::RuntimeThreads {
+            threads: tokio::runtime::Handle::current().metrics().num_workers(),
+            why: "the caller's runtime",
+        });
     let mut manifest = Manifest {
         lockbench_version: env!("CARGO_PKG_VERSION").to_string(),
         run_id: run_id.clone(),
@@ -256,6 +263,8 @@ pub async fn run_on<K: Connector>(
             .collect::<Vec<_>>()
             .join("; "),
         connection_mode: plan.connection.name().to_string(),
+        runtime_threads: threads.threads,
+        runtime_threads_why: threads.why.to_string(),
         server_version: servers
             .iter()
             .map(|s| s.version.clone())

@@ -74,6 +74,10 @@ pub struct Manifest {
     pub backend_detail: String,
     /// Connection mode.
     pub connection_mode: String,
+    /// Threads of the async runtime the workers ran on.
+    pub runtime_threads: usize,
+    /// Why that many (`--threads`, one per core, or one left to a server on this machine).
+    pub runtime_threads_why: String,
     /// Server version from `INFO server` (several, comma-separated, when several ran).
     pub server_version: String,
     /// Every server the run measured: version, address, binary, probed capabilities.
