@@ -52,8 +52,13 @@ fn main() -> ExitCode {
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
         .unwrap_or(cores.saturating_sub(1).max(1));
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(threads);
+    let mut builder = if std::env::var("LOCKBENCH_BARE_FLAVOR").as_deref() == Ok("current") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    };
     let rt = builder.enable_all().build().expect("tokio runtime");
     match rt.block_on(run(&url, conc, Duration::from_secs(secs), shared)) {
         Ok(rate) => {

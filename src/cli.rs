@@ -17,7 +17,9 @@ pub struct Cli {
     /// Threads of the async runtime [default: one per core, but one core fewer when the
     /// server measured runs on this machine (spawned, or a loopback URL): measured on 2 cores,
     /// a second runtime thread competing with redis-server for its core cost up to a third of
-    /// the lock-cycle rate]. `manifest.json` records the count a run used.
+    /// the lock-cycle rate]. One thread is tokio's current-thread scheduler, which batches a
+    /// shared connection's commands into one write. `manifest.json` records the count a run
+    /// used.
     #[arg(long, global = true)]
     pub threads: Option<usize>,
 }

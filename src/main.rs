@@ -11,8 +11,17 @@ fn main() {
         std::process::exit(lockbench::exit::BAD_INPUT);
     }
     let _ = lockbench::cli::RUNTIME_THREADS.set(threads);
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(threads.threads);
+    // One thread: the current-thread scheduler. It has no LIFO slot, so a connection's writer
+    // task runs after every worker that is ready has queued its command, and a shared
+    // connection writes them in one syscall instead of one each (measured: 50 commands per
+    // writev instead of 1, 2.4× the lock cycles of a one-thread multi-thread runtime).
+    let mut builder = if threads.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads.threads);
+        b
+    };
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
