@@ -83,6 +83,19 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
         .query_async(&mut first)
         .await?;
     assert_eq!(loaded, sha, "SCRIPT LOAD returned another sha");
+    if std::env::var("LOCKBENCH_BARE_CM").as_deref() == Ok("1") {
+        // The same loop through redis-rs's ConnectionManager (what lockbench used before).
+        let first = redis::aio::ConnectionManager::new(client.clone()).await?;
+        let mut conns = Vec::with_capacity(conc);
+        for i in 0..conc {
+            if shared || i == 0 {
+                conns.push(first.clone());
+            } else {
+                conns.push(redis::aio::ConnectionManager::new(client.clone()).await?);
+            }
+        }
+        return cycle(conns, &sha, dur).await;
+    }
     let mut conns: Vec<MultiplexedConnection> = Vec::with_capacity(conc);
     for i in 0..conc {
         if shared || i == 0 {
@@ -91,6 +104,14 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
             conns.push(client.get_multiplexed_async_connection().await?);
         }
     }
+    cycle(conns, &sha, dur).await
+}
+
+async fn cycle<C>(conns: Vec<C>, sha: &str, dur: Duration) -> redis::RedisResult<f64>
+where
+    C: redis::aio::ConnectionLike + Send + 'static,
+{
+    let conc = conns.len();
     let stop = Arc::new(AtomicBool::new(false));
     let cycles = Arc::new(AtomicU64::new(0));
     let start = Instant::now();
@@ -100,7 +121,7 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
         let mut set = redis::cmd("SET");
         set.arg(&key).arg("tok").arg("NX").arg("PX").arg(10_000);
         let mut release = redis::cmd("EVALSHA");
-        release.arg(&sha).arg(1).arg(&key).arg("tok");
+        release.arg(sha).arg(1).arg(&key).arg("tok");
         let (stop, cycles) = (stop.clone(), cycles.clone());
         tasks.push(tokio::spawn(async move {
             let mut n = 0u64;

@@ -173,3 +173,48 @@ async fn token_never_counts_a_lock_deleted_by_other() {
     assert_eq!(token.refused_releases, token.counts.stale_releases);
     assert!(del.counts.deleted_by_other > 0, "del: negative control");
 }
+
+/// The lock cycle's two commands, built in place on the connection, read every reply right:
+/// SET NX PX is true then false (held), the release deletes only with the holder's token, and
+/// after the server forgot its scripts (`SCRIPT FLUSH`, as after a restart) the release loads
+/// the script again instead of failing with NOSCRIPT; a wrong-type key is an error, not a
+/// verdict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_cycle_replies_are_read_right_and_survive_a_script_flush() {
+    use lockbench::store::{Connector, LockConn};
+    let server = redis().await;
+    let connector = lockbench::store::redis::RedisConnector::new(
+        &server.url(),
+        lockbench::store::redis::Timeouts::default(),
+        false,
+    )
+    .unwrap();
+    let mut c = connector.connect().await.unwrap();
+    let mut admin = sync_conn(&server);
+    let key = "lockbench:test:cycle";
+    assert!(c.set_nx_px(key, "a", 10_000).await.unwrap());
+    assert!(!c.set_nx_px(key, "b", 10_000).await.unwrap());
+    assert_eq!(
+        c.release_script(key, "b").await.unwrap(),
+        -1,
+        "held by another"
+    );
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    assert_eq!(c.release_script(key, "a").await.unwrap(), 1);
+    let exists: i64 = redis::cmd("EXISTS").arg(key).query(&mut admin).unwrap();
+    assert_eq!(exists, 0);
+    assert_eq!(c.release_script(key, "a").await.unwrap(), 0, "gone");
+    let _: () = redis::cmd("LPUSH")
+        .arg(key)
+        .arg("x")
+        .query(&mut admin)
+        .unwrap();
+    let e = c.set_nx_px(key, "c", 10_000).await;
+    assert!(
+        !e.unwrap(),
+        "SET NX on an existing list key is refused (nil)"
+    );
+    let e = c.release_script(key, "c").await.unwrap_err();
+    assert!(e.detail.contains("WRONGTYPE"), "{e:?}");
+    let _: () = redis::cmd("DEL").arg(key).query(&mut admin).unwrap();
+}

@@ -191,10 +191,7 @@ impl Connector for RedisConnector {
                 let hint = connect_hint(&detail);
                 anyhow::anyhow!("cannot connect to {}: {detail}{hint}", self.describe)
             })?;
-        Ok(RedisConn {
-            conn,
-            scripts: self.scripts.clone(),
-        })
+        Ok(RedisConn::from_parts(conn, self.scripts.clone()))
     }
     fn describe(&self) -> String {
         self.describe.clone()
@@ -221,11 +218,25 @@ pub fn connect_hint(detail: &str) -> &'static str {
 pub struct RedisConn<K: Link = ConnectionManager> {
     pub(super) conn: K,
     scripts: Arc<Scripts>,
+    /// The lock cycle's command, rebuilt in place for every `SET` and release: its buffers
+    /// are allocated once per connection, not once per command.
+    cmd: redis::Cmd,
 }
 
 impl<K: Link> RedisConn<K> {
     pub(super) fn from_parts(conn: K, scripts: Arc<Scripts>) -> Self {
-        Self { conn, scripts }
+        Self {
+            conn,
+            scripts,
+            cmd: redis::Cmd::new(),
+        }
+    }
+
+    /// Sends `self.cmd` and returns its raw reply.
+    async fn send_cmd(&mut self) -> redis::RedisResult<redis::Value> {
+        let reply = self.conn.req_packed_command(&self.cmd).await?;
+        // An error reply (`-ERR …`, `-NOSCRIPT …`) is an error, as query_async makes it.
+        reply.extract_error()
     }
 }
 
@@ -271,16 +282,23 @@ fn auth_hint(e: &redis::RedisError) -> Option<&'static str> {
 
 impl<K: Link> LockConn for RedisConn<K> {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
-        let r: Option<String> = redis::cmd("SET")
+        self.cmd.clear();
+        self.cmd
+            .arg("SET")
             .arg(key)
             .arg(value)
             .arg("NX")
             .arg("PX")
-            .arg(ttl_ms)
-            .query_async(&mut self.conn)
-            .await
-            .map_err(classify)?;
-        Ok(r.is_some())
+            .arg(ttl_ms);
+        // `OK` or nil: read as a value, no string allocated for the `OK`.
+        match self.send_cmd().await.map_err(classify)? {
+            redis::Value::Nil => Ok(false),
+            redis::Value::Okay | redis::Value::SimpleString(_) => Ok(true),
+            other => Err(CmdError {
+                kind: ErrorKind::Other,
+                detail: format!("SET NX PX answered {other:?}, not OK or nil"),
+            }),
+        }
     }
 
     async fn setnx(&mut self, key: &str, value: &str) -> CmdResult<bool> {
@@ -329,14 +347,32 @@ impl<K: Link> LockConn for RedisConn<K> {
     }
 
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
-        // invoke_async sends EVALSHA and falls back to EVAL on NOSCRIPT.
-        self.scripts
-            .release
-            .key(key)
-            .arg(token)
-            .invoke_async(&mut self.conn)
-            .await
-            .map_err(classify)
+        // EVALSHA built in place; a server that lost its script cache (restarted) answers
+        // NOSCRIPT, and then invoke_async loads the script and sends it again.
+        self.cmd.clear();
+        self.cmd
+            .arg("EVALSHA")
+            .arg(self.scripts.release.get_hash())
+            .arg(1)
+            .arg(key)
+            .arg(token);
+        match self.send_cmd().await {
+            Ok(redis::Value::Int(n)) => Ok(n),
+            Ok(other) => Err(CmdError {
+                kind: ErrorKind::Other,
+                detail: format!("the release script answered {other:?}, not an integer"),
+            }),
+            Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
+                self.scripts
+                    .release
+                    .key(key)
+                    .arg(token)
+                    .invoke_async(&mut self.conn)
+                    .await
+                    .map_err(classify)
+            }
+            Err(e) => Err(classify(e)),
+        }
     }
 
     async fn canonical_cad(&mut self, key: &str, token: &str) -> CmdResult<i64> {
