@@ -3,9 +3,9 @@
 //! Per task: `SET k tok NX PX 10000`, then `EVALSHA <sha of RELEASE_LUA> 1 k tok`, again and
 //! again; C tasks, key `lockbench:bench:bare:<i>` for task i, both commands built once. Mode
 //! `per-worker` gives every task its own multiplexed connection, `shared` gives all tasks one.
-//! The runtime is tokio multi-thread with one worker per core but one (at least one),
-//! lockbench's default against a server on this machine (`LOCKBENCH_BARE_THREADS=N` to
-//! change). Prints `cycles/s` on stdout.
+//! The runtime is lockbench's default against a server on this machine: one thread per core
+//! but one (at least one), and one thread is tokio's current-thread scheduler
+//! (`LOCKBENCH_BARE_THREADS=N` to change). Prints `cycles/s` on stdout.
 //!
 //! Usage: `bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared`
 
@@ -52,7 +52,8 @@ fn main() -> ExitCode {
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|&n| n > 0)
         .unwrap_or(cores.saturating_sub(1).max(1));
-    let mut builder = if std::env::var("LOCKBENCH_BARE_FLAVOR").as_deref() == Ok("current") {
+    // As lockbench: one thread is the current-thread scheduler.
+    let mut builder = if threads == 1 {
         tokio::runtime::Builder::new_current_thread()
     } else {
         let mut b = tokio::runtime::Builder::new_multi_thread();
@@ -84,7 +85,7 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
         .await?;
     assert_eq!(loaded, sha, "SCRIPT LOAD returned another sha");
     if std::env::var("LOCKBENCH_BARE_CM").as_deref() == Ok("1") {
-        // The same loop through redis-rs's ConnectionManager (what lockbench used before).
+        // The same loop through redis-rs's ConnectionManager, lockbench's connection type.
         let first = redis::aio::ConnectionManager::new(client.clone()).await?;
         let mut conns = Vec::with_capacity(conc);
         for i in 0..conc {

@@ -46,8 +46,8 @@
 #   A third row per mode, in the same rounds on the same server: examples/bare_loop.rs,
 #   a bare redis-rs loop doing exactly lockbench's cycle (per task: SET k tok NX PX 10000,
 #   then EVALSHA of RELEASE_LUA; C tasks, key per task, so no contention; commands built
-#   once; tokio multi-thread, one worker per core but one, lockbench's default runtime
-#   against a server on this machine).
+#   once; lockbench's default runtime against a server on this machine: one thread per core
+#   but one, and one thread is the current-thread scheduler).
 #   per-worker: one multiplexed connection per task; shared: one for all tasks. It is
 #   what "lockbench adds nothing" means: `lb/bare` = lockbench cyc/s / bare cyc/s (median
 #   of the paired per-round ratios). Built with `cargo build --release --examples`.
