@@ -176,6 +176,82 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
     out.push(b'\n');
 }
 
+/// Reads one row of this version's columns into `out` (its variant kept when unchanged, so a
+/// file of one variant allocates it once). Errors name the column and what it held.
+fn decode_row(raw: &csv::ByteRecord, out: &mut EventRow) -> Result<(), String> {
+    let field = |i: usize| -> Result<&[u8], String> {
+        raw.get(i)
+            .ok_or_else(|| format!("{} fields where the header has 27", raw.len()))
+    };
+    let text = |i: usize| -> Result<&str, String> {
+        std::str::from_utf8(field(i)?).map_err(|_| format!("field {} is not UTF-8", i + 1))
+    };
+    let num = |i: usize| -> Result<u64, String> {
+        let t = text(i)?;
+        t.parse::<u64>()
+            .map_err(|_| format!("cannot read the row: field {}: `{t}` is not a count", i + 1))
+    };
+    let small = |i: usize| -> Result<u32, String> {
+        u32::try_from(num(i)?).map_err(|_| format!("field {} is out of range", i + 1))
+    };
+    let flag = |i: usize| -> Result<bool, String> {
+        match field(i)? {
+            b"true" => Ok(true),
+            b"false" => Ok(false),
+            other => Err(format!(
+                "cannot read the row: field {}: `{}` is not true or false",
+                i + 1,
+                String::from_utf8_lossy(other)
+            )),
+        }
+    };
+    let word = |i: usize| -> Result<std::borrow::Cow<'static, str>, String> {
+        let t = text(i)?;
+        Ok(if t.is_empty() {
+            std::borrow::Cow::Borrowed("")
+        } else {
+            std::borrow::Cow::Owned(t.to_string())
+        })
+    };
+    if raw.len() != 27 {
+        return Err(format!(
+            "{} fields where the header has 27 (truncated or edited file?)",
+            raw.len()
+        ));
+    }
+    let variant = text(0)?;
+    if &*out.variant != variant {
+        out.variant = variant.into();
+    }
+    out.worker = num(1)? as usize;
+    out.key = num(2)? as usize;
+    out.seq = num(3)?;
+    out.attempt_start_us = num(4)?;
+    out.set_sent_us = num(5)?;
+    out.acquired_us = num(6)?;
+    out.released_us = num(7)?;
+    out.intended_us = num(8)?;
+    out.duration_us = num(9)?;
+    out.ttl_us = num(10)?;
+    out.overrun = flag(11)?;
+    out.excess_us = num(12)?;
+    out.holders_at_start = small(13)?;
+    out.attempts = small(14)?;
+    out.acquire_latency_us = num(15)?;
+    out.release_latency_us = num(16)?;
+    out.release = word(17)?;
+    out.outcome = word(18)?;
+    out.interrupted = flag(19)?;
+    out.fence = num(20)?;
+    out.read = word(21)?;
+    out.write = word(22)?;
+    out.extensions = small(23)?;
+    out.extension_failed = flag(24)?;
+    out.aborted = flag(25)?;
+    out.pause_us = num(26)?;
+    Ok(())
+}
+
 fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
     let line = e.position().map(|p| p.line());
     let detail = match e.kind() {
@@ -204,6 +280,30 @@ pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Resu
         csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut row = csv::StringRecord::new();
     let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
+    // This version's columns: read each row by position (serde would match every field's
+    // name on every row); a file with other columns (older, edited) takes serde's path.
+    if headers.iter().eq(header_line().trim_end().split(',')) {
+        let mut raw = csv::ByteRecord::new();
+        let mut out = EventRow::default();
+        loop {
+            match rdr.read_byte_record(&mut raw) {
+                Ok(false) => return Ok(()),
+                Ok(true) => {
+                    if let Err(detail) = decode_row(&raw, &mut out) {
+                        let line = raw.position().map_or(0, |p| p.line());
+                        return Err(BadRow {
+                            path: path.to_path_buf(),
+                            line,
+                            detail,
+                        }
+                        .into());
+                    }
+                    f(&out);
+                }
+                Err(e) => return Err(csv_error(path, e)),
+            }
+        }
+    }
     loop {
         match rdr.read_record(&mut row) {
             Ok(false) => break,
