@@ -458,15 +458,19 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
     let mut tags = BTreeSet::new();
     let mut intervals = 0u64;
     let mut skipped = 0u64;
-    let all = crate::results::hlog::intervals(bytes)
-        .map_err(|e| data_err(file, Some(e.line), None, e.what))?;
-    for iv in all {
+    // Merged as they are read (a day's log decoded all at once would take gigabytes); a line
+    // that cannot be read is still reported before an interval that cannot be merged.
+    let mut cannot_merge = None;
+    crate::results::hlog::for_each_interval(bytes, |iv| {
+        if cannot_merge.is_some() {
+            return;
+        }
         tags.insert(iv.tag.clone().unwrap_or_else(|| "(untagged)".to_string()));
         if let Some(want) = &opts.tag
             && iv.tag.as_deref() != Some(want.as_str())
         {
             skipped += 1;
-            continue;
+            return;
         }
         // The first interval is the sum, so the merged histogram keeps the file's precision;
         // it must grow to take the later intervals' values.
@@ -478,16 +482,21 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
             }
             Some(m) => {
                 if m.add(&iv.histogram).is_err() {
-                    return Err(data_err(
+                    cannot_merge = Some(data_err(
                         file,
                         Some(iv.line),
                         None,
                         "this interval cannot be merged with the others".to_string(),
                     ));
+                    return;
                 }
             }
         }
         intervals += 1;
+    })
+    .map_err(|e| data_err(file, Some(e.line), None, e.what))?;
+    if let Some(e) = cannot_merge {
+        return Err(e);
     }
     let tags: Vec<String> = tags.into_iter().collect();
     let hist = match merged {

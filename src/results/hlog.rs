@@ -35,13 +35,31 @@ pub struct BadLine {
 
 /// Every interval of the log `bytes`, in order; comments and headers are skipped.
 pub fn intervals(bytes: &[u8]) -> Result<Vec<Interval>, BadLine> {
-    let line_of = |offset: usize| {
+    let mut out = Vec::new();
+    for_each_interval(bytes, |iv| out.push(iv))?;
+    Ok(out)
+}
+
+/// Calls `f` with every interval of the log `bytes`, in order, one at a time (a day's log
+/// holds tens of thousands of intervals: decoded all at once they would take gigabytes).
+pub fn for_each_interval(bytes: &[u8], mut f: impl FnMut(Interval)) -> Result<(), BadLine> {
+    // Lines are counted on from the last offset asked for (offsets only grow), not from the
+    // start each time: linear in the log's length, not quadratic.
+    let (mut counted_to, mut lines) = (0usize, 1u64);
+    let mut line_of = |offset: usize| {
         let end = offset.min(bytes.len());
-        bytes[..end].iter().filter(|b| **b == b'\n').count() as u64 + 1
+        if end < counted_to {
+            return bytes[..end].iter().filter(|b| **b == b'\n').count() as u64 + 1;
+        }
+        lines += bytes[counted_to..end]
+            .iter()
+            .filter(|b| **b == b'\n')
+            .count() as u64;
+        counted_to = end;
+        lines
     };
     let base = bytes.as_ptr() as usize;
     let mut de = Deserializer::new();
-    let mut out = Vec::new();
     for entry in IntervalLogIterator::new(bytes) {
         let entry = entry.map_err(|LogIteratorError::ParseError { offset }| BadLine {
             line: line_of(offset),
@@ -67,7 +85,7 @@ pub fn intervals(bytes: &[u8]) -> Result<Vec<Interval>, BadLine> {
                 line,
                 what: format!("the histogram field is not an HdrHistogram V2 encoding: {e:?}"),
             })?;
-        out.push(Interval {
+        f(Interval {
             tag: iv.tag().map(|t| t.as_str().to_string()),
             start: iv.start_timestamp(),
             length: iv.duration(),
@@ -75,7 +93,7 @@ pub fn intervals(bytes: &[u8]) -> Result<Vec<Interval>, BadLine> {
             line,
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// The intervals of the file at `path` merged per tag (untagged ones under `""`), in order of
@@ -84,8 +102,13 @@ pub fn read_by_tag(path: &Path) -> anyhow::Result<Vec<(String, Histogram<u64>)>>
     let bytes =
         std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
     let mut out: Vec<(String, Histogram<u64>)> = Vec::new();
-    let all = intervals(&bytes).map_err(|e| anyhow::anyhow!("{} {e}", path.display()))?;
-    for iv in all {
+    // Merged as they are read. A line that cannot be read is reported before an interval that
+    // cannot be merged, wherever each is (as when every interval was read first).
+    let mut cannot_merge = None;
+    for_each_interval(&bytes, |iv| {
+        if cannot_merge.is_some() {
+            return;
+        }
         let tag = iv.tag.unwrap_or_default();
         let i = match out.iter().position(|(t, _)| *t == tag) {
             Some(i) => i,
@@ -94,11 +117,19 @@ pub fn read_by_tag(path: &Path) -> anyhow::Result<Vec<(String, Histogram<u64>)>>
                 out.len() - 1
             }
         };
-        out[i].1.add(&iv.histogram).map_err(|e| {
-            anyhow::anyhow!("{} line {}: cannot merge: {e:?}", path.display(), iv.line)
-        })?;
+        if let Err(e) = out[i].1.add(&iv.histogram) {
+            cannot_merge = Some(anyhow::anyhow!(
+                "{} line {}: cannot merge: {e:?}",
+                path.display(),
+                iv.line
+            ));
+        }
+    })
+    .map_err(|e| anyhow::anyhow!("{} {e}", path.display()))?;
+    match cannot_merge {
+        Some(e) => Err(e),
+        None => Ok(out),
     }
-    Ok(out)
 }
 
 #[cfg(test)]

@@ -104,6 +104,20 @@ impl Timers {
         self.heap.first().copied()
     }
 
+    /// The instant of the earliest timer after the root, if the root is the event being run
+    /// (`root_taken`), or of the root otherwise (`u64::MAX`: none). The root's successor is
+    /// the least of its children.
+    fn next_t(&self, root_taken: bool) -> u64 {
+        if !root_taken {
+            return self.heap.first().map_or(u64::MAX, |x| x.t);
+        }
+        let end = self.heap.len().min(1 + Self::D);
+        self.heap
+            .get(1..end)
+            .and_then(|c| c.iter().map(Timer::key).min())
+            .map_or(u64::MAX, |k| (k >> 64) as u64)
+    }
+
     /// Replaces the earliest timer with `x`: a pop and a push in one sift, which stops at
     /// once when `x` is due soon (a command's next hop usually is).
     fn replace_top(&mut self, x: Timer) {
@@ -149,6 +163,15 @@ struct State {
     /// The earliest timer is the event being run: still in the heap, it is replaced by the
     /// first timer the event schedules (or popped after it, if it schedules none).
     top_taken: Cell<bool>,
+    /// A sleep may complete within its poll (see [`Sleep`]): set while the event loop runs
+    /// (not while the tasks are first polled, all at instant 0).
+    inline: Cell<bool>,
+    /// The instant of the next call of [`run`]'s hook.
+    next_hook: Cell<u64>,
+    /// [`run`]'s `clock`, mirrored as the clock moves.
+    clock: RefCell<Option<Arc<AtomicU64>>>,
+    /// Sleeps completed within their poll (events that were not queued).
+    inlined: Cell<u64>,
 }
 
 thread_local! {
@@ -160,6 +183,10 @@ thread_local! {
             running: Cell::new(false),
             timers: RefCell::new(Timers::new()),
             top_taken: Cell::new(false),
+            inline: Cell::new(false),
+            next_hook: Cell::new(u64::MAX),
+            clock: RefCell::new(None),
+            inlined: Cell::new(0),
         }
     };
 }
@@ -209,7 +236,34 @@ pub fn yield_now() -> Sleep {
     }
 }
 
-/// The future of [`sleep_until`] and [`yield_now`].
+/// Moves the clock to `t_us` at once, within the event being run, if nothing else can happen
+/// before it: no timer is due until after `t_us` (one due at `t_us` itself was scheduled
+/// earlier, so it runs first), and the hook is not due by then. The event loop would pop this
+/// task's wake-up next, at `t_us`, and poll it — with nothing run in between and no other
+/// task's order changed (the wake's place in the order, its `seq`, was only relative) — so the
+/// task may as well go on now: one heap push, pop and poll fewer, and the task's state still in
+/// the cache. (A command's half round trip and the server's reply usually fit before the next
+/// event.) `false`: the task must wait in the queue.
+fn advance_inline(t_us: u64) -> bool {
+    STATE.with(|s| {
+        if !s.inline.get()
+            || t_us >= s.next_hook.get()
+            || s.timers.borrow().next_t(s.top_taken.get()) <= t_us
+        {
+            return false;
+        }
+        s.now.set(t_us);
+        if let Some(c) = &*s.clock.borrow() {
+            c.store(t_us, Relaxed);
+        }
+        s.inlined.set(s.inlined.get() + 1);
+        true
+    })
+}
+
+/// The future of [`sleep_until`] and [`yield_now`]. A sleep into the future completes in its
+/// first poll when nothing else can happen before its instant (see [`advance_inline`]); a
+/// yield always waits in the queue.
 #[derive(Debug)]
 pub struct Sleep {
     until: u64,
@@ -228,6 +282,9 @@ impl Future for Sleep {
             return Poll::Ready(());
         }
         if !self.armed {
+            if self.until > now && advance_inline(self.until) {
+                return Poll::Ready(());
+            }
             self.armed = true;
             wake(current(), self.until);
         }
@@ -260,8 +317,10 @@ pub type Task = Pin<Box<dyn Future<Output = ()>>>;
 /// What [`run`] did.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Ran {
-    /// Events processed (task polls).
+    /// Events processed (task polls, and sleeps completed without one: see [`Sleep`]).
     pub events: u64,
+    /// Of which sleeps completed without a poll of their own.
+    pub inlined: u64,
     /// The virtual instant of the last one, µs.
     pub end_us: u64,
 }
@@ -281,13 +340,21 @@ pub fn run(
         s.seq.set(0);
         s.timers.borrow_mut().clear();
         s.top_taken.set(false);
+        s.inline.set(false);
+        s.next_hook.set(u64::MAX);
+        *s.clock.borrow_mut() = Some(clock.clone());
+        s.inlined.set(0);
     });
     clock.store(0, Relaxed);
     // Unset again when `run` returns, however it returns.
     struct Running;
     impl Drop for Running {
         fn drop(&mut self) {
-            STATE.with(|s| s.running.set(false));
+            STATE.with(|s| {
+                s.running.set(false);
+                s.inline.set(false);
+                s.clock.borrow_mut().take();
+            });
         }
     }
     STATE.with(|s| s.running.set(true));
@@ -310,6 +377,17 @@ pub fn run(
     }
     let every_us = every_us.max(1);
     let mut next_hook = every_us;
+    STATE.with(|s| {
+        s.next_hook.set(next_hook);
+        s.inline.set(true);
+    });
+    let finish = |ran: &mut Ran| {
+        STATE.with(|s| {
+            ran.inlined = s.inlined.get();
+            ran.events += ran.inlined;
+            s.inline.set(false);
+        });
+    };
     while let Some(timer) = STATE.with(|s| s.timers.borrow().peek()) {
         let (t, id) = (timer.t, timer.task());
         while t >= next_hook {
@@ -317,21 +395,25 @@ pub fn run(
             clock.store(next_hook, Relaxed);
             if !hook(next_hook) {
                 STATE.with(|s| s.timers.borrow_mut().clear());
+                finish(&mut ran);
                 return ran;
             }
             next_hook += every_us;
+            STATE.with(|s| s.next_hook.set(next_hook));
         }
         STATE.with(|s| s.now.set(t));
         clock.store(t, Relaxed);
-        ran.end_us = t;
         STATE.with(|s| s.top_taken.set(true));
         poll(id, &mut tasks, &mut ran);
         STATE.with(|s| {
+            // The task may have moved the clock past `t` (a sleep completed in its poll).
+            ran.end_us = s.now.get();
             if s.top_taken.replace(false) {
                 s.timers.borrow_mut().pop();
             }
         });
     }
+    finish(&mut ran);
     ran
 }
 
@@ -411,6 +493,40 @@ mod tests {
         assert_eq!(ran.end_us, 10);
         assert_eq!(clock.load(Relaxed), 10);
         assert_eq!(hooks, vec![4, 8]);
+    }
+
+    #[test]
+    fn a_sleep_before_every_other_event_and_the_hook_goes_on_in_its_poll() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let task = |name: &'static str, waits: Vec<u64>| -> Task {
+            let log = log.clone();
+            Box::pin(async move {
+                for w in waits {
+                    sleep_until(now_us() + w).await;
+                    log.borrow_mut().push((name, now_us()));
+                }
+            })
+        };
+        let clock = Arc::new(AtomicU64::new(0));
+        let mut hooks = Vec::new();
+        let ran = run(
+            vec![task("a", vec![3, 3, 3, 3]), task("b", vec![7])],
+            &clock,
+            10,
+            |t| {
+                hooks.push(t);
+                true
+            },
+        );
+        // a's wake at 6 comes before b's at 7 and the hook at 10: a goes on at 6 within its
+        // poll at 3. Its wakes at 9 (b at 7 first) and 12 (the hook at 10 first) are queued.
+        assert_eq!(
+            *log.borrow(),
+            vec![("a", 3), ("a", 6), ("b", 7), ("a", 9), ("a", 12)]
+        );
+        assert_eq!(hooks, vec![10]);
+        assert_eq!((ran.inlined, ran.events, ran.end_us), (1, 7, 12));
+        assert_eq!(clock.load(Relaxed), 12);
     }
 
     #[test]
