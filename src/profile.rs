@@ -170,12 +170,6 @@ pub enum Timer {
 /// timer's own lateness, ~1–2 ms, must fit inside it).
 pub const PRECISE_LEAD: Duration = Duration::from_micros(2_500);
 
-/// The longest a precise section's end is awaited by spinning on its thread without yielding:
-/// once the remaining time is shorter than the last yield took to come back (the other tasks'
-/// turn) and shorter than this, yielding again would overshoot, so the task spins. Bounded
-/// because a spinning task holds its runtime thread.
-pub const PRECISE_SPIN_MAX: Duration = Duration::from_micros(200);
-
 /// A field written as one value or a list of them.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]

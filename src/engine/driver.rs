@@ -97,9 +97,8 @@ impl Driver for RealDriver {
     }
 
     /// With the precise timer, the last [`crate::profile::PRECISE_LEAD`] is spent yielding
-    /// instead of on tokio's millisecond timer, and the last turn (at most
-    /// [`crate::profile::PRECISE_SPIN_MAX`]) spinning: the task wakes within tens of µs of `t`
-    /// (measured in the README), at the cost of a busy core meanwhile.
+    /// instead of on tokio's millisecond timer: the task wakes within tens of µs of `t` (measured
+    /// in the README), at the cost of a busy core meanwhile.
     async fn sleep_until_precise(&mut self, t_us: u64) -> bool {
         let t = self.at(t_us);
         if !self.precise {
@@ -109,26 +108,13 @@ impl Driver for RealDriver {
         if coarse > Instant::now() && !sleep_until_or_halt(coarse, &mut self.halt).await {
             return false;
         }
-        // How long the last yield took to come back: the other tasks' turn.
-        let mut turn = Duration::ZERO;
-        loop {
-            let now = Instant::now();
-            let Some(left) = t.checked_duration_since(now).filter(|d| !d.is_zero()) else {
-                return true;
-            };
+        while Instant::now() < t {
             if *self.halt.borrow() != Halt::Run {
                 return false;
             }
-            if left <= turn.min(crate::profile::PRECISE_SPIN_MAX) {
-                // Another turn would end past `t`: spin out the rest on this thread.
-                while Instant::now() < t {
-                    std::hint::spin_loop();
-                }
-                return true;
-            }
             tokio::task::yield_now().await;
-            turn = now.elapsed();
         }
+        true
     }
 
     async fn yield_now(&mut self) {
