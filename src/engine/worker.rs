@@ -94,18 +94,13 @@ impl KeyNames {
 
 /// Appends `n` in decimal, as `{n}` writes it (without the formatting machinery: this runs for
 /// every command the simulator sends).
-fn push_decimal(out: &mut String, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    out.extend(digits[i..].iter().map(|&d| char::from(d)));
+fn push_decimal(out: &mut String, n: u64) {
+    let mut buf = [0u8; 20];
+    out.extend(
+        crate::units::decimal_digits(n, &mut buf)
+            .iter()
+            .map(|&d| char::from(d)),
+    );
 }
 
 /// Appends `n` as 16 lower-case hexadecimal digits, as `{n:016x}` writes it.

@@ -125,18 +125,7 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
         return;
     }
     let num = |out: &mut Vec<u8>, n: u64| {
-        let mut digits = [0u8; 20];
-        let mut i = digits.len();
-        let mut n = n;
-        loop {
-            i -= 1;
-            digits[i] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        out.extend_from_slice(&digits[i..]);
+        out.extend_from_slice(crate::units::decimal_digits(n, &mut [0u8; 20]));
         out.push(b',');
     };
     let word = |out: &mut Vec<u8>, w: &str| {

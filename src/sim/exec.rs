@@ -422,6 +422,21 @@ mod tests {
     use super::*;
     use std::rc::Rc;
 
+    /// Sleeps each of `waits` in turn, logging its name and the virtual time after each.
+    fn logging_task(
+        log: &Rc<RefCell<Vec<(&'static str, u64)>>>,
+        name: &'static str,
+        waits: Vec<u64>,
+    ) -> Task {
+        let log = log.clone();
+        Box::pin(async move {
+            for w in waits {
+                sleep_until(now_us() + w).await;
+                log.borrow_mut().push((name, now_us()));
+            }
+        })
+    }
+
     #[test]
     fn a_timer_keeps_its_task_and_orders_by_scheduling() {
         let last = Timer::MAX_TASKS as u32 - 1;
@@ -465,15 +480,7 @@ mod tests {
     #[test]
     fn events_run_in_time_then_scheduling_order() {
         let log = Rc::new(RefCell::new(Vec::new()));
-        let task = |name: &'static str, waits: Vec<u64>| -> Task {
-            let log = log.clone();
-            Box::pin(async move {
-                for w in waits {
-                    sleep_until(now_us() + w).await;
-                    log.borrow_mut().push((name, now_us()));
-                }
-            })
-        };
+        let task = |name, waits| logging_task(&log, name, waits);
         let clock = Arc::new(AtomicU64::new(0));
         let mut hooks = Vec::new();
         let ran = run(
@@ -498,15 +505,7 @@ mod tests {
     #[test]
     fn a_sleep_before_every_other_event_and_the_hook_goes_on_in_its_poll() {
         let log = Rc::new(RefCell::new(Vec::new()));
-        let task = |name: &'static str, waits: Vec<u64>| -> Task {
-            let log = log.clone();
-            Box::pin(async move {
-                for w in waits {
-                    sleep_until(now_us() + w).await;
-                    log.borrow_mut().push((name, now_us()));
-                }
-            })
-        };
+        let task = |name, waits| logging_task(&log, name, waits);
         let clock = Arc::new(AtomicU64::new(0));
         let mut hooks = Vec::new();
         let ran = run(
