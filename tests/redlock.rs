@@ -315,6 +315,9 @@ async fn single_instance_restart_empty_gives_two_holders() {
     assert_eq!(b.get(KEY).await.unwrap(), None, "the restart lost A's key");
     assert!(b.set_nx_px(KEY, "B", TTL_MS).await.unwrap());
     tracker.open(now());
+    // Both work on until B's lock is seen at the server (a round trip: the overlap is not
+    // left to the clock's resolution), then A and B finish.
+    assert_eq!(b.get(KEY).await.unwrap().as_deref(), Some("B"));
     tracker.close(now());
     tracker.close(now());
     let s = tracker.stats();

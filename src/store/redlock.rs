@@ -287,7 +287,13 @@ impl LockConn for RedlockConn {
     /// [`crate::redlock::combine_release`].
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         let quorum = self.shared.quorum;
-        let r = self.release_all(key, token, None).await;
+        // Bounded per instance as the acquisition is: a stopped instance costs the release its
+        // timeout, not the connection's command timeout (it used to hold the worker for a
+        // whole pause, so a pause could go unseen in the per-instance counts).
+        // Before any acquisition (the release probe) there is no TTL to take it from.
+        let ttl_ms = self.shared.stats.ttl_ms.load(Relaxed);
+        let timeout = (ttl_ms > 0).then(|| instance_timeout_us(self.shared.timeout_us, ttl_ms));
+        let r = self.release_all(key, token, timeout).await;
         combine_release(&r, quorum)
     }
 
