@@ -165,15 +165,21 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
     out.push(b'\n');
 }
 
+/// Columns of this version's `events.csv` (one per [`EventRow`] field).
+const COLUMNS: usize = 27;
+
 /// Reads one row of this version's columns into `out` (its variant kept when unchanged, so a
 /// file of one variant allocates it once). Errors name the column and what it held.
 fn decode_row(raw: &csv::ByteRecord, out: &mut EventRow) -> Result<(), String> {
-    let field = |i: usize| -> Result<&[u8], String> {
-        raw.get(i)
-            .ok_or_else(|| format!("{} fields where the header has 27", raw.len()))
-    };
+    if raw.len() != COLUMNS {
+        return Err(format!(
+            "{} fields where the header has {COLUMNS} (truncated or edited file?)",
+            raw.len()
+        ));
+    }
+    let field = |i: usize| &raw[i];
     let text = |i: usize| -> Result<&str, String> {
-        std::str::from_utf8(field(i)?).map_err(|_| format!("field {} is not UTF-8", i + 1))
+        std::str::from_utf8(field(i)).map_err(|_| format!("field {} is not UTF-8", i + 1))
     };
     let num = |i: usize| -> Result<u64, String> {
         let t = text(i)?;
@@ -184,7 +190,7 @@ fn decode_row(raw: &csv::ByteRecord, out: &mut EventRow) -> Result<(), String> {
         u32::try_from(num(i)?).map_err(|_| format!("field {} is out of range", i + 1))
     };
     let flag = |i: usize| -> Result<bool, String> {
-        match field(i)? {
+        match field(i) {
             b"true" => Ok(true),
             b"false" => Ok(false),
             other => Err(format!(
@@ -202,12 +208,6 @@ fn decode_row(raw: &csv::ByteRecord, out: &mut EventRow) -> Result<(), String> {
             std::borrow::Cow::Owned(t.to_string())
         })
     };
-    if raw.len() != 27 {
-        return Err(format!(
-            "{} fields where the header has 27 (truncated or edited file?)",
-            raw.len()
-        ));
-    }
     let variant = text(0)?;
     if &*out.variant != variant {
         out.variant = variant.into();

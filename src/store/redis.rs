@@ -240,6 +240,14 @@ impl<K: Link> RedisConn<K> {
     }
 }
 
+/// A reply of a shape the command cannot give (a proxy or a module in the way).
+fn unexpected_reply(command: &str, reply: &redis::Value, expected: &str) -> CmdError {
+    CmdError {
+        kind: ErrorKind::Other,
+        detail: format!("{command} answered {reply:?}, not {expected}"),
+    }
+}
+
 pub(super) fn classify(e: redis::RedisError) -> CmdError {
     let kind = if e.is_timeout() {
         ErrorKind::Timeout
@@ -294,10 +302,7 @@ impl<K: Link> LockConn for RedisConn<K> {
         match self.send_cmd().await.map_err(classify)? {
             redis::Value::Nil => Ok(false),
             redis::Value::Okay | redis::Value::SimpleString(_) => Ok(true),
-            other => Err(CmdError {
-                kind: ErrorKind::Other,
-                detail: format!("SET NX PX answered {other:?}, not OK or nil"),
-            }),
+            other => Err(unexpected_reply("SET NX PX", &other, "OK or nil")),
         }
     }
 
@@ -358,10 +363,7 @@ impl<K: Link> LockConn for RedisConn<K> {
             .arg(token);
         match self.send_cmd().await {
             Ok(redis::Value::Int(n)) => Ok(n),
-            Ok(other) => Err(CmdError {
-                kind: ErrorKind::Other,
-                detail: format!("the release script answered {other:?}, not an integer"),
-            }),
+            Ok(other) => Err(unexpected_reply("the release script", &other, "an integer")),
             Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) => {
                 self.scripts
                     .release
