@@ -7,6 +7,11 @@
 //! but one (at least one), and one thread is tokio's current-thread scheduler
 //! (`LOCKBENCH_BARE_THREADS=N` to change). Prints `cycles/s` on stdout.
 //!
+//! The connection is lockbench's own pipelined link ([`lockbench::store::pipe::PipeLink`]),
+//! as lockbench's runs use for TCP and Unix sockets; `LOCKBENCH_BARE_LINK=redis-rs` uses
+//! redis-rs's `MultiplexedConnection` instead, and `LOCKBENCH_BARE_LINK=manager` its
+//! `ConnectionManager` (what lockbench used before 2026-12-04).
+//!
 //! Usage: `bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared`
 
 use std::process::ExitCode;
@@ -15,6 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use lockbench::store::RELEASE_LUA;
+use lockbench::store::pipe::PipeLink;
+use lockbench::store::redis::Timeouts;
 use redis::aio::MultiplexedConnection;
 
 const USAGE: &str = "usage: bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared";
@@ -84,7 +91,26 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
         .query_async(&mut first)
         .await?;
     assert_eq!(loaded, sha, "SCRIPT LOAD returned another sha");
-    if std::env::var("LOCKBENCH_BARE_CM").as_deref() == Ok("1") {
+    let link = std::env::var("LOCKBENCH_BARE_LINK").unwrap_or_default();
+    if link.is_empty() || link == "pipe" {
+        let info = client.get_connection_info();
+        let open = || PipeLink::open(info, Timeouts::default());
+        let Some(first) = open().await? else {
+            return Err(redis::RedisError::from(std::io::Error::other(
+                "lockbench's link takes TCP and Unix URLs with RESP2; use LOCKBENCH_BARE_LINK=redis-rs",
+            )));
+        };
+        let mut conns = Vec::with_capacity(conc);
+        for i in 0..conc {
+            if shared || i == 0 {
+                conns.push(first.clone());
+            } else if let Some(c) = open().await? {
+                conns.push(c);
+            }
+        }
+        return cycle(conns, &sha, dur).await;
+    }
+    if link == "manager" {
         // The same loop through redis-rs's ConnectionManager, lockbench's connection type.
         let first = redis::aio::ConnectionManager::new(client.clone()).await?;
         let mut conns = Vec::with_capacity(conc);
@@ -96,6 +122,11 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
             }
         }
         return cycle(conns, &sha, dur).await;
+    }
+    if link != "redis-rs" {
+        return Err(redis::RedisError::from(std::io::Error::other(format!(
+            "LOCKBENCH_BARE_LINK={link}: use pipe (the default), redis-rs or manager"
+        ))));
     }
     let mut conns: Vec<MultiplexedConnection> = Vec::with_capacity(conc);
     for i in 0..conc {

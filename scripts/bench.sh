@@ -29,26 +29,27 @@
 #   per-worker  lockbench: C workers, one socket each.
 #               peer: `redis-benchmark -c C` (C sockets, no pipelining): the same shape,
 #               C independent clients each with one command in flight.
-#   shared      lockbench: C workers on ONE multiplexed socket (redis-rs
-#               MultiplexedConnection), so up to C commands are in flight on it.
+#   shared      lockbench: C workers on ONE pipelined socket (lockbench's own link,
+#               src/store/pipe.rs), so up to C commands are in flight on it.
 #               peer: `redis-benchmark -c 1 -P C`: one socket carrying batches of C
 #               pipelined commands. This is the fairest redis-benchmark shape for a
 #               single multiplexed connection: same socket count, same maximum depth.
-#               It is an upper bound, not a twin: redis-benchmark sends C commands,
-#               waits for all C replies and repeats (lock-step batches, one write and
-#               one read per batch), whereas the multiplexer streams whatever the workers
-#               have ready, and a lockbench worker cannot send its EVALSHA before its SET
-#               reply came back. `-c C` (no pipelining) would instead compare against C
+#               Not a twin: redis-benchmark sends C commands, waits for all C replies
+#               and repeats (lock-step batches, one write and one read per batch),
+#               whereas lockbench's link writes as soon as 8 commands are queued (the
+#               server starts on them while the client prepares the rest), and a
+#               lockbench worker cannot send its EVALSHA before its SET reply came back. `-c C` (no pipelining) would instead compare against C
 #               sockets, which measures a different thing (socket count, not client
 #               overhead), so it is not used.
 #
 # THE BARE LOOP (issue 11)
 #   A third row per mode, in the same rounds on the same server: examples/bare_loop.rs,
-#   a bare redis-rs loop doing exactly lockbench's cycle (per task: SET k tok NX PX 10000,
+#   a bare loop doing exactly lockbench's cycle (per task: SET k tok NX PX 10000,
 #   then EVALSHA of RELEASE_LUA; C tasks, key per task, so no contention; commands built
 #   once; lockbench's default runtime against a server on this machine: one thread per core
-#   but one, and one thread is the current-thread scheduler).
-#   per-worker: one multiplexed connection per task; shared: one for all tasks. It is
+#   but one, and one thread is the current-thread scheduler; lockbench's own link, as its runs
+#   use: LOCKBENCH_BARE_LINK=redis-rs for redis-rs's multiplexed connection instead).
+#   per-worker: one connection per task; shared: one for all tasks. It is
 #   what "lockbench adds nothing" means: `lb/bare` = lockbench cyc/s / bare cyc/s (median
 #   of the paired per-round ratios). Built with `cargo build --release --examples`.
 #   Also printed: client CPU per cycle (user+system of the process, from wait4, over its

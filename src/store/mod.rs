@@ -4,6 +4,7 @@
 pub mod backend;
 pub mod cluster;
 pub mod memory;
+pub mod pipe;
 pub mod redis;
 pub mod redlock;
 pub mod spawn;

@@ -1,6 +1,7 @@
 //! A real Redis through redis-rs. Timeouts are set deliberately: redis-rs 1.x would otherwise
 //! give up on a reply after 500 ms, turning a slow server into errors instead of samples.
 
+use super::pipe::PipeLink;
 use super::{
     CANONICAL_CAD_LUA, CmdError, CmdResult, Connector, EXTEND_LUA, ErrorKind, ExtendCommand,
     FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA, RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome,
@@ -19,6 +20,7 @@ use std::time::Duration;
 pub struct RedisConnector {
     client: Client,
     config: ConnectionManagerConfig,
+    timeouts: Timeouts,
     describe: String,
     scripts: Arc<Scripts>,
 }
@@ -81,6 +83,7 @@ impl RedisConnector {
         Ok(Self {
             client,
             config,
+            timeouts,
             describe: format!("redis at {where_}"),
             scripts: Arc::new(Scripts::new()),
         })
@@ -112,7 +115,47 @@ pub trait Link: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
     ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send;
 }
 
-impl Link for ConnectionManager {
+/// One server's connection: lockbench's pipelined link ([`PipeLink`]) for plain TCP and Unix
+/// sockets with RESP2, redis-rs's [`ConnectionManager`] for TLS and RESP3. Both reconnect
+/// after the connection is lost; clones share the socket.
+#[derive(Clone)]
+pub enum ServerLink {
+    Pipe(PipeLink),
+    Managed(ConnectionManager),
+}
+
+impl redis::aio::ConnectionLike for ServerLink {
+    fn req_packed_command<'a>(
+        &'a mut self,
+        cmd: &'a redis::Cmd,
+    ) -> redis::RedisFuture<'a, redis::Value> {
+        match self {
+            Self::Pipe(c) => c.req_packed_command(cmd),
+            Self::Managed(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a redis::Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> redis::RedisFuture<'a, Vec<redis::Value>> {
+        match self {
+            Self::Pipe(c) => c.req_packed_commands(pipeline, offset, count),
+            Self::Managed(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Self::Pipe(c) => c.get_db(),
+            Self::Managed(c) => c.get_db(),
+        }
+    }
+}
+
+impl Link for ServerLink {
     async fn query_node<T: redis::FromRedisValue>(
         &mut self,
         cmd: &redis::Cmd,
@@ -158,6 +201,7 @@ impl RedisConnector {
         Ok(Self {
             client: Client::open(info.set_addr(new))?,
             config: self.config.clone(),
+            timeouts: self.timeouts,
             describe: format!("{} through the fault proxy at {addr}", self.describe),
             scripts: self.scripts.clone(),
         })
@@ -184,13 +228,20 @@ impl RedisConnector {
 impl Connector for RedisConnector {
     type Conn = RedisConn;
     async fn connect(&self) -> anyhow::Result<RedisConn> {
-        let conn = ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
-            .await
-            .map_err(|e| {
-                let detail = classify(e).detail;
-                let hint = connect_hint(&detail);
-                anyhow::anyhow!("cannot connect to {}: {detail}{hint}", self.describe)
-            })?;
+        let failed = |e: redis::RedisError| {
+            let detail = classify(e).detail;
+            let hint = connect_hint(&detail);
+            anyhow::anyhow!("cannot connect to {}: {detail}{hint}", self.describe)
+        };
+        let info = self.client.get_connection_info();
+        let conn = match PipeLink::open(info, self.timeouts).await.map_err(failed)? {
+            Some(pipe) => ServerLink::Pipe(pipe),
+            None => ServerLink::Managed(
+                ConnectionManager::new_with_config(self.client.clone(), self.config.clone())
+                    .await
+                    .map_err(failed)?,
+            ),
+        };
         Ok(RedisConn::from_parts(conn, self.scripts.clone()))
     }
     fn describe(&self) -> String {
@@ -215,7 +266,7 @@ pub fn connect_hint(detail: &str) -> &'static str {
 /// One multiplexed connection that reconnects when lost (a cluster's: one per node); its
 /// clones share the socket.
 #[derive(Clone)]
-pub struct RedisConn<K: Link = ConnectionManager> {
+pub struct RedisConn<K: Link = ServerLink> {
     pub(super) conn: K,
     scripts: Arc<Scripts>,
     /// The lock cycle's command, rebuilt in place for every `SET` and release: its buffers
