@@ -694,7 +694,7 @@ for r in rows:
     print(fmt.format(*cells))
 print("\ncycle = 1 SET + 1 EVALSHA; peer cycles/s = 1/(1/SET rps + 1/EVALSHA rps); "
       "lb cmd-cyc/s = (SETs + EVALSHAs)/2/s, counts rejected attempts too.")
-print("bare = examples/bare_loop.rs (redis-rs, same cycle, key per task); lb/bare = median "
+print("bare = examples/bare_loop.rs (lockbench's link, same cycle, key per task); lb/bare = median "
       "paired ratio of cyc/s; µs/cyc = client user+system CPU per cycle (lockbench: per "
       "cmd-cycle, whole process life); srv busy lb = server CPU / wall during lockbench's run "
       "(bare's run: " + ", ".join("%s %.2f" % (r["mode"], r["server_busy_bare"]) for r in rows)

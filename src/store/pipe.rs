@@ -396,10 +396,8 @@ pub fn decode(frame: &[u8]) -> RedisResult<Value> {
     redis::parse_redis_value(frame)
 }
 
-/// What one turn of the connection's task ended with.
+/// How the connection's task ended.
 enum Turn {
-    /// Replies were handed out: let their workers run, then go on.
-    Again,
     /// Every clone is gone.
     Closed,
     /// The socket failed.
@@ -411,21 +409,15 @@ enum Turn {
 async fn run(state: Arc<Mutex<State>>, sock: Arc<Sock>, generation: u64) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut have = 0;
-    loop {
-        match poll_fn(|cx| turn(cx, &state, &sock, generation, &mut buf, &mut have)).await {
-            Turn::Again => tokio::task::yield_now().await,
-            Turn::Closed => return,
-            Turn::Failed(e) => {
-                let mut st = lock(&state);
-                if st.generation == generation {
-                    st.sock = None;
-                    st.out.clear();
-                    st.queued = 0;
-                    for w in st.waiters.drain(..) {
-                        let _ = w.send(Err(io::Error::new(e.kind(), e.to_string()).into()));
-                    }
-                }
-                return;
+    let turn = poll_fn(|cx| turn(cx, &state, &sock, generation, &mut buf, &mut have)).await;
+    if let Turn::Failed(e) = turn {
+        let mut st = lock(&state);
+        if st.generation == generation {
+            st.sock = None;
+            st.out.clear();
+            st.queued = 0;
+            for w in st.waiters.drain(..) {
+                let _ = w.send(Err(io::Error::new(e.kind(), e.to_string()).into()));
             }
         }
     }
@@ -475,10 +467,11 @@ fn turn(
             Ok(0) => return Poll::Ready(Turn::Failed(eof())),
             Ok(n) => {
                 *have += n;
-                return Poll::Ready(match hand_out(state, generation, buf, have) {
-                    Ok(()) => Turn::Again,
-                    Err(e) => Turn::Failed(e),
-                });
+                // Their workers run when this task returns; it reads on until the socket
+                // has nothing more (which also re-arms its readiness).
+                if let Err(e) = hand_out(state, generation, buf, have) {
+                    return Poll::Ready(Turn::Failed(e));
+                }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => return Poll::Ready(Turn::Failed(e)),
