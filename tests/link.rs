@@ -147,3 +147,22 @@ async fn the_urls_database_is_selected() {
         .unwrap();
     assert_eq!(in_3.as_deref(), Some("x"));
 }
+
+/// A server that refuses the client on accepting it (`maxclients`): the connect fails and says
+/// why, instead of the refusal turning up later as some command's reply.
+#[tokio::test(flavor = "current_thread")]
+async fn a_refused_client_fails_its_connect() {
+    let server = lockbench::store::spawn::SpawnedRedis::start_with_args(&["--maxclients", "1"])
+        .await
+        .unwrap();
+    let connector = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
+    let first = connector.connect().await.unwrap();
+    let e = connector
+        .connect()
+        .await
+        .err()
+        .expect("the second is refused");
+    let e = format!("{e:#}");
+    assert!(e.contains("max number of clients"), "{e}");
+    drop(first);
+}

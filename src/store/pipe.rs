@@ -268,7 +268,7 @@ fn flush(st: &mut State, sock: &Sock) {
 }
 
 impl Inner {
-    /// Opens the socket and runs `AUTH` and `SELECT` on it.
+    /// Opens the socket and runs `AUTH`, `SELECT` and a `PING` on it.
     async fn dial(&self) -> RedisResult<Sock> {
         let sock = match &self.addr {
             Addr::Tcp(host, port) => {
@@ -289,6 +289,9 @@ impl Inner {
         if self.db != 0 {
             exchange(&sock, redis::cmd("SELECT").arg(self.db)).await?;
         }
+        // A server that refuses the client (`ERR max number of clients reached`) says so on
+        // accepting it: read that here, as a failed connect, not as some command's reply.
+        exchange(&sock, &redis::cmd("PING")).await?;
         Ok(sock)
     }
 }
