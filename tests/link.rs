@@ -166,3 +166,48 @@ async fn a_refused_client_fails_its_connect() {
     assert!(e.contains("max number of clients"), "{e}");
     drop(first);
 }
+
+/// A command given up while it is connecting (a Redlock instance's timeout drops it) does not
+/// abandon the connect: the attempt runs on and the link is connected again without another
+/// command.
+#[tokio::test(flavor = "current_thread")]
+async fn a_connect_outlives_the_command_that_started_it() {
+    use std::future::Future;
+    let server = redis().await;
+    let mut admin = sync_conn(&server);
+    let mut c = connect(&server.url(), Timeouts::default()).await;
+    let clients = |admin: &mut redis::Connection| -> usize {
+        let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
+        list.lines().count()
+    };
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(&mut admin)
+        .unwrap();
+    // The link notices the lost connection (this command fails) or has already connected again.
+    if get(&mut c, "lockbench:test:k").await.is_ok() {
+        panic!("the first command after the kill found the link connected: nothing to test");
+    }
+    assert_eq!(clients(&mut admin), 1, "only this check's connection");
+    {
+        // Polled once — the connect attempt starts — then dropped, as a timeout would.
+        let mut cmd = Box::pin(get(&mut c, "lockbench:test:k"));
+        std::future::poll_fn(|cx| {
+            assert!(cmd.as_mut().poll(cx).is_pending());
+            std::task::Poll::Ready(())
+        })
+        .await;
+    }
+    let t0 = Instant::now();
+    while clients(&mut admin) < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the connect was abandoned with its command"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -51,7 +51,7 @@ struct Inner {
     timeouts: Timeouts,
     state: Arc<Mutex<State>>,
     /// Held while connecting: one attempt at a time.
-    connecting: tokio::sync::Mutex<()>,
+    connecting: Arc<tokio::sync::Mutex<()>>,
 }
 
 type Reply = oneshot::Sender<RedisResult<Value>>;
@@ -71,7 +71,7 @@ struct State {
     io: Option<Waker>,
     /// Connect attempts made, and how the last one failed.
     attempts: u64,
-    last_failure: Option<(io::ErrorKind, String)>,
+    last_failure: Option<RedisError>,
     /// Every clone is gone: the task ends.
     closed: bool,
 }
@@ -145,7 +145,7 @@ impl PipeLink {
                 db: settings.db(),
                 timeouts,
                 state: Arc::default(),
-                connecting: tokio::sync::Mutex::new(()),
+                connecting: Arc::default(),
             }),
         };
         link.ensure_connected().await?;
@@ -157,51 +157,33 @@ impl PipeLink {
     }
 
     /// Connects if the socket is gone: one attempt, shared by the commands that waited for it.
+    /// The attempt runs in a task of its own, so a caller that gives up (a Redlock instance's
+    /// timeout) does not abandon it half-way.
     async fn ensure_connected(&self) -> RedisResult<()> {
         if self.connected() {
             return Ok(());
         }
         let seen = lock(&self.inner.state).attempts;
-        let _one = self.inner.connecting.lock().await;
+        let one = self.inner.connecting.clone().lock_owned().await;
         {
             let st = lock(&self.inner.state);
             if st.sock.is_some() {
                 return Ok(());
             }
             if st.attempts != seen
-                && let Some((kind, detail)) = &st.last_failure
+                && let Some(e) = &st.last_failure
             {
-                return Err(io::Error::new(*kind, detail.clone()).into());
+                return Err(e.clone());
             }
         }
-        let attempt = tokio::time::timeout(self.inner.timeouts.connect, self.inner.dial()).await;
-        let result = match attempt {
-            Ok(r) => r,
-            Err(_) => Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!("connect timed out after {:?}", self.inner.timeouts.connect),
-            )
-            .into()),
-        };
-        let mut st = lock(&self.inner.state);
-        st.attempts += 1;
-        match result {
-            Ok(sock) => {
-                let sock = Arc::new(sock);
-                st.generation += 1;
-                st.sock = Some(sock.clone());
-                st.out.clear();
-                st.queued = 0;
-                st.last_failure = None;
-                tokio::spawn(run(self.inner.state.clone(), sock, st.generation));
-                Ok(())
-            }
-            Err(e) => {
-                let kind = e.as_io_error_kind().unwrap_or(io::ErrorKind::Other);
-                st.last_failure = Some((kind, e.to_string()));
-                Err(e)
-            }
-        }
+        let inner = self.inner.clone();
+        let attempt = tokio::spawn(async move {
+            let _one = one;
+            inner.attempt().await
+        });
+        attempt.await.unwrap_or_else(|e| {
+            Err(io::Error::other(format!("the connect attempt failed: {e}")).into())
+        })
     }
 
     /// Queues `frames` replies' worth of encoded commands (written by `write`); returns their
@@ -268,6 +250,37 @@ fn flush(st: &mut State, sock: &Sock) {
 }
 
 impl Inner {
+    /// One connect attempt (bounded by the connect timeout); on success the socket is
+    /// installed and its task started.
+    async fn attempt(&self) -> RedisResult<()> {
+        let result = match tokio::time::timeout(self.timeouts.connect, self.dial()).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("connect timed out after {:?}", self.timeouts.connect),
+            )
+            .into()),
+        };
+        let mut st = lock(&self.state);
+        st.attempts += 1;
+        match result {
+            Ok(sock) => {
+                let sock = Arc::new(sock);
+                st.generation += 1;
+                st.sock = Some(sock.clone());
+                st.out.clear();
+                st.queued = 0;
+                st.last_failure = None;
+                tokio::spawn(run(self.state.clone(), sock, st.generation));
+                Ok(())
+            }
+            Err(e) => {
+                st.last_failure = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
     /// Opens the socket and runs `AUTH`, `SELECT` and a `PING` on it.
     async fn dial(&self) -> RedisResult<Sock> {
         let sock = match &self.addr {
@@ -302,6 +315,7 @@ async fn exchange(sock: &Sock, cmd: &Cmd) -> RedisResult<Value> {
     let mut at = 0;
     while at < bytes.len() {
         match sock.try_write(&bytes[at..]) {
+            Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero).into()),
             Ok(n) => at += n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 poll_fn(|cx| sock.poll_write_ready(cx)).await?;
@@ -349,6 +363,9 @@ pub fn frame_len(buf: &[u8]) -> io::Result<Option<usize>> {
         let Some(end) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
             return Ok(None);
         };
+        if end == 0 {
+            return Err(invalid("an empty line"));
+        }
         let (kind, line) = (buf[pos], &buf[pos + 1..pos + end]);
         pos += end + 2;
         pending -= 1;
@@ -410,12 +427,40 @@ enum Turn {
 /// The connection's task: writes what is queued, reads replies and hands them out in order,
 /// until the socket fails or every clone is gone.
 async fn run(state: Arc<Mutex<State>>, sock: Arc<Sock>, generation: u64) {
+    let mut ending = Ending {
+        state: state.clone(),
+        generation,
+        error: None,
+    };
     let mut buf = vec![0u8; 16 * 1024];
     let mut have = 0;
-    let turn = poll_fn(|cx| turn(cx, &state, &sock, generation, &mut buf, &mut have)).await;
-    if let Turn::Failed(e) = turn {
-        let mut st = lock(&state);
-        if st.generation == generation {
+    match poll_fn(|cx| turn(cx, &state, &sock, generation, &mut buf, &mut have)).await {
+        Turn::Closed => ending.generation = 0,
+        Turn::Failed(e) => ending.error = Some(e),
+    }
+}
+
+/// Fails the commands in flight and forgets the socket when its task ends with it broken —
+/// also if the task itself failed (a panic), so that no command waits for replies nobody
+/// reads and the next one connects again.
+struct Ending {
+    state: Arc<Mutex<State>>,
+    /// 0: the task ended because every clone is gone (generations start at 1).
+    generation: u64,
+    error: Option<io::Error>,
+}
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        if self.generation == 0 {
+            return;
+        }
+        let e = self
+            .error
+            .take()
+            .unwrap_or_else(|| io::Error::other("the connection's task ended unexpectedly"));
+        let mut st = lock(&self.state);
+        if st.generation == self.generation {
             st.sock = None;
             st.out.clear();
             st.queued = 0;
@@ -547,25 +592,6 @@ impl redis::aio::ConnectionLike for PipeLink {
     }
 }
 
-/// The io error kind behind a redis-rs error, if it is one.
-trait IoKind {
-    fn as_io_error_kind(&self) -> Option<io::ErrorKind>;
-}
-
-impl IoKind for RedisError {
-    fn as_io_error_kind(&self) -> Option<io::ErrorKind> {
-        if self.is_timeout() {
-            Some(io::ErrorKind::TimedOut)
-        } else if self.is_connection_refusal() {
-            Some(io::ErrorKind::ConnectionRefused)
-        } else if self.is_io_error() || self.is_connection_dropped() {
-            Some(io::ErrorKind::ConnectionReset)
-        } else {
-            None
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,6 +614,8 @@ mod tests {
             assert_eq!(got.is_some(), cut >= first, "cut at {cut}");
         }
         assert!(frame_len(b"?x\r\n").is_err());
+        assert!(frame_len(b"\r\n").is_err());
+        assert!(frame_len(b"*1\r\n\r\n").is_err());
         assert!(frame_len(b"$x\r\n").is_err());
     }
 
