@@ -18,6 +18,18 @@ async fn connect(url: &str, timeouts: Timeouts) -> RedisConn {
         .unwrap()
 }
 
+/// Closes every other client's connection at the server; returns how many.
+fn kill_clients(admin: &mut redis::Connection) -> i64 {
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query(admin)
+        .unwrap()
+}
+
 async fn get(c: &mut RedisConn, key: &str) -> Result<Option<String>, CmdError> {
     c.query(redis::cmd("GET").arg(key)).await
 }
@@ -105,14 +117,7 @@ async fn a_lost_connection_is_made_again_by_the_next_command() {
     let mut admin = sync_conn(&server);
     let mut c = connect(&server.url(), Timeouts::default()).await;
     assert_eq!(get(&mut c, "lockbench:test:k").await.unwrap(), None);
-    let killed: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut admin)
-        .unwrap();
+    let killed = kill_clients(&mut admin);
     assert_eq!(killed, 1);
     if let Err(e) = get(&mut c, "lockbench:test:k").await {
         assert_eq!(e.kind, ErrorKind::Connection, "{e:?}");
@@ -180,14 +185,7 @@ async fn a_connect_outlives_the_command_that_started_it() {
         let list: String = redis::cmd("CLIENT").arg("LIST").query(admin).unwrap();
         list.lines().count()
     };
-    let _: i64 = redis::cmd("CLIENT")
-        .arg("KILL")
-        .arg("TYPE")
-        .arg("normal")
-        .arg("SKIPME")
-        .arg("yes")
-        .query(&mut admin)
-        .unwrap();
+    kill_clients(&mut admin);
     // The link notices the lost connection (this command fails) or has already connected again.
     if get(&mut c, "lockbench:test:k").await.is_ok() {
         panic!("the first command after the kill found the link connected: nothing to test");
