@@ -92,51 +92,51 @@ async fn run(url: &str, conc: usize, dur: Duration, shared: bool) -> redis::Redi
         .await?;
     assert_eq!(loaded, sha, "SCRIPT LOAD returned another sha");
     let link = std::env::var("LOCKBENCH_BARE_LINK").unwrap_or_default();
-    if link.is_empty() || link == "pipe" {
-        let info = client.get_connection_info();
-        let open = || PipeLink::open(info, Timeouts::default());
-        let Some(first) = open().await? else {
-            return Err(redis::RedisError::from(std::io::Error::other(
-                "lockbench's link takes TCP and Unix URLs with RESP2; use LOCKBENCH_BARE_LINK=redis-rs",
-            )));
-        };
-        let mut conns = Vec::with_capacity(conc);
-        for i in 0..conc {
-            if shared || i == 0 {
-                conns.push(first.clone());
-            } else if let Some(c) = open().await? {
-                conns.push(c);
-            }
+    match link.as_str() {
+        "" | "pipe" => {
+            let info = client.get_connection_info();
+            let open = async || {
+                PipeLink::open(info, Timeouts::default()).await?.ok_or_else(|| {
+                    redis::RedisError::from(std::io::Error::other(
+                        "lockbench's link takes TCP and Unix URLs with RESP2; use LOCKBENCH_BARE_LINK=redis-rs",
+                    ))
+                })
+            };
+            cycle(connections(conc, shared, open).await?, &sha, dur).await
         }
-        return cycle(conns, &sha, dur).await;
-    }
-    if link == "manager" {
-        // The same loop through redis-rs's ConnectionManager, lockbench's connection type.
-        let first = redis::aio::ConnectionManager::new(client.clone()).await?;
-        let mut conns = Vec::with_capacity(conc);
-        for i in 0..conc {
-            if shared || i == 0 {
-                conns.push(first.clone());
-            } else {
-                conns.push(redis::aio::ConnectionManager::new(client.clone()).await?);
-            }
+        // The same loop through redis-rs's ConnectionManager, lockbench's connection type before
+        // its own link.
+        "manager" => {
+            let open = async || redis::aio::ConnectionManager::new(client.clone()).await;
+            cycle(connections(conc, shared, open).await?, &sha, dur).await
         }
-        return cycle(conns, &sha, dur).await;
-    }
-    if link != "redis-rs" {
-        return Err(redis::RedisError::from(std::io::Error::other(format!(
+        "redis-rs" => {
+            let open = async || client.get_multiplexed_async_connection().await;
+            let conns: Vec<MultiplexedConnection> = connections(conc, shared, open).await?;
+            cycle(conns, &sha, dur).await
+        }
+        _ => Err(redis::RedisError::from(std::io::Error::other(format!(
             "LOCKBENCH_BARE_LINK={link}: use pipe (the default), redis-rs or manager"
-        ))));
+        )))),
     }
-    let mut conns: Vec<MultiplexedConnection> = Vec::with_capacity(conc);
+}
+
+/// `conc` connections from `open`: one shared by all (`shared`), or one each.
+async fn connections<C: Clone>(
+    conc: usize,
+    shared: bool,
+    open: impl AsyncFn() -> redis::RedisResult<C>,
+) -> redis::RedisResult<Vec<C>> {
+    let first = open().await?;
+    let mut conns = Vec::with_capacity(conc);
     for i in 0..conc {
         if shared || i == 0 {
             conns.push(first.clone());
         } else {
-            conns.push(client.get_multiplexed_async_connection().await?);
+            conns.push(open().await?);
         }
     }
-    cycle(conns, &sha, dur).await
+    Ok(conns)
 }
 
 async fn cycle<C>(conns: Vec<C>, sha: &str, dur: Duration) -> redis::RedisResult<f64>

@@ -186,36 +186,56 @@ impl PipeLink {
         })
     }
 
-    /// Queues `frames` replies' worth of encoded commands (written by `write`); returns their
-    /// reply slots, in order.
+    /// Queues `frames` replies' worth of encoded commands (written by `write`), handing each
+    /// reply's receiver to `slot` in order; `false` when there is no socket (nothing queued).
     fn enqueue(
         &self,
-        write: impl FnOnce(&mut Vec<u8>),
+        write: &impl Fn(&mut Vec<u8>),
         frames: usize,
-    ) -> RedisResult<Vec<oneshot::Receiver<RedisResult<Value>>>> {
+        mut slot: impl FnMut(oneshot::Receiver<RedisResult<Value>>),
+    ) -> bool {
         let mut st = lock(&self.inner.state);
         let Some(sock) = st.sock.clone() else {
-            return Err(io::Error::new(io::ErrorKind::NotConnected, "not connected").into());
+            return false;
         };
         let idle = st.out.is_empty() && st.waiters.is_empty();
         write(&mut st.out);
         st.queued += frames;
-        let mut rx = Vec::with_capacity(frames);
         for _ in 0..frames {
             let (tx, r) = oneshot::channel();
             st.waiters.push_back(tx);
-            rx.push(r);
+            slot(r);
         }
         // Nothing else in flight: no batch to wait for. Enough queued: start the server on it.
+        // What the socket does not take now is left for the connection's task, as is an error.
         if idle || st.queued >= FLUSH_AT {
-            flush(&mut st, &sock);
+            let _ = write_out(&mut st, &sock);
         }
         if !st.out.is_empty()
             && let Some(w) = st.io.take()
         {
             w.wake();
         }
-        Ok(rx)
+        true
+    }
+
+    /// [`Self::enqueue`], connecting first if the socket is gone (one lock per command while
+    /// connected).
+    async fn send(
+        &self,
+        write: impl Fn(&mut Vec<u8>),
+        frames: usize,
+        mut slot: impl FnMut(oneshot::Receiver<RedisResult<Value>>),
+    ) -> RedisResult<()> {
+        if self.enqueue(&write, frames, &mut slot) {
+            return Ok(());
+        }
+        self.ensure_connected().await?;
+        if self.enqueue(&write, frames, &mut slot) {
+            Ok(())
+        } else {
+            Err(io::Error::new(io::ErrorKind::NotConnected, "the connection was lost").into())
+        }
     }
 
     async fn reply(&self, rx: oneshot::Receiver<RedisResult<Value>>) -> RedisResult<Value> {
@@ -235,18 +255,20 @@ impl PipeLink {
     }
 }
 
-/// Writes what `out` holds without waiting; what the socket does not take now is left for
-/// the connection's task (which also meets any error).
-fn flush(st: &mut State, sock: &Sock) {
+/// Writes what `out` holds without waiting, until it is empty (`Ok`) or the socket takes no
+/// more (`WouldBlock`) or fails.
+fn write_out(st: &mut State, sock: &Sock) -> io::Result<()> {
     while !st.out.is_empty() {
         match sock.try_write(&st.out) {
-            Ok(n) if n > 0 => {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
                 st.out.drain(..n);
             }
-            _ => return,
+            Err(e) => return Err(e),
         }
     }
     st.queued = 0;
+    Ok(())
 }
 
 impl Inner {
@@ -483,12 +505,9 @@ fn turn(
     if st.closed || st.generation != generation {
         return Poll::Ready(Turn::Closed);
     }
-    while !st.out.is_empty() {
-        match sock.try_write(&st.out) {
-            Ok(0) => return Poll::Ready(Turn::Failed(io::ErrorKind::WriteZero.into())),
-            Ok(n) => {
-                st.out.drain(..n);
-            }
+    loop {
+        match write_out(&mut st, sock) {
+            Ok(()) => break,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => match sock.poll_write_ready(cx) {
                 Poll::Ready(Ok(())) => {}
                 Poll::Ready(Err(e)) => return Poll::Ready(Turn::Failed(e)),
@@ -496,9 +515,6 @@ fn turn(
             },
             Err(e) => return Poll::Ready(Turn::Failed(e)),
         }
-    }
-    if st.out.is_empty() {
-        st.queued = 0;
     }
     st.io = Some(cx.waker().clone());
     drop(st);
@@ -557,9 +573,10 @@ fn hand_out(
 impl redis::aio::ConnectionLike for PipeLink {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            self.ensure_connected().await?;
-            let rx = self.enqueue(|out| cmd.write_packed_command(out), 1)?;
-            let Some(rx) = rx.into_iter().next() else {
+            let mut rx = None;
+            self.send(|out| cmd.write_packed_command(out), 1, |r| rx = Some(r))
+                .await?;
+            let Some(rx) = rx else {
                 return Err(invalid("no reply slot").into());
             };
             self.reply(rx).await
@@ -573,9 +590,14 @@ impl redis::aio::ConnectionLike for PipeLink {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            self.ensure_connected().await?;
             let packed = pipeline.get_packed_pipeline();
-            let rx = self.enqueue(|out| out.extend_from_slice(&packed), offset + count)?;
+            let mut rx = Vec::with_capacity(offset + count);
+            self.send(
+                |out| out.extend_from_slice(&packed),
+                offset + count,
+                |r| rx.push(r),
+            )
+            .await?;
             let mut values = Vec::with_capacity(count);
             for (i, r) in rx.into_iter().enumerate() {
                 let v = self.reply(r).await?;

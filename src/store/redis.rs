@@ -263,8 +263,8 @@ pub fn connect_hint(detail: &str) -> &'static str {
     }
 }
 
-/// One multiplexed connection that reconnects when lost (a cluster's: one per node); its
-/// clones share the socket.
+/// One server's connection that reconnects when lost ([`ServerLink`]; a cluster's: one per
+/// node); its clones share the socket.
 #[derive(Clone)]
 pub struct RedisConn<K: Link = ServerLink> {
     pub(super) conn: K,
