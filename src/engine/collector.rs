@@ -157,6 +157,7 @@ impl Collector {
             let tag = Tag::new(&tag);
             let mut totals = HistSet::default();
             let mut interval_set = HistSet::default();
+            let mut spare = HistSet::default();
             let mut last = offset;
             let t0 = std::time::Instant::now();
             loop {
@@ -174,7 +175,7 @@ impl Collector {
                     },
                 };
                 interval_set.reset();
-                rec.drain_into(&mut interval_set);
+                rec.drain_into(&mut interval_set, &mut spare);
                 // Everything recorded so far is in the interval: a simulation goes on while it
                 // is written (its next tick is drained after this write; `finish` joins).
                 if let Some(ack) = ack {

@@ -327,12 +327,20 @@ impl Recorder {
         }
     }
 
-    /// Moves everything recorded since the last drain into `into` and empties the stripes.
-    pub fn drain_into(&self, into: &mut HistSet) {
-        for s in &self.stripes {
-            let mut s = lock(s);
-            into.add(&s);
-            s.reset();
+    /// Moves everything recorded since the last drain into `into` (empty when called) and
+    /// empties the stripes. Each stripe is swapped under its lock — the first with `into`
+    /// itself, the others with the empty `spare`, added outside the lock — so a worker recording
+    /// meanwhile never waits for the adding (a precise section's end would be late by it).
+    /// `spare` comes back empty.
+    pub fn drain_into(&self, into: &mut HistSet, spare: &mut HistSet) {
+        let mut stripes = self.stripes.iter();
+        if let Some(first) = stripes.next() {
+            std::mem::swap(&mut *lock(first), into);
+        }
+        for s in stripes {
+            std::mem::swap(&mut *lock(s), spare);
+            into.add(spare);
+            spare.reset();
         }
     }
 }
