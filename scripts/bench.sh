@@ -55,7 +55,11 @@
 #   Also printed: client CPU per cycle (user+system of the process, from wait4, over its
 #   whole life, so lockbench's start-up and result writing count; per command-cycle, i.e.
 #   (SETs + EVALSHAs)/2, for lockbench) and the server's busy share during lockbench's run
-#   (redis-server CPU time from /proc/<pid>/stat / wall time of the lockbench process).
+#   (redis-server CPU time from /proc/<pid>/stat / wall time of the lockbench process), and
+#   the server's busy share at saturation during lockbench, the bare loop and redis-benchmark
+#   alike: the median over 100 ms slices of each client's life of the server main thread's
+#   time on a CPU (/proc/<pid>/schedstat) — the load itself, without a client's start-up or
+#   lockbench's report writing. The issue's goal is >= 0.90: the server core is the limit.
 #   The round order is lockbench, bare, peer in odd rounds and peer, bare, lockbench in
 #   even ones.
 #
@@ -382,9 +386,13 @@ EVALSHA_CMD=(EVALSHA "$EXPECTED_SHA" 1 "$KEY_PATTERN" tok)
 
 # --- CPU accounting -----------------------------------------------------------------
 # run_timed OUT SERVER_PID CMD...: runs CMD (stdout/stderr as given), writes
-# "client_cpu_s wall_s server_cpu_s" to OUT: the child's user+system time (wait4), its wall
-# time, and the server's user+system time over the same span (/proc/PID/stat). Exit status
-# is CMD's.
+# "client_cpu_s wall_s server_cpu_s server_busy_steady" to OUT: the child's user+system time
+# (wait4), its wall time, the server's user+system time over the same span (/proc/PID/stat),
+# and the server's busy share at saturation: the median over 100 ms slices of the child's life
+# of the server main thread's time on a CPU (/proc/PID/schedstat, ns). The whole-life share
+# (server_cpu_s / wall_s) also counts the child's start-up and, for lockbench, the report it
+# writes after the load, when the server idles; the median slice is the load itself.
+# Exit status is CMD's.
 run_timed() {
     python3 -c '
 import os, sys, time
@@ -395,12 +403,23 @@ def server_cpu():
         st = f.read()
     fields = st[st.rindex(")") + 2:].split()  # fields[0] is field 3 (state)
     return (int(fields[11]) + int(fields[12])) / tck  # utime, stime
+def server_oncpu():
+    with open(f"/proc/{spid}/schedstat") as f:
+        return int(f.read().split()[0]) / 1e9
 s0, t0 = server_cpu(), time.monotonic()
 pid = os.posix_spawnp(cmd[0], cmd, os.environ)
-_, status, ru = os.wait4(pid, 0)
+slices = [(t0, server_oncpu())]
+while True:
+    done, status, ru = os.wait4(pid, os.WNOHANG)
+    if done:
+        break
+    time.sleep(0.1)
+    slices.append((time.monotonic(), server_oncpu()))
 t1, s1 = time.monotonic(), server_cpu()
+busy = sorted((b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(slices, slices[1:]) if b[0] > a[0])
+steady = busy[len(busy) // 2] if busy else (s1 - s0) / max(t1 - t0, 1e-9)
 with open(out, "w") as f:
-    f.write(f"{ru.ru_utime + ru.ru_stime:.6f} {t1 - t0:.6f} {s1 - s0:.6f}\n")
+    f.write(f"{ru.ru_utime + ru.ru_stime:.6f} {t1 - t0:.6f} {s1 - s0:.6f} {steady:.6f}\n")
 sys.exit(os.waitstatus_to_exitcode(status))' "$@"
 }
 
@@ -419,8 +438,8 @@ srv, mode, rnd, rate, dur, cpu = sys.argv[1:7]
 rate, dur = float(rate), float(dur)
 if rate <= 0:
     sys.exit(f"bare loop {mode} round {rnd}: no cycles")
-c, w, sc = map(float, cpu.split())
-print(f"{srv}	{mode}	{rnd}	bare	{rate:.1f}	{c * 1e6 / (rate * dur):.2f}	{sc / w:.3f}")' \
+c, w, sc, steady = map(float, cpu.split())
+print(f"{srv}	{mode}	{rnd}	bare	{rate:.1f}	{c * 1e6 / (rate * dur):.2f}	{sc / w:.3f}	{steady:.3f}")' \
         "$s" "$mode" "$round" "$rate" "$DURATION" "$(cat "$WORK/bare.cpu")" >>"$WORK/samples.tsv"
 }
 
@@ -453,9 +472,10 @@ if v["sections"] == 0 or v["elapsed_s"] <= 0:
 cmd_cycles = (v["attempts"] + v["sections"]) / 2 / v["elapsed_s"]
 rej = 100.0 * v["rejections"] / v["attempts"] if v["attempts"] else 0.0
 print(f"{srv}\t{mode}\t{rnd}\tlockbench\t{v['throughput_per_s']:.1f}\t{cmd_cycles:.1f}\t{rej:.2f}")
-c, w, sc = map(float, cpu.split())
+c, w, sc, steady = map(float, cpu.split())
 with open(cpu_out, "a") as f:
-    f.write(f"{srv}\t{mode}\t{rnd}\t{c * 1e6 / (cmd_cycles * v['elapsed_s']):.2f}\t{sc / w:.3f}\n")
+    f.write(f"{srv}\t{mode}\t{rnd}\t{c * 1e6 / (cmd_cycles * v['elapsed_s']):.2f}\t{sc / w:.3f}"
+            f"\t{steady:.3f}\n")
 PY
     rm -rf -- "$out"
 }
@@ -472,8 +492,8 @@ bench_rps() {
         shape=(-c "$CONCURRENCY")
     fi
     local csv
-    if ! csv="$(redis-benchmark -h 127.0.0.1 -p "${PORTS[s]}" "${shape[@]}" -n "$n" \
-        -r "$KEYS" --csv "$@" 2>"$WORK/rb.err")"; then
+    if ! csv="$(run_timed "$WORK/rb.cpu" "${PIDS[s]}" redis-benchmark -h 127.0.0.1 \
+        -p "${PORTS[s]}" "${shape[@]}" -n "$n" -r "$KEYS" --csv "$@" 2>"$WORK/rb.err")"; then
         cat "$WORK/rb.err" >&2
         die "redis-benchmark failed against ${LABELS[s]}: ${shape[*]} -n $n $*"
     fi
@@ -511,15 +531,19 @@ calibrate() { # S MODE set|evalsha
 }
 
 run_peer() { # S MODE ROUND
-    local s="$1" mode="$2" round="$3" rps_set rps_eval
+    local s="$1" mode="$2" round="$3" rps_set rps_eval busy_set busy_eval
     rps_set="$(bench_rps "$s" "$mode" "${N_FOR[$s-$mode-set]}" "${SET_CMD[@]}")"
+    busy_set="$(cut -d' ' -f4 "$WORK/rb.cpu")"
     rps_eval="$(bench_rps "$s" "$mode" "${N_FOR[$s-$mode-evalsha]}" "${EVALSHA_CMD[@]}")"
+    busy_eval="$(cut -d' ' -f4 "$WORK/rb.cpu")"
     cleanup_bench_keys "${PORTS[s]}"
     python3 -c 'import sys
-srv, mode, rnd, s, e = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), float(sys.argv[5])
+srv, mode, rnd = sys.argv[1:4]
+s, e, bs, be = map(float, sys.argv[4:8])
 cyc = 1 / (1 / s + 1 / e)
-print(f"{srv}\t{mode}\t{rnd}\tpeer\t{cyc:.1f}\t{s:.1f}\t{e:.1f}")' \
-        "$s" "$mode" "$round" "$rps_set" "$rps_eval" >>"$WORK/samples.tsv"
+# The server busy at saturation during the peer: the mean of its SET and EVALSHA runs.
+print(f"{srv}\t{mode}\t{rnd}\tpeer\t{cyc:.1f}\t{s:.1f}\t{e:.1f}\t{(bs + be) / 2:.3f}")' \
+        "$s" "$mode" "$round" "$rps_set" "$rps_eval" "$busy_set" "$busy_eval" >>"$WORK/samples.tsv"
 }
 
 MODES=(per-worker shared)
@@ -591,13 +615,14 @@ for line in open(servers_tsv):
 
 lb, peer, bare = {}, {}, {}  # (server, mode) -> {round: (a, b, c)}
 for line in open(tsv):
-    srv, mode, rnd, who, a, b, c = line.rstrip("\n").split("\t")
+    srv, mode, rnd, who, *vals = line.rstrip("\n").split("\t")
     side = {"lockbench": lb, "peer": peer, "bare": bare}[who]
-    side.setdefault((int(srv), mode), {})[int(rnd)] = (float(a), float(b), float(c))
-lbcpu = {}  # (server, mode) -> {round: (cpu µs per cmd-cycle, server busy)}
+    side.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
+# (server, mode) -> {round: (cpu µs per cmd-cycle, server busy whole life, at saturation)}
+lbcpu = {}
 for line in open(lbcpu_tsv):
-    srv, mode, rnd, a, b = line.rstrip("\n").split("\t")
-    lbcpu.setdefault((int(srv), mode), {})[int(rnd)] = (float(a), float(b))
+    srv, mode, rnd, *vals = line.rstrip("\n").split("\t")
+    lbcpu.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
 
 
 def vs_first(side, srv, mode):
@@ -650,6 +675,9 @@ for mode in ("per-worker", "shared"):
             "bare_cpu_us_per_cycle": round(median(x[1] for x in b.values()), 2),
             "server_busy_lockbench": round(median(x[1] for x in lc.values()), 3),
             "server_busy_bare": round(median(x[2] for x in b.values()), 3),
+            "server_busy_steady_lockbench": round(median(x[2] for x in lc.values()), 3),
+            "server_busy_steady_bare": round(median(x[3] for x in b.values()), 3),
+            "server_busy_steady_peer": round(median(x[3] for x in p.values()), 3),
         })
         rows.append(row)
 
@@ -664,18 +692,19 @@ if not per_server:
     print(f"{title}, Redis {version}")
     hdr = ("mode", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
            "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "bare cyc/s",
-           "lb/bare", "lb µs/cyc", "bare µs/cyc", "srv busy lb", "peer shape")
+           "lb/bare", "lb µs/cyc", "bare µs/cyc", "srv busy lb", "saturated lb/bare/peer",
+           "peer shape")
     fmt = ("{:<11} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9} {:>10} {:>7} {:>9} "
-           "{:>11} {:>11}  {}")
+           "{:>11} {:>11} {:>22}  {}")
 else:
     print(f"{title}, {len(servers)} server{'s' if len(servers) > 1 else ''} interleaved")
     hdr = ("mode", "server", "lockbench cyc/s", "redis-bench cyc/s", "ratio lb/peer",
            "paired range", "lb rejected", "lb cmd-cyc/s", "cmd ratio", "lb vs 1st",
            "peer vs 1st", "bare cyc/s", "lb/bare", "lb µs/cyc", "bare µs/cyc", "srv busy lb",
-           "peer shape")
+           "saturated lb/bare/peer", "peer shape")
     width = max(len(hdr[1]), *(len(label) for label, _ in servers))
     fmt = ("{:<11} {:<%d} {:>15} {:>17} {:>13} {:>13} {:>11} {:>12} {:>9} {:>9} {:>11} "
-           "{:>10} {:>7} {:>9} {:>11} {:>11}  {}" % width)
+           "{:>10} {:>7} {:>9} {:>11} {:>11} {:>22}  {}" % width)
 print(fmt.format(*hdr))
 for r in rows:
     cells = [r["mode"]]
@@ -689,7 +718,9 @@ for r in rows:
         cells += [f"{r['lockbench_vs_first']:.3f}", f"{r['peer_vs_first']:.3f}"]
     cells += [f"{r['bare_cycles_per_s']:,.0f}", f"{r['lb_bare_ratio']:.3f}",
               f"{r['lockbench_cpu_us_per_cycle']:.1f}", f"{r['bare_cpu_us_per_cycle']:.1f}",
-              f"{r['server_busy_lockbench']:.2f}"]
+              f"{r['server_busy_lockbench']:.2f}",
+              f"{r['server_busy_steady_lockbench']:.2f}/{r['server_busy_steady_bare']:.2f}/"
+              f"{r['server_busy_steady_peer']:.2f}"]
     cells.append(r["peer_shape"])
     print(fmt.format(*cells))
 print("\ncycle = 1 SET + 1 EVALSHA; peer cycles/s = 1/(1/SET rps + 1/EVALSHA rps); "
@@ -698,7 +729,9 @@ print("bare = examples/bare_loop.rs (lockbench's link, same cycle, key per task)
       "paired ratio of cyc/s; µs/cyc = client user+system CPU per cycle (lockbench: per "
       "cmd-cycle, whole process life); srv busy lb = server CPU / wall during lockbench's run "
       "(bare's run: " + ", ".join("%s %.2f" % (r["mode"], r["server_busy_bare"]) for r in rows)
-      + ").")
+      + "), start-up and report included; saturated = the server main thread's share of a CPU, "
+      "median of 100 ms slices of each client's life (the load itself), during lockbench, the "
+      "bare loop and redis-benchmark (mean of its SET and EVALSHA runs). Goal: >= 0.90.")
 if per_server:
     print(f"lb/peer vs 1st = median over rounds of the rate / {servers[0][0]}'s in the same "
           "round. Servers:")
