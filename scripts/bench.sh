@@ -613,7 +613,8 @@ for line in open(servers_tsv):
     _, label, path = line.rstrip("\n").split("\t")
     servers.append((label, path))
 
-lb, peer, bare = {}, {}, {}  # (server, mode) -> {round: (a, b, c)}
+# (server, mode) -> {round: the row's numbers: rates, CPU, busy shares, as each side writes them}
+lb, peer, bare = {}, {}, {}
 for line in open(tsv):
     srv, mode, rnd, who, *vals = line.rstrip("\n").split("\t")
     side = {"lockbench": lb, "peer": peer, "bare": bare}[who]
