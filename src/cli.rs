@@ -133,6 +133,11 @@ pub struct WorkloadArgs {
     /// [profile: think; default constant(0ms)].
     #[arg(long)]
     pub think: Option<String>,
+    /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first
+    /// attempt at i/N of it (a closed loop; counts in the duration) [profile: ramp_up; default
+    /// all at once].
+    #[arg(long)]
+    pub ramp_up: Option<String>,
     /// What a worker does when the lock is busy: fail-fast (count a rejection) or retry
     /// (exponential backoff with full jitter, see the profile's [retry] table) [profile: busy;
     /// default fail-fast].
@@ -422,6 +427,7 @@ impl WorkloadArgs {
             sections: self.sections,
             dist: self.dist.clone(),
             think: self.think.clone(),
+            ramp_up: self.ramp_up.clone(),
             busy: self.busy.clone(),
             seed: self.seed,
             connection: self.connection.clone(),

@@ -58,6 +58,10 @@ pub struct Profile {
     pub dist: Option<String>,
     /// Think time between a release and the next attempt (a distribution).
     pub think: Option<String>,
+    /// Closed loop: the workers' first attempts spread evenly over this time from the start —
+    /// worker i of N at i/N of it — instead of all at once (absent: all at once). Part of the
+    /// run's length; not scaled by `time_scale`.
+    pub ramp_up: Option<String>,
     /// `fail-fast` or `retry`.
     pub busy: Option<String>,
     /// Retry settings when `busy = "retry"`.
@@ -393,6 +397,8 @@ pub struct Plan {
     pub dist: Dist,
     /// Think time.
     pub think: Dist,
+    /// The closed loop's first attempts spread over this long, µs (0: all at once).
+    pub ramp_up_us: u64,
     /// Busy policy.
     pub busy: BusyPolicy,
     /// Variant of a `run`.
@@ -536,6 +542,7 @@ macro_rules! profile_fields {
             sections,
             dist,
             think,
+            ramp_up,
             busy,
             retry,
             thresholds,
@@ -1084,6 +1091,27 @@ impl Profile {
                 Some(crate::engine::arrivals::Arrivals::parse(a).map_err(|m| err("arrivals", m))?)
             }
         };
+        let ramp_up_us = dur_us("ramp_up", &self.ramp_up, "0s")?;
+        if ramp_up_us > 0 {
+            if arrivals.is_some() {
+                return Err(err(
+                    "ramp_up",
+                    "starts a closed loop's workers one by one; the open model ramps its rate instead: `arrivals = \"ramp(FROM, TO)\"`".to_string(),
+                ));
+            }
+            if let Stop::Time { duration_us } = stop
+                && ramp_up_us >= duration_us
+            {
+                return Err(err(
+                    "ramp_up",
+                    format!(
+                        "{} is not shorter than the run's duration ({}): the last workers would never start",
+                        units::fmt_us(ramp_up_us, units::Style::Compact),
+                        units::fmt_us(duration_us, units::Style::Compact)
+                    ),
+                ));
+            }
+        }
         let max_in_flight = self.max_in_flight.unwrap_or(workers);
         if !(1..=100_000).contains(&max_in_flight) {
             return Err(err(
@@ -1186,6 +1214,7 @@ impl Profile {
             redis_servers,
             arrivals,
             max_in_flight,
+            ramp_up_us,
             timer,
             events,
             connection,
@@ -1442,12 +1471,30 @@ mod tests {
         assert!(plan("time_scale = 1e-6\nttl = \"1000h\"\n").is_ok());
     }
 
+    /// `ramp_up` is a closed loop's, and shorter than a time-limited run.
+    #[test]
+    fn a_ramp_up_fits_in_the_run_and_has_workers_to_start() {
+        assert_eq!(plan("ramp_up = \"1s\"\n").unwrap().ramp_up_us, 1_000_000);
+        assert_eq!(plan("").unwrap().ramp_up_us, 0);
+        assert!(plan("ramp_up = \"10s\"\nsections = 5\n").is_ok());
+        let e = plan("ramp_up = \"5s\"\nduration = \"5s\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ramp_up") && e.contains("not shorter"), "{e}");
+        let e = plan("ramp_up = \"1s\"\narrivals = \"poisson(10/s)\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ramp_up") && e.contains("ramp(FROM, TO)"), "{e}");
+        let e = plan("ramp_up = \"soon\"\n").unwrap_err().to_string();
+        assert!(e.contains("ramp_up"), "{e}");
+    }
+
     /// Overlay carries every field across, and `is_set` sees every field set.
     #[test]
     fn overlay_and_is_set_cover_every_field() {
         let full = Profile::parse(
             "name = \"n\"\ndescription = \"d\"\nworkers = 2\nkeys = 3\nhot_key = 0.5\nttl = \"9ms\"\n\
-             duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nbusy = \"retry\"\n\
+             duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nramp_up = \"1ms\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
              connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\nlock = \"redlock\"\ninstances = 5\nredlock_urls = [\"redis://127.0.0.1:1\"]\nredlock_timeout = \"5ms\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",

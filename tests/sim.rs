@@ -123,3 +123,59 @@ fn what_cannot_be_simulated_is_refused() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// `--ramp-up`: worker i of N makes its first attempt at i/N of the ramp — exactly, on the
+/// virtual clock; never earlier, on the real one (the memory backend). The same check on runs
+/// without it, where every worker starts at once, fails: the negative control.
+#[test]
+fn a_ramp_up_starts_the_workers_one_by_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Ten workers on 10,000 keys: each first attempt finds its key free (a busy key would
+    // move the first section past the first attempt).
+    let firsts = |name: &str, backend: &str, ramp: Option<&str>| -> Vec<u64> {
+        let out = tmp.path().join(name);
+        let mut args = vec![
+            "run",
+            "--backend",
+            backend,
+            "--workers",
+            "10",
+            "--keys",
+            "10000",
+            "--ttl",
+            "1s",
+            "--dist",
+            "constant(50ms)",
+            "--duration",
+            "2s",
+            "--sim-timer",
+            "constant(0ms)",
+            "--quiet",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if let Some(r) = ramp {
+            args.extend(["--ramp-up", r]);
+        }
+        ok(&lockbench(&args));
+        let mut firsts = vec![u64::MAX; 10];
+        for r in common::events(&out) {
+            if r.seq == 0 {
+                firsts[r.worker] = r.attempt_start_us;
+            }
+        }
+        firsts
+    };
+    let schedule: Vec<u64> = (0..10).map(|i| i * 100_000).collect();
+    assert_eq!(firsts("sim", "sim", Some("1s")), schedule);
+    assert_ne!(firsts("sim-at-once", "sim", None), schedule);
+    let on_schedule = |f: &[u64]| {
+        f.iter()
+            .zip(&schedule)
+            .all(|(f, s)| f >= s && *f != u64::MAX)
+    };
+    let real = firsts("memory", "memory", Some("1s"));
+    assert!(on_schedule(&real), "{real:?}");
+    let at_once = firsts("memory-at-once", "memory", None);
+    assert!(!on_schedule(&at_once), "{at_once:?}");
+}

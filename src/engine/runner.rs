@@ -695,6 +695,14 @@ async fn run_variant<K: Connector>(
         ttl_ms: plan.ttl_ms,
         dist: plan.dist.sampler(),
         think: plan.think.sampler(),
+        ramp_up: (plan.ramp_up_us > 0).then(|| {
+            let agents = env
+                .opts
+                .agent
+                .as_ref()
+                .map_or(1, |a| a.spec().count as usize);
+            (plan.ramp_up_us, plan.workers * agents)
+        }),
         busy: plan.busy,
         method: variant.release,
         resource,

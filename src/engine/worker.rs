@@ -127,6 +127,9 @@ pub struct WorkerCtx {
     pub dist: Sampler,
     /// Think time.
     pub think: Sampler,
+    /// The closed loop's start spread: (µs, workers of the whole run, all agents'): worker i
+    /// makes its first attempt at i/N of it.
+    pub ramp_up: Option<(u64, usize)>,
     /// Busy policy.
     pub busy: BusyPolicy,
     /// Release method.
@@ -930,6 +933,12 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     /// The closed loop: sections back to back, with think time between them.
     async fn closed_loop(&mut self) {
         let w = self;
+        if let Some((ramp_us, fleet)) = w.ctx.ramp_up {
+            let at = (u128::from(ramp_us) * w.id as u128 / fleet.max(1) as u128) as u64;
+            if at > 0 && !w.drv.sleep_until(at).await {
+                return;
+            }
+        }
         while w.may_start() {
             let key = w.ctx.choose_key(&mut w.st.keys);
             w.ctx.recorder.touch(key);
