@@ -66,7 +66,7 @@
 //!   duration.
 //! - [`signals`]: Ctrl-C and SIGTERM counted process-wide; [`exit`]: exit codes and a run's
 //!   verdict.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod agent;
 pub mod analysis;
