@@ -6,7 +6,7 @@
 //! Every instant a driver takes or gives is µs since the variant's time zero, the same clock
 //! as [`crate::engine::recorder::Recorder::now_us`].
 
-use crate::engine::recorder::EventRow;
+use crate::engine::recorder::{EventRow, Recorder};
 use crate::store::{CmdError, CmdResult, ErrorKind};
 use std::future::Future;
 use std::sync::Arc;
@@ -46,6 +46,10 @@ pub trait Driver: Send + 'static {
     fn next_arrival(&mut self) -> impl Future<Output = Option<u64>> + Send;
     /// Hands a finished section's row to the `events.csv` writer, if the run writes one.
     fn row(&mut self, row: EventRow) -> impl Future<Output = ()> + Send;
+    /// A hint: the worker will soon record on `key` (its section opens or closes), perhaps
+    /// after a wait. The simulator fetches that key's memory at once and again just before the
+    /// worker's next turn; a real run ignores it.
+    fn will_record(&mut self, _rec: &Recorder, _key: usize) {}
 }
 
 /// Arrivals waiting for a request slot: each is its intended arrival, µs since time zero. Every

@@ -141,6 +141,13 @@ impl Recorder {
         }
     }
 
+    /// Where `key`'s tracker lives (for a prefetch: see [`crate::sim::exec::hint`]).
+    pub fn key_line(&self, key: usize) -> *const u8 {
+        self.keys
+            .get(key)
+            .map_or(std::ptr::null(), |k| std::ptr::from_ref(k).cast())
+    }
+
     /// Marks `key` as possibly written (before its `SET` is sent).
     pub fn touch(&self, key: usize) {
         self.touched[key / 64].fetch_or(1 << (key % 64), Relaxed);

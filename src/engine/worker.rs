@@ -393,6 +393,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let mut round: u32 = 0;
         let mut name = std::mem::take(&mut self.name_buf);
         ctx.key_names.write(key, &mut name);
+        self.drv.will_record(rec, key);
         loop {
             self.token_seq += 1;
             // The string of the last section that released, reused: no allocation per section.
@@ -607,6 +608,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 _ => None,
             }
         };
+        self.drv.will_record(rec, key);
         loop {
             let next = [Some(end_at), pause_at, next_extend, crash_at]
                 .into_iter()

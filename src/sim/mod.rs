@@ -199,6 +199,10 @@ impl Driver for SimDriver {
         }
     }
 
+    fn will_record(&mut self, rec: &crate::engine::recorder::Recorder, key: usize) {
+        exec::hint(rec.key_line(key));
+    }
+
     /// Sent at once (no future holding the row in every worker's state).
     fn row(&mut self, row: EventRow) -> impl Future<Output = ()> + Send {
         if let Some(tx) = &self.events {
