@@ -7,9 +7,10 @@
 # seconds per wall second, executor events per wall second, sections, and peak RSS (wait4).
 # Then the two figures the issue asks for, from the same invocation (and the machine's load
 # average before and after, since a loaded machine slows every figure):
-#   - a day's wall time, extrapolated from the LONG run's speed (target: under 60 s), and
+#   - a day's wall time, extrapolated from the LONG run's speed (an upper bound: see below), and
 #   - memory flatness: peak RSS of LONG / peak RSS of SHORT (flat = close to 1).
-# A full day is `--full` (one run of 24 h simulated; several minutes).
+# A full day is `--full` (one run of 24 h simulated; a minute or two): the figure for the
+# target (under 60 s of wall time).
 #
 # USAGE
 #   scripts/sim-bench.sh [--short 10m] [--long 1h] [--full] [--no-build]
@@ -69,12 +70,16 @@ for r in rows.values():
           f"{float(r['events_per_wall_s']):>14,.0f} {int(r['sections']):>10,} {r['peak_rss_mib']:>13}")
 l, s = rows["long"], rows["short"]
 day = 86400 / float(l["sim_s_per_wall_s"])
-print(f"a simulated day at the long run's speed: {day:.0f} s of wall time (target < 60 s: "
-      f"{'met' if day < 60 else 'NOT met'})")
+# The long run cuts as many interval-log intervals as a day (about 2,000), so per simulated
+# second it pays 24x the day's interval cost: its extrapolation is an upper bound (measured:
+# 181-227 s extrapolated, 144 s for the whole day, same binary and hour). --full measures it.
+print(f"a simulated day at the long run's speed: {day:.0f} s of wall time, an upper bound "
+      f"(target < 60 s: {'met' if day < 60 else 'NOT met' if 'day' in rows else 'see --full'})")
 print(f"memory flatness: peak RSS long / short = {float(l['peak_rss_mib']) / float(s['peak_rss_mib']):.2f}")
 if "day" in rows:
     d = rows["day"]
-    print(f"the full day: {d['wall_s']} s of wall time, {int(d['sections']):,} sections, peak RSS {d['peak_rss_mib']} MiB")
+    print(f"the full day: {d['wall_s']} s of wall time, {int(d['sections']):,} sections, peak RSS {d['peak_rss_mib']} MiB "
+          f"(target < 60 s: {'met' if float(d['wall_s']) < 60 else 'NOT met'})")
 PY
 echo "load average (1, 5, 15 min) before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) cores"
 echo "csv: $CSV"
