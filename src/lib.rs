@@ -66,6 +66,8 @@
 //!   duration.
 //! - [`signals`]: Ctrl-C and SIGTERM counted process-wide; [`exit`]: exit codes and a run's
 //!   verdict.
+// Denied, not forbidden: one prefetch hint in the simulator's executor needs it
+// (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.
 #![deny(unsafe_code)]
 
 pub mod agent;
