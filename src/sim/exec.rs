@@ -538,6 +538,11 @@ mod tests {
                 reference.push(std::cmp::Reverse((t, seq)));
                 seq += 1;
             }
+            // The timer after the earliest (what the executor prefetches for).
+            let first = reference.pop();
+            let second = reference.peek().map(|r| r.0);
+            reference.extend(first);
+            assert_eq!(heap.second().map(|x| (x.t, x.seq())), second);
         }
         while let Some(std::cmp::Reverse(want)) = reference.pop() {
             assert_eq!(heap.pop().map(|x| (x.t, x.seq())), Some(want));
