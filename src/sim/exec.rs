@@ -108,14 +108,12 @@ impl Timers {
     /// (`root_taken`), or of the root otherwise (`u64::MAX`: none). The root's successor is
     /// the least of its children.
     fn next_t(&self, root_taken: bool) -> u64 {
-        if !root_taken {
-            return self.heap.first().map_or(u64::MAX, |x| x.t);
-        }
-        let end = self.heap.len().min(1 + Self::D);
-        self.heap
-            .get(1..end)
-            .and_then(|c| c.iter().map(Timer::key).min())
-            .map_or(u64::MAX, |k| (k >> 64) as u64)
+        let next = if root_taken {
+            self.second()
+        } else {
+            self.peek()
+        };
+        next.map_or(u64::MAX, |x| x.t)
     }
 
     /// The timer that runs after the earliest, as the heap stands (the least of the root's
@@ -463,11 +461,14 @@ pub fn run(
         clock.store(t, Relaxed);
         STATE.with(|s| s.top_taken.set(true));
         // The next event's task is known now: its state is fetched while this one runs.
-        if let Some(next) = STATE.with(|s| s.timers.borrow().second())
-            && let Some(Some(t)) = tasks.get(next.task() as usize)
+        let next = STATE.with(|s| {
+            let task = s.timers.borrow().second()?.task() as usize;
+            Some((task, s.hints.borrow().get(task).copied()?))
+        });
+        if let Some((task, hint)) = next
+            && let Some(Some(t)) = tasks.get(task)
         {
             prefetch(&**t);
-            let hint = STATE.with(|s| s.hints.borrow()[next.task() as usize]);
             if !hint.is_null() {
                 prefetch_line(hint);
             }
