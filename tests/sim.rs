@@ -89,6 +89,52 @@ fn an_hour_of_arrivals_in_virtual_time() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("not checked"));
 }
 
+/// More arrivals than the slots can serve: two slots, a request every 10 ms, each taking 50 ms
+/// exactly (no round trip, no server time). The first two arrivals find a slot free; every one
+/// after waits in the backlog, and is counted late as a slot takes it. Arrivals are requests
+/// whether or not they are served.
+#[test]
+fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("busy");
+    ok(&lockbench(&[
+        "run",
+        "--backend",
+        "sim",
+        "--arrivals",
+        "constant(100/s)",
+        "--max-in-flight",
+        "2",
+        "--keys",
+        "1000",
+        "--ttl",
+        "1s",
+        "--dist",
+        "constant(50ms)",
+        "--busy",
+        "fail-fast",
+        "--sim-rtt",
+        "constant(0ms)",
+        "--sim-service",
+        "0ms",
+        "--duration",
+        "10s",
+        "--events",
+        "none",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let s = &summaries(&out)[0];
+    let n = |k: &str| s[k].as_u64().unwrap();
+    assert_eq!(n("requests"), 1000);
+    let served = n("sections") + n("rejections");
+    // Two slots at 20 a second each, for the run and its grace: far fewer than arrived.
+    assert!((400..1000).contains(&served), "{served}");
+    assert_eq!(n("late_arrivals"), served - 2);
+    assert_eq!(n("dropped_arrivals"), 0);
+}
+
 /// What a simulation cannot do is refused before anything runs: server faults (the model has
 /// no server to pause), a demo (a story told in real time), a missing real run to measure.
 #[test]

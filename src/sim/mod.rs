@@ -43,6 +43,72 @@ thread_local! {
     static IDLE: RefCell<Vec<u32>> = const { RefCell::new(Vec::new()) };
     /// No more arrivals will come.
     static ARRIVALS_DONE: Cell<bool> = const { Cell::new(false) };
+    /// The open model's arrivals still to come (see [`Feed`]).
+    static FEED: RefCell<Feed> = const { RefCell::new(Feed::new()) };
+}
+
+/// The open model's arrivals, handed from one to the next without a task of their own.
+///
+/// Exactly one task *holds* the next arrival: it is woken at the arrival's instant, and there
+/// it hands the arrival after on before serving its own. The holder is an idle request slot
+/// when there is one — the arrival costs one event, the slot's wake-up — and otherwise the
+/// feed task, which queues the arrival in the backlog (or drops it when the backlog is full)
+/// as a real run's dispatcher does. Every arrival is counted as a request at its instant.
+struct Feed {
+    /// The arrival times still to come.
+    schedule: Option<crate::engine::arrivals::Schedule>,
+    /// Per task, the arrival it holds, µs (`NONE`: none).
+    held: Vec<u64>,
+    /// The feed task's number.
+    feeder: u32,
+    /// Counted once per arrival (the run's `requests`), and per dropped one.
+    counts: Option<std::sync::Arc<crate::engine::recorder::Recorder>>,
+}
+
+impl Feed {
+    const NONE: u64 = u64::MAX;
+
+    const fn new() -> Self {
+        Self {
+            schedule: None,
+            held: Vec::new(),
+            feeder: 0,
+            counts: None,
+        }
+    }
+}
+
+/// The arrival `task` holds, taken (it was woken at its instant), if it holds one.
+fn take_held(task: u32) -> Option<u64> {
+    FEED.with(|f| {
+        let mut f = f.borrow_mut();
+        let a = std::mem::replace(f.held.get_mut(task as usize)?, Feed::NONE);
+        (a != Feed::NONE).then_some(a)
+    })
+}
+
+/// The holder of an arrival, woken at its instant: counts it as a request and hands the next
+/// arrival on. `false`: the run stops instead (no arrival is served any more).
+fn arrival_due() -> bool {
+    if HALT.with(Cell::get) != Halt::Run {
+        arrivals_done();
+        return false;
+    }
+    let next = FEED.with(|f| {
+        let mut f = f.borrow_mut();
+        if let Some(r) = &f.counts {
+            r.counters.counts.requests.fetch_add(1, Relaxed);
+        }
+        let next = f.schedule.as_mut()?.next()?.as_micros() as u64;
+        let holder = IDLE.with(|i| i.borrow_mut().pop()).unwrap_or(f.feeder);
+        f.held[holder as usize] = next;
+        Some((holder, next))
+    });
+    match next {
+        Some((holder, at)) => exec::wake(holder, at),
+        None => arrivals_done(),
+    }
+    true
 }
 
 /// Resets the simulation's state on this thread: before a run.
@@ -54,6 +120,7 @@ pub fn reset(seed: u64, cut_us: Option<u64>) {
     ARRIVALS.with(|a| a.borrow_mut().clear());
     IDLE.with(|i| i.borrow_mut().clear());
     ARRIVALS_DONE.with(|d| d.set(false));
+    FEED.with(|f| *f.borrow_mut() = Feed::new());
 }
 
 /// Raises the run's request to its workers (it never falls).
@@ -194,8 +261,13 @@ impl Driver for SimDriver {
             if ARRIVALS_DONE.with(Cell::get) || HALT.with(Cell::get) != Halt::Run {
                 return None;
             }
-            IDLE.with(|i| i.borrow_mut().push(exec::current()));
+            let me = exec::current();
+            IDLE.with(|i| i.borrow_mut().push(me));
             exec::Park::default().await;
+            // Woken as the next arrival's holder (at its instant), or for the backlog.
+            if let Some(at) = take_held(me) {
+                return arrival_due().then_some(at);
+            }
         }
     }
 
@@ -286,28 +358,43 @@ pub fn run_workers<C: crate::store::LockConn>(
                 )));
             }
             if let Some(arrivals) = plan.arrivals {
-                let rec = ctx.recorder.clone();
-                let seed = ctx.seed;
-                tasks.push(Box::pin(async move {
-                    let counts = &rec.counters.counts;
-                    for at in arrivals.schedule(length_us, seed) {
-                        let at_us = at.as_micros() as u64;
-                        if at_us > exec::now_us() {
-                            exec::sleep_until(at_us).await;
-                        }
-                        if HALT.with(Cell::get) != Halt::Run {
-                            break;
-                        }
-                        counts
-                            .requests
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        if !arrive(at_us, crate::engine::runner::ARRIVAL_BACKLOG) {
-                            counts
-                                .dropped_arrivals
-                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        }
+                let feeder = tasks.len() as u32;
+                let mut schedule = arrivals.schedule(length_us, ctx.seed);
+                let first = schedule.next().map(|a| a.as_micros() as u64);
+                FEED.with(|f| {
+                    *f.borrow_mut() = Feed {
+                        schedule: Some(schedule),
+                        held: vec![Feed::NONE; tasks.len() + 1],
+                        feeder,
+                        counts: Some(ctx.recorder.clone()),
                     }
-                    arrivals_done();
+                });
+                // The feed task holds the first arrival, and every arrival that comes while
+                // no slot is idle: it queues them for the next free slot.
+                let rec = ctx.recorder.clone();
+                tasks.push(Box::pin(async move {
+                    let Some(first) = first else {
+                        arrivals_done();
+                        return;
+                    };
+                    FEED.with(|f| f.borrow_mut().held[feeder as usize] = first);
+                    exec::wake(feeder, first);
+                    loop {
+                        exec::Park::default().await;
+                        let Some(at) = take_held(feeder) else {
+                            continue;
+                        };
+                        if HALT.with(Cell::get) != Halt::Run {
+                            arrivals_done();
+                            return;
+                        }
+                        // Queued (a slot idle since the hand-off woken for it) before the next
+                        // arrival is handed on.
+                        if !arrive(at, crate::engine::runner::ARRIVAL_BACKLOG) {
+                            rec.counters.counts.dropped_arrivals.fetch_add(1, Relaxed);
+                        }
+                        arrival_due();
+                    }
                 }));
             }
             let ticker = collector.ticker();
