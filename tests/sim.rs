@@ -135,6 +135,48 @@ fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
     assert_eq!(n("dropped_arrivals"), 0);
 }
 
+/// Ctrl-C in a simulated day of arrivals: the run stops at the next interval of virtual time,
+/// exit code 130, the summary written and marked interrupted. Every arrival counted was
+/// served (a section or a refusal) or was in flight when the run stopped — at most one per slot.
+#[test]
+fn ctrl_c_stops_a_simulated_day_of_arrivals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("day");
+    let day = concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/day.toml");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lockbench"))
+        .args(["run", day, "--release", "token", "--quiet", "--out"])
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    // The manifest is written just before the simulation starts; a day takes over a minute.
+    let t0 = std::time::Instant::now();
+    while !out.join("manifest.json").exists() {
+        assert!(t0.elapsed().as_secs() < 60, "the run did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    assert!(t0.elapsed().as_secs() < 60, "did not stop promptly");
+    let s = &summaries(&out)[0];
+    let n = |k: &str| s[k].as_u64().unwrap();
+    let elapsed = s["elapsed_s"].as_f64().unwrap();
+    assert!(elapsed < 86_000.0, "{elapsed}");
+    let served = n("sections") + n("rejections");
+    assert!(n("requests") >= served);
+    assert!(
+        n("requests") - served <= 10_000,
+        "{} {served}",
+        n("requests")
+    );
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["interrupted"], true);
+}
+
 /// What a simulation cannot do is refused before anything runs: server faults (the model has
 /// no server to pause), a demo (a story told in real time), a missing real run to measure.
 #[test]
