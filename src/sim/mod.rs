@@ -87,28 +87,38 @@ fn take_held(task: u32) -> Option<u64> {
     })
 }
 
-/// The holder of an arrival, woken at its instant: counts it as a request and hands the next
-/// arrival on. `false`: the run stops instead (no arrival is served any more).
-fn arrival_due() -> bool {
+/// The holder of an arrival, woken at its instant: counts it as a request, lets `queue` place it
+/// (the feed task's backlog), and hands the next arrival on. `false`: the run stops instead (no
+/// arrival is served any more).
+fn arrival_due(queue: impl FnOnce()) -> bool {
     if HALT.with(Cell::get) != Halt::Run {
         arrivals_done();
         return false;
     }
-    let next = FEED.with(|f| {
-        let mut f = f.borrow_mut();
-        if let Some(r) = &f.counts {
+    FEED.with(|f| {
+        if let Some(r) = &f.borrow().counts {
             r.counters.counts.requests.fetch_add(1, Relaxed);
         }
-        let next = f.schedule.as_mut()?.next()?.as_micros() as u64;
+    });
+    queue();
+    hand_on();
+    true
+}
+
+/// Draws the next arrival and hands it to its holder — an idle slot, else the feed task — woken
+/// at its instant; none left: the arrivals are done.
+fn hand_on() {
+    let next = FEED.with(|f| {
+        let mut f = f.borrow_mut();
+        let at = f.schedule.as_mut()?.next()?.as_micros() as u64;
         let holder = IDLE.with(|i| i.borrow_mut().pop()).unwrap_or(f.feeder);
-        f.held[holder as usize] = next;
-        Some((holder, next))
+        f.held[holder as usize] = at;
+        Some((holder, at))
     });
     match next {
         Some((holder, at)) => exec::wake(holder, at),
         None => arrivals_done(),
     }
-    true
 }
 
 /// Resets the simulation's state on this thread: before a run.
@@ -266,7 +276,7 @@ impl Driver for SimDriver {
             exec::Park::default().await;
             // Woken as the next arrival's holder (at its instant), or for the backlog.
             if let Some(at) = take_held(me) {
-                return arrival_due().then_some(at);
+                return arrival_due(|| ()).then_some(at);
             }
         }
     }
@@ -359,41 +369,34 @@ pub fn run_workers<C: crate::store::LockConn>(
             }
             if let Some(arrivals) = plan.arrivals {
                 let feeder = tasks.len() as u32;
-                let mut schedule = arrivals.schedule(length_us, ctx.seed);
-                let first = schedule.next().map(|a| a.as_micros() as u64);
                 FEED.with(|f| {
                     *f.borrow_mut() = Feed {
-                        schedule: Some(schedule),
+                        schedule: Some(arrivals.schedule(length_us, ctx.seed)),
                         held: vec![Feed::NONE; tasks.len() + 1],
                         feeder,
                         counts: Some(ctx.recorder.clone()),
                     }
                 });
-                // The feed task holds the first arrival, and every arrival that comes while
-                // no slot is idle: it queues them for the next free slot.
+                // The feed task hands out the first arrival (the slots, polled before it, are
+                // idle), and holds every arrival that comes while no slot is idle: it queues
+                // them for the next free slot — before handing the next one on, so that a slot
+                // idle since is woken for this one.
                 let rec = ctx.recorder.clone();
                 tasks.push(Box::pin(async move {
-                    let Some(first) = first else {
-                        arrivals_done();
-                        return;
-                    };
-                    FEED.with(|f| f.borrow_mut().held[feeder as usize] = first);
-                    exec::wake(feeder, first);
+                    hand_on();
                     loop {
                         exec::Park::default().await;
                         let Some(at) = take_held(feeder) else {
                             continue;
                         };
-                        if HALT.with(Cell::get) != Halt::Run {
-                            arrivals_done();
+                        let queue = || {
+                            if !arrive(at, crate::engine::runner::ARRIVAL_BACKLOG) {
+                                rec.counters.counts.dropped_arrivals.fetch_add(1, Relaxed);
+                            }
+                        };
+                        if !arrival_due(queue) {
                             return;
                         }
-                        // Queued (a slot idle since the hand-off woken for it) before the next
-                        // arrival is handed on.
-                        if !arrive(at, crate::engine::runner::ARRIVAL_BACKLOG) {
-                            rec.counters.counts.dropped_arrivals.fetch_add(1, Relaxed);
-                        }
-                        arrival_due();
                     }
                 }));
             }
