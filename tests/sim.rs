@@ -89,14 +89,9 @@ fn an_hour_of_arrivals_in_virtual_time() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("not checked"));
 }
 
-/// More arrivals than the slots can serve: two slots, a request every 10 ms, each taking 50 ms
-/// exactly (no round trip, no server time). The first two arrivals find a slot free; every one
-/// after waits in the backlog, and is counted late as a slot takes it. Arrivals are requests
-/// whether or not they are served.
-#[test]
-fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("busy");
+/// A request every 10 ms, each taking 50 ms exactly (no round trip, no server time), `slots`
+/// request slots: the summary's figures.
+fn constant_arrivals(out: &std::path::Path, slots: &str) -> serde_json::Value {
     ok(&lockbench(&[
         "run",
         "--backend",
@@ -104,7 +99,7 @@ fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
         "--arrivals",
         "constant(100/s)",
         "--max-in-flight",
-        "2",
+        slots,
         "--keys",
         "1000",
         "--ttl",
@@ -125,19 +120,38 @@ fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
         "--out",
         out.to_str().unwrap(),
     ]));
-    let s = &summaries(&out)[0];
+    summaries(out).remove(0)
+}
+
+/// With ten slots (room for 200 requests a second) every arrival finds one idle (handed to it
+/// ahead) and is served at its instant. With two (40 a second) the first two arrivals find a slot free and every one after
+/// waits in the backlog, counted late as a slot takes it; arrivals are requests whether or not
+/// they are served.
+#[test]
+fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
+    let tmp = tempfile::tempdir().unwrap();
+    let s = constant_arrivals(&tmp.path().join("room"), "10");
+    let n = |k: &str| s[k].as_u64().unwrap();
+    assert_eq!(n("requests"), 1000);
+    assert_eq!(n("sections") + n("rejections"), 1000);
+    assert_eq!((n("late_arrivals"), n("dropped_arrivals")), (0, 0));
+    // Served at its instant: a request takes its 50 ms section and nothing more.
+    let slowest = s["request_latency_ms"]["max"].as_f64().unwrap();
+    assert!((50.0..50.1).contains(&slowest), "{slowest}");
+
+    let s = constant_arrivals(&tmp.path().join("busy"), "2");
     let n = |k: &str| s[k].as_u64().unwrap();
     assert_eq!(n("requests"), 1000);
     let served = n("sections") + n("rejections");
     // Two slots at 20 a second each, for the run and its grace: far fewer than arrived.
-    assert!((400..1000).contains(&served), "{served}");
+    assert!((400..800).contains(&served), "{served}");
     assert_eq!(n("late_arrivals"), served - 2);
     assert_eq!(n("dropped_arrivals"), 0);
 }
 
 /// Ctrl-C in a simulated day of arrivals: the run stops at the next interval of virtual time,
-/// exit code 130, the summary written and marked interrupted. Every arrival counted was
-/// served (a section or a refusal) or was in flight when the run stopped — at most one per slot.
+/// exit code 130, the summary written and marked interrupted. Every arrival counted was served:
+/// a section (one the stop cut short counts too) or a refusal; none waits in the backlog here.
 #[test]
 fn ctrl_c_stops_a_simulated_day_of_arrivals() {
     let tmp = tempfile::tempdir().unwrap();
@@ -159,19 +173,23 @@ fn ctrl_c_stops_a_simulated_day_of_arrivals() {
         .status()
         .unwrap();
     assert!(killed.success());
-    assert_eq!(child.wait().unwrap().code(), Some(130));
-    assert!(t0.elapsed().as_secs() < 60, "did not stop promptly");
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if t0.elapsed().as_secs() >= 60 {
+            let _ = child.kill();
+            panic!("did not stop within a minute of Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
     let s = &summaries(&out)[0];
     let n = |k: &str| s[k].as_u64().unwrap();
     let elapsed = s["elapsed_s"].as_f64().unwrap();
     assert!(elapsed < 86_000.0, "{elapsed}");
-    let served = n("sections") + n("rejections");
-    assert!(n("requests") >= served);
-    assert!(
-        n("requests") - served <= 10_000,
-        "{} {served}",
-        n("requests")
-    );
+    assert!(n("requests") > 0);
+    assert_eq!(n("requests"), n("sections") + n("rejections"));
     let manifest: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["interrupted"], true);
