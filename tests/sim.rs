@@ -124,9 +124,9 @@ fn constant_arrivals(out: &std::path::Path, slots: &str) -> serde_json::Value {
 }
 
 /// With ten slots (room for 200 requests a second) every arrival finds one idle (handed to it
-/// ahead) and is served at its instant. With two (40 a second) the first two arrivals find a slot free and every one after
-/// waits in the backlog, counted late as a slot takes it; arrivals are requests whether or not
-/// they are served.
+/// ahead) and is served at its instant. With two (40 a second) the first two arrivals find a
+/// slot free and every one after waits in the backlog, counted late as a slot takes it;
+/// arrivals are requests whether or not they are served.
 #[test]
 fn arrivals_beyond_the_slots_wait_and_are_counted_late() {
     let tmp = tempfile::tempdir().unwrap();

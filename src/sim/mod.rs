@@ -95,14 +95,19 @@ fn arrival_due(queue: impl FnOnce()) -> bool {
         arrivals_done();
         return false;
     }
-    FEED.with(|f| {
-        if let Some(r) = &f.borrow().counts {
-            r.counters.counts.requests.fetch_add(1, Relaxed);
-        }
-    });
+    count(|c| &c.requests);
     queue();
     hand_on();
     true
+}
+
+/// Adds one to the run's counter `which` (the recorder the feed counts into).
+fn count(which: impl FnOnce(&crate::analysis::counts::LiveCounts) -> &AtomicU64) {
+    FEED.with(|f| {
+        if let Some(r) = &f.borrow().counts {
+            which(&r.counters.counts).fetch_add(1, Relaxed);
+        }
+    });
 }
 
 /// Draws the next arrival and hands it to its holder — an idle slot, else the feed task — woken
@@ -381,7 +386,6 @@ pub fn run_workers<C: crate::store::LockConn>(
                 // idle), and holds every arrival that comes while no slot is idle: it queues
                 // them for the next free slot — before handing the next one on, so that a slot
                 // idle since is woken for this one.
-                let rec = ctx.recorder.clone();
                 tasks.push(Box::pin(async move {
                     hand_on();
                     loop {
@@ -391,7 +395,7 @@ pub fn run_workers<C: crate::store::LockConn>(
                         };
                         let queue = || {
                             if !arrive(at, crate::engine::runner::ARRIVAL_BACKLOG) {
-                                rec.counters.counts.dropped_arrivals.fetch_add(1, Relaxed);
+                                count(|c| &c.dropped_arrivals);
                             }
                         };
                         if !arrival_due(queue) {
