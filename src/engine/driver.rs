@@ -100,13 +100,25 @@ impl Driver for RealDriver {
         sleep_until_or_halt(t, &mut self.halt).await
     }
 
-    /// With the precise timer, the last [`crate::profile::PRECISE_LEAD`] is spent yielding
-    /// instead of on tokio's millisecond timer: the task wakes within tens of µs of `t` (measured
-    /// in the README), at the cost of a busy core meanwhile.
+    /// With the precise timer, while section ends are rare ([`super::precise::use_thread`]) the
+    /// timer thread wakes the task ahead of `t`, into the runtime's remote queue (run next), and
+    /// it spins out the rest; when they are frequent, the last
+    /// [`crate::profile::PRECISE_LEAD`] is spent yielding instead of on tokio's millisecond
+    /// timer, sharing the thread among the holders ending at once. Either way the task wakes
+    /// within tens of µs of `t` on a quiet machine (measured in the README), at a CPU cost.
     async fn sleep_until_precise(&mut self, t_us: u64) -> bool {
         let t = self.at(t_us);
         if !self.precise {
             return sleep_until_or_halt(t, &mut self.halt).await;
+        }
+        if *self.halt.borrow() != Halt::Run {
+            return false;
+        }
+        if super::precise::use_thread() {
+            return tokio::select! {
+                () = super::precise::sleep_until(t.into_std()) => true,
+                Ok(_) = self.halt.wait_for(|h| *h != Halt::Run) => false,
+            };
         }
         let coarse = t.checked_sub(crate::profile::PRECISE_LEAD).unwrap_or(t);
         if coarse > Instant::now() && !sleep_until_or_halt(coarse, &mut self.halt).await {

@@ -15,6 +15,7 @@ pub mod arrivals;
 pub mod busy;
 pub mod collector;
 pub mod driver;
+pub mod precise;
 pub mod recorder;
 pub mod runner;
 pub mod worker;
