@@ -165,9 +165,20 @@ pub struct Profile {
 pub enum Timer {
     /// tokio's timer: millisecond resolution, ~1 ms late, no CPU while waiting.
     Tokio,
-    /// tokio's timer to [`PRECISE_LEAD`] before the end, then yielding until it: tens of µs
-    /// late, a busy core while any section is in its last stretch.
+    /// Tens of µs late: while section ends are rare, woken ahead by a timer thread of its own
+    /// and spun out (see [`crate::engine::precise`]); when they are frequent, tokio's timer to
+    /// [`PRECISE_LEAD`] before the end, then yielding until it (a busy core meanwhile).
     Precise,
+}
+
+impl Timer {
+    /// As written in a profile.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Tokio => "tokio",
+            Self::Precise => "precise",
+        }
+    }
 }
 
 /// How long before a precise section's end the yield loop takes over from the timer (the

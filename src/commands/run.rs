@@ -172,8 +172,12 @@ fn finish(
         crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
         let m = &outcome.manifest;
         println!(
-            "\nconnection: {}, runtime threads: {} ({}), seed {}",
-            m.connection_mode, m.runtime_threads, m.runtime_threads_why, m.seed
+            "\nconnection: {}, runtime threads: {} ({}), timer: {}, seed {}",
+            m.connection_mode,
+            m.runtime_threads,
+            m.runtime_threads_why,
+            m.profile.timer.name(),
+            m.seed
         );
         for s in &m.servers {
             println!(
