@@ -3,16 +3,17 @@
 //!
 //! tokio's timer fires on a millisecond tick, and the task it wakes waits behind every task
 //! ready before it — under a retry storm, hundreds. Here a dedicated thread keeps the
-//! deadlines: it sleeps (its kernel timer slack cut to 1 ns) until [`EARLY`] before the
-//! earliest, then wakes that task from outside the runtime. That puts the task in the runtime's
+//! deadlines: it sleeps (its kernel timer slack cut to 1 ns) until a lead ([`early`]) before
+//! the earliest, then wakes that task from outside the runtime. That puts the task in the runtime's
 //! *remote* queue, which the scheduler checks before its local one at every tick (the runtime
 //! is built with `global_queue_interval(1)`), so the holder runs next however many others are
-//! ready; it then spins out what is left of [`EARLY`] on the runtime thread ([`PreciseSleep`]).
+//! ready; it then spins out what is left of the lead on the runtime thread ([`PreciseSleep`]).
 //!
-//! The spin costs the runtime thread up to [`EARLY`] per section end, so this path is taken
-//! only while section ends are rare enough ([`use_thread`]: at most [`MAX_RATE`] a second);
-//! above that the driver keeps its yield loop, which shares the thread between many holders
-//! ending at once.
+//! The lead follows the thread's own lateness: the largest of its last [`LATE_WINDOW`] timed
+//! wake-ups plus [`MARGIN`], within [`MIN_EARLY`]..[`MAX_EARLY`] — and within the spin budget:
+//! the spins may take at most [`SPIN_BUDGET`] of the runtime thread at the current rate of
+//! section ends. Above [`MAX_RATE`] ends a second the driver keeps its yield loop instead
+//! ([`use_thread`]), which shares the thread between many holders ending at once.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -23,14 +24,39 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-/// How long before a deadline its task is woken. The thread's own wake-up must fit in it: on
-/// this 2-core VM with both cores busy, a timed wait ends 20–30 µs late at the median and
-/// 300–450 µs at p99 (measured through this thread; README, "Section precision").
-pub const EARLY: Duration = Duration::from_micros(500);
-
-/// Section ends per second up to which the timer thread is used: its spins then take at most a
-/// fifth of the runtime thread (`MAX_RATE` × [`EARLY`] = 0.2 s per s).
+/// The lead's bounds. Measured through this thread on this 2-core VM with both cores busy, a
+/// timed wait ends 20–30 µs late at the median and 300–450 µs at p99, and over a millisecond
+/// under a retry storm that saturates both cores (README, "Section precision").
+pub const MIN_EARLY: Duration = Duration::from_micros(200);
+/// See [`MIN_EARLY`].
+pub const MAX_EARLY: Duration = Duration::from_micros(2_000);
+/// Added to the largest recent lateness.
+pub const MARGIN: Duration = Duration::from_micros(100);
+/// How many of the thread's last timed wake-ups the lead covers.
+pub const LATE_WINDOW: usize = 64;
+/// The share of the runtime thread the spins may take (0.2 s per s).
+pub const SPIN_BUDGET: f64 = 0.2;
+/// Section ends per second up to which the timer thread is used (at the budget, a lead of
+/// 500 µs).
 pub const MAX_RATE: u64 = 400;
+
+/// The current lead, µs (see the module's text).
+static EARLY_US: AtomicU64 = AtomicU64::new(500);
+/// Precise section ends per second, over the last 100 ms window.
+static RATE: AtomicU64 = AtomicU64::new(0);
+
+/// How long before a deadline its task is woken now.
+pub fn early() -> Duration {
+    Duration::from_micros(EARLY_US.load(Relaxed))
+}
+
+/// The lead for `late_us`, the thread's recent lateness (its largest), at the current rate.
+fn lead_for(late_us: u64, rate: u64) -> u64 {
+    let budget = (SPIN_BUDGET * 1e6 / rate.max(1) as f64) as u64;
+    (late_us + MARGIN.as_micros() as u64)
+        .min(budget)
+        .clamp(MIN_EARLY.as_micros() as u64, MAX_EARLY.as_micros() as u64)
+}
 
 /// One deadline: when, in which order it came (deadlines of one instant wake in it), whom.
 struct Entry {
@@ -93,8 +119,11 @@ impl Timer {
         // Best effort: without it a timed wait may overshoot by the default 50 µs slack.
         let _ = cut_timer_slack();
         let mut g = lock(&self.deadlines);
+        let mut late = [0u64; LATE_WINDOW];
+        let mut next_late = 0;
         loop {
             let now = Instant::now();
+            let early = early();
             match g.heap.peek().map(|e| e.0.at) {
                 None => {
                     g = self
@@ -102,17 +131,25 @@ impl Timer {
                         .wait(g)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
-                Some(at) if at > now + EARLY => {
-                    g = self
+                Some(at) if at > now + early => {
+                    let target = at - early;
+                    let (back, waited) = self
                         .changed
-                        .wait_timeout(g, at - EARLY - now)
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .0;
+                        .wait_timeout(g, target - now)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    g = back;
+                    if waited.timed_out() {
+                        // How late the kernel woke this thread: the lead must cover it.
+                        late[next_late] = target.elapsed().as_micros() as u64;
+                        next_late = (next_late + 1) % LATE_WINDOW;
+                        let worst = late.iter().copied().max().unwrap_or(0);
+                        EARLY_US.store(lead_for(worst, RATE.load(Relaxed)), Relaxed);
+                    }
                 }
                 Some(_) => {
                     let mut due = Vec::new();
                     while let Some(e) = g.heap.peek()
-                        && e.0.at <= now + EARLY
+                        && e.0.at <= now + early
                     {
                         due.extend(g.heap.pop().map(|e| e.0.waker));
                     }
@@ -161,7 +198,6 @@ pub fn use_thread() -> bool {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     static WINDOW_START_US: AtomicU64 = AtomicU64::new(0);
     static COUNT: AtomicU64 = AtomicU64::new(0);
-    static RATE: AtomicU64 = AtomicU64::new(0);
     const WINDOW_US: u64 = 100_000;
     let now_us = EPOCH.get_or_init(Instant::now).elapsed().as_micros() as u64;
     let n = COUNT.fetch_add(1, Relaxed) + 1;
@@ -181,7 +217,7 @@ pub fn use_thread() -> bool {
     RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some()
 }
 
-/// Completes at `t`: woken by the timer thread [`EARLY`] before, then spinning to `t`.
+/// Completes at `t`: woken by the timer thread a lead ([`early`]) before, then spinning to `t`.
 pub fn sleep_until(t: Instant) -> PreciseSleep {
     PreciseSleep {
         t,
@@ -203,7 +239,8 @@ impl Future for PreciseSleep {
         if now >= self.t {
             return Poll::Ready(());
         }
-        if self.t - now <= EARLY {
+        let left = self.t - now;
+        if left <= early() || (self.registered && left <= MAX_EARLY) {
             // Woken for the last stretch (or first polled within it): spun out here.
             while Instant::now() < self.t {
                 std::hint::spin_loop();
@@ -227,6 +264,18 @@ impl Future for PreciseSleep {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_lead_covers_the_lateness_within_the_spin_budget() {
+        // Quiet: the floor. Late by 1 ms at 100 ends/s: 1.1 ms (the budget allows 2 ms).
+        assert_eq!(lead_for(20, 100), 200);
+        assert_eq!(lead_for(1_000, 100), 1_100);
+        // The same lateness at 400 ends/s: the budget's 500 µs (0.2 s of spin per s).
+        assert_eq!(lead_for(1_000, 400), 500);
+        // Never beyond the ceiling, never below the floor.
+        assert_eq!(lead_for(50_000, 1), 2_000);
+        assert_eq!(lead_for(1_000, 100_000), 200);
+    }
 
     #[test]
     fn deadlines_wake_in_time_order_and_never_early() {
