@@ -104,8 +104,10 @@ impl Driver for RealDriver {
     /// timer thread wakes the task ahead of `t`, into the runtime's remote queue (run next), and
     /// it spins out the rest; when they are frequent, the last
     /// [`crate::profile::PRECISE_LEAD`] is spent yielding instead of on tokio's millisecond
-    /// timer, sharing the thread among the holders ending at once. Either way the task wakes
-    /// within tens of µs of `t` on a quiet machine (measured in the README), at a CPU cost.
+    /// timer, sharing the thread among the holders ending at once, and the timer thread wakes
+    /// the task [`super::precise::SPIN_LAST`] before `t` too (run next: it spins out the rest).
+    /// Either way the task wakes within tens of µs of `t` on a quiet machine (measured in the
+    /// README), at a CPU cost.
     async fn sleep_until_precise(&mut self, t_us: u64) -> bool {
         let t = self.at(t_us);
         if !self.precise {
@@ -124,13 +126,32 @@ impl Driver for RealDriver {
         if coarse > Instant::now() && !sleep_until_or_halt(coarse, &mut self.halt).await {
             return false;
         }
-        while Instant::now() < t {
+        // The timer thread also wakes this task just before `t`, into the remote queue, so
+        // that it is polled then rather than behind a pass over every other ready task.
+        let last = t.into_std().checked_sub(super::precise::SPIN_LAST);
+        if let Some(last) = last {
+            std::future::poll_fn(|cx| {
+                super::precise::wake_at(last, cx.waker());
+                std::task::Poll::Ready(())
+            })
+            .await;
+        }
+        loop {
+            let now = Instant::now();
+            if now >= t {
+                return true;
+            }
             if *self.halt.borrow() != Halt::Run {
                 return false;
             }
+            if t - now <= super::precise::SPIN_LAST {
+                while Instant::now() < t {
+                    std::hint::spin_loop();
+                }
+                return true;
+            }
             tokio::task::yield_now().await;
         }
-        true
     }
 
     async fn yield_now(&mut self) {

@@ -40,6 +40,12 @@ pub const SPIN_BUDGET: f64 = 0.2;
 /// 500 µs).
 pub const MAX_RATE: u64 = 400;
 
+/// With frequent section ends (the yield loop), how long before its end a holder is also woken
+/// by the timer thread — into the remote queue, polled next — and spins out the rest. Longer
+/// spins keep the thread from the other holders ending meanwhile (100 and 200 µs measured
+/// worse, README).
+pub const SPIN_LAST: Duration = Duration::from_micros(50);
+
 /// The current lead, µs (see the module's text).
 static EARLY_US: AtomicU64 = AtomicU64::new(500);
 /// Precise section ends per second, over the last 100 ms window.
@@ -58,7 +64,7 @@ fn lead_for(late_us: u64, rate: u64) -> u64 {
         .clamp(MIN_EARLY.as_micros() as u64, MAX_EARLY.as_micros() as u64)
 }
 
-/// One deadline: when, in which order it came (deadlines of one instant wake in it), whom.
+/// One wake-up: when, in which order it came (wake-ups of one instant happen in it), whom.
 struct Entry {
     at: Instant,
     seq: u64,
@@ -123,7 +129,6 @@ impl Timer {
         let mut next_late = 0;
         loop {
             let now = Instant::now();
-            let early = early();
             match g.heap.peek().map(|e| e.0.at) {
                 None => {
                     g = self
@@ -131,16 +136,15 @@ impl Timer {
                         .wait(g)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                 }
-                Some(at) if at > now + early => {
-                    let target = at - early;
+                Some(at) if at > now => {
                     let (back, waited) = self
                         .changed
-                        .wait_timeout(g, target - now)
+                        .wait_timeout(g, at - now)
                         .unwrap_or_else(std::sync::PoisonError::into_inner);
                     g = back;
                     if waited.timed_out() {
                         // How late the kernel woke this thread: the lead must cover it.
-                        late[next_late] = target.elapsed().as_micros() as u64;
+                        late[next_late] = at.elapsed().as_micros() as u64;
                         next_late = (next_late + 1) % LATE_WINDOW;
                         let worst = late.iter().copied().max().unwrap_or(0);
                         EARLY_US.store(lead_for(worst, RATE.load(Relaxed)), Relaxed);
@@ -149,7 +153,7 @@ impl Timer {
                 Some(_) => {
                     let mut due = Vec::new();
                     while let Some(e) = g.heap.peek()
-                        && e.0.at <= now + early
+                        && e.0.at <= now
                     {
                         due.extend(g.heap.pop().map(|e| e.0.waker));
                     }
@@ -217,6 +221,12 @@ pub fn use_thread() -> bool {
     RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some()
 }
 
+/// Has the timer thread wake `waker` at `at` (into the runtime's remote queue, run next):
+/// `false` if there is no timer thread.
+pub fn wake_at(at: Instant, waker: &Waker) -> bool {
+    timer().map(|t| t.add(at, waker.clone())).is_some()
+}
+
 /// Completes at `t`: woken by the timer thread a lead ([`early`]) before, then spinning to `t`.
 pub fn sleep_until(t: Instant) -> PreciseSleep {
     PreciseSleep {
@@ -251,7 +261,10 @@ impl Future for PreciseSleep {
         // `select!`, and the entry stands (a task's waker does not change).
         if !self.registered {
             match timer() {
-                Some(timer) => timer.add(self.t, cx.waker().clone()),
+                Some(timer) => timer.add(
+                    self.t.checked_sub(early()).unwrap_or(self.t),
+                    cx.waker().clone(),
+                ),
                 // No thread (see `use_thread`): come back after the other ready tasks.
                 None => cx.waker().wake_by_ref(),
             }
