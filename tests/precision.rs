@@ -44,6 +44,12 @@ fn median_timer_error_ms(workers: usize, timer: &str) -> f64 {
 /// `workers`: 2 gives ~200 section ends a second (the timer thread's path), 20 ~2,000 (the
 /// yield loop's).
 fn precise_beats_tokio(workers: usize) {
+    // One comparison at a time: the precise runs keep a core busy, and two at once on a
+    // 2-core machine would measure each other.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tokio = median_timer_error_ms(workers, "tokio");
     let precise = median_timer_error_ms(workers, "precise");
     // tokio rounds a deadline up to its next millisecond tick: ~0.5–1 ms late at the median.

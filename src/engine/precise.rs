@@ -46,6 +46,9 @@ pub const MAX_RATE: u64 = 400;
 /// worse, README).
 pub const SPIN_LAST: Duration = Duration::from_micros(50);
 
+/// The timer thread is running (cleared if it ever ends: then no sleep waits on it).
+static ALIVE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
 /// The current lead, µs (see the module's text).
 static EARLY_US: AtomicU64 = AtomicU64::new(500);
 /// Precise section ends per second, over the last 100 ms window.
@@ -122,6 +125,14 @@ fn timer() -> Option<&'static Timer> {
 
 impl Timer {
     fn run(&self) {
+        // Should the thread ever end (a panic), no sleep waits on it any more.
+        struct Alive;
+        impl Drop for Alive {
+            fn drop(&mut self) {
+                ALIVE.store(false, Relaxed);
+            }
+        }
+        let _alive = Alive;
         // Best effort: without it a timed wait may overshoot by the default 50 µs slack.
         let _ = cut_timer_slack();
         let mut g = lock(&self.deadlines);
@@ -218,28 +229,29 @@ pub fn use_thread() -> bool {
     // The window so far counts too (over at least 10 ms): a burst — the first sections of a
     // thousand workers — is seen before its window closes.
     let so_far = n * 1_000_000 / span.max(WINDOW_US / 10);
-    RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some()
+    RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some() && ALIVE.load(Relaxed)
 }
 
 /// Has the timer thread wake `waker` at `at` (into the runtime's remote queue, run next):
 /// `false` if there is no timer thread.
 pub fn wake_at(at: Instant, waker: &Waker) -> bool {
-    timer().map(|t| t.add(at, waker.clone())).is_some()
+    timer()
+        .filter(|_| ALIVE.load(Relaxed))
+        .map(|t| t.add(at, waker.clone()))
+        .is_some()
 }
 
 /// Completes at `t`: woken by the timer thread a lead ([`early`]) before, then spinning to `t`.
 pub fn sleep_until(t: Instant) -> PreciseSleep {
-    PreciseSleep {
-        t,
-        registered: false,
-    }
+    PreciseSleep { t, wake: None }
 }
 
 /// The future of [`sleep_until`].
 #[derive(Debug)]
 pub struct PreciseSleep {
     t: Instant,
-    registered: bool,
+    /// When the timer thread was asked to wake the task (`None`: not yet).
+    wake: Option<Instant>,
 }
 
 impl Future for PreciseSleep {
@@ -249,26 +261,30 @@ impl Future for PreciseSleep {
         if now >= self.t {
             return Poll::Ready(());
         }
-        let left = self.t - now;
-        if left <= early() || (self.registered && left <= MAX_EARLY) {
-            // Woken for the last stretch (or first polled within it): spun out here.
+        // Spin only within the lead: first polled inside it, or woken for it. A poll before
+        // the wake is for something else (a `select!` sibling, tokio's cooperative budget) and
+        // waits on: the entry stands (a task's waker does not change).
+        let lead = match self.wake {
+            Some(wake) => now >= wake,
+            None => self.t - now <= early(),
+        };
+        if lead {
             while Instant::now() < self.t {
                 std::hint::spin_loop();
             }
             return Poll::Ready(());
         }
-        // The first poll; a later one before the stretch is a wake for something else in a
-        // `select!`, and the entry stands (a task's waker does not change).
-        if !self.registered {
-            match timer() {
-                Some(timer) => timer.add(
-                    self.t.checked_sub(early()).unwrap_or(self.t),
-                    cx.waker().clone(),
-                ),
-                // No thread (see `use_thread`): come back after the other ready tasks.
+        if self.wake.is_none() {
+            let wake = self.t.checked_sub(early()).unwrap_or(self.t);
+            match timer().filter(|_| ALIVE.load(Relaxed)) {
+                Some(timer) => {
+                    timer.add(wake, cx.waker().clone());
+                    self.wake = Some(wake);
+                }
+                // No thread (see `use_thread`): come back after the other ready tasks, and
+                // ask again then.
                 None => cx.waker().wake_by_ref(),
             }
-            self.registered = true;
         }
         Poll::Pending
     }
@@ -292,20 +308,32 @@ mod tests {
 
     #[test]
     fn deadlines_wake_in_time_order_and_never_early() {
+        EARLY_US.store(MIN_EARLY.as_micros() as u64, Relaxed);
         let rt = tokio::runtime::Builder::new_current_thread()
             .global_queue_interval(1)
             .enable_all()
             .build()
             .expect("runtime");
         let base = Instant::now() + Duration::from_millis(5);
-        // Out of order, one before the stretch of another, one already inside its stretch.
-        let offsets_us = [3_000u64, 1_000, 2_200, 300, 1_000];
+        // Out of order, two at one instant, one due before the others' stretches, and one
+        // (`None`) polled first inside its own lead.
+        let offsets_us = [
+            Some(4_000u64),
+            Some(1_500),
+            Some(3_200),
+            Some(300),
+            Some(1_500),
+            None,
+        ];
         let ends = rt.block_on(async {
             let tasks: Vec<_> = offsets_us
                 .iter()
                 .map(|&o| {
-                    let t = base + Duration::from_micros(o);
                     tokio::spawn(async move {
+                        let t = match o {
+                            Some(o) => base + Duration::from_micros(o),
+                            None => Instant::now() + Duration::from_micros(100),
+                        };
                         sleep_until(t).await;
                         (t, Instant::now())
                     })
@@ -317,8 +345,32 @@ mod tests {
             }
             ends
         });
-        for (t, woke) in ends {
+        for &(t, woke) in &ends {
             assert!(woke >= t, "woke {:?} early", t - woke);
         }
+        // Ended in the order of their deadlines (those 700 µs or more apart).
+        let mut by_deadline: Vec<_> = ends[..5].to_vec();
+        by_deadline.sort();
+        for pair in by_deadline.windows(2) {
+            if pair[1].0 - pair[0].0 >= Duration::from_micros(700) {
+                assert!(pair[0].1 <= pair[1].1, "a later deadline ended first");
+            }
+        }
+    }
+
+    #[test]
+    fn a_poll_before_the_wake_waits_on_instead_of_spinning() {
+        EARLY_US.store(MIN_EARLY.as_micros() as u64, Relaxed);
+        let mut cx = Context::from_waker(Waker::noop());
+        // 1.5 ms ahead: outside the lead, inside the longest lead a wake-up may have had.
+        let t = Instant::now() + Duration::from_micros(1_500);
+        let mut sleep = std::pin::pin!(sleep_until(t));
+        assert!(sleep.as_mut().poll(&mut cx).is_pending(), "registered");
+        // Polled again before its wake (as a `select!` sibling's wake does): no spin to `t`.
+        assert!(
+            sleep.as_mut().poll(&mut cx).is_pending(),
+            "spun before its wake"
+        );
+        assert!(Instant::now() < t, "returned only at its deadline");
     }
 }
