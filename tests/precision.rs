@@ -7,13 +7,14 @@ mod common;
 
 use common::{cli, cli_ok, summaries};
 
-/// The median timer error (ms) of a 1 s run on the memory model with `workers` workers, one
-/// key each, sections of 5–10 ms and 2 ms of think time.
-fn median_timer_error_ms(workers: usize, timer: &str) -> f64 {
+/// A 1 s run on the memory model with `workers` workers, one key each, sections of 5–10 ms
+/// and 2 ms of think time: its median timer error (ms), and for the precise timer how many
+/// section ends each path woke (timer thread, yield loop), from the run's footer.
+fn run(workers: usize, timer: &str) -> (f64, Option<(u64, u64)>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
     let workers = workers.to_string();
-    cli_ok(&cli(&[
+    let o = cli(&[
         "run",
         "--backend",
         "memory",
@@ -31,14 +32,26 @@ fn median_timer_error_ms(workers: usize, timer: &str) -> f64 {
         "1s",
         "--timer",
         timer,
-        "--quiet",
         "--out",
         out.to_str().unwrap(),
-    ]));
+    ]);
+    let stdout = String::from_utf8_lossy(&cli_ok(&o).stdout).to_string();
+    let paths = stdout.split_once("timer: precise (").map(|(_, rest)| {
+        let n = |s: &str| s.trim().parse::<u64>().unwrap();
+        let (thread, rest) = rest
+            .split_once(" section ends woken by the timer thread, ")
+            .unwrap();
+        let (looped, _) = rest.split_once(" by the yield loop)").unwrap();
+        (n(thread), n(looped))
+    });
     let s = summaries(&out);
     let t = &s[0]["timer_error_ms"];
     assert!(t["count"].as_u64().unwrap() > 100, "too few sections: {t}");
-    t["p50"].as_f64().unwrap()
+    (t["p50"].as_f64().unwrap(), paths)
+}
+
+fn median_timer_error_ms(workers: usize, timer: &str) -> f64 {
+    run(workers, timer).0
 }
 
 /// `workers`: 2 gives ~200 section ends a second (the timer thread's path), 20 ~2,000 (the
@@ -51,7 +64,14 @@ fn precise_beats_tokio(workers: usize) {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let tokio = median_timer_error_ms(workers, "tokio");
-    let precise = median_timer_error_ms(workers, "precise");
+    let (precise, paths) = run(workers, "precise");
+    // The path the rate of ends calls for took (nearly) all of them.
+    let (thread, looped) = paths.expect("the footer names the precise timer's paths");
+    let expected = if workers <= 2 { thread } else { looped };
+    assert!(
+        expected * 10 >= (thread + looped) * 9,
+        "{workers} workers: {thread} ends by the timer thread, {looped} by the yield loop"
+    );
     // tokio rounds a deadline up to its next millisecond tick: ~0.5–1 ms late at the median.
     // The precise timer: a few µs. A quarter leaves room for a loaded machine.
     assert!(

@@ -161,6 +161,15 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
     finish(outcome, report, opts.quiet)
 }
 
+/// How the precise timer's section ends were woken (README, "Section precision"), when it ran.
+fn timer_paths(m: &crate::results::Manifest) -> String {
+    let (thread, looped) = crate::engine::precise::ends_by_path();
+    if m.profile.timer != crate::profile::Timer::Precise || thread + looped == 0 {
+        return String::new();
+    }
+    format!(" ({thread} section ends woken by the timer thread, {looped} by the yield loop)")
+}
+
 fn finish(
     outcome: RunOutcome,
     report_error: Option<anyhow::Error>,
@@ -172,11 +181,12 @@ fn finish(
         crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
         let m = &outcome.manifest;
         println!(
-            "\nconnection: {}, runtime threads: {} ({}), timer: {}, seed {}",
+            "\nconnection: {}, runtime threads: {} ({}), timer: {}{}, seed {}",
             m.connection_mode,
             m.runtime_threads,
             m.runtime_threads_why,
             m.profile.timer.name(),
+            timer_paths(m),
             m.seed
         );
         for s in &m.servers {

@@ -229,7 +229,19 @@ pub fn use_thread() -> bool {
     // The window so far counts too (over at least 10 ms): a burst — the first sections of a
     // thousand workers — is seen before its window closes.
     let so_far = n * 1_000_000 / span.max(WINDOW_US / 10);
-    RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some() && ALIVE.load(Relaxed)
+    let thread =
+        RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some() && ALIVE.load(Relaxed);
+    ENDS[usize::from(thread)].fetch_add(1, Relaxed);
+    thread
+}
+
+/// Precise section ends so far in this process, by path: `[yield loop, timer thread]`.
+static ENDS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// How this process's precise section ends were woken: (by the timer thread, by the yield
+/// loop), every variant so far.
+pub fn ends_by_path() -> (u64, u64) {
+    (ENDS[1].load(Relaxed), ENDS[0].load(Relaxed))
 }
 
 /// Has the timer thread wake `waker` at `at` (into the runtime's remote queue, run next):
