@@ -145,9 +145,7 @@ impl Driver for RealDriver {
                 return false;
             }
             if t - now <= super::precise::SPIN_LAST {
-                while Instant::now() < t {
-                    std::hint::spin_loop();
-                }
+                super::precise::spin_until(t.into_std());
                 return true;
             }
             tokio::task::yield_now().await;

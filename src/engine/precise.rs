@@ -107,10 +107,11 @@ fn lock(m: &Mutex<Deadlines>) -> std::sync::MutexGuard<'_, Deadlines> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// The process's timer thread, started on first use (`None`: it could not be started).
+/// The process's timer thread, started on first use (`None`: it could not be started, or it
+/// has ended).
 fn timer() -> Option<&'static Timer> {
     static TIMER: OnceLock<Option<&'static Timer>> = OnceLock::new();
-    *TIMER.get_or_init(|| {
+    let timer = *TIMER.get_or_init(|| {
         let t: &'static Timer = Box::leak(Box::new(Timer {
             deadlines: Mutex::new(Deadlines::default()),
             changed: Condvar::new(),
@@ -120,7 +121,8 @@ fn timer() -> Option<&'static Timer> {
             .spawn(move || t.run())
             .ok()
             .map(|_| t)
-    })
+    });
+    timer.filter(|_| ALIVE.load(Relaxed))
 }
 
 impl Timer {
@@ -229,8 +231,7 @@ pub fn use_thread() -> bool {
     // The window so far counts too (over at least 10 ms): a burst — the first sections of a
     // thousand workers — is seen before its window closes.
     let so_far = n * 1_000_000 / span.max(WINDOW_US / 10);
-    let thread =
-        RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some() && ALIVE.load(Relaxed);
+    let thread = RATE.load(Relaxed).max(so_far) <= MAX_RATE && timer().is_some();
     ENDS[usize::from(thread)].fetch_add(1, Relaxed);
     thread
 }
@@ -247,10 +248,14 @@ pub fn ends_by_path() -> (u64, u64) {
 /// Has the timer thread wake `waker` at `at` (into the runtime's remote queue, run next):
 /// `false` if there is no timer thread.
 pub fn wake_at(at: Instant, waker: &Waker) -> bool {
-    timer()
-        .filter(|_| ALIVE.load(Relaxed))
-        .map(|t| t.add(at, waker.clone()))
-        .is_some()
+    timer().map(|t| t.add(at, waker.clone())).is_some()
+}
+
+/// Spins on the calling thread until `t` (the last few µs of a precise wait).
+pub fn spin_until(t: Instant) {
+    while Instant::now() < t {
+        std::hint::spin_loop();
+    }
 }
 
 /// Completes at `t`: woken by the timer thread a lead ([`early`]) before, then spinning to `t`.
@@ -281,21 +286,17 @@ impl Future for PreciseSleep {
             None => self.t - now <= early(),
         };
         if lead {
-            while Instant::now() < self.t {
-                std::hint::spin_loop();
-            }
+            spin_until(self.t);
             return Poll::Ready(());
         }
         if self.wake.is_none() {
             let wake = self.t.checked_sub(early()).unwrap_or(self.t);
-            match timer().filter(|_| ALIVE.load(Relaxed)) {
-                Some(timer) => {
-                    timer.add(wake, cx.waker().clone());
-                    self.wake = Some(wake);
-                }
+            if wake_at(wake, cx.waker()) {
+                self.wake = Some(wake);
+            } else {
                 // No thread (see `use_thread`): come back after the other ready tasks, and
                 // ask again then.
-                None => cx.waker().wake_by_ref(),
+                cx.waker().wake_by_ref();
             }
         }
         Poll::Pending
