@@ -41,7 +41,7 @@ fn run(workers: usize, timer: &str) -> (f64, Option<(u64, u64)>) {
         let (thread, rest) = rest
             .split_once(" section ends woken by the timer thread, ")
             .unwrap();
-        let (looped, _) = rest.split_once(" by the yield loop)").unwrap();
+        let (looped, _) = rest.split_once(" by the yield loop").unwrap();
         (n(thread), n(looped))
     });
     let s = summaries(&out);
@@ -94,4 +94,70 @@ fn the_precise_timer_ends_rare_sections_on_time() {
 #[test]
 fn the_precise_timer_ends_frequent_sections_on_time() {
     precise_beats_tokio(20);
+}
+
+/// The scheduling policy of this process's timer thread (`/proc`: 0 normal, 1 `SCHED_FIFO`).
+fn timer_thread_policy() -> u32 {
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == "lockbench-timer" {
+            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
+            // Fields after the command's closing parenthesis start at the third (state); the
+            // policy is the 41st.
+            let after = stat.rsplit_once(')').unwrap().1;
+            return after
+                .split_whitespace()
+                .nth(41 - 3)
+                .unwrap()
+                .parse()
+                .unwrap();
+        }
+    }
+    panic!("no timer thread");
+}
+
+/// Has the timer thread wake a task now and waits until it has: the thread has been through
+/// its loop (where it sets its class) since.
+fn through_the_timer_thread() {
+    struct Signal(std::sync::mpsc::SyncSender<()>);
+    impl std::task::Wake for Signal {
+        fn wake(self: std::sync::Arc<Self>) {
+            let _ = self.0.try_send(());
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let waker = std::task::Waker::from(std::sync::Arc::new(Signal(tx)));
+    assert!(lockbench::engine::precise::wake_at(
+        std::time::Instant::now(),
+        &waker
+    ));
+    rx.recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the timer thread woke the task");
+}
+
+/// The timer thread is in the real-time class while it wakes the section ends (rare ends), and
+/// back in the normal class when the yield loop takes them (frequent ends); the run's footer
+/// (`realtime()`) says what it had. Where real-time priority is not permitted, it stays normal
+/// and says so.
+#[test]
+fn the_timer_thread_is_real_time_only_while_it_wakes_the_ends() {
+    use lockbench::engine::precise::{realtime, use_thread};
+    const FIFO: u32 = 1;
+    // One end: a rare one, the timer thread's.
+    assert!(use_thread());
+    through_the_timer_thread();
+    let granted = realtime().expect("the timer thread asked for real-time priority");
+    let rare = timer_thread_policy();
+    // Ten ends at once: well over 400 a second (counted over at least 10 ms), the yield loop's.
+    for _ in 0..10 {
+        use_thread();
+    }
+    assert!(!use_thread());
+    through_the_timer_thread();
+    let frequent = timer_thread_policy();
+    assert_eq!(
+        (rare, frequent),
+        (if granted { FIFO } else { 0 }, 0),
+        "policy with rare ends, with frequent ones (real-time priority granted: {granted})"
+    );
 }

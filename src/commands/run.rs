@@ -167,7 +167,14 @@ fn timer_paths(m: &crate::results::Manifest) -> String {
     if m.profile.timer != crate::profile::Timer::Precise || thread + looped == 0 {
         return String::new();
     }
-    format!(" ({thread} section ends woken by the timer thread, {looped} by the yield loop)")
+    let priority = match crate::engine::precise::realtime() {
+        Some(true) => "; the timer thread at real-time priority",
+        Some(false) => "; real-time priority for the timer thread not permitted",
+        None => "",
+    };
+    format!(
+        " ({thread} section ends woken by the timer thread, {looped} by the yield loop{priority})"
+    )
 }
 
 fn finish(
