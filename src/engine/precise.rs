@@ -14,6 +14,9 @@
 //! the spins may take at most [`SPIN_BUDGET`] of the runtime thread at the current rate of
 //! section ends. Above [`MAX_RATE`] ends a second the driver keeps its yield loop instead
 //! ([`use_thread`]), which shares the thread between many holders ending at once.
+//!
+//! While it wakes the ends, the thread asks for the real-time class ([`set_realtime`]), so that
+//! its own wake-up is not what is late when both cores are busy.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
