@@ -190,6 +190,11 @@ pub struct WorkloadArgs {
     /// is late by about its tick (tokio: ~1 ms) [profile: sim_timer; default constant(0ms)].
     #[arg(long)]
     pub sim_timer: Option<String>,
+    /// Cut a simulated run into N consecutive parts of equal length and simulate them at once,
+    /// one thread each (each starts from an empty server, as the run does)
+    /// [profile: sim_parallel; default 1].
+    #[arg(long, value_name = "N")]
+    pub sim_parallel: Option<usize>,
     /// A real run's directory: simulate with the round trips and timer lateness it measured
     /// (from its events.csv; --sim-rtt or --sim-timer, when given, win), to check the
     /// simulation against it or extend it [profile: sim_from].
@@ -441,6 +446,7 @@ impl WorkloadArgs {
             sim_service: self.sim_service.clone(),
             sim_timer: self.sim_timer.clone(),
             sim_from: self.sim_from.clone(),
+            sim_parallel: self.sim_parallel,
             command_timeout: self.command_timeout.clone(),
             give_up_after: self.give_up_after.clone(),
             resource: self.resource.then_some(true),

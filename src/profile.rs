@@ -92,6 +92,9 @@ pub struct Profile {
     /// A real run's directory whose measured round trips and timer lateness the simulation
     /// uses (in place of `sim_rtt` and `sim_timer`; `sim_service` then defaults to 0).
     pub sim_from: Option<String>,
+    /// A simulated run cut into this many consecutive parts of equal length, simulated at once
+    /// on as many threads (each from an empty server, as the run starts); default 1.
+    pub sim_parallel: Option<usize>,
     /// Time allowed for one reply before it counts as a timeout error.
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
@@ -482,6 +485,8 @@ pub struct Plan {
     pub sim_timer: Option<crate::dist::Sampler>,
     /// `sim_timer` as given.
     pub sim_timer_text: String,
+    /// Parts a simulated run is cut into and simulated at once (1: one piece).
+    pub sim_parallel: usize,
     /// Reply timeout, µs.
     pub command_timeout_us: u64,
     /// Connect timeout, µs.
@@ -571,6 +576,7 @@ macro_rules! profile_fields {
             sim_service,
             sim_timer,
             sim_from,
+            sim_parallel,
             command_timeout,
             connect_timeout,
             give_up_after,
@@ -1198,6 +1204,51 @@ impl Profile {
                 units::fmt_us(units::ms_to_us(median), units::Style::Compact)
             ));
         }
+        let sim_parallel = self.sim_parallel.unwrap_or(1);
+        if self.sim_parallel.is_some() {
+            let refuse =
+                |why: &str| Err(err("sim_parallel", format!("{sim_parallel} parts {why}")));
+            if !(1..=64).contains(&sim_parallel) {
+                return refuse("is not valid: use 1 to 64 (one part per core pays)");
+            }
+            if sim_parallel > 1 {
+                // What a part cannot give on its own: each is simulated from an empty server
+                // on a clock of its own, and only its figures come back.
+                if backend != BackendChoice::Sim {
+                    return refuse("need backend = \"sim\" (a real run is one piece of real time)");
+                }
+                if !matches!(stop, Stop::Time { .. }) {
+                    return refuse(
+                        "need a run length in time (`duration`), to cut into equal parts",
+                    );
+                }
+                if events {
+                    return refuse(
+                        "need events = \"none\": each part's rows would come on a clock of its own",
+                    );
+                }
+                if ramp_up_us > 0
+                    || matches!(
+                        arrivals,
+                        Some(crate::engine::arrivals::Arrivals::Ramp { .. })
+                    )
+                {
+                    return refuse(
+                        "need a steady load: a ramp (`ramp_up`, `arrivals = \"ramp(…)\"`) follows the whole run's clock",
+                    );
+                }
+                if !faults.is_empty() || crash_between > 0.0 {
+                    return refuse(
+                        "need no faults or crashes: their schedule and the stuck locks they leave follow the whole run",
+                    );
+                }
+                if resource {
+                    return refuse(
+                        "need resource = false: the resource's final value is read back from one server",
+                    );
+                }
+            }
+        }
         let mut plan = Plan {
             name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
             workers,
@@ -1241,6 +1292,7 @@ impl Profile {
             sim_service_us,
             sim_timer,
             sim_timer_text,
+            sim_parallel,
             command_timeout_us,
             connect_timeout_us,
             give_up_after_us,
@@ -1282,6 +1334,21 @@ fn locate(source: &str, field: &str) -> Option<usize> {
 }
 
 impl Plan {
+    /// Part `k` of `parts` of a simulated run cut into parts (`sim_parallel`): the same plan
+    /// over the part's length, with a seed of its own (part 0 keeps the run's).
+    pub fn part(&self, parts: usize, k: usize) -> Plan {
+        let mut p = self.clone();
+        if let Stop::Time { duration_us } = self.stop {
+            p.stop = Stop::Time {
+                duration_us: duration_us / parts.max(1) as u64,
+            };
+        }
+        if k > 0 {
+            p.seed = self.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        p
+    }
+
     /// Whether holders may crash (holder-crash faults or `crash_between`).
     pub fn has_crashes(&self) -> bool {
         self.crash_between > 0.0
@@ -1508,7 +1575,7 @@ mod tests {
              duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nramp_up = \"1ms\"\nbusy = \"retry\"\n\
              release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
              redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\nlock = \"redlock\"\ninstances = 5\nredlock_urls = [\"redis://127.0.0.1:1\"]\nredlock_timeout = \"5ms\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+             connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\nsim_parallel = 2\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\nlock = \"redlock\"\ninstances = 5\nredlock_urls = [\"redis://127.0.0.1:1\"]\nredlock_timeout = \"5ms\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
             "p.toml",
         )
         .unwrap();

@@ -358,6 +358,26 @@ pub struct Measured {
     pub outages: Outages,
 }
 
+impl Measured {
+    /// Adds what `other` measured: another part of the same run (`sim_parallel`), on keys of
+    /// the same numbers.
+    pub fn merge(&mut self, other: &Measured) {
+        self.counts.add(&other.counts);
+        for (mine, theirs) in self.errors.iter_mut().zip(&other.errors) {
+            mine.1 += theirs.1;
+            if mine.2.is_none() {
+                mine.2.clone_from(&theirs.2);
+            }
+        }
+        for (mine, theirs) in self.per_key.iter_mut().zip(&other.per_key) {
+            mine.merge(theirs);
+        }
+        self.outages.ended += other.outages.ended;
+        self.outages.total_us += other.outages.total_us;
+        self.outages.open_at_end |= other.outages.open_at_end;
+    }
+}
+
 /// Builds the summary of one variant from what it measured and its histograms.
 pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
     let c = m.counts;
@@ -531,6 +551,10 @@ mod tests {
     }
 }
 
+fn one_part() -> usize {
+    1
+}
+
 /// How a simulated variant ran ([`Summary::simulated`]).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SimFigures {
@@ -542,6 +566,9 @@ pub struct SimFigures {
     pub events: u64,
     /// Events per wall second.
     pub events_per_wall_s: f64,
+    /// Parts the run was cut into and simulated at once (`sim_parallel`; 1: one piece).
+    #[serde(default = "one_part")]
+    pub parts: usize,
     /// The round-trip distribution of a command, as given.
     pub round_trip: String,
     /// The simulated server's time per command, µs.

@@ -212,8 +212,16 @@ fn finish(
         }
         for v in &outcome.summaries {
             if let Some(sim) = &v.simulated {
+                let parts = if sim.parts > 1 {
+                    format!(
+                        ", in {} parts at once, each from an empty server",
+                        sim.parts
+                    )
+                } else {
+                    String::new()
+                };
                 println!(
-                    "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s)",
+                    "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s{parts})",
                     v.variant,
                     crate::units::fmt_us((v.elapsed_s * 1e6) as u64, crate::units::Style::Compact),
                     sim.wall_s,

@@ -631,6 +631,15 @@ async fn run_variant<K: Connector>(
 ) -> anyhow::Result<(Summary, crate::engine::recorder::HistSet)> {
     // Redlock counters from here on are this variant's (the probes' commands are not).
     connector.take_redlock_figures();
+    // A simulated run cut into parts (`sim_parallel`): what follows runs part 0, over the
+    // first part's length, and the other parts run beside it ([`SimParts`]).
+    let parts = match connector.virtual_clock() {
+        Some(_) => plan.sim_parallel.max(1),
+        None => 1,
+    };
+    let whole_plan = plan;
+    let part_plan = (parts > 1).then(|| plan.part(parts, 0));
+    let plan = part_plan.as_ref().unwrap_or(plan);
     // Connections first, so connecting is not part of the measured time.
     // In the open arrival model every request slot is a worker with its connection.
     let slots = if plan.arrivals.is_some() {
@@ -685,84 +694,138 @@ async fn run_variant<K: Connector>(
     // server must be served late, its wait in its latency, not dropped out of the figures.
     let (arrival_tx, arrival_rx) = tokio::sync::mpsc::channel::<u64>(ARRIVAL_BACKLOG);
     let arrival_tx = plan.arrivals.map(|_| arrival_tx);
-    let resource = plan
-        .resource
-        .then(|| Resource::new(&key_names, variant.fencing));
-    let ctx = Arc::new(WorkerCtx {
-        recorder: recorder.clone(),
-        key_names,
-        hot_key: plan.hot_key,
-        ttl_ms: plan.ttl_ms,
-        dist: plan.dist.sampler(),
-        think: plan.think.sampler(),
-        ramp_up: (plan.ramp_up_us > 0).then(|| {
-            let agents = env
-                .opts
-                .agent
-                .as_ref()
-                .map_or(1, |a| a.spec().count as usize);
-            (plan.ramp_up_us, plan.workers * agents)
-        }),
-        busy: plan.busy,
-        method: variant.release,
-        resource,
-        extend: variant.extend.then_some(Extend {
-            every_us: plan.extend_us,
-            with: plan.extend_with,
-            on_lost: plan.on_lost,
-        }),
-        pause: (!plan.pause.is_zero()).then(|| Pause {
-            length: plan.pause.sampler(),
-            at: plan.pause_at,
-        }),
-        on_unavailable: if variant.fail_open {
-            crate::profile::OnUnavailable::FailOpen
-        } else {
-            crate::profile::OnUnavailable::FailClosed
-        },
-        acquire: plan.acquire,
-        timer: plan.timer,
-        crash_between: plan.crash_between,
-        crashes: plan
-            .faults
-            .iter()
-            .filter(|f| f.kind == crate::faults::FaultKind::HolderCrash)
-            .copied()
-            .collect(),
-        open_model: arrival_tx.is_some(),
-        seed: plan.seed,
-        deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
-        max_sections: match plan.stop {
-            Stop::Sections { sections } => Some(sections),
-            Stop::Time { .. } => None,
-        },
-        variant: env.name.into(),
-        reserved: Default::default(),
-    });
+    let open_model = arrival_tx.is_some();
+    let new_ctx = |recorder: Arc<Recorder>, seed: u64| {
+        Arc::new(WorkerCtx {
+            recorder,
+            resource: plan
+                .resource
+                .then(|| Resource::new(&key_names, variant.fencing)),
+            key_names: key_names.clone(),
+            hot_key: plan.hot_key,
+            ttl_ms: plan.ttl_ms,
+            dist: plan.dist.sampler(),
+            think: plan.think.sampler(),
+            ramp_up: (plan.ramp_up_us > 0).then(|| {
+                let agents = env
+                    .opts
+                    .agent
+                    .as_ref()
+                    .map_or(1, |a| a.spec().count as usize);
+                (plan.ramp_up_us, plan.workers * agents)
+            }),
+            busy: plan.busy,
+            method: variant.release,
+            extend: variant.extend.then_some(Extend {
+                every_us: plan.extend_us,
+                with: plan.extend_with,
+                on_lost: plan.on_lost,
+            }),
+            pause: (!plan.pause.is_zero()).then(|| Pause {
+                length: plan.pause.sampler(),
+                at: plan.pause_at,
+            }),
+            on_unavailable: if variant.fail_open {
+                crate::profile::OnUnavailable::FailOpen
+            } else {
+                crate::profile::OnUnavailable::FailClosed
+            },
+            acquire: plan.acquire,
+            timer: plan.timer,
+            crash_between: plan.crash_between,
+            crashes: plan
+                .faults
+                .iter()
+                .filter(|f| f.kind == crate::faults::FaultKind::HolderCrash)
+                .copied()
+                .collect(),
+            open_model,
+            seed,
+            deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
+            max_sections: match plan.stop {
+                Stop::Sections { sections } => Some(sections),
+                Stop::Time { .. } => None,
+            },
+            variant: env.name.into(),
+            reserved: Default::default(),
+        })
+    };
+    let ctx = new_ctx(recorder.clone(), plan.seed);
+    let mut others = Vec::with_capacity(parts.saturating_sub(1));
+    for k in 1..parts {
+        others.push(
+            SimPart::new(
+                connector, whole_plan, parts, k, slots, &env, offset, &new_ctx,
+            )
+            .await?,
+        );
+    }
 
     let executed = match &sim_clock {
         Some(clock) => {
             let bar = progress_bar(plan, env.opts, env.name);
             let (signals, mut shown) = (env.signals.clone(), std::time::Instant::now());
-            let sim = crate::sim::run_workers(
-                conns,
-                &ctx,
-                plan,
-                clock,
-                plan.events.then(|| events.clone()),
-                &collector,
-                sim_log_interval_us(plan, env.opts),
-                |_| {
-                    // Wall time for the eyes; the bar's position is virtual time.
-                    if shown.elapsed() >= Duration::from_millis(200) {
-                        shown = std::time::Instant::now();
-                        update_bar(&bar, plan, &recorder);
-                    }
-                    (request_of(*signals.borrow()) != Request::Continue).then_some(Halt::Stop)
-                },
-            )?;
+            let interval_us = sim_log_interval_us(plan, env.opts);
+            let t0 = std::time::Instant::now();
+            // The other parts (if any) on threads of their own, part 0 here.
+            let (sim, rest) = std::thread::scope(|s| {
+                let handles: Vec<_> = others
+                    .iter_mut()
+                    .map(|part| {
+                        let signals = env.signals.clone();
+                        s.spawn(move || part.run(interval_us, signals))
+                    })
+                    .collect();
+                let sim = crate::sim::run_workers(
+                    conns,
+                    &ctx,
+                    plan,
+                    clock,
+                    plan.events.then(|| events.clone()),
+                    &collector,
+                    interval_us,
+                    |_| {
+                        // Wall time for the eyes; the bar's position is virtual time.
+                        if shown.elapsed() >= Duration::from_millis(200) {
+                            shown = std::time::Instant::now();
+                            update_bar(&bar, plan, &recorder);
+                        }
+                        (request_of(*signals.borrow()) != Request::Continue).then_some(Halt::Stop)
+                    },
+                );
+                let rest: Vec<anyhow::Result<crate::sim::Simulated>> = handles
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            Err(anyhow::anyhow!("a part of the simulation panicked"))
+                        })
+                    })
+                    .collect();
+                (sim, rest)
+            });
+            let mut sim = sim?;
             bar.finish_and_clear();
-            let end_us = clock.load(Relaxed);
+            // The virtual time simulated: every part but the last up to its length (less if
+            // interrupted), the last up to its last event.
+            let ends: Vec<u64> = std::iter::once(clock.load(Relaxed))
+                .chain(others.iter().map(|p| p.clock.load(Relaxed)))
+                .collect();
+            let end_us = ends
+                .iter()
+                .rev()
+                .skip(1)
+                .map(|&e| e.min(part_len_us(plan)))
+                .sum::<u64>()
+                + ends.last().copied().unwrap_or(0);
+            let mut censored = recorder.censor_crashes();
+            for (part, ran) in others.iter().zip(rest) {
+                let ran = ran?;
+                sim.ran.events += ran.ran.events;
+                sim.ran.inlined += ran.ran.inlined;
+                censored += part.recorder.censor_crashes();
+            }
+            sim.wall_s = t0.elapsed().as_secs_f64();
+            sim.ran.end_us = end_us;
             let interrupted = request_of(*env.signals.borrow()) != Request::Continue;
             Executed {
                 elapsed_s: end_us as f64 / 1e6,
@@ -772,7 +835,7 @@ async fn run_variant<K: Connector>(
                     StopReason::Limit
                 },
                 panicked: None,
-                crash_blocked_censored: recorder.censor_crashes(),
+                crash_blocked_censored: censored,
                 faults: crate::sim::fault_windows(&plan.faults, end_us),
                 simulated: Some(sim),
             }
@@ -806,10 +869,17 @@ async fn run_variant<K: Connector>(
     if let Some(p) = panicked {
         bail!("a worker panicked: {p}");
     }
-    let hists = match simulated {
+    let mut hists = match simulated {
         Some(_) => collector.finish_at(Duration::from_micros(recorder.now_us()))?,
         None => collector.finish()?,
     };
+    let mut measured = recorder.measured();
+    for part in others {
+        // After part 0's intervals, in order: each part's, on the run's clock.
+        let (h, m) = part.finish(env.dir)?;
+        hists.add(&h);
+        measured.merge(&m);
+    }
     // The resource's final values, read back from the server: what lost updates count from.
     // A server that does not answer (or a user who abandoned the run) leaves them unknown,
     // never the variant unwritten.
@@ -893,7 +963,7 @@ async fn run_variant<K: Connector>(
             }
         }
     }
-    let mut summary = summarize(meta, &recorder.measured(), &hists);
+    let mut summary = summarize(meta, &measured, &hists);
     summary.faults = faults;
     let shards = connector.shards();
     if !shards.is_empty() {
@@ -918,6 +988,7 @@ async fn run_variant<K: Connector>(
             simulated_s_per_wall_s: elapsed_s / wall_s,
             events: s.ran.events,
             events_per_wall_s: s.ran.events as f64 / wall_s,
+            parts,
             round_trip: plan.sim_rtt_text.clone(),
             service_us: plan.sim_service_us,
             timer: plan.sim_timer_text.clone(),
@@ -939,6 +1010,124 @@ async fn run_variant<K: Connector>(
     .filter(|_| !paused);
     summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
     Ok((summary, hists))
+}
+
+/// The length of each part of a simulated run in parts, µs.
+fn part_len_us(part_plan: &Plan) -> u64 {
+    part_plan.run_time().unwrap_or_default().as_micros() as u64
+}
+
+/// A part other than the first of a simulated run cut into parts (`sim_parallel`): its own
+/// empty store and clock, recorder, workers and seed, simulated on a thread of its own beside
+/// part 0. Its interval logs go to `<dir>/.part-K/` on the run's clock (its time zero is
+/// K part lengths in) and are appended to the run's after part 0's; its histograms and counts
+/// are added to part 0's. Nothing crosses between parts: each starts from an empty server, as
+/// the whole run does.
+struct SimPart<C> {
+    plan: Plan,
+    conns: Vec<C>,
+    ctx: Arc<WorkerCtx>,
+    recorder: Arc<Recorder>,
+    clock: Arc<std::sync::atomic::AtomicU64>,
+    collector: Option<Collector>,
+    dir: std::path::PathBuf,
+}
+
+impl<C: LockConn> SimPart<C> {
+    #[allow(clippy::too_many_arguments)]
+    async fn new<K: Connector<Conn = C>>(
+        connector: &K,
+        whole: &Plan,
+        parts: usize,
+        k: usize,
+        slots: usize,
+        env: &VariantEnv<'_>,
+        offset: Duration,
+        new_ctx: &impl Fn(Arc<Recorder>, u64) -> Arc<WorkerCtx>,
+    ) -> anyhow::Result<Self> {
+        let store = connector
+            .fork()
+            .context("sim_parallel needs a simulated store")?;
+        let clock = store
+            .virtual_clock()
+            .context("sim_parallel needs a simulated store")?;
+        let plan = whole.part(parts, k);
+        let mut conns = Vec::with_capacity(slots);
+        for _ in 0..slots {
+            conns.push(store.connect().await?);
+        }
+        let recorder = Arc::new(Recorder::new_virtual(plan.keys, clock.clone()));
+        let dir = env.dir.join(format!(".part-{k}"));
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let start = Duration::from_micros(k as u64 * part_len_us(&plan));
+        let collector =
+            Collector::start_virtual(recorder.clone(), &dir, env.name, env.base, offset + start)?;
+        Ok(Self {
+            ctx: new_ctx(recorder.clone(), plan.seed),
+            plan,
+            conns,
+            recorder,
+            clock,
+            collector: Some(collector),
+            dir,
+        })
+    }
+
+    /// Simulates the part to its end (Ctrl-C stops it as it stops part 0).
+    fn run(
+        &mut self,
+        interval_us: u64,
+        signals: watch::Receiver<u32>,
+    ) -> anyhow::Result<crate::sim::Simulated> {
+        let collector = self.collector.as_ref().context("part already finished")?;
+        crate::sim::run_workers(
+            std::mem::take(&mut self.conns),
+            &self.ctx,
+            &self.plan,
+            &self.clock,
+            None,
+            collector,
+            interval_us,
+            |_| (request_of(*signals.borrow()) != Request::Continue).then_some(Halt::Stop),
+        )
+    }
+
+    /// Its histograms and counts; its interval logs appended to those in `dir` (after what is
+    /// there: part 0's, and the parts before it).
+    fn finish(
+        mut self,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<(crate::record::HistSet, crate::analysis::summary::Measured)> {
+        let collector = self.collector.take().context("part already finished")?;
+        let hists = collector.finish_at(Duration::from_micros(self.recorder.now_us()))?;
+        for m in crate::engine::recorder::Metric::ALL {
+            let name = format!("{}.hlog", m.file_stem());
+            let part = self.dir.join(&name);
+            let text = std::fs::read_to_string(&part)
+                .with_context(|| format!("cannot read {}", part.display()))?;
+            let mut out = std::fs::OpenOptions::new()
+                .append(true)
+                .open(dir.join(&name))
+                .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+            // The intervals only (the header is the run's, already there).
+            for line in text.lines().filter(|l| l.starts_with("Tag=")) {
+                std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes())
+                    .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
+            }
+        }
+        Ok((hists, self.recorder.measured()))
+    }
+}
+
+impl<C> Drop for SimPart<C> {
+    fn drop(&mut self) {
+        // Its logs are in the run's by now (or the run failed); the directory goes either way.
+        if let Some(c) = self.collector.take() {
+            let _ = c.finish();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 /// What running a variant's workers gave, in real or virtual time.

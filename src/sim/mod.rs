@@ -181,6 +181,13 @@ impl Net for SimNet {
         Some(self.clock.clone())
     }
 
+    fn fork(&self) -> Self {
+        Self {
+            clock: Arc::default(),
+            ..self.clone()
+        }
+    }
+
     async fn call<T: Send>(
         &self,
         keys: &Mutex<Keyspace>,

@@ -356,6 +356,10 @@ pub trait Net: Clone + Send + Sync + 'static {
     fn virtual_clock(&self) -> Option<Arc<std::sync::atomic::AtomicU64>> {
         None
     }
+    /// The same network for another simulated part (a clock of its own).
+    fn fork(&self) -> Self {
+        self.clone()
+    }
 }
 
 /// tokio's clock and a fixed round trip: the request reaches the model at half of it.
@@ -497,6 +501,9 @@ impl<N: Net> Connector for MemoryStore<N> {
     }
     fn virtual_clock(&self) -> Option<Arc<std::sync::atomic::AtomicU64>> {
         self.net.virtual_clock()
+    }
+    fn fork(&self) -> Option<Self> {
+        Some(Self::with_net(self.net.fork(), self.delex))
     }
 }
 

@@ -284,6 +284,14 @@ pub trait Connector: Send + Sync + 'static {
     fn virtual_clock(&self) -> Option<std::sync::Arc<std::sync::atomic::AtomicU64>> {
         None
     }
+    /// Another store like this one, empty, with a clock of its own: a simulated run's other
+    /// parts (`sim_parallel`). `None`: not a model.
+    fn fork(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
     /// Whether lock keys need hash tags (`…:{17}`): a Redis Cluster, where a lock's companion
     /// keys must share its slot for the scripts to run.
     fn hash_tags(&self) -> bool {
