@@ -765,7 +765,8 @@ async fn run_variant<K: Connector>(
         Some(clock) => {
             let bar = progress_bar(plan, env.opts, env.name);
             let (signals, mut shown) = (env.signals.clone(), std::time::Instant::now());
-            let interval_us = sim_log_interval_us(plan, env.opts);
+            // Intervals as long as the run in one piece would cut (a part cuts fewer).
+            let interval_us = sim_log_interval_us(whole_plan, env.opts);
             let t0 = std::time::Instant::now();
             // The other parts (if any) on threads of their own, part 0 here.
             let (sim, rest) = std::thread::scope(|s| {
