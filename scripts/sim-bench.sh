@@ -2,9 +2,11 @@
 # scripts/sim-bench.sh: how fast and how small is the simulator? (issue 12)
 #
 # Runs profiles/day.toml (the article's backend: 1,000 requests/s, 100,000 keys, 10,000 request
-# slots, TTL 30 s, events = "none") with the token release for SHORT and for LONG of simulated
-# time, each as its own process, and prints per run: simulated seconds, wall seconds, simulated
-# seconds per wall second, executor events per wall second, sections, and peak RSS (wait4).
+# slots, TTL 30 s, events = "none", in two parts at once: sim_parallel = 2) with the token
+# release for SHORT and for LONG of simulated time, and LONG again in one piece (the peer: how
+# much the parts buy, as a ratio from the same invocation), each as its own process, and prints
+# per run: simulated seconds, wall seconds, simulated seconds per wall second, executor events
+# per wall second, sections, and peak RSS (wait4).
 # Then the two figures the issue asks for, from the same invocation (and the machine's load
 # average before and after, since a loaded machine slows every figure):
 #   - a day's wall time, extrapolated from the LONG run's speed (an upper bound: see below), and
@@ -43,10 +45,11 @@ CSV="results/sim-bench-$(date -u +%Y%m%dT%H%M%SZ).csv"
 mkdir -p results
 echo "run,simulated_s,wall_s,sim_s_per_wall_s,events_per_wall_s,sections,peak_rss_mib" >"$CSV"
 
-one() { # one NAME DURATION
+one() { # one NAME DURATION [FLAGS...]
     local name="$1" dur="$2"
+    shift 2
     /usr/bin/time -f "%M" -o "$WORK/$name.rss" "$LB" run profiles/day.toml --release token \
-        --duration "$dur" --quiet --out "$WORK/$name" >/dev/null
+        --duration "$dur" --quiet --out "$WORK/$name" "$@" >/dev/null
     python3 - "$WORK/$name/summary.json" "$(cat "$WORK/$name.rss")" "$name" >>"$CSV" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))["variants"][0]
@@ -60,13 +63,15 @@ PY
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 one short "$SHORT"
 one long "$LONG"
+# The peer: the long run in one piece, right after it in parts (the profile's sim_parallel).
+one long-1 "$LONG" --sim-parallel 1
 ((FULL)) && one day 24h
 python3 - "$CSV" <<'PY'
 import csv, sys
 rows = {r["run"]: r for r in csv.DictReader(open(sys.argv[1]))}
-print(f"{'run':<6} {'simulated s':>12} {'wall s':>8} {'sim s/wall s':>13} {'events/wall s':>14} {'sections':>10} {'peak RSS MiB':>13}")
+print(f"{'run':<7} {'simulated s':>12} {'wall s':>8} {'sim s/wall s':>13} {'events/wall s':>14} {'sections':>10} {'peak RSS MiB':>13}")
 for r in rows.values():
-    print(f"{r['run']:<6} {r['simulated_s']:>12} {r['wall_s']:>8} {r['sim_s_per_wall_s']:>13} "
+    print(f"{r['run']:<7} {r['simulated_s']:>12} {r['wall_s']:>8} {r['sim_s_per_wall_s']:>13} "
           f"{float(r['events_per_wall_s']):>14,.0f} {int(r['sections']):>10,} {r['peak_rss_mib']:>13}")
 l, s = rows["long"], rows["short"]
 day = 86400 / float(l["sim_s_per_wall_s"])
@@ -76,6 +81,9 @@ day = 86400 / float(l["sim_s_per_wall_s"])
 print(f"a simulated day at the long run's speed: {day:.0f} s of wall time, an upper bound "
       f"(target < 60 s: {'met' if day < 60 else 'NOT met' if 'day' in rows else 'see --full'})")
 print(f"memory flatness: peak RSS long / short = {float(l['peak_rss_mib']) / float(s['peak_rss_mib']):.2f}")
+o = rows["long-1"]
+print(f"in parts vs in one piece (long run, same invocation): wall time {float(o['wall_s']) / float(l['wall_s']):.2f}x "
+      f"shorter, peak RSS {float(l['peak_rss_mib']) / float(o['peak_rss_mib']):.2f}x")
 if "day" in rows:
     d = rows["day"]
     print(f"the full day: {d['wall_s']} s of wall time, {int(d['sections']):,} sections, peak RSS {d['peak_rss_mib']} MiB "
