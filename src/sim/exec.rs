@@ -181,6 +181,10 @@ struct State {
     clock: RefCell<Option<Arc<AtomicU64>>>,
     /// Sleeps completed within their poll (events that were not queued).
     inlined: Cell<u64>,
+    /// While `top_taken`: the instant of the timer after the root (`u64::MAX`: none), found
+    /// once per event — the heap does not change until the event schedules its first timer,
+    /// which clears `top_taken`.
+    second_t: Cell<u64>,
     /// Per task, memory it will touch when it next runs (see [`hint`]); null: none.
     hints: RefCell<Vec<*const u8>>,
 }
@@ -198,6 +202,7 @@ thread_local! {
             next_hook: Cell::new(u64::MAX),
             clock: RefCell::new(None),
             inlined: Cell::new(0),
+            second_t: Cell::new(u64::MAX),
             hints: RefCell::new(Vec::new()),
         }
     };
@@ -271,10 +276,12 @@ pub fn yield_now() -> Sleep {
 /// event.) `false`: the task must wait in the queue.
 fn advance_inline(t_us: u64) -> bool {
     STATE.with(|s| {
-        if !s.inline.get()
-            || t_us >= s.next_hook.get()
-            || s.timers.borrow().next_t(s.top_taken.get()) <= t_us
-        {
+        let next = if s.top_taken.get() {
+            s.second_t.get()
+        } else {
+            s.timers.borrow().next_t(false)
+        };
+        if !s.inline.get() || t_us >= s.next_hook.get() || next <= t_us {
             return false;
         }
         s.now.set(t_us);
@@ -462,7 +469,9 @@ pub fn run(
         STATE.with(|s| s.top_taken.set(true));
         // The next event's task is known now: its state is fetched while this one runs.
         let next = STATE.with(|s| {
-            let task = s.timers.borrow().second()?.task() as usize;
+            let second = s.timers.borrow().second();
+            s.second_t.set(second.map_or(u64::MAX, |x| x.t));
+            let task = second?.task() as usize;
             Some((task, s.hints.borrow().get(task).copied()?))
         });
         if let Some((task, hint)) = next
