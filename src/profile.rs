@@ -1244,7 +1244,7 @@ impl Profile {
                 }
                 if resource {
                     return refuse(
-                        "need resource = false: the resource's final value is read back from one server",
+                        "need no protected resource (resource = false, and no fenced release such as token+fence): its final value is read back from one server",
                     );
                 }
             }
@@ -1344,7 +1344,15 @@ impl Plan {
             };
         }
         if k > 0 {
-            p.seed = self.seed ^ (k as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            // Mixed (splitmix64's finaliser), not an offset: the workers' streams are the seed
+            // XOR a multiple of their number, so an offset seed would give part a's worker b
+            // part b's worker a's streams.
+            let mut z = self
+                .seed
+                .wrapping_add((k as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93));
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            p.seed = z ^ (z >> 31);
         }
         p
     }
@@ -1606,6 +1614,25 @@ mod tests {
             e.starts_with("p.toml:1: field `dist`") && e.contains("/nonexistent/lockbench/d.csv"),
             "{e}"
         );
+    }
+
+    /// The parts of a run in parts (`sim_parallel`) draw streams of their own: a worker's start
+    /// from the seed XOR a multiple of its number (`engine::worker::Streams`), so no two
+    /// (part, worker) pairs may share one — as they did when a part's seed was the run's XOR a
+    /// multiple of its number.
+    #[test]
+    fn parts_have_seeds_of_their_own() {
+        let p = plan("duration = \"1h\"\n").unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for k in 0..16 {
+            let part = p.part(16, k);
+            assert_eq!(part.run_time(), Some(std::time::Duration::from_secs(225)));
+            for w in 0..64u64 {
+                let stream = part.seed ^ w.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                assert!(seen.insert(stream), "part {k}, worker {w}");
+            }
+        }
+        assert_eq!(p.part(16, 0).seed, p.seed);
     }
 
     /// Defaults fill a minimal profile.

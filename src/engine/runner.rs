@@ -768,13 +768,22 @@ async fn run_variant<K: Connector>(
             // Intervals as long as the run in one piece would cut (a part cuts fewer).
             let interval_us = sim_log_interval_us(whole_plan, env.opts);
             let t0 = std::time::Instant::now();
+            // A part that fails stops the others at their next interval.
+            let failed = std::sync::atomic::AtomicBool::new(false);
+            let failed = &failed;
             // The other parts (if any) on threads of their own, part 0 here.
             let (sim, rest) = std::thread::scope(|s| {
                 let handles: Vec<_> = others
                     .iter_mut()
                     .map(|part| {
                         let signals = env.signals.clone();
-                        s.spawn(move || part.run(interval_us, signals))
+                        s.spawn(move || {
+                            let ran = part.run(interval_us, signals, failed);
+                            if ran.is_err() {
+                                failed.store(true, Relaxed);
+                            }
+                            ran
+                        })
                     })
                     .collect();
                 let sim = crate::sim::run_workers(
@@ -791,23 +800,33 @@ async fn run_variant<K: Connector>(
                             shown = std::time::Instant::now();
                             update_bar(&bar, plan, &recorder);
                         }
-                        (request_of(*signals.borrow()) != Request::Continue).then_some(Halt::Stop)
+                        (request_of(*signals.borrow()) != Request::Continue || failed.load(Relaxed))
+                            .then_some(Halt::Stop)
                     },
                 );
+                if sim.is_err() {
+                    failed.store(true, Relaxed);
+                }
                 let rest: Vec<anyhow::Result<crate::sim::Simulated>> = handles
                     .into_iter()
                     .map(|h| {
                         h.join().unwrap_or_else(|_| {
-                            Err(anyhow::anyhow!("a part of the simulation panicked"))
+                            Err(anyhow::anyhow!("the simulation's thread panicked"))
                         })
                     })
                     .collect();
                 (sim, rest)
             });
-            let mut sim = sim?;
+            let name = |k: usize| format!("part {} of {parts} of the simulation", k + 1);
+            let mut sim = if parts > 1 {
+                sim.with_context(|| name(0))?
+            } else {
+                sim?
+            };
             bar.finish_and_clear();
-            // The virtual time simulated: every part but the last up to its length (less if
-            // interrupted), the last up to its last event.
+            let interrupted = request_of(*env.signals.borrow()) != Request::Continue;
+            // The virtual time simulated: every part but the last its length (up to where it
+            // stopped, if interrupted), the last up to its last event.
             let ends: Vec<u64> = std::iter::once(clock.load(Relaxed))
                 .chain(others.iter().map(|p| p.clock.load(Relaxed)))
                 .collect();
@@ -815,19 +834,24 @@ async fn run_variant<K: Connector>(
                 .iter()
                 .rev()
                 .skip(1)
-                .map(|&e| e.min(part_len_us(plan)))
+                .map(|&e| {
+                    if interrupted {
+                        e.min(part_len_us(plan))
+                    } else {
+                        part_len_us(plan)
+                    }
+                })
                 .sum::<u64>()
                 + ends.last().copied().unwrap_or(0);
             let mut censored = recorder.censor_crashes();
-            for (part, ran) in others.iter().zip(rest) {
-                let ran = ran?;
+            for (k, (part, ran)) in others.iter().zip(rest).enumerate() {
+                let ran = ran.with_context(|| name(k + 1))?;
                 sim.ran.events += ran.ran.events;
                 sim.ran.inlined += ran.ran.inlined;
                 censored += part.recorder.censor_crashes();
             }
             sim.wall_s = t0.elapsed().as_secs_f64();
             sim.ran.end_us = end_us;
-            let interrupted = request_of(*env.signals.borrow()) != Request::Continue;
             Executed {
                 elapsed_s: end_us as f64 / 1e6,
                 stop_reason: if interrupted {
@@ -1032,6 +1056,8 @@ struct SimPart<C> {
     clock: Arc<std::sync::atomic::AtomicU64>,
     collector: Option<Collector>,
     dir: std::path::PathBuf,
+    /// Where the part starts on the run's clock, µs.
+    start_us: u64,
 }
 
 impl<C: LockConn> SimPart<C> {
@@ -1061,10 +1087,15 @@ impl<C: LockConn> SimPart<C> {
         let dir = env.dir.join(format!(".part-{k}"));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let start = Duration::from_micros(k as u64 * part_len_us(&plan));
+        let start_us = k as u64 * part_len_us(&plan);
+        let start = Duration::from_micros(start_us);
         let collector =
-            Collector::start_virtual(recorder.clone(), &dir, env.name, env.base, offset + start)?;
+            Collector::start_virtual(recorder.clone(), &dir, env.name, env.base, offset + start)
+                .inspect_err(|_| {
+                    let _ = std::fs::remove_dir_all(&dir);
+                })?;
         Ok(Self {
+            start_us,
             ctx: new_ctx(recorder.clone(), plan.seed),
             plan,
             conns,
@@ -1075,11 +1106,13 @@ impl<C: LockConn> SimPart<C> {
         })
     }
 
-    /// Simulates the part to its end (Ctrl-C stops it as it stops part 0).
+    /// Simulates the part to its end (Ctrl-C stops it as it stops part 0, and so does another
+    /// part's failure: `failed`).
     fn run(
         &mut self,
         interval_us: u64,
         signals: watch::Receiver<u32>,
+        failed: &std::sync::atomic::AtomicBool,
     ) -> anyhow::Result<crate::sim::Simulated> {
         let collector = self.collector.as_ref().context("part already finished")?;
         crate::sim::run_workers(
@@ -1090,7 +1123,10 @@ impl<C: LockConn> SimPart<C> {
             None,
             collector,
             interval_us,
-            |_| (request_of(*signals.borrow()) != Request::Continue).then_some(Halt::Stop),
+            |_| {
+                (request_of(*signals.borrow()) != Request::Continue || failed.load(Relaxed))
+                    .then_some(Halt::Stop)
+            },
         )
     }
 
@@ -1117,7 +1153,14 @@ impl<C: LockConn> SimPart<C> {
                     .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
             }
         }
-        Ok((hists, self.recorder.measured()))
+        // Its first overlaps on the run's clock (its own starts at zero).
+        let mut measured = self.recorder.measured();
+        for k in &mut measured.per_key {
+            if let Some(t) = &mut k.first_overlap_us {
+                *t += self.start_us;
+            }
+        }
+        Ok((hists, measured))
     }
 }
 
