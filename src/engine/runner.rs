@@ -632,7 +632,7 @@ async fn run_variant<K: Connector>(
     // Redlock counters from here on are this variant's (the probes' commands are not).
     connector.take_redlock_figures();
     // A simulated run cut into parts (`sim_parallel`): what follows runs part 0, over the
-    // first part's length, and the other parts run beside it ([`SimParts`]).
+    // first part's length, and the other parts run beside it ([`SimPart`]).
     let parts = match connector.virtual_clock() {
         Some(_) => plan.sim_parallel.max(1),
         None => 1,
