@@ -264,6 +264,14 @@ pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
     (lo, hi)
 }
 
+/// splitmix64's finaliser: every bit of `z` moves about half the bits of the result, so seeds
+/// that differ by a little (a worker's number, a part's) give unrelated random streams.
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

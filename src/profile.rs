@@ -1347,12 +1347,10 @@ impl Plan {
             // Mixed (splitmix64's finaliser), not an offset: the workers' streams are the seed
             // XOR a multiple of their number, so an offset seed would give part a's worker b
             // part b's worker a's streams.
-            let mut z = self
-                .seed
-                .wrapping_add((k as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93));
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            p.seed = z ^ (z >> 31);
+            p.seed = crate::math::mix64(
+                self.seed
+                    .wrapping_add((k as u64).wrapping_mul(0xD6E8_FEB8_6659_FD93)),
+            );
         }
         p
     }

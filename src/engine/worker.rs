@@ -221,12 +221,10 @@ impl Streams {
     fn new(seed: u64, worker: usize) -> Self {
         let s = |stream: u64| {
             // splitmix-style mixing so nearby seeds/workers give unrelated streams
-            let mut z = seed
-                ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            SmallRng::seed_from_u64(z ^ (z >> 31))
+            SmallRng::seed_from_u64(crate::math::mix64(
+                seed ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03),
+            ))
         };
         Self {
             durations: s(1),

@@ -104,16 +104,10 @@ impl Timers {
         self.heap.first().copied()
     }
 
-    /// The instant of the earliest timer after the root, if the root is the event being run
-    /// (`root_taken`), or of the root otherwise (`u64::MAX`: none). The root's successor is
-    /// the least of its children.
-    fn next_t(&self, root_taken: bool) -> u64 {
-        let next = if root_taken {
-            self.second()
-        } else {
-            self.peek()
-        };
-        next.map_or(u64::MAX, |x| x.t)
+    /// The instant of the earliest timer (`u64::MAX`: none). While the root is the event being
+    /// run, the next is [`Timers::second`]'s, which [`run`] finds once per event.
+    fn next_t(&self) -> u64 {
+        self.peek().map_or(u64::MAX, |x| x.t)
     }
 
     /// The timer that runs after the earliest, as the heap stands (the least of the root's
@@ -279,7 +273,7 @@ fn advance_inline(t_us: u64) -> bool {
         let next = if s.top_taken.get() {
             s.second_t.get()
         } else {
-            s.timers.borrow().next_t(false)
+            s.timers.borrow().next_t()
         };
         if !s.inline.get() || t_us >= s.next_hook.get() || next <= t_us {
             return false;
