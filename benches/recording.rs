@@ -17,8 +17,9 @@ const ROUNDS: usize = 5;
 
 fn lockbench_section(rec: &Recorder, live: &LiveCounts, i: usize) {
     let key = i % 64;
-    let (acquired_us, holders) = rec.open_section(key, true);
-    let released_us = rec.close_section(0, key);
+    // The worker reads the clock once for each (the reply's arrival, the release's send).
+    let (acquired_us, holders) = rec.open_section(key, true, rec.now_us());
+    let released_us = rec.close_section(0, key, rec.now_us());
     let d = released_us.saturating_sub(acquired_us) + (i as u64 % 50_000);
     let row = EventRow {
         variant: "token".to_string().into(),

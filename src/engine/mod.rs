@@ -19,3 +19,22 @@ pub mod precise;
 pub mod recorder;
 pub mod runner;
 pub mod worker;
+
+/// Puts the calling thread in the idle class (`SCHED_IDLE`): the kernel runs it only on a core
+/// nothing else wants. For the threads that write what the run recorded (`events.csv`, the
+/// `.hlog` intervals): at full load the runtime thread and the server keep both cores of a
+/// small machine busy, and a writer in the normal class takes its turns from them. Rows wait
+/// in the bounded channel meanwhile; should it fill, the workers wait for the writer, so
+/// nothing is lost. Lowering a thread's own class needs no privilege; if it fails anyway the
+/// thread stays normal.
+pub fn background_thread() {
+    use thread_priority::{
+        NormalThreadSchedulePolicy, ThreadPriority, ThreadPriorityOsValue, ThreadSchedulePolicy,
+        set_thread_priority_and_policy, thread_native_id,
+    };
+    let _ = set_thread_priority_and_policy(
+        thread_native_id(),
+        ThreadPriority::Os(ThreadPriorityOsValue::default()),
+        ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
+    );
+}

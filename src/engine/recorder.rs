@@ -188,10 +188,11 @@ impl Recorder {
         }
     }
 
-    /// A section of `key` opens now: returns its start (µs) and how many others were open.
-    pub fn open_section(&self, key: usize, locked: bool) -> (u64, u32) {
+    /// A section of `key` opens at `now` (µs, just read): returns its start (µs: later if the
+    /// key's last event was) and how many others were open.
+    pub fn open_section(&self, key: usize, locked: bool, now: u64) -> (u64, u32) {
         let mut k = lock(&self.keys[key].0);
-        let t = k.stamp(self.now_us());
+        let t = k.stamp(now);
         let others = k.open(t);
         drop(k);
         if others > 0 {
@@ -208,12 +209,19 @@ impl Recorder {
         (t, others)
     }
 
-    /// The holder of `key` dies now, without releasing: its section closes (returns its end,
+    /// The holder of `key` dies at `now`, without releasing: its section closes (returns its end,
     /// µs). `lock_until_us` is when its lock would expire (`None`: no lock, or one that never
     /// expires). A lock still set blocks the key until the next acquisition; one already
     /// expired blocked nothing (0 is recorded).
-    pub fn crash(&self, worker: usize, key: usize, lock_until_us: Option<u64>, held: bool) -> u64 {
-        let t = self.close_section(worker, key);
+    pub fn crash(
+        &self,
+        worker: usize,
+        key: usize,
+        lock_until_us: Option<u64>,
+        held: bool,
+        now: u64,
+    ) -> u64 {
+        let t = self.close_section(worker, key, now);
         if !held {
             return t;
         }
@@ -240,11 +248,12 @@ impl Recorder {
         pending.len() as u64
     }
 
-    /// A section of `key` closes now: returns its end (µs).
-    pub fn close_section(&self, worker: usize, key: usize) -> u64 {
+    /// A section of `key` closes at `now` (µs, just read): returns its end (µs: later if the
+    /// key's last event was).
+    pub fn close_section(&self, worker: usize, key: usize, now: u64) -> u64 {
         let (t, stretch) = {
             let mut k = lock(&self.keys[key].0);
-            let t = k.stamp(self.now_us());
+            let t = k.stamp(now);
             (t, k.close(t))
         };
         if let Some((from, to)) = stretch {

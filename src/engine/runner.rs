@@ -1201,7 +1201,11 @@ async fn run_real<C: LockConn>(
     let deadline = plan.run_time().map(|d| recorder.start + d);
     // Sections still open at the deadline may finish; past this grace they are cut short.
     let (local_tx, local_rx) = watch::channel(Halt::Run);
+    let abandon = Arc::new(crate::engine::driver::AbandonSignal::default());
     let halt = |h: Halt| {
+        if h == Halt::Abandon {
+            abandon.abandon();
+        }
         local_tx.send_if_modified(|cur| {
             let raise = h > *cur;
             if raise {
@@ -1223,6 +1227,8 @@ async fn run_real<C: LockConn>(
         let drv = RealDriver {
             start: recorder.start,
             halt: local_rx.clone(),
+            abandon: abandon.clone(),
+            registered: None,
             precise: plan.timer == crate::profile::Timer::Precise,
             arrivals: arrivals.clone(),
             events: plan.events.then(|| events.clone()),

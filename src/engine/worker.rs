@@ -386,7 +386,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let counts = &rec.counters.counts;
-        let first_attempt_us = since_us.unwrap_or_else(|| rec.now_us());
+        // From the first `SET`'s send unless given (one clock read less per section).
+        let mut first_attempt_us = since_us;
         let mut attempts: u32 = 0;
         let mut round: u32 = 0;
         let mut name = std::mem::take(&mut self.name_buf);
@@ -407,6 +408,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             attempts += 1;
             counts.attempts.fetch_add(1, Relaxed);
             let set_sent_us = rec.now_us();
+            let first_attempt_us = *first_attempt_us.get_or_insert(set_sent_us);
             let lock = name.as_str();
             // `Some(fence)` acquired (fence 0 when the variant does not fence).
             let reply = match &ctx.resource {
@@ -431,7 +433,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         .map(|ok| ok.then_some(0))
                 }
             };
-            let set_latency = rec.now_us().saturating_sub(set_sent_us);
+            let replied_us = rec.now_us();
+            let set_latency = replied_us.saturating_sub(set_sent_us);
             rec.record(self.id, Metric::SetLatency, set_latency);
             if reply.is_ok() {
                 rec.ok();
@@ -439,7 +442,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }
             let wait_us = match reply {
                 Ok(Some(fence)) => {
-                    let (acquired_us, holders_at_start) = rec.open_section(key, true);
+                    let (acquired_us, holders_at_start) = rec.open_section(key, true, replied_us);
                     let crash_now = ctx.crash_between > 0.0
                         && self.st.crashes.random::<f64>() < ctx.crash_between;
                     // SETNX whose holder died before its PEXPIRE: the key never expires.
@@ -460,7 +463,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                     });
                 }
                 Ok(None) => {
-                    let waited = rec.now_us().saturating_sub(first_attempt_us);
+                    let waited = replied_us.saturating_sub(first_attempt_us);
                     match busy::after_busy(ctx.busy, round, waited, &mut self.st.jitter) {
                         AfterBusy::Reject => {
                             counts.rejections.fetch_add(1, Relaxed);
@@ -483,7 +486,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         match ctx.on_unavailable {
                             // The article's service: no lock, the work goes ahead.
                             OnUnavailable::FailOpen => {
-                                let (acquired_us, holders_at_start) = rec.open_section(key, false);
+                                let (acquired_us, holders_at_start) =
+                                    rec.open_section(key, false, replied_us);
                                 return Some(Held {
                                     key,
                                     name,
@@ -614,18 +618,21 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 .min()
                 .unwrap_or(end_at);
             // Only the section's end needs precision; pauses, ticks and crashes do not.
-            let slept = if next <= rec.now_us() {
-                true
-            } else if next == end_at {
-                self.drv.sleep_until_precise(next).await
+            let before = rec.now_us();
+            let now = if next <= before {
+                before
             } else {
-                self.drv.sleep_until(next).await
+                let slept = if next == end_at {
+                    self.drv.sleep_until_precise(next).await
+                } else {
+                    self.drv.sleep_until(next).await
+                };
+                if !slept {
+                    s.completed = false;
+                    break;
+                }
+                rec.now_us()
             };
-            if !slept {
-                s.completed = false;
-                break;
-            }
-            let now = rec.now_us();
             if crash_at.is_some_and(|c| c <= now) {
                 s.crashed = true;
                 break;
@@ -730,14 +737,14 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         // The section ends as its release is sent, or as its holder dies.
+        let sent_us = rec.now_us();
         section.released_us = if section.crashed {
             let h = &section.held;
-            rec.crash(self.id, h.key, h.lock_until_us, !h.unlocked)
+            rec.crash(self.id, h.key, h.lock_until_us, !h.unlocked, sent_us)
         } else {
-            rec.close_section(self.id, section.held.key)
+            rec.close_section(self.id, section.held.key, sent_us)
         };
         let h = &section.held;
-        let sent_us = rec.now_us();
         let outcome_name = if h.unlocked {
             // No lock was taken: nothing to release.
             UNLOCKED

@@ -12,6 +12,9 @@ use tokio::sync::mpsc::error::TryRecvError;
 /// How long the writer naps when it has drained the queue.
 const DRAIN_NAP: Duration = Duration::from_millis(2);
 
+/// The writer thread's name (15 bytes at most: the kernel's limit).
+pub const THREAD_NAME: &str = "lockbench-event";
+
 /// A row of `events.csv` cannot be read: the file was truncated (a run killed mid-write) or
 /// edited. The line number is the file's, header included.
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +56,12 @@ impl EventsWriter {
             .with_context(|| format!("cannot write {}", path.display()))?;
         let (tx, mut rx) = tokio::sync::mpsc::channel::<EventRow>(8192);
         let path = path.to_path_buf();
-        let handle = std::thread::spawn(move || -> anyhow::Result<u64> {
+        let writer = std::thread::Builder::new().name(THREAD_NAME.into());
+        // `start` returns once the thread runs in its class.
+        let (ready, is_ready) = std::sync::mpsc::channel::<()>();
+        let handle = writer.spawn(move || -> anyhow::Result<u64> {
+            crate::engine::background_thread();
+            let _ = ready.send(());
             let mut w = BufWriter::with_capacity(1 << 16, f);
             let ctx = || format!("cannot write {}", path.display());
             if new {
@@ -81,7 +89,8 @@ impl EventsWriter {
             // A full disk surfaces here.
             w.flush().with_context(ctx)?;
             Ok(n)
-        });
+        })?;
+        let _ = is_ready.recv();
         Ok(Self { tx, handle })
     }
 
@@ -311,6 +320,36 @@ pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The writer runs in the idle class (`SCHED_IDLE`, policy 5 in `/proc`'s field 41), so it
+    /// never takes a core from the server or the runtime thread; a writer left in the normal
+    /// class (policy 0) fails this.
+    #[test]
+    fn the_writer_thread_runs_in_the_idle_class() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = EventsWriter::start(&dir.path().join("events.csv"), true).unwrap();
+        w.tx.blocking_send(EventRow::default()).unwrap();
+        let policy = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|t| {
+                let t = t.ok()?.path();
+                let comm = std::fs::read_to_string(t.join("comm")).ok()?;
+                (comm.trim() == THREAD_NAME)
+                    .then(|| std::fs::read_to_string(t.join("stat")).ok())?
+            })
+            .map(|stat| {
+                // Fields after the command's closing parenthesis start at field 3.
+                let rest = &stat[stat.rfind(')').unwrap() + 2..];
+                rest.split(' ').nth(41 - 3).unwrap().to_string()
+            })
+            .next();
+        assert_eq!(w.finish().unwrap(), 1);
+        assert_eq!(
+            policy.as_deref(),
+            Some("5"),
+            "the writer thread's scheduling policy"
+        );
+    }
 
     fn by_csv(rows: &[EventRow]) -> Vec<u8> {
         let mut w = csv::Writer::from_writer(Vec::new());
