@@ -96,8 +96,9 @@ fn the_precise_timer_ends_frequent_sections_on_time() {
     precise_beats_tokio(20);
 }
 
-/// The scheduling policy of this process's timer thread (`/proc`: 0 normal, 1 `SCHED_FIFO`).
-fn timer_thread_policy() -> u32 {
+/// The scheduling policy of this process's timer thread (`/proc`: 0 normal, 1 `SCHED_FIFO`) and
+/// its timer slack in ns.
+fn timer_thread_state() -> (u32, u64) {
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let dir = task.unwrap().path();
         if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == "lockbench-timer" {
@@ -105,12 +106,22 @@ fn timer_thread_policy() -> u32 {
             // Fields after the command's closing parenthesis start at the third (state); the
             // policy is the 41st.
             let after = stat.rsplit_once(')').unwrap().1;
-            return after
+            let policy = after
                 .split_whitespace()
                 .nth(41 - 3)
                 .unwrap()
                 .parse()
                 .unwrap();
+            let tid = dir.file_name().unwrap();
+            let slack = std::path::Path::new("/proc")
+                .join(tid)
+                .join("timerslack_ns");
+            let slack = std::fs::read_to_string(slack)
+                .unwrap()
+                .trim()
+                .parse()
+                .unwrap();
+            return (policy, slack);
         }
     }
     panic!("no timer thread");
@@ -138,7 +149,8 @@ fn through_the_timer_thread() {
 /// The timer thread is in the real-time class while it wakes the section ends (rare ends), and
 /// back in the normal class when the yield loop takes them (frequent ends); the run's footer
 /// (`realtime()`) says what it had. Where real-time priority is not permitted, it stays normal
-/// and says so.
+/// and says so. Back in the normal class its timer slack is still 1 ns (Linux restores the
+/// default 50 µs to a thread leaving the real-time class).
 #[test]
 fn the_timer_thread_is_real_time_only_while_it_wakes_the_ends() {
     use lockbench::engine::precise::{realtime, use_thread};
@@ -147,17 +159,19 @@ fn the_timer_thread_is_real_time_only_while_it_wakes_the_ends() {
     assert!(use_thread());
     through_the_timer_thread();
     let granted = realtime().expect("the timer thread asked for real-time priority");
-    let rare = timer_thread_policy();
+    let (rare, _) = timer_thread_state();
     // Ten ends at once: well over 400 a second (counted over at least 10 ms), the yield loop's.
     for _ in 0..10 {
         use_thread();
     }
     assert!(!use_thread());
     through_the_timer_thread();
-    let frequent = timer_thread_policy();
+    let (frequent, slack) = timer_thread_state();
     assert_eq!(
         (rare, frequent),
         (if granted { FIFO } else { 0 }, 0),
         "policy with rare ends, with frequent ones (real-time priority granted: {granted})"
     );
+    // Leaving the real-time class must not bring the default 50 µs slack back.
+    assert_eq!(slack, 1, "the timer thread's slack (ns) with frequent ends");
 }
