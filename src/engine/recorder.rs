@@ -6,9 +6,11 @@
 //!   grow with the number of workers (a histogram per worker would cost ~100 KB each) and the
 //!   mutexes are rarely contended. A collector thread drains the stripes once per interval into
 //!   the interval logs (`.hlog`) and the run totals.
-//! - Per-key [`KeyTracker`]s under mutexes: a worker takes its section's start and end
-//!   timestamps *while holding* the key's mutex, so the tracker sees events in time order and
-//!   the overlap figures are exact for the recorded intervals.
+//! - Per-key [`KeyTracker`]s under mutexes: a worker's section start and end are stamped
+//!   *while holding* the key's mutex — the clock read just before (the `SET`'s reply, the
+//!   release's send), raised past the key's last event if need be ([`KeyTracker::stamp`]) —
+//!   so the tracker sees events in time order and the overlap figures are exact for the
+//!   recorded intervals.
 //! - One row per section goes through a bounded channel to a thread that streams `events.csv`.
 
 use crate::analysis::counts::LiveCounts;

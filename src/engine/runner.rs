@@ -1203,9 +1203,6 @@ async fn run_real<C: LockConn>(
     let (local_tx, local_rx) = watch::channel(Halt::Run);
     let abandon = Arc::new(crate::engine::driver::AbandonSignal::default());
     let halt = |h: Halt| {
-        if h == Halt::Abandon {
-            abandon.abandon();
-        }
         local_tx.send_if_modified(|cur| {
             let raise = h > *cur;
             if raise {
@@ -1213,6 +1210,10 @@ async fn run_real<C: LockConn>(
             }
             raise
         });
+        // After the watch: a worker whose command is abandoned sees the halt too.
+        if h == Halt::Abandon {
+            abandon.abandon();
+        }
     };
     let arrivals = arrival_tx.is_some().then(|| {
         Arc::new(ArrivalQueue {

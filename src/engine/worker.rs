@@ -732,8 +732,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     }
 
     /// Release, then finish the section into one record: its counts (the same function the
-    /// report's recount uses), its histogram values and its `events.csv` row.
-    async fn release_and_finish(&mut self, section: &mut Section) {
+    /// report's recount uses), its histogram values and its `events.csv` row, returned for the
+    /// caller to send once its own figures are taken (a wait for the writer is no request's).
+    async fn release_and_finish(&mut self, section: &mut Section) -> EventRow {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         // The section ends as its release is sent, or as its holder dies.
@@ -765,10 +766,10 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         };
         let release_latency_us = rec.now_us().saturating_sub(sent_us);
         let row = self.finish(section, outcome_name, release_latency_us);
-        self.drv.row(row).await;
         self.token_buf = std::mem::take(&mut section.held.token);
         self.name_buf = std::mem::take(&mut section.held.name);
         self.seq += 1;
+        row
     }
 
     /// A released section's row, counted and recorded. (Not in [`Self::release_and_finish`]'s
@@ -867,21 +868,26 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }
             let key = ctx.choose_key(&mut self.st.keys);
             ctx.recorder.touch(key);
+            let mut row = None;
             if let Some(held) = self.acquire(key, Some(intended_us)).await {
                 let mut section = Section::new(held);
                 self.hold(&mut section).await;
                 if section.crashed {
                     let restart_us = section.restart_us;
-                    self.release_and_finish(&mut section).await;
+                    let row = self.release_and_finish(&mut section).await;
+                    self.drv.row(row).await;
                     self.pause_us(restart_us).await;
                 } else {
                     self.write(&mut section).await;
-                    self.release_and_finish(&mut section).await;
+                    row = Some(self.release_and_finish(&mut section).await);
                 }
             }
             let rec = &ctx.recorder;
             let latency = rec.now_us().saturating_sub(intended_us);
             rec.record(self.id, Metric::RequestLatency, latency);
+            if let Some(row) = row {
+                self.drv.row(row).await;
+            }
         }
     }
 
@@ -957,14 +963,16 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         // Dead: no write, no release; back after the restart delay as a new
                         // client.
                         let restart_us = section.restart_us;
-                        w.release_and_finish(&mut section).await;
+                        let row = w.release_and_finish(&mut section).await;
+                        w.drv.row(row).await;
                         if !w.pause_us(restart_us).await {
                             break;
                         }
                         continue;
                     }
                     w.write(&mut section).await;
-                    w.release_and_finish(&mut section).await;
+                    let row = w.release_and_finish(&mut section).await;
+                    w.drv.row(row).await;
                 }
                 None => w.ctx.unreserve(),
             }

@@ -34,6 +34,8 @@ pub struct EventsWriter {
     /// Where workers send rows.
     pub tx: tokio::sync::mpsc::Sender<EventRow>,
     handle: std::thread::JoinHandle<anyhow::Result<u64>>,
+    /// The writer thread's kernel id (`None`: no writer thread, or no `/proc`).
+    tid: Option<u32>,
 }
 
 impl EventsWriter {
@@ -46,7 +48,11 @@ impl EventsWriter {
                 while rx.blocking_recv().is_some() {}
                 Ok(0)
             });
-            return Ok(Self { tx, handle });
+            return Ok(Self {
+                tx,
+                handle,
+                tid: None,
+            });
         }
         let new = !path.exists();
         let f = OpenOptions::new()
@@ -58,10 +64,13 @@ impl EventsWriter {
         let path = path.to_path_buf();
         let writer = std::thread::Builder::new().name(THREAD_NAME.into());
         // `start` returns once the thread runs in its class.
-        let (ready, is_ready) = std::sync::mpsc::channel::<()>();
+        let (ready, is_ready) = std::sync::mpsc::channel::<Option<u32>>();
         let handle = writer.spawn(move || -> anyhow::Result<u64> {
             crate::engine::background_thread();
-            let _ = ready.send(());
+            let tid = std::fs::read_link("/proc/thread-self")
+                .ok()
+                .and_then(|l| l.file_name()?.to_str()?.parse().ok());
+            let _ = ready.send(tid);
             let mut w = BufWriter::with_capacity(1 << 16, f);
             let ctx = || format!("cannot write {}", path.display());
             if new {
@@ -90,8 +99,13 @@ impl EventsWriter {
             w.flush().with_context(ctx)?;
             Ok(n)
         })?;
-        let _ = is_ready.recv();
-        Ok(Self { tx, handle })
+        let tid = is_ready.recv().ok().flatten();
+        Ok(Self { tx, handle, tid })
+    }
+
+    /// The writer thread's kernel id, where `/proc` gives it (to read its class from there).
+    pub fn thread_id(&self) -> Option<u32> {
+        self.tid
     }
 
     /// Waits for every row to be written (all senders must be dropped first).
@@ -329,26 +343,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let w = EventsWriter::start(&dir.path().join("events.csv"), true).unwrap();
         w.tx.blocking_send(EventRow::default()).unwrap();
-        let policy = std::fs::read_dir("/proc/self/task")
-            .unwrap()
-            .filter_map(|t| {
-                let t = t.ok()?.path();
-                let comm = std::fs::read_to_string(t.join("comm")).ok()?;
-                (comm.trim() == THREAD_NAME)
-                    .then(|| std::fs::read_to_string(t.join("stat")).ok())?
-            })
-            .map(|stat| {
-                // Fields after the command's closing parenthesis start at field 3.
-                let rest = &stat[stat.rfind(')').unwrap() + 2..];
-                rest.split(' ').nth(41 - 3).unwrap().to_string()
-            })
-            .next();
+        // This writer's thread, not another test's.
+        let tid = w.thread_id().expect("the writer's thread id");
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        // Fields after the command's closing parenthesis start at field 3.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let policy = rest.split(' ').nth(41 - 3).unwrap().to_string();
         assert_eq!(w.finish().unwrap(), 1);
-        assert_eq!(
-            policy.as_deref(),
-            Some("5"),
-            "the writer thread's scheduling policy"
-        );
+        assert_eq!(policy, "5", "the writer thread's scheduling policy");
     }
 
     fn by_csv(rows: &[EventRow]) -> Vec<u8> {
