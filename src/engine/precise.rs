@@ -260,7 +260,7 @@ fn set_realtime(on: bool) -> bool {
 }
 
 /// Whether the timer thread has run at real-time priority (`Some(true)`), was refused it
-/// (`Some(false)`), or never asked (`None`): see [`set_realtime`].
+/// (`Some(false)`), or never asked (`None`): see `set_realtime`.
 pub fn realtime() -> Option<bool> {
     match PRIORITY.load(Relaxed) {
         PRIORITY_GRANTED => Some(true),

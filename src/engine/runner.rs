@@ -13,6 +13,7 @@ use crate::release::ReleaseMethod;
 use crate::results::{self, EventsWriter};
 pub use crate::results::{Manifest, SummaryFile};
 use crate::signals::{Request, request_of};
+use crate::sim::part::{SimPart, part_len_us};
 use crate::store::ExtendCommand;
 use crate::store::{Connector, ErrorKind, LockConn};
 use crate::target::redact_url;
@@ -755,7 +756,14 @@ async fn run_variant<K: Connector>(
     for k in 1..parts {
         others.push(
             SimPart::new(
-                connector, whole_plan, parts, k, slots, &env, offset, &new_ctx,
+                connector,
+                whole_plan,
+                parts,
+                k,
+                slots,
+                (env.dir, env.name, env.base),
+                offset,
+                &new_ctx,
             )
             .await?,
         );
@@ -828,7 +836,7 @@ async fn run_variant<K: Connector>(
             // The virtual time simulated: every part but the last its length (up to where it
             // stopped, if interrupted), the last up to its last event.
             let ends: Vec<u64> = std::iter::once(clock.load(Relaxed))
-                .chain(others.iter().map(|p| p.clock.load(Relaxed)))
+                .chain(others.iter().map(|p| p.now_us()))
                 .collect();
             let end_us = ends
                 .iter()
@@ -848,7 +856,7 @@ async fn run_variant<K: Connector>(
                 let ran = ran.with_context(|| name(k + 1))?;
                 sim.ran.events += ran.ran.events;
                 sim.ran.inlined += ran.ran.inlined;
-                censored += part.recorder.censor_crashes();
+                censored += part.censor_crashes();
             }
             sim.wall_s = t0.elapsed().as_secs_f64();
             sim.ran.end_us = end_us;
@@ -1035,143 +1043,6 @@ async fn run_variant<K: Connector>(
     .filter(|_| !paused);
     summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
     Ok((summary, hists))
-}
-
-/// The length of each part of a simulated run in parts, µs.
-fn part_len_us(part_plan: &Plan) -> u64 {
-    part_plan.run_time().unwrap_or_default().as_micros() as u64
-}
-
-/// A part other than the first of a simulated run cut into parts (`sim_parallel`): its own
-/// empty store and clock, recorder, workers and seed, simulated on a thread of its own beside
-/// part 0. Its interval logs go to `<dir>/.part-K/` on the run's clock (its time zero is
-/// K part lengths in) and are appended to the run's after part 0's; its histograms and counts
-/// are added to part 0's. Nothing crosses between parts: each starts from an empty server, as
-/// the whole run does.
-struct SimPart<C> {
-    plan: Plan,
-    conns: Vec<C>,
-    ctx: Arc<WorkerCtx>,
-    recorder: Arc<Recorder>,
-    clock: Arc<std::sync::atomic::AtomicU64>,
-    collector: Option<Collector>,
-    dir: std::path::PathBuf,
-    /// Where the part starts on the run's clock, µs.
-    start_us: u64,
-}
-
-impl<C: LockConn> SimPart<C> {
-    #[allow(clippy::too_many_arguments)]
-    async fn new<K: Connector<Conn = C>>(
-        connector: &K,
-        whole: &Plan,
-        parts: usize,
-        k: usize,
-        slots: usize,
-        env: &VariantEnv<'_>,
-        offset: Duration,
-        new_ctx: &impl Fn(Arc<Recorder>, u64) -> Arc<WorkerCtx>,
-    ) -> anyhow::Result<Self> {
-        let store = connector
-            .fork()
-            .context("sim_parallel needs a simulated store")?;
-        let clock = store
-            .virtual_clock()
-            .context("sim_parallel needs a simulated store")?;
-        let plan = whole.part(parts, k);
-        let mut conns = Vec::with_capacity(slots);
-        for _ in 0..slots {
-            conns.push(store.connect().await?);
-        }
-        let recorder = Arc::new(Recorder::new_virtual(plan.keys, clock.clone()));
-        let dir = env.dir.join(format!(".part-{k}"));
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create {}", dir.display()))?;
-        let start_us = k as u64 * part_len_us(&plan);
-        let start = Duration::from_micros(start_us);
-        let collector =
-            Collector::start_virtual(recorder.clone(), &dir, env.name, env.base, offset + start)
-                .inspect_err(|_| {
-                    let _ = std::fs::remove_dir_all(&dir);
-                })?;
-        Ok(Self {
-            start_us,
-            ctx: new_ctx(recorder.clone(), plan.seed),
-            plan,
-            conns,
-            recorder,
-            clock,
-            collector: Some(collector),
-            dir,
-        })
-    }
-
-    /// Simulates the part to its end (Ctrl-C stops it as it stops part 0, and so does another
-    /// part's failure: `failed`).
-    fn run(
-        &mut self,
-        interval_us: u64,
-        signals: watch::Receiver<u32>,
-        failed: &std::sync::atomic::AtomicBool,
-    ) -> anyhow::Result<crate::sim::Simulated> {
-        let collector = self.collector.as_ref().context("part already finished")?;
-        crate::sim::run_workers(
-            std::mem::take(&mut self.conns),
-            &self.ctx,
-            &self.plan,
-            &self.clock,
-            None,
-            collector,
-            interval_us,
-            |_| {
-                (request_of(*signals.borrow()) != Request::Continue || failed.load(Relaxed))
-                    .then_some(Halt::Stop)
-            },
-        )
-    }
-
-    /// Its histograms and counts; its interval logs appended to those in `dir` (after what is
-    /// there: part 0's, and the parts before it).
-    fn finish(
-        mut self,
-        dir: &std::path::Path,
-    ) -> anyhow::Result<(crate::record::HistSet, crate::analysis::summary::Measured)> {
-        let collector = self.collector.take().context("part already finished")?;
-        let hists = collector.finish_at(Duration::from_micros(self.recorder.now_us()))?;
-        for m in crate::engine::recorder::Metric::ALL {
-            let name = format!("{}.hlog", m.file_stem());
-            let part = self.dir.join(&name);
-            let text = std::fs::read_to_string(&part)
-                .with_context(|| format!("cannot read {}", part.display()))?;
-            let mut out = std::fs::OpenOptions::new()
-                .append(true)
-                .open(dir.join(&name))
-                .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
-            // The intervals only (the header is the run's, already there).
-            for line in text.lines().filter(|l| l.starts_with("Tag=")) {
-                std::io::Write::write_all(&mut out, format!("{line}\n").as_bytes())
-                    .with_context(|| format!("cannot write {}", dir.join(&name).display()))?;
-            }
-        }
-        // Its first overlaps on the run's clock (its own starts at zero).
-        let mut measured = self.recorder.measured();
-        for k in &mut measured.per_key {
-            if let Some(t) = &mut k.first_overlap_us {
-                *t += self.start_us;
-            }
-        }
-        Ok((hists, measured))
-    }
-}
-
-impl<C> Drop for SimPart<C> {
-    fn drop(&mut self) {
-        // Its logs are in the run's by now (or the run failed); the directory goes either way.
-        if let Some(c) = self.collector.take() {
-            let _ = c.finish();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 /// What running a variant's workers gave, in real or virtual time.

@@ -10,9 +10,11 @@
 //!   reply travels the other half.
 //! - What is recorded goes through the same recorder, counts, overlap trackers, histograms and
 //!   `events.csv` as a real run; the interval logs are cut on the virtual clock.
+//! - [`part`]: a time-limited run cut into parts simulated at once (`sim_parallel`).
 
 pub mod crosscheck;
 pub mod exec;
+pub mod part;
 
 use crate::dist::Sampler;
 use crate::engine::driver::{Driver, Halt};
