@@ -41,3 +41,11 @@ pub fn background_thread() {
         ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
     );
 }
+
+/// The calling thread's kernel id (Linux: from `/proc/thread-self`), to find it under `/proc`.
+pub fn thread_id() -> std::io::Result<u32> {
+    let link = std::fs::read_link("/proc/thread-self")?;
+    link.file_name()
+        .and_then(|n| n.to_str()?.parse().ok())
+        .ok_or_else(|| std::io::Error::other("no thread id in /proc/thread-self"))
+}

@@ -272,16 +272,8 @@ pub fn realtime() -> Option<bool> {
 /// Sets this thread's timer slack to 1 ns (Linux: `/proc/TID/timerslack_ns`, which a thread
 /// may write for itself without privilege).
 fn cut_timer_slack() -> std::io::Result<()> {
-    let link = std::fs::read_link("/proc/thread-self")?;
-    let tid = link
-        .file_name()
-        .ok_or_else(|| std::io::Error::other("no thread id"))?;
-    std::fs::write(
-        std::path::Path::new("/proc")
-            .join(tid)
-            .join("timerslack_ns"),
-        "1",
-    )
+    let tid = super::thread_id()?;
+    std::fs::write(format!("/proc/{tid}/timerslack_ns"), "1")
 }
 
 /// Counts a precise section end and says whether the timer thread should wake it: while

@@ -67,10 +67,7 @@ impl EventsWriter {
         let (ready, is_ready) = std::sync::mpsc::channel::<Option<u32>>();
         let handle = writer.spawn(move || -> anyhow::Result<u64> {
             crate::engine::background_thread();
-            let tid = std::fs::read_link("/proc/thread-self")
-                .ok()
-                .and_then(|l| l.file_name()?.to_str()?.parse().ok());
-            let _ = ready.send(tid);
+            let _ = ready.send(crate::engine::thread_id().ok());
             let mut w = BufWriter::with_capacity(1 << 16, f);
             let ctx = || format!("cannot write {}", path.display());
             if new {
