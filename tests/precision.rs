@@ -102,21 +102,9 @@ fn timer_thread_state() -> (u32, u64) {
     for task in std::fs::read_dir("/proc/self/task").unwrap() {
         let dir = task.unwrap().path();
         if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == "lockbench-timer" {
-            let stat = std::fs::read_to_string(dir.join("stat")).unwrap();
-            // Fields after the command's closing parenthesis start at the third (state); the
-            // policy is the 41st.
-            let after = stat.rsplit_once(')').unwrap().1;
-            let policy = after
-                .split_whitespace()
-                .nth(41 - 3)
-                .unwrap()
-                .parse()
-                .unwrap();
-            let tid = dir.file_name().unwrap();
-            let slack = std::path::Path::new("/proc")
-                .join(tid)
-                .join("timerslack_ns");
-            let slack = std::fs::read_to_string(slack)
+            let tid: u32 = dir.file_name().unwrap().to_str().unwrap().parse().unwrap();
+            let policy = lockbench::engine::thread_policy(tid).unwrap();
+            let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns"))
                 .unwrap()
                 .trim()
                 .parse()

@@ -49,3 +49,14 @@ pub fn thread_id() -> std::io::Result<u32> {
         .and_then(|n| n.to_str()?.parse().ok())
         .ok_or_else(|| std::io::Error::other("no thread id in /proc/thread-self"))
 }
+
+/// The scheduling policy of thread `tid` of this process (Linux `/proc`, the stat file's 41st
+/// field: 0 normal, 1 `SCHED_FIFO`, 3 `SCHED_BATCH`, 5 `SCHED_IDLE`), for checking the classes
+/// lockbench's threads put themselves in.
+pub fn thread_policy(tid: u32) -> std::io::Result<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))?;
+    // Fields after the command's closing parenthesis start at the third (state).
+    stat.rsplit_once(')')
+        .and_then(|(_, after)| after.split_whitespace().nth(41 - 3)?.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("no policy in /proc/self/task/{tid}/stat")))
+}

@@ -342,12 +342,9 @@ mod tests {
         w.tx.blocking_send(EventRow::default()).unwrap();
         // This writer's thread, not another test's.
         let tid = w.thread_id().expect("the writer's thread id");
-        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
-        // Fields after the command's closing parenthesis start at field 3.
-        let rest = &stat[stat.rfind(')').unwrap() + 2..];
-        let policy = rest.split(' ').nth(41 - 3).unwrap().to_string();
+        let policy = crate::engine::thread_policy(tid).unwrap();
         assert_eq!(w.finish().unwrap(), 1);
-        assert_eq!(policy, "5", "the writer thread's scheduling policy");
+        assert_eq!(policy, 5, "the writer thread's scheduling policy");
     }
 
     fn by_csv(rows: &[EventRow]) -> Vec<u8> {
