@@ -8,7 +8,7 @@
 
 use lockbench::analysis::counts::{Counts, LiveCounts};
 use lockbench::engine::recorder::{EventRow, Metric, Recorder};
-use lockbench::release::StaleRule;
+use lockbench::model::release::StaleRule;
 use std::hint::black_box;
 use std::time::Instant;
 

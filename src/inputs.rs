@@ -77,8 +77,8 @@ pub fn location(line: Option<u64>, column: Option<&str>) -> String {
 pub fn out_of_range(cell: &str) -> String {
     format!(
         "`{cell}` is out of range: a duration must be ≥ 0 and at most {} ({} ms)",
-        crate::units::MAX_TEXT,
-        crate::units::MAX_MS
+        crate::model::units::MAX_TEXT,
+        crate::model::units::MAX_MS
     )
 }
 
@@ -161,7 +161,7 @@ impl<R: Read> DurationCsv<R> {
     ///
     /// Blank rows are passed over; rows for which `skip` returns `true` are left out (the
     /// caller counts them). Every value must be a finite number within the one duration bound
-    /// ([`crate::units::check_ms`]). A file with a header but no rows is refused; an empty
+    /// ([`crate::model::units::check_ms`]). A file with a header but no rows is refused; an empty
     /// result is returned only when `skip` left every row out.
     pub fn read(
         self,
@@ -203,7 +203,7 @@ impl<R: Read> DurationCsv<R> {
                     "`{cell}` is negative: durations must be ≥ 0"
                 )));
             }
-            let Ok(ms) = crate::units::check_ms(v * ms_per_value) else {
+            let Ok(ms) = crate::model::units::check_ms(v * ms_per_value) else {
                 return Err(cell_problem(out_of_range(cell)));
             };
             values.push(ms);

@@ -3,69 +3,33 @@
 //! Load-tests Redis locks (`SET key token NX PX ttl`) and measures what goes wrong when
 //! critical sections outlast their TTL: overruns, stale releases, wrongful deletes by a naive
 //! `DEL`, and the time two holders work at once. Every figure follows the definitions in the
-//! project's design notes (see the README).
+//! book's concepts pages (`docs/src/`).
 //!
-//! ## Layout
+//! ## Layers
 //!
-//! Each layer uses only the ones below it: `cli` → `commands` → `merge` → `engine` /
-//! `report` → `agent` → `results`, `analysis`, `store` → `profile`, `dist`, `units`.
+//! Top to bottom. A module uses only modules on the lines below its own — never one on its own
+//! line or above. `tests/layers.rs` reads this list and fails on any import against it (and on
+//! a module missing from it), so it cannot drift from the code. `main.rs` is the thin binary
+//! above them all: parse, build the runtime, call [`cli::dispatch`], map errors to exit codes.
 //!
-//! - [`main`](../lockbench/index.html) is thin: parse, build the runtime, call [`cli::dispatch`],
-//!   map errors to [`exit`] codes.
-//! - [`cli`]: clap types and dispatch only; flags are folded into a validated
-//!   [`profile::Plan`] before any I/O.
-//! - [`commands`]: one file per command (`run` + `compare`, `sweep`, `demo`, `merge`, `report`), each
-//!   one entry function that decides what to print and draw.
-//! - [`engine`]: runs a plan — [`engine::runner`] (variants, key cleanup, data files),
-//!   [`engine::worker`] (acquire → hold → release and finish → think), [`engine::arrivals`]
-//!   (the open arrival model), [`engine::busy`]
-//!   (busy policy and error backoff), [`engine::recorder`] (live counters, striped
-//!   histograms, per-key overlap trackers).
-//! - [`faults`]: the fault schedule (`[[fault]]`, `--fault`) — server pause and restart,
-//!   latency and partition through a loopback [`faults::proxy`], crashed holders — and the
-//!   driver that applies it on each variant's clock.
-//! - [`analysis`]: pure functions over plain values — [`analysis::counts`] (the counted
-//!   figures, defined once, and a section's counts from its row), [`analysis::figures`] (the
-//!   one table every output follows), [`analysis::overlap`], [`analysis::summary`],
-//!   [`analysis::threshold`] (CI gates).
-//! - [`agent`]: many agents, one run — an agent's identity (`--agent I/N`, or a Kubernetes
-//!   Indexed Job's environment), [`agent::barrier`] (start and end barriers through the target
-//!   itself), [`agent::clock`] (where an agent's clock stands against the server's `TIME`).
-//! - [`merge`]: the agents' result directories combined into one run's (`lockbench merge`):
-//!   counters summed, histograms added from the interval logs, overlap recomputed across
-//!   agents on the server's clock with its error bound.
-//! - [`analytic`]: theoretical overrun probability vs the measured fraction (self-check).
-//! - [`report`]: charts and `report.html` from a run directory, and the recount of
-//!   `summary.json` from `events.csv`.
-//! - [`recommend`]: a TTL from measured durations — `load` (inputs), `stats` (order
-//!   statistics), `models` (log-normal and GPD tails, KS/AD fits), `crash` (blocked time after
-//!   holder crashes), `print`.
-//! - [`results`]: the run directory's format in one place — run ids, manifest and summary
-//!   files, `summary.csv`, `events.csv` (written and read), `.hgrm`, `.hlog` (read), the
-//!   `agent` and `merged` blocks of a multi-agent run.
-//! - [`store`]: the [`store::LockConn`] trait — the handful of commands lockbench sends — and
-//!   [`store::backend`], the one place a plan's backend is opened: [`store::redis`] (a real
-//!   Redis, reconnecting), [`store::memory`] (an in-process model), [`store::spawn`] (a private
-//!   `redis-server` that never outlives lockbench), [`store::redlock`] (N of them as one lock).
-//! - [`record`]: the plain data a run produces — a section's row, metrics and their
-//!   histograms, outages — below everything that makes, analyses or reads it.
-//! - [`target`]: the Redis URL a user names — checked, loopback only, and redacted the one
-//!   way every printed or stored target is.
-//! - [`variant`]: a variant — release method, fencing and lease extension — as `compare`
-//!   names it (`token+extend+fence-rw`).
-//! - [`redlock`]: one lock over N independent servers — validation of `lock = "redlock"`,
-//!   the quorum and validity decision, how per-instance replies combine, its summary block;
-//!   [`store::redlock`] sends the commands.
-//! - [`release`]: release methods (`del`, `token`, `delex`) and classification of replies.
-//! - [`profile`]: the TOML profile and its validation into a [`profile::Plan`].
-//! - [`dist`]: latency distributions: the type and its analytic tails; `parse` (the grammar),
-//!   `sample` (the sampler). Files are read by [`dist::Dist::load`], after parsing.
-//! - [`inputs`]: the one reader of duration columns in CSV files (`empirical(…)`, `recommend`).
-//! - [`math`]: special functions (erfc, normal quantile, `ln Γ`, Wilson interval).
-//! - [`units`]: durations written with units (`250ms`, `1.5s`), and the one formatter of a
-//!   duration.
-//! - [`signals`]: Ctrl-C and SIGTERM counted process-wide; [`exit`]: exit codes and a run's
-//!   verdict.
+//! 1. `cli` — the command line: clap's top level, dispatch, the exit code of an error
+//! 2. `commands` — one file per command, each one entry function that decides what to print and draw; `args` folds the workload flags and a profile into a plan
+//! 3. `merge` — the agents' result directories combined into one run's: counters summed, histograms added, overlap recomputed across agents on the server's clock
+//! 4. `report`, `recommend` — charts, `report.html` and the recount of `summary.json` from `events.csv`; a TTL from measured durations
+//! 5. `runner`, `backend` — a plan run variant by variant (key cleanup, data files); the one place a plan's backend is opened, and the plan's checks that look at files
+//! 6. `sim` — virtual time: the same workers on a simulated clock and network
+//! 7. `engine` — the worker loop (acquire → hold → release → think), the arrival model, busy policy, the recorder, the precise timer
+//! 8. `agent` — many agents, one run: identity, barriers through the target, clock offsets
+//! 9. `faults` — the fault schedule applied on each variant's clock, the loopback proxy, failover
+//! 10. `store` — the `LockConn` trait (the commands lockbench sends) and its implementations: a real Redis, a cluster, Redlock's N servers, the in-process model; private servers that never outlive lockbench
+//! 11. `results` — the run directory's format: run ids, manifest, summaries, `events.csv`, `.hgrm`, `.hlog`
+//! 12. `profile` — the TOML profile and its validation into a `Plan`
+//! 13. `analysis` — pure figures: counts, the one table of figures, overlap, summaries, thresholds, the verdict
+//! 14. `redlock`, `analytic`, `record` — quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
+//! 15. `dist` — latency distributions: grammar, sampler, analytic tails
+//! 16. `inputs` — the one reader of duration columns in CSV files
+//! 17. `model`, `exit`, `math`, `target`, `signals`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted; the calling thread's kernel id and class
+//!
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it
 // (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.
 #![deny(unsafe_code)]
@@ -73,6 +37,7 @@
 pub mod agent;
 pub mod analysis;
 pub mod analytic;
+pub mod backend;
 pub mod cli;
 pub mod commands;
 pub mod dist;
@@ -82,16 +47,17 @@ pub mod faults;
 pub mod inputs;
 pub mod math;
 pub mod merge;
+pub mod model;
 pub mod profile;
 pub mod recommend;
 pub mod record;
 pub mod redlock;
-pub mod release;
+
 pub mod report;
 pub mod results;
+pub mod runner;
 pub mod signals;
 pub mod sim;
 pub mod store;
 pub mod target;
-pub mod units;
-pub mod variant;
+pub mod threads;

@@ -10,7 +10,7 @@ fn main() {
         eprintln!("error: --threads {}: use 1 to 256", threads.threads);
         std::process::exit(lockbench::exit::BAD_INPUT);
     }
-    let _ = lockbench::cli::RUNTIME_THREADS.set(threads);
+    let _ = lockbench::engine::RUNTIME_THREADS.set(threads);
     // One thread: the current-thread scheduler. It has no LIFO slot, so a connection's writer
     // task runs after every worker that is ready has queued its command, and a shared
     // connection writes them in one syscall instead of one each (measured: 50 commands per
@@ -36,7 +36,7 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
-            lockbench::exit::code_of_error(&e)
+            lockbench::cli::code_of_error(&e)
         }
     };
     drop(runtime);

@@ -27,11 +27,11 @@ use crate::analysis::counts::{Counts, NOT_RECORDED};
 use crate::analysis::overlap::{OverlapStats, compute};
 use crate::analysis::summary::{Measured, Meta, StopReason, Summary, summarize};
 use crate::exit::BadInput;
+use crate::model::error::ErrorKind;
 use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
 use crate::report::load::RunFiles;
 use crate::results::agents::{AgentRecord, MergeRecord, MergedAgent, MergedOverlap};
 use crate::results::{self, SummaryFile};
-use crate::store::ErrorKind;
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
@@ -461,7 +461,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result<Merged
     };
     results::write_json(&out.join("summary.json"), &summary_file)?;
     results::write_summary_csv_file(out, &summaries)?;
-    let faults: Vec<(String, crate::faults::FaultWindow)> = summaries
+    let faults: Vec<(String, crate::model::fault::FaultWindow)> = summaries
         .iter()
         .flat_map(|s| s.faults.iter().map(|f| (s.variant.clone(), f.clone())))
         .collect();
@@ -570,16 +570,18 @@ fn merge_variant(
         .iter()
         .flat_map(|(_, a, s)| {
             let shift_ms = a.shift_us as f64 / 1000.0;
-            s.faults.iter().map(move |f| crate::faults::FaultWindow {
-                start_ms: f.start_ms + shift_ms,
-                end_ms: f.end_ms + shift_ms,
-                detail: if f.detail.is_empty() {
-                    format!("agent {}", a.index)
-                } else {
-                    format!("{}, agent {}", f.detail, a.index)
-                },
-                ..f.clone()
-            })
+            s.faults
+                .iter()
+                .map(move |f| crate::model::fault::FaultWindow {
+                    start_ms: f.start_ms + shift_ms,
+                    end_ms: f.end_ms + shift_ms,
+                    detail: if f.detail.is_empty() {
+                        format!("agent {}", a.index)
+                    } else {
+                        format!("{}, agent {}", f.detail, a.index)
+                    },
+                    ..f.clone()
+                })
         })
         .collect();
     summary.server_binary = first.server_binary.clone();

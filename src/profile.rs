@@ -18,13 +18,15 @@
 //!
 //! Every error names the file, the line and the field, and says what would be valid.
 
+mod redlock;
+
 use crate::analysis::threshold::Threshold;
 use crate::dist::Dist;
-use crate::faults::{Fault, FaultProfile};
-use crate::release::ReleaseMethod;
-use crate::store::ExtendCommand;
-use crate::units;
-use crate::variant::{Fencing, Variant};
+use crate::model::fault::{Fault, FaultProfile};
+use crate::model::release::ExtendCommand;
+use crate::model::release::ReleaseMethod;
+use crate::model::units;
+use crate::model::variant::{Fencing, Variant};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
@@ -448,7 +450,7 @@ pub struct Plan {
     /// `redis-server` on PATH).
     pub redis_servers: Vec<std::path::PathBuf>,
     /// The open arrival model (`None`: a closed loop of `workers`).
-    pub arrivals: Option<crate::engine::arrivals::Arrivals>,
+    pub arrivals: Option<crate::model::arrivals::Arrivals>,
     /// With arrivals: request slots (requests in flight at most).
     pub max_in_flight: usize,
     /// How a section waits for its end.
@@ -541,6 +543,19 @@ pub struct ProfileError {
     pub field: Option<String>,
     /// The field and what is wrong with it.
     pub message: String,
+}
+
+impl ProfileError {
+    /// `field` of the profile `file` (whose text is `source`) is wrong: `message` says what would
+    /// be valid.
+    pub fn at_field(file: &str, source: &str, field: &str, message: String) -> ProfileError {
+        ProfileError {
+            file: file.to_string(),
+            line: locate(source, field),
+            field: Some(field.to_string()),
+            message: format!("field `{field}`: {message}"),
+        }
+    }
 }
 
 /// Calls `$m!(field, …)` with every field of [`Profile`], so code that must visit all of them
@@ -682,12 +697,8 @@ impl Profile {
         source: &str,
         base: Option<&Path>,
     ) -> Result<Plan, ProfileError> {
-        let err = |field: &str, message: String| ProfileError {
-            file: file.to_string(),
-            line: locate(source, field),
-            field: Some(field.to_string()),
-            message: format!("field `{field}`: {message}"),
-        };
+        let err =
+            |field: &str, message: String| ProfileError::at_field(file, source, field, message);
         let dur_us =
             |field: &str, v: &Option<String>, default: &str| -> Result<u64, ProfileError> {
                 let text = v.as_deref().unwrap_or(default);
@@ -925,7 +936,7 @@ impl Profile {
         }
         let pause = dist("pause", &self.pause, "constant(0ms)")?;
         let sim_rtt = dist("sim_rtt", &self.sim_rtt, DEFAULT_SIM_RTT)?;
-        let mut sim_timer_text = self
+        let sim_timer_text = self
             .sim_timer
             .clone()
             .unwrap_or_else(|| "constant(0ms)".to_string());
@@ -942,11 +953,11 @@ impl Profile {
                 ),
             ));
         }
-        let mut sim_rtt_text = self
+        let sim_rtt_text = self
             .sim_rtt
             .clone()
             .unwrap_or_else(|| DEFAULT_SIM_RTT.to_string());
-        let mut sim_service_us = dur_us("sim_service", &self.sim_service, DEFAULT_SIM_SERVICE)?;
+        let sim_service_us = dur_us("sim_service", &self.sim_service, DEFAULT_SIM_SERVICE)?;
         if sim_service_us > 1_000_000 {
             return Err(err(
                 "sim_service",
@@ -1083,9 +1094,8 @@ impl Profile {
                     "names the binary of a private server: it needs backend = \"spawn\" (not url or memory)".to_string(),
                 ));
             }
+            // The binary itself is checked by the command (`backend::check_plan_io`).
             let path = std::path::PathBuf::from(path);
-            crate::store::spawn::check_server_binary(&path)
-                .map_err(|e| err("redis_server", format!("{e:#}")))?;
             if !redis_servers.contains(&path) {
                 redis_servers.push(path);
             }
@@ -1105,7 +1115,7 @@ impl Profile {
                         "an open arrival model runs for a `duration` (requests arrive at a rate), not a number of `sections`".to_string(),
                     ));
                 }
-                Some(crate::engine::arrivals::Arrivals::parse(a).map_err(|m| err("arrivals", m))?)
+                Some(crate::model::arrivals::Arrivals::parse(a).map_err(|m| err("arrivals", m))?)
             }
         };
         let ramp_up_us = dur_us("ramp_up", &self.ramp_up, "0s")?;
@@ -1168,32 +1178,10 @@ impl Profile {
         let dist = load("dist", dist)?.scaled(scale);
         let think = load("think", think)?.scaled(scale);
         // Round trips are the network's: not scaled.
-        let mut sim_rtt = load("sim_rtt", sim_rtt)?;
-        let mut sim_timer = load("sim_timer", sim_timer)?;
-        if let Some(from) = &self.sim_from {
-            // As given (absolute, or relative to the working directory: a flag), else relative
-            // to the profile's directory (a profile field).
-            let dir = match base {
-                Some(b) if !Path::new(from).is_absolute() && !Path::new(from).exists() => {
-                    b.join(from)
-                }
-                _ => std::path::PathBuf::from(from),
-            };
-            let m = crate::sim::measured(&dir).map_err(|e| err("sim_from", format!("{e:#}")))?;
-            // What sim_rtt and sim_timer leave unset.
-            if self.sim_rtt.is_none() {
-                sim_rtt_text = format!("measured by {from} ({} release round trips)", m.rtt_n);
-                sim_rtt = m.rtt;
-            }
-            if self.sim_timer.is_none() {
-                sim_timer_text = format!("measured by {from} ({} sections)", m.timer_n);
-                sim_timer = m.timer;
-            }
-            if self.sim_service.is_none() {
-                // The measured round trips already include the server's time.
-                sim_service_us = 0;
-            }
-        }
+        let sim_rtt = load("sim_rtt", sim_rtt)?;
+        let sim_timer = load("sim_timer", sim_timer)?;
+        // `sim_from` is read by the command (`backend::check_plan_io`): validation reads no
+        // run directory.
         let sim_timer = (!sim_timer.is_zero()).then(|| sim_timer.sampler());
         if let Some(median) = dist.quantile(0.5)
             && median > 0.0
@@ -1230,7 +1218,7 @@ impl Profile {
                 if ramp_up_us > 0
                     || matches!(
                         arrivals,
-                        Some(crate::engine::arrivals::Arrivals::Ramp { .. })
+                        Some(crate::model::arrivals::Arrivals::Ramp { .. })
                     )
                 {
                     return refuse(
@@ -1313,9 +1301,9 @@ impl Profile {
         if self.lock.as_deref() == Some("redlock") && self.releases.is_none() {
             plan.releases = vec![plan.release];
         }
-        plan.redlock = crate::redlock::plan_of(self, plan)?;
+        plan.redlock = redlock::plan_of(self, plan)?;
         if let Some(r) = &plan.redlock {
-            plan.warnings.extend(crate::redlock::warnings(r));
+            plan.warnings.extend(redlock::warnings(r));
         }
         Ok(())
     }
@@ -1361,7 +1349,7 @@ impl Plan {
             || self
                 .faults
                 .iter()
-                .any(|f| f.kind == crate::faults::FaultKind::HolderCrash)
+                .any(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
     }
 
     /// Run length as a duration, if the run is time-limited.
@@ -1386,7 +1374,7 @@ fn scaled_ttl(
                 "ttl",
                 format!(
                     "{} cannot be sent as PX: Redis expiry is whole milliseconds ≥ 1ms (e.g. `100ms`)",
-                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact)
+                    units::fmt_us(raw_ttl_us, crate::model::units::Style::Compact)
                 ),
             ));
         }
@@ -1398,9 +1386,9 @@ fn scaled_ttl(
                 "time_scale",
                 format!(
                     "scaling the TTL {} by {} gives {}, below the 1ms that Redis PX can express: use a time scale ≥ {}",
-                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact),
+                    units::fmt_us(raw_ttl_us, crate::model::units::Style::Compact),
                     units::fmt_num(scale),
-                    units::fmt_us(scaled.round() as u64, crate::units::Style::Compact),
+                    units::fmt_us(scaled.round() as u64, crate::model::units::Style::Compact),
                     units::fmt_num(1000.0 / raw_ttl_us as f64)
                 ),
             ));
@@ -1409,8 +1397,8 @@ fn scaled_ttl(
         if (rounded - scaled).abs() >= 1.0 {
             warnings.push(format!(
                 "scaled TTL {} rounded to {} (Redis PX is whole milliseconds)",
-                units::fmt_us(scaled.round() as u64, crate::units::Style::Compact),
-                units::fmt_us(rounded as u64, crate::units::Style::Compact)
+                units::fmt_us(scaled.round() as u64, crate::model::units::Style::Compact),
+                units::fmt_us(rounded as u64, crate::model::units::Style::Compact)
             ));
         }
         if rounded > units::MAX_US as f64 {
@@ -1418,7 +1406,7 @@ fn scaled_ttl(
                 "time_scale",
                 format!(
                     "scaling the TTL {} by {} gives more than {}: use a time scale ≤ {}",
-                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact),
+                    units::fmt_us(raw_ttl_us, crate::model::units::Style::Compact),
                     units::fmt_num(scale),
                     units::MAX_TEXT,
                     units::fmt_num(units::MAX_US as f64 / raw_ttl_us as f64)
@@ -1430,7 +1418,7 @@ fn scaled_ttl(
     if ttl_us < 20_000 {
         warnings.push(format!(
                 "TTL {} is short: the ~1ms timer resolution and Redis's millisecond expiry are ≥ 5 % of it",
-                units::fmt_us(ttl_us, crate::units::Style::Compact)
+                units::fmt_us(ttl_us, crate::model::units::Style::Compact)
             ));
     }
     Ok(ttl_us)
@@ -1447,7 +1435,7 @@ impl Plan {
                 line: None,
                 message: format!(
                     "--ttl {}: {m}",
-                    units::fmt_us(raw_ttl_us, crate::units::Style::Compact)
+                    units::fmt_us(raw_ttl_us, crate::model::units::Style::Compact)
                 ),
                 field: Some(f.to_string()),
             }

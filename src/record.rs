@@ -4,6 +4,12 @@
 use hdrhistogram::Histogram;
 use std::borrow::Cow;
 
+/// The `outcome` of a section run without a lock (fail-open): nothing to release.
+pub const UNLOCKED: &str = "unlocked";
+
+/// The `outcome` of a section whose holder died mid-section: nothing was released.
+pub const CRASHED: &str = "crashed";
+
 /// A recorded distribution. All values in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Metric {
@@ -207,10 +213,9 @@ impl EventRow {
     /// How late the section's timer woke it, µs: its duration beyond the intended one, a pause
     /// aside. `None` for a section that did not run its course (cut short, aborted, crashed).
     pub fn timer_error_us(&self) -> Option<u64> {
-        (!self.interrupted && !self.aborted && self.outcome != crate::analysis::counts::CRASHED)
-            .then(|| {
-                self.duration_us
-                    .saturating_sub(self.intended_us + self.pause_us)
-            })
+        (!self.interrupted && !self.aborted && self.outcome != crate::record::CRASHED).then(|| {
+            self.duration_us
+                .saturating_sub(self.intended_us + self.pause_us)
+        })
     }
 }

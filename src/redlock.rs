@@ -12,10 +12,7 @@
 //! | release | the token script on every instance, replies combined by [`combine_release`] | |
 //! | extend | the extension on every instance, re-armed iff a majority re-armed ([`combine_extend`]) | |
 
-use crate::profile::{Acquire, BackendChoice, Plan, Profile};
-use crate::release::ReleaseMethod;
-use crate::store::{CmdError, CmdResult, ErrorKind};
-use crate::variant::Fencing;
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use serde::{Deserialize, Serialize};
 
 /// redsync's per-instance timeout factor: each instance gets 0.05 × TTL to answer.
@@ -91,7 +88,7 @@ pub fn decide(acquired: usize, quorum: usize, elapsed_us: u64, ttl_ms: u64) -> D
 }
 
 /// Combines the token script's per-instance replies (`1` deleted, `0` absent, `-1` another
-/// token) into the one reply [`crate::release::classify_script`] classifies:
+/// token) into the one reply [`crate::model::release::classify_script`] classifies:
 ///
 /// - `1` (*released*) when the holder's key was deleted on a majority: it still held the lock;
 /// - otherwise the lock was already lost as a lock: `-1` (*refused, held by other*) when any
@@ -136,7 +133,7 @@ pub fn instance_timeout(instance: usize, timeout_us: u64) -> CmdError {
         kind: ErrorKind::Timeout,
         detail: format!(
             "redlock instance {instance} did not answer within its {} timeout",
-            crate::units::fmt_us(timeout_us, crate::units::Style::Compact)
+            crate::model::units::fmt_us(timeout_us, crate::model::units::Style::Compact)
         ),
     }
 }
@@ -164,169 +161,6 @@ pub struct RedlockFigures {
     pub instance_errors: Vec<u64>,
     /// Of those, replies missing the per-instance timeout (or the command timeout).
     pub instance_timeouts: Vec<u64>,
-}
-
-/// The redlock part of a profile's validation: `None` for a single-instance lock. The error
-/// is the field at fault and what would be valid.
-pub fn plan_of(p: &Profile, plan: &Plan) -> Result<Option<RedlockPlan>, (&'static str, String)> {
-    let lock = p.lock.as_deref().unwrap_or("single");
-    let redlock = match lock {
-        "single" => false,
-        "redlock" => true,
-        other => {
-            return Err((
-                "lock",
-                format!("`{other}` is not a lock kind: use \"single\" or \"redlock\""),
-            ));
-        }
-    };
-    if !redlock {
-        for (field, set) in [
-            ("instances", p.instances.is_some()),
-            ("redlock_urls", p.redlock_urls.is_some()),
-            ("redlock_timeout", p.redlock_timeout.is_some()),
-        ] {
-            if set {
-                return Err((
-                    field,
-                    format!(
-                        "belongs to a redlock run: add lock = \"redlock\" (or remove `{field}`)"
-                    ),
-                ));
-            }
-        }
-        return Ok(None);
-    }
-    let urls = p.redlock_urls.clone().unwrap_or_default();
-    if !urls.is_empty() && p.instances.is_some_and(|n| n != urls.len()) {
-        return Err((
-            "instances",
-            format!(
-                "{} instances but {} redlock_urls: give the URLs alone (one instance each) or `instances` alone (spawned servers)",
-                p.instances.unwrap_or(0),
-                urls.len()
-            ),
-        ));
-    }
-    let n = if urls.is_empty() {
-        p.instances.unwrap_or(5)
-    } else {
-        urls.len()
-    };
-    if !(1..=MAX_INSTANCES).contains(&n) {
-        return Err((
-            "instances",
-            format!("{n} is not valid: use 1 to {MAX_INSTANCES} (5 is the usual choice)"),
-        ));
-    }
-    match plan.backend {
-        BackendChoice::Memory | BackendChoice::Sim => {
-            return Err((
-                "backend",
-                "redlock needs real Redis servers: use backend = \"spawn\" (instances private servers) or redlock_urls (not memory or sim)".to_string(),
-            ));
-        }
-        BackendChoice::Url => {
-            return Err((
-                "redis",
-                "a redlock run does not use `redis`/--redis (one server): list its servers in redlock_urls (--redlock-url, repeated), or leave both out to spawn `instances` servers".to_string(),
-            ));
-        }
-        BackendChoice::SpawnCluster => {
-            return Err((
-                "backend",
-                "redlock runs on independent servers, not one Redis Cluster: drop backend = \"spawn-cluster\" (instances private servers are spawned) or give redlock_urls".to_string(),
-            ));
-        }
-        BackendChoice::Auto | BackendChoice::Spawn => {}
-    }
-    if !urls.is_empty() && plan.backend == BackendChoice::Spawn {
-        return Err((
-            "redlock_urls",
-            "backend = \"spawn\" starts private instances: drop redlock_urls, or drop backend = \"spawn\" to use the URLs".to_string(),
-        ));
-    }
-    for u in &urls {
-        crate::target::check_url(u).map_err(|e| ("redlock_urls", format!("{e:#}")))?;
-    }
-    if !plan.redis_servers.is_empty() {
-        return Err((
-            "redis_server",
-            "a redlock run spawns its instances from redis-server on PATH; one binary per compare column is not supported with lock = \"redlock\"".to_string(),
-        ));
-    }
-    let variants = || std::iter::once(&plan.release).chain(&plan.releases);
-    if let Some(v) = variants().find(|v| v.release != ReleaseMethod::Token) {
-        return Err((
-            if p.releases.is_some() {
-                "releases"
-            } else {
-                "release"
-            },
-            format!(
-                "redlock releases with the token script on every instance; `{}` is not supported with lock = \"redlock\": use token (or token+extend)",
-                v.name()
-            ),
-        ));
-    }
-    if plan.resource || variants().any(|v| v.fencing != Fencing::Off) {
-        return Err((
-            if p.fencing.is_some() { "fencing" } else { "resource" },
-            "the protected resource and fencing live in one store, and redlock has N independent ones with no shared counter: use lock = \"single\" for resource/fencing runs, or drop them".to_string(),
-        ));
-    }
-    if plan.acquire == Acquire::SetnxExpire {
-        return Err((
-            "acquire",
-            "redlock acquires with SET NX PX on every instance: use acquire = \"set-nx-px\""
-                .to_string(),
-        ));
-    }
-    let instance_timeout_us = match &p.redlock_timeout {
-        None => None,
-        Some(t) => {
-            let us = crate::units::parse_ms(t)
-                .map(crate::units::ms_to_us)
-                .map_err(|e| ("redlock_timeout", e.to_string()))?;
-            if us < 1_000 || us >= plan.ttl_ms * 1000 {
-                return Err((
-                    "redlock_timeout",
-                    format!(
-                        "{t} is not a per-instance timeout for a {} ms TTL: use 1ms to below the TTL (redsync's default, when unset, is 0.05 × TTL)",
-                        plan.ttl_ms
-                    ),
-                ));
-            }
-            Some(us)
-        }
-    };
-    Ok(Some(RedlockPlan {
-        instances: n,
-        urls,
-        quorum: quorum(n),
-        instance_timeout_us,
-    }))
-}
-
-/// Warnings about a valid but weak setup (an even count, too few instances).
-pub fn warnings(r: &RedlockPlan) -> Vec<String> {
-    let n = r.instances;
-    let tolerated = n - r.quorum;
-    if n < 3 {
-        vec![format!(
-            "redlock over {n} instance{}: the quorum is {}, so it tolerates no failed instance (use 3 or more, usually 5)",
-            if n == 1 { "" } else { "s" },
-            r.quorum
-        )]
-    } else if n.is_multiple_of(2) {
-        vec![format!(
-            "redlock over an even number of instances ({n}): the quorum is {}, tolerating {tolerated} failed, as {} instances would",
-            r.quorum,
-            n - 1
-        )]
-    } else {
-        Vec::new()
-    }
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 mod common;
 
 use common::*;
-use lockbench::engine::runner::run_with;
-use lockbench::release::ReleaseMethod::{self, Del, Token};
+use lockbench::model::release::ReleaseMethod::{self, Del, Token};
+use lockbench::runner::run_with;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::spawn::SpawnedRedis;
 
@@ -28,7 +28,7 @@ async fn run_as(
     server: &SpawnedRedis,
     user: &str,
     method: ReleaseMethod,
-) -> Result<lockbench::engine::runner::RunOutcome, String> {
+) -> Result<lockbench::runner::RunOutcome, String> {
     let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
     let c = RedisConnector::new(&url, Timeouts::default(), false).unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ use common::*;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use lockbench::analytic;
-use lockbench::release::ReleaseMethod::Token;
+use lockbench::model::release::ReleaseMethod::Token;
 
 fn timer_error_histogram(dir: &std::path::Path) -> hdrhistogram::Histogram<u64> {
     let bytes = std::fs::read(dir.join("timer-error.hlog")).unwrap();

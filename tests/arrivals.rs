@@ -3,8 +3,8 @@
 
 mod common;
 
-use lockbench::engine::runner::{RunOptions, run_with};
-use lockbench::store::backend::Backend;
+use lockbench::backend::Backend;
+use lockbench::runner::{RunOptions, run_with};
 
 /// A 500 ms pause of the server: the p99 request latency, measured from each request's
 /// intended arrival, is at least the pause; the SET round trip, measured from the actual send

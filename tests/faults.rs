@@ -4,10 +4,10 @@
 
 mod common;
 
-use lockbench::engine::runner::{RunOptions, RunOutcome, run_with};
+use lockbench::backend::{Backend, Store};
+use lockbench::model::variant::Variant;
 use lockbench::profile::Plan;
-use lockbench::store::backend::{Backend, Store};
-use lockbench::variant::Variant;
+use lockbench::runner::{RunOptions, RunOutcome, run_with};
 use std::path::Path;
 use std::process::Command;
 
@@ -60,7 +60,7 @@ fn plan(toml: &str) -> Plan {
 }
 
 fn code(out: &RunOutcome) -> i32 {
-    lockbench::exit::verdict(&out.summaries, out.manifest.interrupted, None).code
+    lockbench::analysis::verdict::verdict(&out.summaries, out.manifest.interrupted, None).code
 }
 
 /// A pause longer than the command timeout: the commands sent into it time out (counted, with

@@ -5,7 +5,7 @@ mod common;
 
 use lockbench::engine::collector::Collector;
 use lockbench::engine::recorder::{EventRow, HistSet, Metric, Recorder};
-use lockbench::release::ReleaseMethod::Token;
+use lockbench::model::release::ReleaseMethod::Token;
 use lockbench::results::{self, EventsWriter};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

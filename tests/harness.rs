@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use lockbench::analysis::summary::Summary;
 use lockbench::dist::Dist;
-use lockbench::release::ReleaseMethod::{Del, Token};
+use lockbench::model::release::ReleaseMethod::{Del, Token};
 
 fn assert_clean(s: &Summary) {
     assert!(

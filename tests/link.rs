@@ -6,8 +6,9 @@
 mod common;
 
 use common::{redis, sync_conn};
+use lockbench::model::error::{CmdError, ErrorKind};
+use lockbench::store::Connector;
 use lockbench::store::redis::{RedisConn, RedisConnector, Timeouts};
-use lockbench::store::{CmdError, Connector, ErrorKind};
 use std::time::{Duration, Instant};
 
 async fn connect(url: &str, timeouts: Timeouts) -> RedisConn {

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use lockbench::engine::worker::intended_sequence;
-use lockbench::release::ReleaseMethod::{Del, Delex, Token};
+use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
 use lockbench::store::LockConn;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use redis::Commands;
@@ -298,8 +298,7 @@ async fn delex_needs_redis_8_4_and_works_where_supported() {
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut probe = lockbench::store::Connector::connect(&conn).await.unwrap();
     let version = probe.server_version().await.unwrap();
-    let r =
-        lockbench::engine::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
+    let r = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
     if lockbench::store::redis::version_tuple(&version).is_some_and(|v| v < (8, 4)) {
         let msg = r.unwrap_err().to_string();
         assert!(msg.contains("8.4") && msg.contains("token"), "{msg}");
@@ -347,7 +346,7 @@ async fn del_needs_getdel_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let p = plan("workers = 2\nsections = 10\ndist = \"constant(1ms)\"\n");
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    let msg = lockbench::engine::runner::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
+    let msg = lockbench::runner::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
         .await
         .unwrap_err()
         .to_string();
@@ -355,7 +354,7 @@ async fn del_needs_getdel_and_says_so() {
     // The token method does not need it.
     let dir2 = tempfile::tempdir().unwrap();
     assert!(
-        lockbench::engine::runner::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
+        lockbench::runner::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
             .await
             .is_ok()
     );

@@ -103,7 +103,7 @@ fn timer_thread_state() -> (u32, u64) {
         let dir = task.unwrap().path();
         if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == "lockbench-timer" {
             let tid: u32 = dir.file_name().unwrap().to_str().unwrap().parse().unwrap();
-            let policy = lockbench::engine::thread_policy(tid).unwrap();
+            let policy = lockbench::threads::thread_policy(tid).unwrap();
             let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns"))
                 .unwrap()
                 .trim()

@@ -6,15 +6,15 @@ mod common;
 
 use common::{plan, redis, run_memory, run_redis};
 use lockbench::analysis::summary::Summary;
+use lockbench::model::variant::Variant;
 use lockbench::profile::Profile;
-use lockbench::variant::Variant;
 
 /// Every section overruns its TTL and holders contend for one key: overlap is certain.
 const OVERLAP: &str = "workers = 10\nkeys = 1\nttl = \"20ms\"\ndist = \"constant(30ms)\"\n\
     think = \"constant(1ms)\"\nduration = \"1500ms\"\nresource = true\n";
 
 fn variants(list: &[&str]) -> Vec<Variant> {
-    let d = Variant::from(lockbench::release::ReleaseMethod::Token);
+    let d = Variant::from(lockbench::model::release::ReleaseMethod::Token);
     list.iter()
         .map(|s| Variant::parse_with(s, d).unwrap())
         .collect()

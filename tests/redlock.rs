@@ -6,10 +6,10 @@ mod common;
 
 use lockbench::analysis::overlap::KeyTracker;
 use lockbench::analysis::summary::Summary;
-use lockbench::engine::runner::{RunOptions, RunOutcome, run_with};
+use lockbench::backend::Backend;
 use lockbench::profile::Plan;
 use lockbench::redlock::RedlockPlan;
-use lockbench::store::backend::Backend;
+use lockbench::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::redlock::{Instances, RedlockConnector};
 use lockbench::store::spawn::SpawnedRedis;
@@ -501,7 +501,7 @@ fn bad_input_is_refused_with_exit_2() {
 /// lost; with it on all five, re-armed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extension_needs_a_majority() {
-    use lockbench::store::ExtendCommand;
+    use lockbench::model::release::ExtendCommand;
     let (servers, rl) = five().await;
     let mut a = rl.connect().await.unwrap();
     assert!(a.set_nx_px(KEY, "A", TTL_MS).await.unwrap());

@@ -5,8 +5,8 @@
 mod common;
 
 use lockbench::analysis::summary::StopReason;
-use lockbench::engine::runner::run_with;
-use lockbench::release::ReleaseMethod;
+use lockbench::model::release::ReleaseMethod;
+use lockbench::runner::run_with;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use std::io::BufRead;
 use std::path::Path;
@@ -393,7 +393,7 @@ async fn compare_keeps_a_finished_variant_when_the_server_dies() {
     assert_eq!(r.mismatches.as_deref().unwrap_or_default(), &[]);
     let summary = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
     assert!(summary.contains("\"variant\": \"del\""));
-    let verdict = lockbench::exit::verdict(&outcome.summaries, false, Some(&failure));
+    let verdict = lockbench::analysis::verdict::verdict(&outcome.summaries, false, Some(&failure));
     assert_eq!(verdict.code, lockbench::exit::FAILED);
 }
 

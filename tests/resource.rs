@@ -5,9 +5,11 @@
 mod common;
 
 use common::redis;
+use lockbench::model::error::ErrorKind;
+use lockbench::model::release::ExtendCommand;
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::{RedisConnector, Timeouts, version_tuple};
-use lockbench::store::{Connector, ErrorKind, ExtendCommand, LockConn, ReadOutcome, WriteOutcome};
+use lockbench::store::{Connector, LockConn, ReadOutcome, WriteOutcome};
 use std::time::Duration;
 use tokio::time::Instant;
 

@@ -5,11 +5,11 @@
 mod common;
 
 use common::{plan, run_redis_data, set_calls, sync_conn};
-use lockbench::engine::runner::run_with;
-use lockbench::release::ReleaseMethod::{Del, Delex, Token};
+use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
+use lockbench::model::variant::Variant;
+use lockbench::runner::run_with;
 use lockbench::store::redis::{RedisConnector, Timeouts, parse_server_version};
 use lockbench::store::spawn::SpawnedRedis;
-use lockbench::variant::Variant;
 use std::time::{Duration, Instant};
 
 /// The servers compared.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use lockbench::engine::runner::run_with;
+use lockbench::runner::run_with;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use std::time::Duration;
 

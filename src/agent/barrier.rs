@@ -21,10 +21,11 @@
 use super::AgentSpec;
 use super::clock::{Probe, fastest, wall_now_us};
 use crate::exit::{BadInput, Interrupted};
+use crate::model::error::CmdResult;
 use crate::results::agents::AgentRecord;
 use crate::signals::{Request, request_of};
+use crate::store::Connector;
 use crate::store::redis::{RedisConn, RedisConnector};
-use crate::store::{CmdResult, Connector};
 use std::sync::Mutex;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -250,7 +251,7 @@ impl Agent {
         signals: &mut watch::Receiver<u32>,
     ) -> anyhow::Result<()> {
         let (run, i, n) = (&self.spec.run_id, self.spec.index, self.spec.count);
-        let failed = |what: &str, e: crate::store::CmdError| {
+        let failed = |what: &str, e: crate::model::error::CmdError| {
             anyhow::anyhow!("{}: {what} failed: {e}", self.who())
         };
         let start_key = self.key("start");
@@ -545,5 +546,5 @@ impl Agent {
 }
 
 fn fmt_duration(d: Duration) -> String {
-    crate::units::fmt_us(d.as_micros() as u64, crate::units::Style::Compact)
+    crate::model::units::fmt_us(d.as_micros() as u64, crate::model::units::Style::Compact)
 }

@@ -175,7 +175,7 @@ impl AgentSpec {
         };
         let barrier_timeout = match &flags.barrier_timeout {
             Some(t) => {
-                let d = crate::units::parse_duration(t)
+                let d = crate::model::units::parse_duration(t)
                     .map_err(|e| bad(format!("--barrier-timeout {e}")))?;
                 if d.is_zero() {
                     return Err(bad(format!(

@@ -7,8 +7,9 @@
 //! ([`Counts::of_section`]), the same function live and in the recount, so the two cannot
 //! drift. Adding a counter is one line here plus the code that counts it.
 
+use crate::model::release::{ReleaseOutcome, StaleRule, tally};
 use crate::record::EventRow;
-use crate::release::{ReleaseOutcome, StaleRule, tally};
+use crate::record::{CRASHED, UNLOCKED};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -18,12 +19,6 @@ pub const NOT_RECORDED: u64 = u64::MAX;
 fn not_recorded() -> u64 {
     NOT_RECORDED
 }
-
-/// The `outcome` of a section run without a lock (fail-open): nothing to release.
-pub const UNLOCKED: &str = "unlocked";
-
-/// The `outcome` of a section whose holder died mid-section: nothing was released.
-pub const CRASHED: &str = "crashed";
 
 /// Whether a counter can be recounted from `events.csv` (one row per section).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

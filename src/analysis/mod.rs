@@ -6,9 +6,11 @@
 //! - [`overlap`]: exact overlap accounting (time with ≥ 2 holders, incidents, peak holders).
 //! - [`summary`]: a variant's summary from its counts, overlap and histograms.
 //! - [`threshold`]: `fail_if` conditions on any figure, the CI gate (exit 99).
+//! - [`verdict`]: the exit code a finished run's summaries call for, and why.
 
 pub mod counts;
 pub mod figures;
 pub mod overlap;
 pub mod summary;
 pub mod threshold;
+pub mod verdict;

@@ -4,10 +4,10 @@
 
 use crate::analysis::counts::{Counts, NOT_RECORDED};
 use crate::analysis::overlap::OverlapStats;
+use crate::model::error::ErrorKind;
+use crate::model::release::StaleRule;
+use crate::model::variant::Fencing;
 use crate::record::{HistSet, Metric, Outages};
-use crate::release::StaleRule;
-use crate::store::ErrorKind;
-use crate::variant::Fencing;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -188,7 +188,7 @@ pub struct Summary {
     pub redlock: Option<crate::redlock::RedlockFigures>,
     /// The fault windows as they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub faults: Vec<crate::faults::FaultWindow>,
+    pub faults: Vec<crate::model::fault::FaultWindow>,
     /// Overlap per key (keys where two sections overlapped).
     pub per_key: Vec<KeyOverlap>,
     /// Theoretical overrun probability next to the measured fraction (parametric
@@ -223,12 +223,12 @@ pub struct ShardFigures {
 /// Per-shard figures: `key_slot(k)` gives each key's slot; overlap comes from `per_key`, lost
 /// locks from the `failover` windows.
 pub fn shard_figures(
-    shards: &[crate::store::cluster::Shard],
+    shards: &[crate::model::cluster::Shard],
     keys: usize,
     mut key_slot: impl FnMut(usize) -> u16,
     used: &[usize],
     per_key: &[KeyOverlap],
-    faults: &[crate::faults::FaultWindow],
+    faults: &[crate::model::fault::FaultWindow],
 ) -> Vec<ShardFigures> {
     let mut owner = vec![usize::MAX; keys];
     for (k, o) in owner.iter_mut().enumerate() {
@@ -338,7 +338,7 @@ pub struct Protection {
     pub extend_every_ms: f64,
     /// The extension command that ran: `script` or `set-ifeq` (`null`: no extension).
     #[serde(default)]
-    pub extend_with: Option<crate::store::ExtendCommand>,
+    pub extend_with: Option<crate::model::release::ExtendCommand>,
     /// Sum over keys of the resource's final value, read back from the server
     /// ([`NOT_RECORDED`] when the read-back failed or was abandoned: lost updates unknown).
     #[serde(default)]

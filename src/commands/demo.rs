@@ -13,14 +13,15 @@
 
 pub mod side_by_side;
 
-use crate::cli::DemoArgs;
+use crate::backend::{Backend, Store};
+use crate::commands::args::DemoArgs;
+use crate::model::error::CmdResult;
+use crate::model::units;
 use crate::profile::{BackendChoice, OneOrMany, Profile};
-use crate::store::backend::{Backend, Store};
 use crate::store::{
-    CANONICAL_CAD_LUA, CmdResult, Connector, FENCED_ACQUIRE_LUA, LockConn, RESOURCE_READ_LUA,
+    CANONICAL_CAD_LUA, Connector, FENCED_ACQUIRE_LUA, LockConn, RESOURCE_READ_LUA,
     RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome, fence_arg,
 };
-use crate::units;
 use anyhow::Context;
 pub use side_by_side::Transcript;
 use std::io::Write;
@@ -48,7 +49,9 @@ fn cmd<T>(r: CmdResult<T>) -> anyhow::Result<T> {
 fn server_reply<T>(r: CmdResult<T>, show: impl FnOnce(T) -> String) -> anyhow::Result<String> {
     match r {
         Ok(v) => Ok(show(v)),
-        Err(e) if e.kind == crate::store::ErrorKind::Server => Ok(format!("(error) {}", e.detail)),
+        Err(e) if e.kind == crate::model::error::ErrorKind::Server => {
+            Ok(format!("(error) {}", e.detail))
+        }
         Err(e) => cmd(Err(e)),
     }
 }
@@ -429,7 +432,7 @@ pub async fn fencing<C: LockConn, W: Write>(
         };
         s.say(&format!(
             "A read {va} and works longer than its TTL of {}...",
-            units::fmt_us(ttl * 1000, crate::units::Style::Compact)
+            units::fmt_us(ttl * 1000, crate::model::units::Style::Compact)
         ))
         .map_err(io)?;
         await_expiry(s.conn, lock, ttl).await?;
@@ -680,7 +683,7 @@ async fn client_pause(url: &str, pause: Duration) -> anyhow::Result<String> {
 fn gave_up(r: &CmdResult<bool>, timeout: Duration) -> String {
     match r {
         Ok(v) => ok_nil(*v),
-        Err(e) if e.kind == crate::store::ErrorKind::Timeout => format!(
+        Err(e) if e.kind == crate::model::error::ErrorKind::Timeout => format!(
             "(no reply within {}: the client gave up)",
             compact(ms(timeout))
         ),
@@ -913,7 +916,7 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     } else {
         "300ms"
     };
-    let ttl = crate::units::parse_duration(a.ttl.as_deref().unwrap_or(default_ttl))
+    let ttl = crate::model::units::parse_duration(a.ttl.as_deref().unwrap_or(default_ttl))
         .map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
     if ttl < std::time::Duration::from_millis(1) || ttl > std::time::Duration::from_secs(60) {
         anyhow::bail!("--ttl: use 1ms to 60s");
@@ -928,17 +931,23 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
         },
         ..Profile::default()
     };
-    let mut plan = profile.plan("command line", "", None).map_err(|mut e| {
-        // Every field of this profile came from a flag: name the flag.
-        if let Some(f) = &e.field {
-            e.message = e.message.replacen(
-                &format!("field `{f}`"),
-                &format!("--{}", f.replace('_', "-")),
-                1,
-            );
-        }
-        e
-    })?;
+    let mut plan = profile
+        .plan("command line", "", None)
+        .and_then(|mut plan| {
+            crate::backend::check_plan_io(&mut plan, &profile, "command line", "", None)?;
+            Ok(plan)
+        })
+        .map_err(|mut e| {
+            // Every field of this profile came from a flag: name the flag.
+            if let Some(f) = &e.field {
+                e.message = e.message.replacen(
+                    &format!("field `{f}`"),
+                    &format!("--{}", f.replace('_', "-")),
+                    1,
+                );
+            }
+            e
+        })?;
     plan.allow_remote = a.allow_remote;
     if plan.backend == BackendChoice::Url && plan.redis.is_none() {
         anyhow::bail!("--backend url needs --redis URL");

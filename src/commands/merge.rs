@@ -54,7 +54,7 @@ pub fn run(a: &MergeArgs) -> anyhow::Result<i32> {
         eprintln!("warning: agent {i} was interrupted (Ctrl-C or SIGTERM): its sections end early");
     }
     let failure = (!merged.failures.is_empty()).then(|| merged.failures.join("; "));
-    let verdict = crate::exit::verdict(&merged.summaries, false, failure.as_deref());
+    let verdict = crate::analysis::verdict::verdict(&merged.summaries, false, failure.as_deref());
     if verdict.code != crate::exit::OK {
         for r in &verdict.reasons {
             eprintln!("error: {r}");

@@ -4,13 +4,13 @@
 
 use crate::agent::AgentSpec;
 use crate::agent::barrier::Agent;
-use crate::cli::{CompareArgs, RunArgs};
-use crate::engine::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
+use crate::backend::{Backend, Store};
+use crate::commands::args::{CompareArgs, RunArgs};
 use crate::exit::BadInput;
+use crate::model::variant::Variant;
 use crate::profile::{BackendChoice, Plan, Profile, Stop};
-use crate::store::backend::{Backend, Store};
+use crate::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
 use crate::store::redis::{RedisConnector, Timeouts};
-use crate::variant::Variant;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,7 +59,7 @@ async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyho
              of --workers",
         ));
     }
-    if plan.resource || plan.release.fencing != crate::variant::Fencing::Off {
+    if plan.resource || plan.release.fencing != crate::model::variant::Fencing::Off {
         return Err(refuse(
             "a protected resource (--resource, fencing) is not merged across agents yet: its \
              final value is read back once per run, not per agent",
@@ -223,7 +223,10 @@ fn finish(
                 println!(
                     "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s{parts})",
                     v.variant,
-                    crate::units::fmt_us((v.elapsed_s * 1e6) as u64, crate::units::Style::Compact),
+                    crate::model::units::fmt_us(
+                        (v.elapsed_s * 1e6) as u64,
+                        crate::model::units::Style::Compact
+                    ),
                     sim.wall_s,
                     sim.simulated_s_per_wall_s,
                     sim.events_per_wall_s / 1e6
@@ -237,12 +240,15 @@ fn finish(
             println!(
                 "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
                 outcome.manifest.profile.ttl_ms,
-                crate::units::fmt_us(
-                    crate::units::ms_to_us(outcome.manifest.profile.unscaled_ttl_ms),
-                    crate::units::Style::Compact
+                crate::model::units::fmt_us(
+                    crate::model::units::ms_to_us(outcome.manifest.profile.unscaled_ttl_ms),
+                    crate::model::units::Style::Compact
                 ),
                 elapsed,
-                crate::units::fmt_us((elapsed / scale * 1e6) as u64, crate::units::Style::Compact)
+                crate::model::units::fmt_us(
+                    (elapsed / scale * 1e6) as u64,
+                    crate::model::units::Style::Compact
+                )
             );
         }
         if outcome
@@ -283,11 +289,15 @@ fn finish(
         }
     }
     let failure = outcome.manifest.failure.as_deref();
-    let verdict = crate::exit::verdict(&outcome.summaries, outcome.manifest.interrupted, failure);
+    let verdict = crate::analysis::verdict::verdict(
+        &outcome.summaries,
+        outcome.manifest.interrupted,
+        failure,
+    );
     // The cause of a failed run is shown even under --quiet; other errors only without it.
     if verdict.code != crate::exit::OK || !quiet {
         for s in &outcome.summaries {
-            let lines = crate::exit::error_lines(s);
+            let lines = crate::analysis::verdict::error_lines(s);
             if !lines.is_empty() {
                 eprintln!("errors of variant `{}`, first of each kind:", s.variant);
                 for l in lines {
@@ -361,11 +371,11 @@ mod tests {
 
         let bad = anyhow::Error::from(crate::results::OutDirError::NotADirectory("x".into()));
         assert_eq!(
-            crate::exit::code_of_error(&bad.context("preparing the run")),
+            crate::cli::code_of_error(&bad.context("preparing the run")),
             2
         );
         assert_eq!(
-            crate::exit::code_of_error(&anyhow::anyhow!("connection refused")),
+            crate::cli::code_of_error(&anyhow::anyhow!("connection refused")),
             1
         );
     }

@@ -3,12 +3,12 @@
 //! server) is reported in its row; the others still run.
 
 use crate::analysis::summary::Summary;
-use crate::cli::SweepArgs;
-use crate::engine::runner::{RunOptions, run_with};
+use crate::backend::Backend;
+use crate::commands::args::SweepArgs;
+use crate::model::units;
+use crate::model::variant::Variant;
 use crate::profile::Profile;
-use crate::store::backend::Backend;
-use crate::units;
-use crate::variant::Variant;
+use crate::runner::{RunOptions, run_with};
 use anyhow::{Context, bail};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -431,7 +431,7 @@ pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         .iter()
         .any(|r| r.summary.is_some() && r.error.is_some());
     let failure = (unreported || failures.len() == rows.len()).then(|| failures.join("\n"));
-    let verdict = crate::exit::verdict(&summaries, interrupted, failure.as_deref());
+    let verdict = crate::analysis::verdict::verdict(&summaries, interrupted, failure.as_deref());
     if verdict.code == crate::exit::FAILED || verdict.code == crate::exit::THRESHOLD {
         for r in &verdict.reasons {
             eprintln!("error: {r}");

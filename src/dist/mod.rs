@@ -2,7 +2,7 @@
 //!
 //! A distribution is written as text, the same in TOML profiles and on the command line. All
 //! values are in **milliseconds** (`f64`); every duration in the text carries a unit (see
-//! [`crate::units::parse_ms`]). Whitespace is allowed around tokens.
+//! [`crate::model::units::parse_ms`]). Whitespace is allowed around tokens.
 //!
 //! | text | meaning |
 //! |------|---------|
@@ -468,7 +468,7 @@ impl fmt::Display for Dist {
     /// Canonical text that [`Dist::parse`] turns back into an equal `Dist`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Exact but short numbers: `1e300`, not 301 digits.
-        let x = |v: &f64| crate::units::fmt_exact(*v);
+        let x = |v: &f64| crate::model::units::fmt_exact(*v);
         match self {
             Dist::Constant { ms } => write!(f, "constant({}ms)", x(ms)),
             Dist::Uniform { lo, hi } => write!(f, "uniform(min={}ms,max={}ms)", x(lo), x(hi)),
@@ -544,7 +544,7 @@ impl fmt::Display for Empirical {
             Unit::S => f.write_str(",unit=s")?,
         }
         if self.scale != 1.0 {
-            write!(f, ",scale={}", crate::units::fmt_exact(self.scale))?;
+            write!(f, ",scale={}", crate::model::units::fmt_exact(self.scale))?;
         }
         Ok(())
     }

@@ -7,7 +7,7 @@
 use super::{Dist, DistError, Empirical, Z_P99};
 use crate::inputs::Unit;
 use crate::math::normal_sf;
-use crate::units;
+use crate::model::units;
 
 /// The names of all distributions, as listed in error messages.
 const NAMES: &str =

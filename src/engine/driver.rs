@@ -7,7 +7,7 @@
 //! as [`crate::engine::recorder::Recorder::now_us`].
 
 use crate::engine::recorder::{EventRow, Recorder};
-use crate::store::{CmdError, CmdResult, ErrorKind};
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};

@@ -272,7 +272,7 @@ pub fn realtime() -> Option<bool> {
 /// Sets this thread's timer slack to 1 ns (Linux: `/proc/TID/timerslack_ns`, which a thread
 /// may write for itself without privilege).
 fn cut_timer_slack() -> std::io::Result<()> {
-    let tid = super::thread_id()?;
+    let tid = crate::threads::thread_id()?;
     std::fs::write(format!("/proc/{tid}/timerslack_ns"), "1")
 }
 

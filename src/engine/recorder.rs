@@ -16,8 +16,8 @@
 use crate::analysis::counts::LiveCounts;
 use crate::analysis::overlap::KeyTracker;
 use crate::analysis::summary::Measured;
+use crate::model::error::{CmdError, ErrorKind};
 pub use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
-use crate::store::{CmdError, ErrorKind};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;

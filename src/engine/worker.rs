@@ -5,18 +5,22 @@
 //! backoff jitter, tokens), so the n-th section of worker *w* gets the same intended duration
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
-use crate::analysis::counts::{CRASHED, Counts, UNLOCKED};
+use crate::analysis::counts::Counts;
 use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::driver::Driver;
 pub use crate::engine::driver::{ArrivalQueue, Halt};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
-use crate::faults::{Fault, FaultKind};
+use crate::model::error::{CmdResult, ErrorKind};
+use crate::model::fault::{Fault, FaultKind};
+use crate::model::release::ExtendCommand;
+use crate::model::release::{ReleaseMethod, StaleRule};
+use crate::model::variant::Fencing;
 use crate::profile::{Acquire, BusyPolicy, OnLost, OnUnavailable, PauseAt, Timer};
-use crate::release::{ReleaseMethod, StaleRule, release};
-use crate::store::{CmdResult, ErrorKind, LockConn};
-use crate::store::{ExtendCommand, ReadOutcome, WriteOutcome};
-use crate::variant::Fencing;
+use crate::record::{CRASHED, UNLOCKED};
+use crate::store::LockConn;
+use crate::store::release;
+use crate::store::{ReadOutcome, WriteOutcome};
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::borrow::Cow;
@@ -97,7 +101,7 @@ impl KeyNames {
 fn push_decimal(out: &mut String, n: u64) {
     let mut buf = [0u8; 20];
     out.extend(
-        crate::units::decimal_digits(n, &mut buf)
+        crate::model::units::decimal_digits(n, &mut buf)
             .iter()
             .map(|&d| char::from(d)),
     );
@@ -243,7 +247,7 @@ impl Streams {
 pub fn intended_sequence(dist: &Sampler, seed: u64, worker: usize, n: usize) -> Vec<u64> {
     let mut st = Streams::new(seed, worker);
     (0..n)
-        .map(|_| crate::units::ms_to_us(dist.sample_ms(&mut st.durations)))
+        .map(|_| crate::model::units::ms_to_us(dist.sample_ms(&mut st.durations)))
         .collect()
 }
 
@@ -553,7 +557,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     async fn hold(&mut self, s: &mut Section) {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
-        let intended_us = crate::units::ms_to_us(ctx.dist.sample_ms(&mut self.st.durations));
+        let intended_us = crate::model::units::ms_to_us(ctx.dist.sample_ms(&mut self.st.durations));
         s.intended_us = intended_us;
         let (key, lock) = (s.held.key, &s.held.name);
         if let Some(r) = &ctx.resource {
@@ -573,7 +577,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             };
         }
         let pause_us = ctx.pause.as_ref().map_or(0, |p| {
-            crate::units::ms_to_us(p.length.sample_ms(&mut self.st.pauses))
+            crate::model::units::ms_to_us(p.length.sample_ms(&mut self.st.pauses))
         });
         // Instants in µs since time zero.
         let start = s.held.acquired_us;
@@ -893,7 +897,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
 
     /// Think between sections; `false` when the run stops meanwhile.
     async fn think(&mut self) -> bool {
-        let think_us = crate::units::ms_to_us(self.ctx.think.sample_ms(&mut self.st.think));
+        let think_us = crate::model::units::ms_to_us(self.ctx.think.sample_ms(&mut self.st.think));
         if think_us > 0 {
             self.pause_us(think_us).await
         } else {

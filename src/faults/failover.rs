@@ -20,43 +20,15 @@
 //! The workers' client follows the cluster to the new master; the overlap the lost locks cause
 //! is measured by the run's usual overlap accounting.
 
-use super::{Fault, FaultControl};
-use crate::store::cluster::{Shard, parse_cluster_slots};
+use super::FaultControl;
+use crate::model::cluster::Shard;
+use crate::model::fault::{Fault, Lost};
+use crate::store::cluster::parse_cluster_slots;
 use crate::store::redis::info_field;
 use redis::aio::MultiplexedConnection;
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-/// What a failover did to the locks of its shard.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Lost {
-    /// The shard, by the order of its first slot.
-    pub shard: usize,
-    /// Its master before (`host:port`).
-    pub old_master: String,
-    /// Its master after: the promoted replica.
-    pub new_master: String,
-    /// Locks of the variant the old master held when it died.
-    pub locks_held: u64,
-    /// Of those, locks the promoted replica did not have (and that had not expired yet).
-    pub locks_lost: u64,
-    /// When the replica had taken over (the window's end; the old master's return and the
-    /// cluster settling come after it).
-    #[serde(skip, default = "Instant::now")]
-    pub taken_over: Instant,
-}
-
-impl Lost {
-    /// In words, for the timeline and `faults.csv`.
-    pub fn detail(&self) -> String {
-        format!(
-            "shard {}: {} → {}, {} of {} locks lost",
-            self.shard, self.old_master, self.new_master, self.locks_lost, self.locks_held
-        )
-    }
-}
 
 /// Runs one failover window; returns the error (empty if none) and what it did. Whatever
 /// step fails, what was done is undone or completed: a stopped replica is resumed, a paused

@@ -385,7 +385,7 @@ pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, 
             ));
         }
         let us = (value * to_us).round();
-        if crate::units::check_ms(us / 1000.0).is_err() {
+        if crate::model::units::check_ms(us / 1000.0).is_err() {
             return Err(data_err(
                 file,
                 Some(line_no),
@@ -516,7 +516,7 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
     // Intervals carry no line of their own once merged: the largest value is what can be out of
     // range, and the message says so.
     let max_ms = hist.max() as f64 * unit.ms();
-    if crate::units::check_ms(max_ms).is_err() {
+    if crate::model::units::check_ms(max_ms).is_err() {
         return Err(data_err(
             file,
             None,
@@ -525,7 +525,7 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
                 "the largest value ({} {}) is out of range: a duration must be at most {}",
                 hist.max(),
                 unit.name(),
-                crate::units::MAX_TEXT
+                crate::model::units::MAX_TEXT
             ),
         ));
     }

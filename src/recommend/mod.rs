@@ -113,7 +113,9 @@ pub fn run_recommend(args: &RecommendArgs) -> anyhow::Result<i32> {
     // A ParamError, not a bare message: bad input exits 2.
     let rate_flag = |flag: &'static str, text: &Option<String>| {
         text.as_deref()
-            .map(|r| parse_rate(r).map_err(|message| ParamError { flag, message }))
+            .map(|r| {
+                crate::model::units::parse_rate(r).map_err(|message| ParamError { flag, message })
+            })
             .transpose()
     };
     let rate = rate_flag("rate", &args.rate)?;
@@ -142,35 +144,6 @@ pub fn run_recommend(args: &RecommendArgs) -> anyhow::Result<i32> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(0)
-}
-
-/// Parses a rate as events per second: `100`, `100/s`, `6000/min`, `360000/h`, `2/ms`, `3/day`.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
-    let t = text.trim();
-    let (num, per_s) = match t.split_once('/') {
-        None => (t, 1.0),
-        Some((n, u)) => {
-            let f = match u.trim() {
-                "s" | "sec" => 1.0,
-                "ms" => 1000.0,
-                "min" | "m" => 1.0 / 60.0,
-                "h" => 1.0 / 3600.0,
-                "d" | "day" => 1.0 / 86400.0,
-                other => {
-                    return Err(format!(
-                        "unknown unit `/{other}` in `{text}`: use /ms, /s, /min, /h or /day"
-                    ));
-                }
-            };
-            (n.trim(), f)
-        }
-    };
-    match num.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * per_s),
-        _ => Err(format!(
-            "`{text}` is not a positive rate such as 100/s, 6000/min or 3/day"
-        )),
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -751,20 +724,6 @@ mod tests {
         }
         let r = recommend(&exact(&[5.0; 40_000]), &p);
         assert_eq!(r.recommended_ttl_ms, Some(5.0));
-    }
-
-    /// Rates parse with their units; nonsense is refused with a hint.
-    #[test]
-    fn rates() {
-        assert_eq!(parse_rate("100").unwrap(), 100.0);
-        assert_eq!(parse_rate("100/s").unwrap(), 100.0);
-        assert_eq!(parse_rate("6000/min").unwrap(), 100.0);
-        assert_eq!(parse_rate("2/ms").unwrap(), 2000.0);
-        assert!(parse_rate("fast").is_err());
-        assert!(parse_rate("-3/s").is_err());
-        assert!(parse_rate("3/week").unwrap_err().contains("/min"));
-        assert_eq!(parse_rate("3/day").unwrap() * 86_400.0, 3.0);
-        assert_eq!(parse_rate("0.5/h").unwrap() * 86_400.0, 12.0);
     }
 
     /// Out-of-range parameters name their flag.

@@ -29,16 +29,19 @@ pub(super) fn fmt_ttl(x: f64) -> String {
 
 /// From a minute on: `5400000 ms (1h30m)`, `1e30 ms (beyond 1000h)`.
 pub(super) fn fmt_long_ms(x: f64) -> String {
-    if !x.is_finite() || x > crate::units::MAX_MS {
+    if !x.is_finite() || x > crate::model::units::MAX_MS {
         format!(
             "{} ms (beyond {})",
-            crate::units::fmt_num(x),
-            crate::units::MAX_TEXT
+            crate::model::units::fmt_num(x),
+            crate::model::units::MAX_TEXT
         )
     } else {
         format!(
             "{x:.0} ms ({})",
-            crate::units::fmt_us(crate::units::ms_to_us(x), crate::units::Style::Compact)
+            crate::model::units::fmt_us(
+                crate::model::units::ms_to_us(x),
+                crate::model::units::Style::Compact
+            )
         )
     }
 }

@@ -13,7 +13,7 @@ use super::data::{
     ReleaseMark, SurvivalCurve, Timeline, WriteMark, fmt_pct, ms, nines_label,
 };
 use super::palette::method_colour;
-use crate::units::{Style::Spaced, fmt_us};
+use crate::model::units::{Style::Spaced, fmt_us};
 use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};

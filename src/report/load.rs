@@ -3,8 +3,8 @@
 //! that made the run, so an old run can be re-rendered.
 
 use crate::analysis::counts::Counts;
+use crate::model::release::StaleRule;
 use crate::record::{EventRow, new_hist};
-use crate::release::StaleRule;
 use crate::results::SummaryFile;
 use anyhow::Context;
 use hdrhistogram::Histogram;

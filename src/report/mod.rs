@@ -392,7 +392,7 @@ fn acquire_curves(dir: &Path, variants: &[&VariantEvents]) -> (Vec<PercentileCur
 }
 
 fn chart_list(written: &[PathBuf], ttl_us: u64, acquire_source: &str) -> Vec<html::Chart> {
-    let ttl = crate::units::fmt_us(ttl_us, crate::units::Style::Spaced);
+    let ttl = crate::model::units::fmt_us(ttl_us, crate::model::units::Style::Spaced);
     written
         .iter()
         .filter_map(|p| p.file_name().and_then(|n| n.to_str()))

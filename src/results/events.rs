@@ -66,8 +66,8 @@ impl EventsWriter {
         // `start` returns once the thread runs in its class.
         let (ready, is_ready) = std::sync::mpsc::channel::<Option<u32>>();
         let handle = writer.spawn(move || -> anyhow::Result<u64> {
-            crate::engine::background_thread();
-            let _ = ready.send(crate::engine::thread_id().ok());
+            crate::threads::background_thread();
+            let _ = ready.send(crate::threads::thread_id().ok());
             let mut w = BufWriter::with_capacity(1 << 16, f);
             let ctx = || format!("cannot write {}", path.display());
             if new {
@@ -145,7 +145,7 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
         return;
     }
     let num = |out: &mut Vec<u8>, n: u64| {
-        out.extend_from_slice(crate::units::decimal_digits(n, &mut [0u8; 20]));
+        out.extend_from_slice(crate::model::units::decimal_digits(n, &mut [0u8; 20]));
         out.push(b',');
     };
     let word = |out: &mut Vec<u8>, w: &str| {
@@ -342,7 +342,7 @@ mod tests {
         w.tx.blocking_send(EventRow::default()).unwrap();
         // This writer's thread, not another test's.
         let tid = w.thread_id().expect("the writer's thread id");
-        let policy = crate::engine::thread_policy(tid).unwrap();
+        let policy = crate::threads::thread_policy(tid).unwrap();
         assert_eq!(w.finish().unwrap(), 1);
         assert_eq!(policy, 5, "the writer thread's scheduling policy");
     }

@@ -82,10 +82,10 @@ pub struct Manifest {
     pub server_version: String,
     /// Every server the run measured: version, address, binary, probed capabilities.
     #[serde(default)]
-    pub servers: Vec<crate::engine::runner::ServerInfo>,
+    pub servers: Vec<crate::model::server::ServerInfo>,
     /// Variant × server cells that could not run (a method the server lacks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub skipped: Vec<crate::engine::runner::SkippedCell>,
+    pub skipped: Vec<crate::model::server::SkippedCell>,
     /// Prefix of every key the run wrote.
     pub key_prefix: String,
     /// Variants, in run order.

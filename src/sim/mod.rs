@@ -19,7 +19,7 @@ pub mod part;
 use crate::dist::Sampler;
 use crate::engine::driver::{Driver, Halt};
 use crate::engine::recorder::EventRow;
-use crate::store::CmdResult;
+use crate::model::error::CmdResult;
 use crate::store::memory::{Keyspace, Net, lock};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -168,7 +168,7 @@ impl SimNet {
             clock: Arc::default(),
             describe: format!(
                 "simulated: round trip {rtt_text}, server {} per command",
-                crate::units::fmt_us(service_us, crate::units::Style::Compact)
+                crate::model::units::fmt_us(service_us, crate::model::units::Style::Compact)
             ),
         }
     }
@@ -201,8 +201,8 @@ impl Net for SimNet {
             return f(&mut lock(keys), self.now_us());
         }
         let sent = exec::now_us();
-        let rtt =
-            NET_RNG.with(|r| crate::units::ms_to_us(self.rtt.sample_ms(&mut *r.borrow_mut())));
+        let rtt = NET_RNG
+            .with(|r| crate::model::units::ms_to_us(self.rtt.sample_ms(&mut *r.borrow_mut())));
         let there = rtt / 2;
         let arrives = sent + there;
         exec::sleep_until(arrives).await;
@@ -233,7 +233,7 @@ pub struct SimDriver {
 impl SimDriver {
     fn late_us(&self) -> u64 {
         self.timer.as_ref().map_or(0, |t| {
-            NET_RNG.with(|r| crate::units::ms_to_us(t.sample_ms(&mut *r.borrow_mut())))
+            NET_RNG.with(|r| crate::model::units::ms_to_us(t.sample_ms(&mut *r.borrow_mut())))
         })
     }
 }
@@ -361,7 +361,7 @@ pub fn run_workers<C: crate::store::LockConn>(
 ) -> anyhow::Result<Simulated> {
     let cut_us = plan
         .run_time()
-        .map(|d| (d + crate::engine::runner::end_grace(plan.ttl_ms)).as_micros() as u64);
+        .map(|d| (d + crate::engine::end_grace(plan.ttl_ms)).as_micros() as u64);
     let length_us = plan.run_time().unwrap_or_default().as_micros() as u64;
     let mut on_tick = on_tick;
     let t0 = std::time::Instant::now();
@@ -403,7 +403,7 @@ pub fn run_workers<C: crate::store::LockConn>(
                             continue;
                         };
                         let queue = || {
-                            if !arrive(at, crate::engine::runner::ARRIVAL_BACKLOG) {
+                            if !arrive(at, crate::engine::ARRIVAL_BACKLOG) {
                                 count(|c| &c.dropped_arrivals);
                             }
                         };
@@ -434,13 +434,13 @@ pub fn run_workers<C: crate::store::LockConn>(
 /// The windows of a simulated variant's fault schedule, as scheduled (only holder crashes can
 /// be simulated: they are the workers' part), clipped to its end at `end_us`.
 pub fn fault_windows(
-    faults: &[crate::faults::Fault],
+    faults: &[crate::model::fault::Fault],
     end_us: u64,
-) -> Vec<crate::faults::FaultWindow> {
+) -> Vec<crate::model::fault::FaultWindow> {
     faults
         .iter()
         .filter(|f| f.at_us < end_us)
-        .map(|f| crate::faults::FaultWindow {
+        .map(|f| crate::model::fault::FaultWindow {
             kind: f.kind.name().to_string(),
             start_ms: f.at_us as f64 / 1000.0,
             end_ms: f.end_us().min(end_us) as f64 / 1000.0,
@@ -469,7 +469,7 @@ pub struct Measured {
 
 /// Reads [`Measured`] from a real run's directory.
 pub fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
-    use crate::analysis::counts::{CRASHED, UNLOCKED};
+    use crate::record::{CRASHED, UNLOCKED};
     let path = dir.join("events.csv");
     if !path.is_file() {
         anyhow::bail!(

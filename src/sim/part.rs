@@ -1,6 +1,6 @@
 //! A simulated run in parts (`sim_parallel`): the parts after the first, each simulated on a
 //! thread of its own beside part 0, which the runner drives itself
-//! ([`crate::engine::runner`]).
+//! ([`crate::runner`]).
 
 use crate::engine::collector::Collector;
 use crate::engine::driver::Halt;

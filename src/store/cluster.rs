@@ -3,8 +3,10 @@
 //! cluster's own slot table. A lock's companion keys (fence counter, resource) carry its hash
 //! tag (`…:{17}`, `…:{17}:fence`), so every script stays within one slot.
 
+use super::Connector;
 use super::redis::{Link, RedisConn, Scripts, Timeouts, classify, connect_hint, redact_url};
-use super::{CmdResult, Connector};
+use crate::model::cluster::Shard;
+use crate::model::error::CmdResult;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;
 use redis::ConnectionAddr;
@@ -24,29 +26,6 @@ pub struct ClusterConnector {
     describe: String,
     scripts: Arc<Scripts>,
     shards: Arc<OnceLock<Vec<Shard>>>,
-}
-
-/// One shard as the cluster described it when the run began: its master and its slots.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Shard {
-    /// The master's address, `host:port`.
-    pub master: String,
-    /// Its replicas' addresses.
-    pub replicas: Vec<String>,
-    /// Its slot ranges, inclusive.
-    pub ranges: Vec<(u16, u16)>,
-}
-
-impl Shard {
-    /// Whether `slot` belongs to it.
-    pub fn owns(&self, slot: u16) -> bool {
-        self.ranges.iter().any(|&(a, b)| (a..=b).contains(&slot))
-    }
-
-    /// How many slots it serves.
-    pub fn slots(&self) -> u32 {
-        self.ranges.iter().map(|&(a, b)| u32::from(b - a) + 1).sum()
-    }
 }
 
 impl ClusterConnector {

@@ -6,7 +6,9 @@
 //! keyspace itself counts µs and never reads a clock.
 
 use super::WriteOutcome;
-use super::{CmdError, CmdResult, Connector, ErrorKind, ExtendCommand, LockConn, ReadOutcome};
+use super::{Connector, LockConn, ReadOutcome};
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
+use crate::model::release::ExtendCommand;
 use hashbrown::HashMap;
 use hashbrown::hash_map::{EntryRef, OccupiedEntry};
 use std::future::Future;
@@ -597,7 +599,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
     async fn delex(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         if !self.delex {
             return Err(super::CmdError {
-                kind: super::ErrorKind::Server,
+                kind: crate::model::error::ErrorKind::Server,
                 detail: "ERR unknown command 'delex' (model configured without DELEX)".into(),
             });
         }

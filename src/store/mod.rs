@@ -1,7 +1,6 @@
 //! The handful of commands lockbench sends, behind one small trait, so the same worker loop and
 //! the same demo drive a real Redis ([`redis`]) and the in-process model ([`memory`]).
 
-pub mod backend;
 pub mod cluster;
 pub mod memory;
 pub mod pipe;
@@ -10,90 +9,10 @@ pub mod redlock;
 pub mod spawn;
 pub mod spawn_cluster;
 
+use crate::model::cluster::Shard;
+use crate::model::error::{CmdError, CmdResult};
+use crate::model::release::{self, ExtendCommand};
 use std::future::Future;
-
-/// What kind of failure a command met. Every failure is counted by kind, never panicked on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ErrorKind {
-    /// No reply within the configured response timeout.
-    Timeout,
-    /// The connection was refused, dropped or could not be (re)established.
-    Connection,
-    /// The server answered with an error (e.g. `BUSY`, `LOADING`, a script error).
-    Server,
-    /// Anything else (unexpected reply type, protocol error).
-    Other,
-    /// Not awaited: the user abandoned the run (a second Ctrl-C or SIGTERM). Not an outage.
-    Abandoned,
-}
-
-impl ErrorKind {
-    /// Every kind, in report order.
-    pub const ALL: [ErrorKind; 5] = [
-        Self::Timeout,
-        Self::Connection,
-        Self::Server,
-        Self::Other,
-        Self::Abandoned,
-    ];
-
-    /// The `outcome` of a section whose release failed this way (`error_<kind>`).
-    pub fn outcome_name(self) -> &'static str {
-        match self {
-            Self::Timeout => "error_timeout",
-            Self::Connection => "error_connection",
-            Self::Server => "error_server",
-            Self::Other => "error_other",
-            Self::Abandoned => "error_abandoned",
-        }
-    }
-
-    /// Stable snake_case name used in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Timeout => "timeout",
-            Self::Connection => "connection",
-            Self::Server => "server",
-            Self::Other => "other",
-            Self::Abandoned => "abandoned",
-        }
-    }
-}
-
-/// A failed command: its kind (what is counted) and the detail (kept for the first of each kind).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{} error: {detail}", kind.name())]
-pub struct CmdError {
-    /// What kind of failure.
-    pub kind: ErrorKind,
-    /// The client's or server's message. Never contains a password: redis-rs does not echo
-    /// credentials in errors, and lockbench never puts the URL into one.
-    pub detail: String,
-}
-
-impl CmdError {
-    /// The server's error code (`NOPERM`, `ERR`, `NOAUTH`, …) when the server answered with an
-    /// error; its message starts with it.
-    pub fn server_code(&self) -> Option<&str> {
-        (self.kind == ErrorKind::Server)
-            .then(|| self.detail.split_whitespace().next())
-            .flatten()
-    }
-
-    /// The ACL refused the command or key (`NOPERM`).
-    pub fn is_no_permission(&self) -> bool {
-        self.server_code() == Some("NOPERM")
-    }
-
-    /// The server does not know the command (older version, or renamed away).
-    pub fn is_unknown_command(&self) -> bool {
-        self.server_code() == Some("ERR") && self.detail.contains("unknown command")
-    }
-}
-
-/// Result of one command.
-pub type CmdResult<T> = Result<T, CmdError>;
 
 /// One client's view of the lock store. Cheap to clone: a clone of a multiplexed Redis
 /// connection shares the socket (the "shared" connection mode).
@@ -245,27 +164,6 @@ pub enum WriteOutcome {
     },
 }
 
-/// The command that re-arms a held lock ([`LockConn::extend`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ExtendCommand {
-    /// Compare-and-`PEXPIRE` in a script ([`EXTEND_LUA`]): every Redis with scripting.
-    Script,
-    /// `SET key token IFEQ token PX ttl`: one command, no script, on Valkey ≥ 8.1 and
-    /// Redis ≥ 8.4. `PX` is always sent: without it `SET` would drop the TTL.
-    SetIfeq,
-}
-
-impl ExtendCommand {
-    /// Stable kebab-case name (`script`, `set-ifeq`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Script => "script",
-            Self::SetIfeq => "set-ifeq",
-        }
-    }
-}
-
 /// The fence argument of the resource scripts: the fence in decimal, or `-` for none.
 pub fn fence_arg(fence: Option<u64>) -> String {
     fence.map_or_else(|| "-".to_string(), |f| f.to_string())
@@ -298,7 +196,7 @@ pub trait Connector: Send + Sync + 'static {
         false
     }
     /// A cluster's shards as it described them before the run (empty for one server).
-    fn shards(&self) -> Vec<cluster::Shard> {
+    fn shards(&self) -> Vec<Shard> {
         Vec::new()
     }
     /// A redlock's figures (quorum failures, per-instance errors) since the last call, which
@@ -370,3 +268,21 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('pexpire', KEYS[1], ARGV[2])
 end
 return 0";
+
+/// Sends the release for `method` and classifies the server's reply.
+pub async fn release<C: LockConn>(
+    conn: &mut C,
+    method: release::ReleaseMethod,
+    key: &str,
+    token: &str,
+) -> CmdResult<release::ReleaseOutcome> {
+    Ok(match method {
+        release::ReleaseMethod::Del => {
+            release::classify_getdel(conn.getdel(key).await?.as_deref(), token)
+        }
+        release::ReleaseMethod::Token => {
+            release::classify_script(conn.release_script(key, token).await?)
+        }
+        release::ReleaseMethod::Delex => release::classify_delex(conn.delex(key, token).await?),
+    })
+}

@@ -3,10 +3,11 @@
 
 use super::pipe::PipeLink;
 use super::{
-    CANONICAL_CAD_LUA, CmdError, CmdResult, Connector, EXTEND_LUA, ErrorKind, ExtendCommand,
-    FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA, RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome,
-    WriteOutcome, fence_arg,
+    CANONICAL_CAD_LUA, Connector, EXTEND_LUA, FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA,
+    RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome, fence_arg,
 };
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
+use crate::model::release::ExtendCommand;
 pub use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;

@@ -8,8 +8,10 @@
 //! dropped with its worker (an abandoned run) must take its instance commands with it.
 
 use super::redis::{RedisConn, RedisConnector};
-use super::{CmdError, CmdResult, Connector, ErrorKind, ExtendCommand, LockConn};
+use super::{Connector, LockConn};
 use super::{ReadOutcome, WriteOutcome};
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
+use crate::model::release::ExtendCommand;
 use crate::redlock::{
     Decision, RedlockFigures, RedlockPlan, combine_extend, combine_release, decide,
     instance_timeout, instance_timeout_us,

@@ -2,8 +2,8 @@
 #![allow(dead_code)]
 
 use lockbench::analysis::summary::Summary;
-use lockbench::engine::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::profile::{Plan, Profile};
+use lockbench::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::{RedisConnector, Timeouts};
 use lockbench::store::spawn::{SpawnedRedis, redis_server_available};
@@ -42,7 +42,7 @@ pub fn opts(dir: &Path) -> RunOptions {
 pub async fn run_redis(
     server: &SpawnedRedis,
     plan: &Plan,
-    methods: &[impl Into<lockbench::variant::Variant> + Copy],
+    methods: &[impl Into<lockbench::model::variant::Variant> + Copy],
     dir: &Path,
 ) -> RunOutcome {
     let out = run_redis_data(server, plan, methods, dir).await;
@@ -55,7 +55,7 @@ pub async fn run_redis(
 pub async fn run_redis_data(
     server: &SpawnedRedis,
     plan: &Plan,
-    methods: &[impl Into<lockbench::variant::Variant> + Copy],
+    methods: &[impl Into<lockbench::model::variant::Variant> + Copy],
     dir: &Path,
 ) -> RunOutcome {
     let c = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
@@ -67,7 +67,7 @@ pub async fn run_redis_data(
 /// Runs `plan` for `methods` against a fresh memory model.
 pub async fn run_memory(
     plan: &Plan,
-    methods: &[impl Into<lockbench::variant::Variant> + Copy],
+    methods: &[impl Into<lockbench::model::variant::Variant> + Copy],
     dir: &Path,
 ) -> (RunOutcome, MemoryStore) {
     let m = MemoryStore::new(Duration::from_micros(plan.memory_rtt_us), true);

@@ -9,7 +9,6 @@
 //! A naive holder writes a unique token too: the value does not change what `DEL` does, and
 //! `GETDEL` hands it back so a wrongful delete is attributed exactly.
 
-use crate::store::{CmdResult, LockConn};
 use std::fmt;
 use std::str::FromStr;
 
@@ -223,18 +222,25 @@ pub fn classify_delex(reply: i64) -> ReleaseOutcome {
     }
 }
 
-/// Sends the release for `method` and classifies the server's reply.
-pub async fn release<C: LockConn>(
-    conn: &mut C,
-    method: ReleaseMethod,
-    key: &str,
-    token: &str,
-) -> CmdResult<ReleaseOutcome> {
-    Ok(match method {
-        ReleaseMethod::Del => classify_getdel(conn.getdel(key).await?.as_deref(), token),
-        ReleaseMethod::Token => classify_script(conn.release_script(key, token).await?),
-        ReleaseMethod::Delex => classify_delex(conn.delex(key, token).await?),
-    })
+/// The command that re-arms a held lock (`LockConn::extend` in the store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExtendCommand {
+    /// Compare-and-`PEXPIRE` in a script (the store's `EXTEND_LUA`): every Redis with scripting.
+    Script,
+    /// `SET key token IFEQ token PX ttl`: one command, no script, on Valkey ≥ 8.1 and
+    /// Redis ≥ 8.4. `PX` is always sent: without it `SET` would drop the TTL.
+    SetIfeq,
+}
+
+impl ExtendCommand {
+    /// Stable kebab-case name (`script`, `set-ifeq`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Script => "script",
+            Self::SetIfeq => "set-ifeq",
+        }
+    }
 }
 
 #[cfg(test)]

@@ -204,6 +204,35 @@ fn trim(s: String) -> String {
     }
 }
 
+/// Parses a rate as events per second: `100`, `100/s`, `6000/min`, `360000/h`, `2/ms`, `3/day`.
+pub fn parse_rate(text: &str) -> Result<f64, String> {
+    let t = text.trim();
+    let (num, per_s) = match t.split_once('/') {
+        None => (t, 1.0),
+        Some((n, u)) => {
+            let f = match u.trim() {
+                "s" | "sec" => 1.0,
+                "ms" => 1000.0,
+                "min" | "m" => 1.0 / 60.0,
+                "h" => 1.0 / 3600.0,
+                "d" | "day" => 1.0 / 86400.0,
+                other => {
+                    return Err(format!(
+                        "unknown unit `/{other}` in `{text}`: use /ms, /s, /min, /h or /day"
+                    ));
+                }
+            };
+            (n.trim(), f)
+        }
+    };
+    match num.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v * per_s),
+        _ => Err(format!(
+            "`{text}` is not a positive rate such as 100/s, 6000/min or 3/day"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,5 +343,19 @@ mod tests {
         assert_eq!(fmt_num(1.0 / 300.0), "0.00333333");
         assert_eq!(fmt_num(f64::INFINITY), "inf");
         assert_eq!(fmt_num(f64::MAX), "1.79769e308");
+    }
+
+    /// Rates parse with their unit; what is not a positive rate says what would be.
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("100").unwrap(), 100.0);
+        assert_eq!(parse_rate("100/s").unwrap(), 100.0);
+        assert_eq!(parse_rate("6000/min").unwrap(), 100.0);
+        assert_eq!(parse_rate("2/ms").unwrap(), 2000.0);
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("-3/s").is_err());
+        assert!(parse_rate("3/week").unwrap_err().contains("/min"));
+        assert_eq!(parse_rate("3/day").unwrap() * 86_400.0, 3.0);
+        assert_eq!(parse_rate("0.5/h").unwrap() * 86_400.0, 12.0);
     }
 }

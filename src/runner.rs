@@ -7,17 +7,20 @@ use crate::engine::collector::Collector;
 use crate::engine::driver::{ArrivalQueue, Halt, RealDriver};
 use crate::engine::recorder::Recorder;
 use crate::engine::worker::{Extend, KeyNames, Pause, Resource, WorkerCtx, run_worker};
+use crate::engine::{ARRIVAL_BACKLOG, end_grace};
 use crate::exit::BadInput;
+use crate::model::error::ErrorKind;
+use crate::model::release::ExtendCommand;
+use crate::model::release::ReleaseMethod;
+use crate::model::server::{ServerInfo, SkippedCell};
+use crate::model::variant::Variant;
 use crate::profile::{ConnectionMode, Plan, Stop};
-use crate::release::ReleaseMethod;
 use crate::results::{self, EventsWriter};
 pub use crate::results::{Manifest, SummaryFile};
 use crate::signals::{Request, request_of};
 use crate::sim::part::{SimPart, part_len_us};
-use crate::store::ExtendCommand;
-use crate::store::{Connector, ErrorKind, LockConn};
+use crate::store::{Connector, LockConn};
 use crate::target::redact_url;
-use crate::variant::Variant;
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
@@ -89,29 +92,6 @@ pub struct Target<'a, K> {
     pub control: crate::faults::FaultControl,
     /// The binary a spawned server runs (`None`: not spawned by lockbench).
     pub binary: Option<PathBuf>,
-}
-
-/// A server as the manifest records it.
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct ServerInfo {
-    /// `redis 7.0.15`, `valkey 8.1.8` (from `INFO server`).
-    pub version: String,
-    /// How it is reached (no password).
-    pub backend_detail: String,
-    /// The binary it was started from, when lockbench started it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub binary: Option<String>,
-    /// Which lock commands it knows, probed before the run (`null`: could not tell).
-    pub capabilities: std::collections::BTreeMap<String, Option<bool>>,
-}
-
-/// A variant × server cell that could not run, and why (the others still ran).
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize, PartialEq)]
-pub struct SkippedCell {
-    /// The variant's name (with its server).
-    pub variant: String,
-    /// `not supported by valkey 8.1.8: …`.
-    pub reason: String,
 }
 
 /// Runs `plan` once per method in `methods` (same seed, separate key namespaces) against
@@ -243,10 +223,10 @@ pub async fn run_on<K: Connector>(
             return Err(e);
         }
     }
-    let threads = crate::cli::RUNTIME_THREADS
+    let threads = crate::engine::RUNTIME_THREADS
         .get()
         .copied()
-        .unwrap_or_else(|| crate::cli::RuntimeThreads {
+        .unwrap_or_else(|| crate::engine::RuntimeThreads {
             threads: tokio::runtime::Handle::current().metrics().num_workers(),
             why: "the caller's runtime",
         });
@@ -396,7 +376,7 @@ pub async fn run_on<K: Connector>(
     results::write_json(&dir.join("summary.json"), &summary_file)?;
     results::write_summary_csv_file(&dir, &summaries)?;
     if !plan.faults.is_empty() {
-        let rows: Vec<(String, crate::faults::FaultWindow)> = summaries
+        let rows: Vec<(String, crate::model::fault::FaultWindow)> = summaries
             .iter()
             .flat_map(|s| s.faults.iter().map(|f| (s.variant.clone(), f.clone())))
             .collect();
@@ -425,7 +405,7 @@ pub async fn probe_capabilities<C: LockConn>(
 ) -> std::collections::BTreeMap<String, Option<bool>> {
     let key = format!("{prefix}:probe");
     let mut out = std::collections::BTreeMap::new();
-    let verdict = |r: Result<(), crate::store::CmdError>| match r {
+    let verdict = |r: Result<(), crate::model::error::CmdError>| match r {
         Ok(()) => Some(true),
         Err(e) if e.is_unknown_command() => Some(false),
         Err(_) => None,
@@ -473,7 +453,7 @@ pub async fn check_set_ifeq<C: LockConn>(
     }
     match probe.extend(&key, "probe", 1_000, ExtendCommand::SetIfeq).await {
         Ok(_) => Ok(()),
-        Err(e) if e.kind != crate::store::ErrorKind::Server => {
+        Err(e) if e.kind != crate::model::error::ErrorKind::Server => {
             Err(anyhow::anyhow!("cannot check SET … IFEQ on {server_version}: {e}"))
         }
         Err(e) => Err(BadInput(format!(
@@ -737,7 +717,7 @@ async fn run_variant<K: Connector>(
             crashes: plan
                 .faults
                 .iter()
-                .filter(|f| f.kind == crate::faults::FaultKind::HolderCrash)
+                .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
                 .copied()
                 .collect(),
             open_model,
@@ -1051,7 +1031,7 @@ struct Executed {
     stop_reason: StopReason,
     panicked: Option<String>,
     crash_blocked_censored: u64,
-    faults: Vec<crate::faults::FaultWindow>,
+    faults: Vec<crate::model::fault::FaultWindow>,
     /// A simulated run's executor figures.
     simulated: Option<crate::sim::Simulated>,
 }
@@ -1236,15 +1216,6 @@ fn sim_log_interval_us(plan: &Plan, opts: &RunOptions) -> u64 {
     let every = opts.log_interval.as_micros() as u64;
     let length = plan.run_time().map_or(0, |d| d.as_micros() as u64);
     every.max(length / 2_000).max(1)
-}
-
-/// Arrivals that may wait for a request slot; beyond this they are dropped (counted).
-pub const ARRIVAL_BACKLOG: usize = 1 << 20;
-
-/// How long sections still open at the end of a time-limited run may go on before they are
-/// cut short (and counted as interrupted): three TTLs, at least 5 s, at most 60 s.
-pub fn end_grace(ttl_ms: u64) -> Duration {
-    Duration::from_millis(ttl_ms.saturating_mul(3).clamp(5_000, 60_000))
 }
 
 fn progress_bar(plan: &Plan, opts: &RunOptions, name: &str) -> ProgressBar {

@@ -2,15 +2,16 @@
 //! we spawn, an existing server, or the in-process model. [`with_connector!`] is the one
 //! dispatch over them, so commands stay generic over [`Connector`].
 
-use super::cluster::ClusterConnector;
-use super::memory::MemoryStore;
-use super::redis::{RedisConnector, Timeouts};
-use super::spawn::{SpawnedRedis, redis_server_available};
 use crate::faults::FaultControl;
 use crate::faults::proxy::Proxy;
-use crate::profile::{BackendChoice, ClusterMode, Plan};
+use crate::profile::{BackendChoice, ClusterMode, Plan, Profile, ProfileError};
 use crate::sim::SimNet;
+use crate::store::cluster::ClusterConnector;
+use crate::store::memory::MemoryStore;
+use crate::store::redis::{RedisConnector, Timeouts};
+use crate::store::spawn::{SpawnedRedis, redis_server_available};
 use anyhow::Context;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Mutex;
@@ -38,7 +39,10 @@ pub enum Store {
     Cluster(ClusterConnector),
     /// Redlock over N independent servers (the spawned ones, shared with the fault driver;
     /// empty when given by URL).
-    Redlock(super::redlock::Instances, super::redlock::RedlockConnector),
+    Redlock(
+        crate::store::redlock::Instances,
+        crate::store::redlock::RedlockConnector,
+    ),
 }
 
 impl Backend {
@@ -60,7 +64,8 @@ impl Backend {
         };
         // A redlock is its own backend: N spawned servers (no memory fallback) or N URLs.
         if let Some(r) = &plan.redlock {
-            let (conn, servers) = super::redlock::open(r, timeouts, plan.allow_remote).await?;
+            let (conn, servers) =
+                crate::store::redlock::open(r, timeouts, plan.allow_remote).await?;
             let control = FaultControl {
                 instances: servers.clone(),
                 ..FaultControl::default()
@@ -96,7 +101,7 @@ impl Backend {
                 Store::Spawned(server, conn)
             }
             BackendChoice::SpawnCluster => {
-                let cluster = super::spawn_cluster::SpawnedCluster::start(
+                let cluster = crate::store::spawn_cluster::SpawnedCluster::start(
                     exe,
                     plan.cluster_masters,
                     plan.cluster_replicas,
@@ -117,7 +122,7 @@ impl Backend {
                 let cluster = match plan.cluster {
                     ClusterMode::Yes => true,
                     ClusterMode::No => false,
-                    ClusterMode::Auto => super::cluster::is_cluster(&conn).await?,
+                    ClusterMode::Auto => crate::store::cluster::is_cluster(&conn).await?,
                 };
                 if cluster {
                     let c = ClusterConnector::new(&[url.to_string()], timeouts, plan.allow_remote)?;
@@ -193,12 +198,54 @@ impl Backend {
 macro_rules! with_connector {
     ($backend:expr, $c:ident => $body:expr) => {
         match &($backend).store {
-            $crate::store::backend::Store::Spawned(_, $c)
-            | $crate::store::backend::Store::Url($c) => $body,
-            $crate::store::backend::Store::Memory($c) => $body,
-            $crate::store::backend::Store::Sim($c) => $body,
-            $crate::store::backend::Store::Cluster($c) => $body,
-            $crate::store::backend::Store::Redlock(_, $c) => $body,
+            $crate::backend::Store::Spawned(_, $c) | $crate::backend::Store::Url($c) => $body,
+            $crate::backend::Store::Memory($c) => $body,
+            $crate::backend::Store::Sim($c) => $body,
+            $crate::backend::Store::Cluster($c) => $body,
+            $crate::backend::Store::Redlock(_, $c) => $body,
         }
     };
+}
+
+/// The checks of a plan that look at files, left by `Profile::plan` (which reads no run
+/// directory and runs no binary) to the command about to run it: every `redis_server` binary
+/// must be a Redis server, and `sim_from`'s run directory gives the round trips and timer
+/// lateness that `sim_rtt`, `sim_timer` and `sim_service` leave unset. `profile` is the merged
+/// profile the plan came from, `file` and `source` where it was written, `base` the directory
+/// a relative `sim_from` is resolved against when it is not found as given.
+pub fn check_plan_io(
+    plan: &mut Plan,
+    profile: &Profile,
+    file: &str,
+    source: &str,
+    base: Option<&Path>,
+) -> Result<(), ProfileError> {
+    let err = |field: &str, message: String| ProfileError::at_field(file, source, field, message);
+    for path in &plan.redis_servers {
+        crate::store::spawn::check_server_binary(path)
+            .map_err(|e| err("redis_server", format!("{e:#}")))?;
+    }
+    let Some(from) = &profile.sim_from else {
+        return Ok(());
+    };
+    // As given (absolute, or relative to the working directory: a flag), else relative to the
+    // profile's directory (a profile field).
+    let dir = match base {
+        Some(b) if !Path::new(from).is_absolute() && !Path::new(from).exists() => b.join(from),
+        _ => std::path::PathBuf::from(from),
+    };
+    let m = crate::sim::measured(&dir).map_err(|e| err("sim_from", format!("{e:#}")))?;
+    if profile.sim_rtt.is_none() {
+        plan.sim_rtt_text = format!("measured by {from} ({} release round trips)", m.rtt_n);
+        plan.sim_rtt = m.rtt;
+    }
+    if profile.sim_timer.is_none() {
+        plan.sim_timer_text = format!("measured by {from} ({} sections)", m.timer_n);
+        plan.sim_timer = (!m.timer.is_zero()).then(|| m.timer.sampler());
+    }
+    if profile.sim_service.is_none() {
+        // The measured round trips already include the server's time.
+        plan.sim_service_us = 0;
+    }
+    Ok(())
 }

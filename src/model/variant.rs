@@ -2,7 +2,7 @@
 //! `token`, `token+fence`, `token+fence-rw`, `token+extend`, `token+extend+fence-rw`, `del`…
 //! `compare` runs several on the same workload and seed.
 
-use crate::release::ReleaseMethod;
+use crate::model::release::ReleaseMethod;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -1,0 +1,188 @@
+//! The verdict on a finished run: the exit code its summaries call for, and why.
+
+use crate::analysis::summary::{StopReason, Summary};
+use crate::exit::{FAILED, INTERRUPTED, OK, THRESHOLD};
+
+/// How a finished run ends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Its exit code.
+    pub code: i32,
+    /// Why it is not 0, one line each.
+    pub reasons: Vec<String>,
+}
+
+/// Errors dominate when more than half of the commands the workers sent failed.
+pub fn errors_dominate(s: &Summary) -> bool {
+    s.errors > 0 && s.errors * 2 > commands(s)
+}
+
+/// Commands the workers sent: counted one by one; summaries written before that counter
+/// existed had one per attempt and one release per section.
+fn commands(s: &Summary) -> u64 {
+    match s.counts.commands {
+        0 | crate::analysis::counts::NOT_RECORDED => s.counts.attempts + s.counts.sections,
+        n => n,
+    }
+}
+
+/// The verdict on a run: interrupted beats everything; then a failure, a variant that gave
+/// up, completed no section, or whose errors dominated make it a failed run.
+pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) -> Verdict {
+    let mut reasons = Vec::new();
+    if let Some(f) = failure {
+        reasons.push(f.to_string());
+    }
+    for s in summaries {
+        let v = &s.variant;
+        if s.stop_reason == StopReason::GaveUp {
+            reasons.push(format!(
+                "variant `{v}` gave up: its commands kept failing with none succeeding (give_up_after)"
+            ));
+        } else if s.counts.sections == 0 && s.stop_reason != StopReason::Interrupted {
+            reasons.push(format!("variant `{v}` completed no section"));
+        }
+        if errors_dominate(s) {
+            reasons.push(format!(
+                "variant `{v}`: {} of its {} commands failed",
+                s.errors,
+                commands(s)
+            ));
+        }
+    }
+    let crossed: Vec<String> = summaries
+        .iter()
+        .flat_map(|s| {
+            s.thresholds
+                .iter()
+                .filter(|t| t.crossed)
+                .map(move |t| format!("variant `{}`: {} (it is {})", s.variant, t.expr, t.value))
+        })
+        .collect();
+    let code = if interrupted {
+        INTERRUPTED
+    } else if !reasons.is_empty() {
+        FAILED
+    } else if !crossed.is_empty() {
+        reasons.extend(
+            crossed
+                .into_iter()
+                .map(|c| format!("threshold crossed: {c}")),
+        );
+        THRESHOLD
+    } else {
+        OK
+    };
+    Verdict { code, reasons }
+}
+
+/// The first error of each kind, one line each, e.g. `connection (1200×): Connection refused`.
+pub fn error_lines(s: &Summary) -> Vec<String> {
+    s.errors_by_kind
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(kind, n)| {
+            let first = s.first_errors.get(kind).map_or("", String::as_str);
+            format!("{kind} ({n}×): {first}")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(attempts: u64, sections: u64, errors: u64, stop: StopReason) -> Summary {
+        let q =
+            serde_json::to_string(&crate::analysis::summary::Quantiles::default()).expect("json");
+        let text = r#"{
+            "variant": "token", "release": "token", "connection_mode": "per-worker",
+            "backend": "memory", "server_version": "memory", "workers": 1, "keys": 1,
+            "ttl_ms": 100, "time_scale": 1.0, "unscaled_ttl_ms": 100.0, "seed": 1,
+            "elapsed_s": 1.0, "attempts": 0, "sections": 0, "throughput_per_s": 0.0,
+            "overruns": 0, "overrun_fraction": 0.0, "excess_total_ms": 0.0,
+            "stale_releases": 0, "stale_without_overrun": 0, "deleted_by_other": 0,
+            "refused_releases": 0, "refused_expired": 0, "refused_held_by_other": 0,
+            "refused_unclassified": 0, "wrongful_deletes": 0, "nothing_deleted": 0,
+            "released": 0, "overlap_ms": 0.0, "overlap_incidents": 0, "peak_holders": 0,
+            "rejections": 0, "retries": 0, "acquire_giveups": 0, "interrupted": 0,
+            "errors": 0, "errors_by_kind": {}, "first_errors": {},
+            "duration_ms": Q, "intended_ms": Q, "timer_error_ms": Q, "excess_ms": Q,
+            "acquire_latency_ms": Q, "set_latency_ms": Q, "release_latency_ms": Q,
+            "overlap_stretch_ms": Q, "per_key": [], "analytic": null
+        }"#
+        .replace('Q', &q);
+        let mut s: Summary = serde_json::from_str(&text).expect("a summary");
+        s.counts.attempts = attempts;
+        s.counts.sections = sections;
+        s.errors = errors;
+        s.stop_reason = stop;
+        s
+    }
+
+    /// A clean run exits 0; the same run with most commands failing exits 1 and says why.
+    #[test]
+    fn errors_dominating_fail_the_run() {
+        let ok = summary(100, 90, 10, StopReason::Limit);
+        assert_eq!(verdict(&[ok], false, None).code, OK);
+        let bad = summary(100, 40, 71, StopReason::Limit);
+        let v = verdict(&[bad], false, None);
+        assert_eq!(v.code, FAILED);
+        assert!(
+            v.reasons[0].contains("71 of its 140 commands failed"),
+            "{v:?}"
+        );
+        // Exactly half is not "dominate".
+        assert!(!errors_dominate(&summary(100, 40, 70, StopReason::Limit)));
+    }
+
+    /// Giving up and completing nothing are failures; an interrupt beats them all.
+    #[test]
+    fn gave_up_and_empty_runs_fail_interrupt_wins() {
+        let gave_up = summary(10, 5, 3, StopReason::GaveUp);
+        assert_eq!(
+            verdict(std::slice::from_ref(&gave_up), false, None).code,
+            FAILED
+        );
+        let empty = summary(0, 0, 0, StopReason::Limit);
+        let v = verdict(&[empty], false, None);
+        assert_eq!(v.code, FAILED);
+        assert!(v.reasons[0].contains("completed no section"));
+        assert_eq!(verdict(&[gave_up], true, None).code, INTERRUPTED);
+        // An interrupted run with no section is not blamed for it.
+        let v = verdict(&[summary(0, 0, 0, StopReason::Interrupted)], true, None);
+        assert!(v.reasons.is_empty());
+    }
+
+    /// A failure of a later variant fails the run even when the finished ones are clean.
+    #[test]
+    fn a_failed_variant_fails_the_run() {
+        let ok = summary(100, 90, 0, StopReason::Limit);
+        let v = verdict(&[ok], false, Some("variant `token` failed: refused"));
+        assert_eq!(v.code, FAILED);
+        assert_eq!(
+            v.reasons,
+            vec!["variant `token` failed: refused".to_string()]
+        );
+    }
+
+    /// A crossed threshold exits 99 when the run is otherwise sound, and 1 when it also failed.
+    #[test]
+    fn thresholds_exit_99_unless_the_run_failed() {
+        let crossed = crate::analysis::threshold::Crossing {
+            expr: "overlap_ms > 0".into(),
+            value: 3.0,
+            crossed: true,
+        };
+        let mut ok = summary(100, 90, 0, StopReason::Limit);
+        ok.thresholds = vec![crossed.clone()];
+        let v = verdict(std::slice::from_ref(&ok), false, None);
+        assert_eq!(v.code, THRESHOLD);
+        assert!(v.reasons[0].contains("overlap_ms > 0"), "{v:?}");
+        let mut bad = summary(100, 40, 71, StopReason::Limit);
+        bad.thresholds = vec![crossed];
+        assert_eq!(verdict(&[bad], false, None).code, FAILED);
+        ok.thresholds[0].crossed = false;
+        assert_eq!(verdict(&[ok], false, None).code, OK);
+    }
+}

@@ -1,0 +1,17 @@
+//! The plain data every layer shares: values and their text forms, with no I/O and no import
+//! of anything else in the crate (the layering test in `tests/layers.rs` holds it to that).
+//!
+//! - [`units`]: durations and rates written with units (`250ms`, `1.5s`, `1000/s`), and the one
+//!   formatter of a duration.
+//! - [`release`]: release methods (`del`, `token`, `delex`) and the classification of replies.
+//! - [`variant`]: a variant — release method, fencing and lease extension — as `compare` names
+//!   it (`token+extend+fence-rw`).
+
+pub mod arrivals;
+pub mod cluster;
+pub mod error;
+pub mod fault;
+pub mod release;
+pub mod server;
+pub mod units;
+pub mod variant;
