@@ -99,12 +99,7 @@ impl KeyNames {
 /// Appends `n` in decimal, as `{n}` writes it (without the formatting machinery: this runs for
 /// every command the simulator sends).
 fn push_decimal(out: &mut String, n: u64) {
-    let mut buf = [0u8; 20];
-    out.extend(
-        crate::model::units::decimal_digits(n, &mut buf)
-            .iter()
-            .map(|&d| char::from(d)),
-    );
+    out.push_str(itoa::Buffer::new().format(n));
 }
 
 /// Appends `n` as 16 lower-case hexadecimal digits, as `{n:016x}` writes it.

@@ -90,20 +90,6 @@ pub const MAX_MS: f64 = MAX_US as f64 / 1000.0;
 /// [`MAX_US`] as written in messages.
 pub const MAX_TEXT: &str = "1000h";
 
-/// The decimal digits of `n`, as `{n}` writes them, in `buf` (without the formatting
-/// machinery: key names, tokens and `events.csv` rows are written with it on hot paths).
-pub fn decimal_digits(n: u64, buf: &mut [u8; 20]) -> &[u8] {
-    let (mut n, mut i) = (n, buf.len());
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            return &buf[i..];
-        }
-    }
-}
-
 /// Rounds milliseconds to whole microseconds (negative and NaN values become 0; values are
 /// capped at [`MAX_US`]).
 pub fn ms_to_us(ms: f64) -> u64 {

@@ -145,7 +145,7 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
         return;
     }
     let num = |out: &mut Vec<u8>, n: u64| {
-        out.extend_from_slice(crate::model::units::decimal_digits(n, &mut [0u8; 20]));
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
         out.push(b',');
     };
     let word = |out: &mut Vec<u8>, w: &str| {

@@ -12,7 +12,6 @@ use crate::model::release::ExtendCommand;
 use hashbrown::HashMap;
 use hashbrown::hash_map::{EntryRef, OccupiedEntry};
 use std::future::Future;
-use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -205,49 +204,10 @@ pub struct Keyspace {
     stems: Stems,
 }
 
-type Fx = BuildHasherDefault<FxHasher>;
-
 /// rustc's FxHash: a multiply-rotate hash, several times faster than the default SipHash on
 /// lockbench's 30–60-byte key names. The keys are the run's own, so flooding resistance is not
 /// needed.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct FxHasher {
-    hash: u64,
-}
-
-impl FxHasher {
-    const K: u64 = 0xf135_7aea_2e62_a9c5;
-    fn add(&mut self, word: u64) {
-        self.hash = (self.hash.rotate_left(26) ^ word).wrapping_mul(Self::K);
-    }
-}
-
-impl std::hash::Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().unwrap_or_default()));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut last = [0u8; 8];
-            last[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(last));
-        }
-    }
-    fn write_u8(&mut self, b: u8) {
-        self.add(u64::from(b));
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-    fn finish(&self) -> u64 {
-        self.hash
-    }
-}
+type Fx = rustc_hash::FxBuildHasher;
 
 /// When a key given `ms` of life at `now` (µs) expires, as Redis keeps it: an absolute time in
 /// whole milliseconds (`mstime() + ms`, the clock read in ms, truncated), in µs.
