@@ -66,8 +66,9 @@ fn check_page(rel: &str, generated: &str) {
         .enumerate()
         .find(|(_, (a, b))| a != b)
         .unwrap();
+    let line = before.matches('\n').count() + 1 + n;
     panic!(
-        "{rel} has drifted from the code (line {n} of its generated block)\n  page: {was}\n  code: {is}\n\
+        "{rel}:{line} has drifted from the code\n  page: {was}\n  code: {is}\n\
          Regenerate it with: LOCKBENCH_BLESS=1 cargo test --test docs"
     );
 }
