@@ -272,19 +272,17 @@ fn flags_page_follows_the_command_line() {
     check_page("docs/src/reference/flags.md", &page);
 }
 
-/// The profile's keys as serde knows them: its error for an unknown key lists them all.
-fn profile_keys() -> Vec<String> {
-    let err = lockbench::profile::Profile::parse("no_such_key = 1", "probe.toml").unwrap_err();
-    let expected = err
-        .message
-        .split("expected one of")
-        .nth(1)
-        .unwrap_or_else(|| {
-            panic!(
-                "the profile's unknown-key error no longer lists the keys: {}",
-                err.message
-            )
-        });
+/// The keys of a profile table as serde knows them: its error for an unknown key lists them
+/// all, each between backticks. `header` is the table's header line (empty: the top level).
+fn table_keys(header: &str) -> Vec<String> {
+    let probe = format!("{header}\nno_such_key = 1\n");
+    let err = lockbench::profile::Profile::parse(&probe, "probe.toml").unwrap_err();
+    let expected = err.message.split(", expected").nth(1).unwrap_or_else(|| {
+        panic!(
+            "the profile's unknown-key error no longer lists the keys: {}",
+            err.message
+        )
+    });
     expected
         .split('`')
         .skip(1)
@@ -293,10 +291,12 @@ fn profile_keys() -> Vec<String> {
         .collect()
 }
 
-/// Each field's doc comment in `src/profile.rs`'s `struct Profile`.
-fn profile_docs() -> HashMap<String, String> {
-    let source = include_str!("../src/profile.rs");
-    let body = source.split("pub struct Profile {").nth(1).unwrap();
+/// Each field's doc comment in `struct NAME` of `source`.
+fn field_docs(source: &str, name: &str) -> HashMap<String, String> {
+    let body = source
+        .split(&format!("pub struct {name} {{"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no struct {name}"));
     let body = &body[..body.find("\n}").unwrap()];
     let mut docs = HashMap::new();
     let mut doc = Vec::new();
@@ -311,30 +311,58 @@ fn profile_docs() -> HashMap<String, String> {
     docs
 }
 
-/// docs/src/reference/profile-keys.md from the profile's keys (`profile::Profile`) and their
-/// doc comments, with the flag of the same name where there is one.
+/// The rows of one profile table: each key with its doc comment and, when `flags` is given,
+/// the flag of the same name.
+fn key_rows(
+    keys: &[String],
+    docs: &HashMap<String, String>,
+    flags: Option<&clap::Command>,
+) -> Vec<Vec<String>> {
+    keys.iter()
+        .map(|k| {
+            let doc = docs
+                .get(k)
+                .unwrap_or_else(|| panic!("profile key `{k}` has no doc comment"));
+            let mut row = vec![format!("`{k}`")];
+            if let Some(cmd) = flags {
+                let long = k.replace('_', "-");
+                let flag = cmd
+                    .get_arguments()
+                    .find(|a| a.get_long() == Some(long.as_str()));
+                row.push(flag.map_or("–".to_string(), |_| format!("`--{long}`")));
+            }
+            row.push(cell(doc));
+            row
+        })
+        .collect()
+}
+
+/// docs/src/reference/profile-keys.md from the profile's keys (`profile::Profile` and its
+/// tables) and their doc comments, with the flag of `run` of the same name where there is one.
 #[test]
 fn profile_keys_page_follows_the_profile() {
-    let keys = profile_keys();
+    let profile = include_str!("../src/profile.rs");
+    let faults = include_str!("../src/faults/mod.rs");
+    let keys = table_keys("");
     assert!(keys.len() > 40, "too few profile keys found: {keys:?}");
-    let docs = profile_docs();
     let cli = lockbench::cli::Cli::command();
     let run = cli.find_subcommand("run").unwrap();
-    let rows: Vec<Vec<String>> = keys
-        .iter()
-        .map(|k| {
-            let doc = docs.get(k).unwrap_or_else(|| {
-                panic!("profile key `{k}` has no doc comment in src/profile.rs")
-            });
-            let long = k.replace('_', "-");
-            let flag = run
-                .get_arguments()
-                .find(|a| a.get_long() == Some(long.as_str()))
-                .map_or("–".to_string(), |_| format!("`--{long}`"));
-            vec![format!("`{k}`"), flag, cell(doc)]
-        })
-        .collect();
-    let page = table(&["key", "flag of `run`", "what it sets"], &rows);
+    let mut page = "\n## Top level\n\n".to_string();
+    page += &table(
+        &["key", "flag of `run`", "what it sets"],
+        &key_rows(&keys, &field_docs(profile, "Profile"), Some(run)),
+    );
+    for (header, source, name) in [
+        ("[retry]", profile, "RetryProfile"),
+        ("[thresholds]", profile, "ThresholdsProfile"),
+        ("[[fault]]", faults, "FaultProfile"),
+    ] {
+        let rows = key_rows(&table_keys(header), &field_docs(source, name), None);
+        page += &format!(
+            "\n## `{header}`\n\n{}",
+            table(&["key", "what it sets"], &rows)
+        );
+    }
     check_page("docs/src/reference/profile-keys.md", &page);
 }
 
