@@ -19,12 +19,21 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// One markdown table cell: on one line, with its pipes escaped.
+/// One markdown table cell: on one line, its pipes escaped, and outside code spans the
+/// characters markdown would read as HTML or emphasis (`<run-id>`, `0.99*constant(…)`).
 fn cell(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .replace('|', "\\|")
+    let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let pieces = text.split('`').enumerate().map(|(i, piece)| {
+        if i % 2 == 1 {
+            piece.to_string()
+        } else {
+            piece
+                .replace('<', "&lt;")
+                .replace('>', "&gt;")
+                .replace('*', "\\*")
+        }
+    });
+    pieces.collect::<Vec<_>>().join("`").replace('|', "\\|")
 }
 
 /// A markdown table from a header and rows.
