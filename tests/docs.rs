@@ -68,13 +68,16 @@ fn check_page(rel: &str, generated: &str) {
         fs::write(&path, format!("{before}{BEGIN}{new}{END}{after}")).unwrap();
         return;
     }
+    // The first line that differs (only line ends may differ when none does).
+    let len = old.lines().count().max(new.lines().count());
     let (n, (was, is)) = old
         .lines()
         .chain(std::iter::repeat(""))
         .zip(new.lines().chain(std::iter::repeat("")))
+        .take(len)
         .enumerate()
         .find(|(_, (a, b))| a != b)
-        .unwrap();
+        .unwrap_or((len, ("(blank lines at the end)", "")));
     let line = before.matches('\n').count() + 1 + n;
     panic!(
         "{rel}:{line} has drifted from the code\n  page: {was}\n  code: {is}\n\
