@@ -434,20 +434,22 @@ fn markdown_files() -> Vec<PathBuf> {
 
 /// Markdown outside fenced code blocks and inline code spans.
 fn prose(text: &str) -> String {
-    let mut out = String::new();
+    let mut outside = String::new();
     let mut fenced = false;
     for line in text.lines() {
         if line.trim_start().starts_with("```") {
             fenced = !fenced;
-            continue;
-        }
-        if !fenced {
-            // Every other piece between backticks is code.
-            out += &line.split('`').step_by(2).collect::<Vec<_>>().join(" ");
-            out.push('\n');
+        } else if !fenced {
+            outside += line;
+            outside.push('\n');
         }
     }
-    out
+    // A code span may cross a line end but not a paragraph: every other piece between
+    // backticks, paragraph by paragraph, is code.
+    let paragraphs = outside
+        .split("\n\n")
+        .map(|p| p.split('`').step_by(2).collect::<Vec<_>>().join(" "));
+    paragraphs.collect::<Vec<_>>().join("\n\n")
 }
 
 /// The targets of `[text](target)` and `![alt](target)` links.
