@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates the charts the README shows (docs/charts/) from real runs with fixed seeds:
-#   - `compare profiles/naive-vs-token.toml` (the README's worked example): durations,
-#     survival, timeline, acquire-latency and compare charts;
+# Regenerates the charts the README and the book show (docs/src/charts/, inside the book's
+# source so mdBook copies them) from real runs with fixed seeds:
+#   - `compare profiles/naive-vs-token.toml` (the README's tour, the guide "Compare releases"):
+#     durations, survival, timeline, acquire-latency and compare charts;
 #   - `sweep profiles/seed-backend.toml` over six TTLs: sweep.png.
 # Uses a private redis-server when one is installed (the memory model otherwise; force one with
 # BACKEND=spawn|memory). LOCKBENCH_BIN=path skips the release build. Never edit the PNGs by hand.
@@ -23,13 +24,14 @@ trap 'rm -rf "$out"' EXIT
     --duration 4s --out "$out/sweep" 2>/dev/null \
     | sed -e "s#$out/sweep#results/<run-id>-sweep#" > "$out/sweep-table.txt"
 
-mkdir -p docs/charts
+charts=docs/src/charts
+mkdir -p "$charts"
 for png in durations survival timeline acquire-latency compare; do
-    cp "$out/compare/$png.png" "docs/charts/$png.png"
+    cp "$out/compare/$png.png" "$charts/$png.png"
 done
-cp "$out/compare/summary.csv" docs/charts/summary.csv
-cp "$out/table.txt" docs/charts/compare-table.txt
-cp "$out/sweep/sweep.png" docs/charts/sweep.png
-cp "$out/sweep/sweep.csv" docs/charts/sweep.csv
-cp "$out/sweep-table.txt" docs/charts/sweep-table.txt
-echo "docs/charts/: $(cd docs/charts && ls | tr '\n' ' ')"
+cp "$out/compare/summary.csv" "$charts"/summary.csv
+cp "$out/table.txt" "$charts"/compare-table.txt
+cp "$out/sweep/sweep.png" "$charts"/sweep.png
+cp "$out/sweep/sweep.csv" "$charts"/sweep.csv
+cp "$out/sweep-table.txt" "$charts"/sweep-table.txt
+echo "$charts/: $(cd "$charts" && ls | tr '\n' ' ')"
