@@ -354,7 +354,7 @@ fn key_rows(
 #[test]
 fn profile_keys_page_follows_the_profile() {
     let profile = include_str!("../src/profile.rs");
-    let faults = include_str!("../src/faults/mod.rs");
+    let faults = include_str!("../src/model/fault.rs");
     let keys = table_keys("");
     assert!(keys.len() > 40, "too few profile keys found: {keys:?}");
     let cli = lockbench::cli::Cli::command();
@@ -376,6 +376,32 @@ fn profile_keys_page_follows_the_profile() {
         );
     }
     check_page("docs/src/reference/profile-keys.md", &page);
+}
+
+/// docs/src/reference/code-layout.md's layers from the `## Layers` list of `src/lib.rs`, the
+/// list `tests/layers.rs` holds the imports to.
+#[test]
+fn code_layout_page_follows_the_layers() {
+    let lib = include_str!("../src/lib.rs");
+    let mut page = String::from("| layer | modules | what they hold |\n|---|---|---|\n");
+    let rows: Vec<(String, String, String)> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(str::trim)
+        .skip_while(|l| *l != "## Layers")
+        .take_while(|l| !l.starts_with("## Layout") && !l.starts_with("#!["))
+        .filter_map(|l| {
+            let (n, rest) = l.split_once(". ")?;
+            n.parse::<usize>().ok()?;
+            let (modules, what) = rest.split_once(" — ")?;
+            Some((n.to_string(), modules.to_string(), what.to_string()))
+        })
+        .collect();
+    assert!(rows.len() >= 5, "src/lib.rs has no `## Layers` list");
+    for (n, modules, what) in rows {
+        page.push_str(&format!("| {n} | {modules} | {what} |\n"));
+    }
+    check_page("docs/src/reference/code-layout.md", &page);
 }
 
 /// docs/src/reference/exit-codes.md from `exit::TABLE`, the text `--help` prints.

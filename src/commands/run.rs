@@ -161,7 +161,7 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
     finish(outcome, report, opts.quiet)
 }
 
-/// How the precise timer's section ends were woken (README, "Section precision"), when it ran.
+/// How the precise timer's section ends were woken (docs/src/measurements/section-precision.md), when it ran.
 fn timer_paths(m: &crate::results::Manifest) -> String {
     let (thread, looped) = crate::engine::precise::ends_by_path();
     if m.profile.timer != crate::profile::Timer::Precise || thread + looped == 0 {

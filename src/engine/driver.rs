@@ -148,7 +148,7 @@ impl Driver for RealDriver {
     /// timer, sharing the thread among the holders ending at once, and the timer thread wakes
     /// the task [`super::precise::SPIN_LAST`] before `t` too (run next: it spins out the rest).
     /// Either way the task wakes within tens of µs of `t` on a quiet machine (measured in the
-    /// README), at a CPU cost.
+    /// book: docs/src/measurements/section-precision.md), at a CPU cost.
     async fn sleep_until_precise(&mut self, t_us: u64) -> bool {
         let t = self.at(t_us);
         if !self.precise {

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 /// The lead's bounds. Measured through this thread on this 2-core VM with both cores busy, a
 /// timed wait ends 20–30 µs late at the median and 300–450 µs at p99, and over a millisecond
-/// under a retry storm that saturates both cores (README, "Section precision").
+/// under a retry storm that saturates both cores (docs/src/measurements/section-precision.md).
 pub const MIN_EARLY: Duration = Duration::from_micros(200);
 /// See [`MIN_EARLY`].
 pub const MAX_EARLY: Duration = Duration::from_micros(2_000);
@@ -46,7 +46,7 @@ pub const MAX_RATE: u64 = 400;
 /// With frequent section ends (the yield loop), how long before its end a holder is also woken
 /// by the timer thread — into the remote queue, polled next — and spins out the rest. Longer
 /// spins keep the thread from the other holders ending meanwhile (100 and 200 µs measured
-/// worse, README).
+/// worse, docs/src/measurements/section-precision.md).
 pub const SPIN_LAST: Duration = Duration::from_micros(50);
 
 /// The timer thread is running (cleared if it ever ends: then no sleep waits on it).
@@ -216,7 +216,7 @@ const PRIORITY_REFUSED: u8 = 2;
 /// class makes the kernel run it as soon as its timed wait ends, ahead of the threads that keep
 /// both cores busy (the server, the runtime under a retry storm), whose turn a normal thread
 /// waits for: `quick.toml --workers 1000`, p99 of the timer error 0.45–0.76 ms with a normal
-/// thread, 0.008–0.25 ms with this (README, "Section precision"). It runs a few µs per wake, so
+/// thread, 0.008–0.25 ms with this (docs/src/measurements/section-precision.md). It runs a few µs per wake, so
 /// it takes nothing measurable from the others. With frequent ends (the yield loop, thousands of
 /// wakes a second) it would preempt the runtime thread at every one: measured worse (p99
 /// 0.23–0.41 vs 0.11–0.18 ms for 1,000 holders), so the thread goes back to the normal class.

@@ -352,7 +352,7 @@ fn prefetch<T: ?Sized>(x: &T) {
 /// still asks for `unsafe` to call one outside a function declaring that feature, though SSE is
 /// part of every x86-64 target. The instruction is a hint: it never faults, whatever the
 /// address, and changes nothing the program reads. What it buys: a simulated day 144 -> 94 s
-/// (README, "How fast").
+/// (docs/src/measurements/virtual-time.md, "How fast").
 fn prefetch_line(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
     {
