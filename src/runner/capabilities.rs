@@ -1,0 +1,252 @@
+//! What a server can do, asked before a run: which lock commands it knows (recorded in the
+//! manifest), whether a variant's release and extension can run on it, and the label its
+//! variants carry when several servers run side by side.
+
+use super::Target;
+use crate::exit::BadInput;
+use crate::model::release::{ExtendCommand, ReleaseMethod};
+use crate::model::server::{ServerInfo, SkippedCell};
+use crate::model::variant::Variant;
+use crate::profile::Plan;
+use crate::store::{Connector, LockConn};
+use crate::target::redact_url;
+use anyhow::bail;
+
+/// The label of a server in variant names: `valkey-8.1.8`.
+pub(crate) fn server_label(version: &str) -> String {
+    version.trim().replace(' ', "-")
+}
+
+/// Which lock commands a server knows, asked of its command table (`COMMAND INFO`; `SET …
+/// IFEQ` from `COMMAND DOCS SET`), not guessed from its version. Where `COMMAND` is not
+/// permitted, the command is tried on an absent key under `prefix` (the run's own) where
+/// lockbench can send it; otherwise `None`. No `SET` is sent, so the server's SET count stays
+/// the run's attempts.
+pub async fn probe_capabilities<C: LockConn>(
+    probe: &mut C,
+    prefix: &str,
+) -> std::collections::BTreeMap<String, Option<bool>> {
+    let key = format!("{prefix}:probe");
+    let mut out = std::collections::BTreeMap::new();
+    let verdict = |r: Result<(), crate::model::error::CmdError>| match r {
+        Ok(()) => Some(true),
+        Err(e) if e.is_unknown_command() => Some(false),
+        Err(_) => None,
+    };
+    for name in ["GETDEL", "DELEX", "DELIFEQ", "EVALSHA", "FUNCTION"] {
+        let known = match probe.supports_command(name).await {
+            Ok(k) => Some(k),
+            Err(_) => match name {
+                "GETDEL" => verdict(probe.getdel(&key).await.map(drop)),
+                "DELEX" => verdict(probe.delex(&key, "probe").await.map(drop)),
+                "EVALSHA" => verdict(probe.release_script(&key, "probe").await.map(drop)),
+                _ => None,
+            },
+        };
+        out.insert(name.to_string(), known);
+    }
+    // From the command table: a probing SET would count among the run's SETs.
+    let ifeq = probe.knows_set_ifeq().await.ok();
+    out.insert("SET IFEQ".to_string(), ifeq);
+    out
+}
+
+/// Refuses `extend_with = "set-ifeq"` on a server without `SET … IFEQ`, before the run:
+/// extending an absent key under the run's prefix answers `0`/nil where the server knows IFEQ
+/// and an error where it does not (it writes nothing either way).
+pub async fn check_set_ifeq<C: LockConn>(
+    probe: &mut C,
+    server_version: &str,
+    prefix: &str,
+) -> anyhow::Result<()> {
+    let key = format!("{prefix}:probe");
+    // The command table first: no SET is sent, so the server's SET count stays the run's.
+    match probe.knows_set_ifeq().await {
+        Ok(true) => return Ok(()),
+        Ok(false) => {
+            return Err(BadInput(format!(
+                "extend_with = \"set-ifeq\" needs SET … IFEQ (Valkey ≥ 8.1, Redis ≥ 8.4); this server is \
+                 {server_version} and its command table (COMMAND DOCS SET) has no IFEQ. Use \
+                 extend_with = \"script\" (compare-and-PEXPIRE works on every version)."
+            ))
+            .into());
+        }
+        // COMMAND DOCS not permitted (or too old): try the option on an absent key.
+        Err(_) => {}
+    }
+    match probe.extend(&key, "probe", 1_000, ExtendCommand::SetIfeq).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind != crate::model::error::ErrorKind::Server => {
+            Err(anyhow::anyhow!("cannot check SET … IFEQ on {server_version}: {e}"))
+        }
+        Err(e) => Err(BadInput(format!(
+            "extend_with = \"set-ifeq\" needs SET … IFEQ (Valkey ≥ 8.1, Redis ≥ 8.4); this server is \
+             {server_version} and answered `SET {key} probe IFEQ probe PX 1000` with: {}. Use \
+             extend_with = \"script\" (compare-and-PEXPIRE works on every version).",
+            e.detail
+        ))
+        .into()),
+    }
+}
+
+/// Refuses a release method the server cannot run for this user, before the run: a command
+/// the server lacks (naming the version that has it), or one the ACL forbids. When `COMMAND
+/// INFO` itself is not permitted, the command is tried on an absent key under `prefix` (the
+/// run's own, so nothing outside it is touched) to tell "unknown" from "not permitted".
+pub async fn check_support<C: LockConn>(
+    probe: &mut C,
+    method: ReleaseMethod,
+    server_version: &str,
+    prefix: &str,
+) -> anyhow::Result<()> {
+    let (command, since, instead) = match method {
+        ReleaseMethod::Del => (
+            "GETDEL",
+            "6.2",
+            "Upgrade the server: `del` releases are attributed with GETDEL, which deletes exactly as DEL does and returns whose lock it removed.",
+        ),
+        ReleaseMethod::Delex => (
+            "DELEX",
+            "8.4",
+            "Use `token` (the Lua compare-and-delete works on every version).",
+        ),
+        ReleaseMethod::Token => ("EVALSHA", "2.6", "Use `del` or `delex`."),
+    };
+    // Bad input (exit 2): the user asked for a method this server cannot run.
+    let unknown = || -> anyhow::Error {
+        BadInput(format!(
+            "release method `{method}` needs {command}, which Redis added in {since}; this server is {server_version} \
+             and does not know it (or it was renamed or disabled). {instead}"
+        ))
+        .into()
+    };
+    let mut note = "";
+    // Scripts exist on every supported version; only their permission needs checking.
+    if method != ReleaseMethod::Token {
+        match probe.supports_command(command).await {
+            Ok(true) => {}
+            Ok(false) => return Err(unknown()),
+            Err(e) if e.is_no_permission() => {
+                note = " (COMMAND INFO, the usual support check, is not permitted for this user either)";
+            }
+            Err(e) => bail!(
+                "cannot check whether the server supports {command}: COMMAND INFO failed: {e}"
+            ),
+        }
+    }
+    // Sent on an absent key, each is harmless: nothing to delete, nothing to compare.
+    let key = format!("{prefix}:probe");
+    let tried = match method {
+        ReleaseMethod::Del => probe.getdel(&key).await.map(drop),
+        ReleaseMethod::Delex => probe.delex(&key, "probe").await.map(drop),
+        ReleaseMethod::Token => probe.release_script(&key, "probe").await.map(drop),
+    };
+    // redis-rs answers NOSCRIPT with SCRIPT LOAD, then EVALSHA again.
+    let (needs, grant) = match method {
+        ReleaseMethod::Token => (
+            "EVALSHA and SCRIPT LOAD",
+            "+evalsha +script|load".to_string(),
+        ),
+        _ => (command, format!("+{}", command.to_ascii_lowercase())),
+    };
+    match tried {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_unknown_command() => Err(unknown()),
+        Err(e) if e.is_no_permission() => Err(BadInput(format!(
+            "release method `{method}` needs {needs}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {e}. \
+             Grant it (e.g. ACL SETUSER <user> {grant} ~lockbench:*) or use another --release."
+        ))
+        .into()),
+        Err(e) => {
+            bail!("cannot check release method `{method}`: {command} on an absent key failed: {e}")
+        }
+    }
+}
+
+/// What asking every target before a run gave.
+pub(crate) struct Probed<C> {
+    /// A connection to each target, for the probes, the read-backs and the cleanup.
+    pub(crate) probes: Vec<C>,
+    /// Each target as the manifest records it.
+    pub(crate) servers: Vec<ServerInfo>,
+    /// (target index, variant, name) of every cell that will run.
+    pub(crate) cells: Vec<(usize, Variant, String)>,
+    /// The cells a server cannot run, and why (with several servers; with one it is an error).
+    pub(crate) skipped: Vec<SkippedCell>,
+}
+
+/// Connects to every target, asks what it can do, and decides which variant runs where. A
+/// method a server lacks is bad input with one server, a skipped cell with several; with no
+/// cell left the run is refused before anything runs. Probes touch only keys under `prefix`.
+pub(crate) async fn probe_targets<K: Connector>(
+    targets: &[Target<'_, K>],
+    variants: &[Variant],
+    plan: &Plan,
+    prefix: &str,
+) -> anyhow::Result<Probed<K::Conn>> {
+    let several = targets.len() > 1;
+    let mut probes = Vec::new();
+    let mut servers = Vec::new();
+    let mut cells: Vec<(usize, Variant, String)> = Vec::new();
+    let mut skipped = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        let mut probe = t.connector.connect().await?;
+        let server_version = probe.server_version().await.map_err(|e| {
+            anyhow::anyhow!("{} did not answer INFO server: {e}", t.connector.describe())
+        })?;
+        let capabilities = probe_capabilities(&mut probe, prefix).await;
+        // Two servers of the same version still get distinct names (`redis-7.0.15#2`).
+        let mut label = server_label(&server_version);
+        let same = servers
+            .iter()
+            .filter(|s: &&ServerInfo| server_label(&s.version) == label)
+            .count();
+        if same > 0 {
+            label = format!("{label}#{}", same + 1);
+        }
+        for v in variants {
+            let name = if several {
+                format!("{}@{label}", v.name())
+            } else {
+                v.name()
+            };
+            let mut supported = check_support(&mut probe, v.release, &server_version, prefix).await;
+            if supported.is_ok() && plan.extend_with == ExtendCommand::SetIfeq && v.extend {
+                supported = check_set_ifeq(&mut probe, &server_version, prefix).await;
+            }
+            match supported {
+                Ok(()) => cells.push((ti, *v, name)),
+                Err(e) if several => skipped.push(SkippedCell {
+                    variant: name,
+                    reason: format!("not supported by {server_version}: {e:#}"),
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        servers.push(ServerInfo {
+            version: server_version,
+            backend_detail: redact_url(&t.connector.describe()),
+            binary: t.binary.as_ref().map(|b| b.display().to_string()),
+            capabilities,
+        });
+        probes.push(probe);
+    }
+    if cells.is_empty() {
+        return Err(BadInput(format!(
+            "no variant can run on these servers: {}",
+            skipped
+                .iter()
+                .map(|s| format!("{} ({})", s.variant, s.reason))
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+        .into());
+    }
+
+    Ok(Probed {
+        probes,
+        servers,
+        cells,
+        skipped,
+    })
+}

@@ -1,0 +1,107 @@
+//! The end of a run: exactly the keys it could have written are removed, the locks among
+//! them counted, and whatever may remain is listed.
+
+use crate::model::error::ErrorKind;
+use crate::runner::RunOptions;
+use crate::signals::{Request, request_of};
+use crate::store::LockConn;
+use std::path::Path;
+use tokio::sync::watch;
+
+/// Removes exactly the keys this run could have written (those it sent a SET for), nothing
+/// else, a few hundred per `DEL`. Returns the keys that may remain: those whose `DEL` failed,
+/// and all that were not tried once the user asked to abandon (a second signal).
+pub(crate) async fn remove_keys<C: LockConn>(
+    conn: &mut C,
+    keys: &[String],
+    signals: &mut watch::Receiver<u32>,
+) -> (Vec<String>, u64) {
+    let mut leftover = Vec::new();
+    let mut removed = 0u64;
+    let mut chunks = keys.chunks(500);
+    for chunk in chunks.by_ref() {
+        if request_of(*signals.borrow()) == Request::Abandon {
+            leftover.extend_from_slice(chunk);
+            break;
+        }
+        // Twice: an idle connection finds out only now that the server restarted, and the
+        // second try goes through the reconnection the first one started.
+        let delete = async {
+            for _ in 0..2 {
+                match conn.del_many(chunk).await {
+                    Ok(n) => {
+                        removed += n.max(0) as u64;
+                        return true;
+                    }
+                    Err(e) if e.kind == ErrorKind::Connection => continue,
+                    Err(_) => return false,
+                }
+            }
+            false
+        };
+        let deleted = tokio::select! {
+            ok = delete => ok,
+            Ok(_) = signals.wait_for(|n| request_of(*n) == Request::Abandon) => false,
+        };
+        if !deleted {
+            leftover.extend_from_slice(chunk);
+        }
+    }
+    for chunk in chunks {
+        leftover.extend_from_slice(chunk);
+    }
+    (leftover, removed)
+}
+
+/// Removes each target's keys after a run (locks first, counted): returns how many locks the
+/// cleanup ended and, when some keys may remain, how many (listed in `leftover-keys.txt` in
+/// `dir`). An agent whose peers may still be running leaves its locks to expire instead.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn clean_up<C: LockConn>(
+    probes: &mut [C],
+    written_keys: &mut [Vec<String>],
+    companion_keys: &[Vec<String>],
+    opts: &RunOptions,
+    measured: bool,
+    dir: &Path,
+    prefix: &str,
+    signals: &mut watch::Receiver<u32>,
+) -> (u64, Option<usize>) {
+    // An agent whose peers may still be running leaves its lock keys to expire: removing them
+    // would pull locks from under a peer's holders.
+    if let Some(agent) = opts.agent.as_ref().filter(|a| !a.peers_finished()) {
+        for keys in written_keys.iter_mut() {
+            keys.clear();
+        }
+        if measured {
+            eprintln!(
+                "warning: {agent:?}: its lock keys are left to expire (within the TTL) instead of \
+                 being removed"
+            );
+        }
+    }
+    // Locks first, counted: every lock a SET created ends exactly once, and these are the ones
+    // the cleanup ended.
+    let mut leftover = Vec::new();
+    let mut removed = 0;
+    for (ti, probe) in probes.iter_mut().enumerate() {
+        let (left, removed_locks) = remove_keys(probe, &written_keys[ti], signals).await;
+        leftover.extend(left);
+        leftover.extend(remove_keys(probe, &companion_keys[ti], signals).await.0);
+        removed += removed_locks;
+    }
+    if !leftover.is_empty() {
+        let list = dir.join("leftover-keys.txt");
+        let written = std::fs::write(&list, leftover.join("\n") + "\n");
+        eprintln!(
+            "warning: {} of the run's keys may remain on the server (prefix {prefix}){}",
+            leftover.len(),
+            match written {
+                Ok(()) => format!("; they are listed in {}", list.display()),
+                Err(e) => format!("; cannot list them in {}: {e}", list.display()),
+            }
+        );
+        return (removed, Some(leftover.len()));
+    }
+    (removed, None)
+}

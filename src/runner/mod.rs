@@ -1,0 +1,267 @@
+//! Runs a validated plan: picks the backend, opens connections, drives the workers of each
+//! variant, removes exactly the run's keys, and writes every output file.
+
+mod capabilities;
+mod cleanup;
+mod output;
+mod progress;
+mod real;
+mod simulated;
+mod variant;
+
+use crate::analysis::summary::Summary;
+use crate::engine::worker::KeyNames;
+use crate::exit::BadInput;
+use crate::model::variant::Variant;
+use crate::profile::Plan;
+use crate::results::{self, EventsWriter};
+pub use crate::results::{Manifest, SummaryFile};
+use crate::signals::{Request, request_of};
+use crate::store::Connector;
+use capabilities::{Probed, probe_targets};
+use cleanup::clean_up;
+use output::{new_manifest, write_results};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use variant::{VariantEnv, run_variant};
+
+/// How a run reports, besides the plan itself.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// Parent of run directories (`results/`), used when `out_dir` is not set.
+    pub results_root: PathBuf,
+    /// Exact directory to write into (`--out`).
+    pub out_dir: Option<PathBuf>,
+    /// Show a progress bar (only drawn on a terminal).
+    pub progress: bool,
+    /// Print notices and the table.
+    pub quiet: bool,
+    /// Interval of the `.hlog` files.
+    pub log_interval: Duration,
+    /// The command that produced the run (`run`, `compare`).
+    pub command: String,
+    /// The profile file, if any.
+    pub profile_file: Option<String>,
+    /// Delete an earlier run's files in `out_dir` instead of refusing it (`--force`).
+    pub force: bool,
+    /// What the fault schedule breaks things with (from the backend).
+    pub faults: crate::faults::FaultControl,
+    /// This process is one agent of a multi-agent run: its run id, global worker ids, the
+    /// start and end barriers through the target.
+    pub agent: Option<Arc<crate::agent::barrier::Agent>>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            results_root: PathBuf::from("results"),
+            out_dir: None,
+            progress: true,
+            quiet: false,
+            log_interval: Duration::from_secs(1),
+            command: "run".into(),
+            profile_file: None,
+            force: false,
+            faults: Default::default(),
+            agent: None,
+        }
+    }
+}
+
+/// A finished run.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// Its directory.
+    pub dir: PathBuf,
+    /// One summary per variant.
+    pub summaries: Vec<Summary>,
+    /// The manifest as written.
+    pub manifest: Manifest,
+}
+
+/// One server a run measures: how to connect, what breaks it, which binary it runs.
+pub struct Target<'a, K> {
+    /// Opens connections to it.
+    pub connector: &'a K,
+    /// What the fault schedule breaks it with.
+    pub control: crate::faults::FaultControl,
+    /// The binary a spawned server runs (`None`: not spawned by lockbench).
+    pub binary: Option<PathBuf>,
+}
+
+/// Runs `plan` once per method in `methods` (same seed, separate key namespaces) against
+/// any connector.
+pub async fn run_with<K: Connector>(
+    connector: &K,
+    kind: &str,
+    plan: &Plan,
+    variants: &[impl Into<Variant> + Copy],
+    opts: &RunOptions,
+) -> anyhow::Result<RunOutcome> {
+    let target = Target {
+        connector,
+        control: opts.faults.clone(),
+        binary: None,
+    };
+    run_on(&[target], kind, plan, variants, opts).await
+}
+
+/// Runs every variant on every target (same seed and workload on each; with several servers a
+/// variant's name gets `@<server>`). A method a server lacks is refused before anything runs
+/// — with one server, as bad input; with several, as a skipped cell while the others run.
+pub async fn run_on<K: Connector>(
+    targets: &[Target<'_, K>],
+    kind: &str,
+    plan: &Plan,
+    variants: &[impl Into<Variant> + Copy],
+    opts: &RunOptions,
+) -> anyhow::Result<RunOutcome> {
+    let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
+    for t in targets {
+        t.control.check(&plan.faults, kind).map_err(BadInput)?;
+    }
+    // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
+    let mut signals = crate::signals::subscribe();
+    let started = SystemTime::now();
+    // The agents of one run share its id, hence its key prefix: they contend for the same keys.
+    let run_id = match &opts.agent {
+        Some(a) => a.spec().run_id.clone(),
+        None => results::run_id(started),
+    };
+    // Computed before the support checks, whose probes touch only keys under it.
+    let prefix = format!("lockbench:{run_id}");
+    let Probed {
+        mut probes,
+        servers,
+        cells,
+        skipped,
+    } = probe_targets(targets, &variants, plan, &prefix).await?;
+
+    let dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| opts.results_root.join(&run_id));
+    // The outermost directory `prepare_dir` creates: an agent refused at the barrier removes
+    // what it created (nothing is written into it before the barrier).
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    results::prepare_dir(&dir, opts.force)?;
+    if let Some(agent) = &opts.agent {
+        let workload = crate::agent::workload_fingerprint(&serde_json::to_value(plan)?);
+        if let Err(e) = agent.join(&workload, &mut signals).await {
+            for d in &created {
+                // Only empty ones: a peer may have created its directory beside ours.
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e);
+        }
+    }
+    let mut manifest = new_manifest(
+        &run_id,
+        opts,
+        plan,
+        kind,
+        &servers,
+        &skipped,
+        &prefix,
+        cells.iter().map(|c| c.2.clone()).collect(),
+        started,
+    );
+    results::write_json(&dir.join("manifest.json"), &manifest)?;
+
+    // Without rows (`events = "none"`) the writer goes to a sink: no events.csv at all.
+    let events = EventsWriter::start(&dir.join("events.csv"), plan.events)?;
+    let mut summaries = Vec::new();
+    // Per target: every key its variants may have written, and their companions.
+    let mut written_keys: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
+    let mut companion_keys: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
+    // The first thing that went wrong; what was measured before it is still written.
+    let mut failure: Option<anyhow::Error> = None;
+    for (ti, variant, name) in &cells {
+        let (ti, variant) = (*ti, *variant);
+        if request_of(*signals.borrow()) != Request::Continue {
+            break;
+        }
+        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.keys)
+            .tagged(targets[ti].connector.hash_tags());
+        let r = run_variant(
+            targets[ti].connector,
+            &probes[ti],
+            plan,
+            variant,
+            key_names,
+            &events.tx,
+            VariantEnv {
+                name,
+                dir: &dir,
+                base: started,
+                opts,
+                control: &targets[ti].control,
+                signals: signals.clone(),
+                server: &servers[ti],
+                written_keys: &mut written_keys[ti],
+                companion_keys: &mut companion_keys[ti],
+            },
+        )
+        .await;
+        let r = r.and_then(|(summary, hists)| {
+            let suffix = (cells.len() > 1).then_some(name.as_str());
+            results::write_hgrms(&dir, &hists, suffix)?;
+            Ok(summary)
+        });
+        match r {
+            Ok(summary) => summaries.push(summary),
+            Err(e) => {
+                failure = Some(e.context(format!("variant `{name}` failed")));
+                break;
+            }
+        }
+    }
+    let interrupted = request_of(*signals.borrow()) != Request::Continue;
+    let rows = events.finish();
+    if let Err(e) = rows {
+        failure.get_or_insert(e);
+    }
+
+    let (removed_locks, leftover) = clean_up(
+        &mut probes,
+        &mut written_keys,
+        &companion_keys,
+        opts,
+        !summaries.is_empty(),
+        &dir,
+        &prefix,
+        &mut signals,
+    )
+    .await;
+    manifest.cleanup_removed_locks += removed_locks;
+    manifest.leftover_keys = leftover;
+
+    if let Some(agent) = &opts.agent {
+        agent.leave().await;
+        manifest.agent = Some(agent.record());
+    }
+    if summaries.is_empty() {
+        // Nothing was measured: no summary to write.
+        return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
+    }
+    write_results(
+        &dir,
+        &run_id,
+        &summaries,
+        &mut manifest,
+        plan,
+        interrupted,
+        failure,
+    )?;
+    // The data files are written; drawing the report is the command's decision.
+    Ok(RunOutcome {
+        dir,
+        summaries,
+        manifest,
+    })
+}

@@ -1,0 +1,206 @@
+//! A variant's workers in real time.
+
+use super::progress::{progress_bar, update_bar};
+use super::variant::VariantEnv;
+use crate::analysis::summary::StopReason;
+use crate::engine::driver::ArrivalQueue;
+use crate::engine::driver::Halt;
+use crate::engine::driver::RealDriver;
+use crate::engine::end_grace;
+use crate::engine::recorder::Recorder;
+use crate::engine::worker::WorkerCtx;
+use crate::engine::worker::run_worker;
+use crate::profile::Plan;
+use crate::signals::Request;
+use crate::signals::request_of;
+use crate::store::LockConn;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+/// What running a variant's workers gave, in real or virtual time.
+pub(crate) struct Executed {
+    pub(crate) elapsed_s: f64,
+    pub(crate) stop_reason: StopReason,
+    pub(crate) panicked: Option<String>,
+    pub(crate) crash_blocked_censored: u64,
+    pub(crate) faults: Vec<crate::model::fault::FaultWindow>,
+    /// A simulated run's executor figures.
+    pub(crate) simulated: Option<crate::sim::Simulated>,
+}
+
+/// Runs a variant's workers in real time: tokio tasks, the arrivals' dispatcher, the fault
+/// schedule, the progress bar, Ctrl-C, the end-of-run grace and the give-up rule.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_real<C: LockConn>(
+    plan: &Plan,
+    ctx: &Arc<WorkerCtx>,
+    recorder: &Arc<Recorder>,
+    conns: Vec<C>,
+    events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
+    env: &VariantEnv<'_>,
+    arrival_tx: Option<tokio::sync::mpsc::Sender<u64>>,
+    arrival_rx: tokio::sync::mpsc::Receiver<u64>,
+) -> Executed {
+    let deadline = plan.run_time().map(|d| recorder.start + d);
+    // Sections still open at the deadline may finish; past this grace they are cut short.
+    let (local_tx, local_rx) = watch::channel(Halt::Run);
+    let abandon = Arc::new(crate::engine::driver::AbandonSignal::default());
+    let halt = |h: Halt| {
+        local_tx.send_if_modified(|cur| {
+            let raise = h > *cur;
+            if raise {
+                *cur = h;
+            }
+            raise
+        });
+        // After the watch: a worker whose command is abandoned sees the halt too.
+        if h == Halt::Abandon {
+            abandon.abandon();
+        }
+    };
+    let arrivals = arrival_tx.is_some().then(|| {
+        Arc::new(ArrivalQueue {
+            rx: tokio::sync::Mutex::new(arrival_rx),
+        })
+    });
+    let mut set = tokio::task::JoinSet::new();
+    // Worker ids are global across agents: agent i runs workers i·W .. (i+1)·W, with the random
+    // streams of the same workers in one process of N·W.
+    let first = env.opts.agent.as_ref().map_or(0, |a| a.worker_first());
+    for (id, conn) in conns.into_iter().enumerate() {
+        let drv = RealDriver {
+            start: recorder.start,
+            halt: local_rx.clone(),
+            abandon: abandon.clone(),
+            registered: None,
+            precise: plan.timer == crate::profile::Timer::Precise,
+            arrivals: arrivals.clone(),
+            events: plan.events.then(|| events.clone()),
+        };
+        set.spawn(run_worker(first + id, conn, ctx.clone(), drv));
+    }
+    // Arrivals at their intended times, until the run's length (or a stop).
+    let dispatcher = arrival_tx.map(|tx| {
+        let (arrivals, ctx, mut halt) = (plan.arrivals, ctx.clone(), local_rx.clone());
+        let length_us = plan.run_time().unwrap_or_default().as_micros() as u64;
+        tokio::spawn(async move {
+            let Some(arrivals) = arrivals else { return };
+            let rec = &ctx.recorder;
+            let counts = &rec.counters.counts;
+            for at in arrivals.schedule(length_us, ctx.seed) {
+                let due = rec.start + at;
+                if due > Instant::now() {
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due) => {}
+                        _ = halt.wait_for(|h| *h != Halt::Run) => return,
+                    }
+                }
+                counts.requests.fetch_add(1, Relaxed);
+                // Lateness is the slots' to count: an arrival is late when it was due before
+                // the slot that takes it began waiting.
+                if tx.try_send(at.as_micros() as u64).is_err() {
+                    counts.dropped_arrivals.fetch_add(1, Relaxed);
+                }
+            }
+        })
+    });
+    // The fault schedule runs on the variant's clock until its workers are done.
+    let (faults_done, faults_done_rx) = watch::channel(false);
+    let control = crate::faults::FaultControl {
+        key_prefix: ctx.key_names.prefix().to_string(),
+        ..env.control.clone()
+    };
+    let driver = tokio::spawn(crate::faults::drive(
+        plan.faults.clone(),
+        control,
+        recorder.start,
+        faults_done_rx,
+    ));
+    let bar = progress_bar(plan, env.opts, env.name);
+    let grace = end_grace(plan.ttl_ms);
+    let mut signals = env.signals.clone();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut cut_at: Option<Instant> = None;
+    let mut panicked: Option<String> = None;
+    let mut stop_reason = StopReason::Limit;
+    let on_signal = |count: u32, stop_reason: &mut StopReason| match request_of(count) {
+        Request::Continue => {}
+        Request::Stop => {
+            *stop_reason = StopReason::Interrupted;
+            if !env.opts.quiet {
+                eprintln!(
+                    "stopping: open sections end now and are released; Ctrl-C again to stop \
+                     waiting for the server and skip the key cleanup"
+                );
+            }
+            halt(Halt::Stop);
+        }
+        Request::Abandon => {
+            *stop_reason = StopReason::Interrupted;
+            halt(Halt::Abandon);
+        }
+    };
+    // A signal that came before the workers started.
+    on_signal(*signals.borrow_and_update(), &mut stop_reason);
+    loop {
+        tokio::select! {
+            r = set.join_next() => {
+                match r {
+                    None => break,
+                    Some(Err(e)) if e.is_panic() => {
+                        // Stop the others normally so their locks are released and counted.
+                        panicked.get_or_insert_with(|| e.to_string());
+                        halt(Halt::Stop);
+                    }
+                    Some(_) => {}
+                }
+            }
+            Ok(()) = signals.changed() => {
+                on_signal(*signals.borrow_and_update(), &mut stop_reason);
+            }
+            _ = tick.tick() => {
+                update_bar(&bar, plan, recorder);
+                if let Some(d) = deadline {
+                    let cut = *cut_at.get_or_insert(d + grace);
+                    if Instant::now() >= cut {
+                        halt(Halt::Stop);
+                    }
+                }
+                // The give-up rule: commands have failed, with none succeeding, for too long.
+                if stop_reason == StopReason::Limit
+                    && recorder
+                        .failing_for_us()
+                        .is_some_and(|f| f >= plan.give_up_after_us)
+                {
+                    stop_reason = StopReason::GaveUp;
+                    halt(Halt::Stop);
+                }
+            }
+        }
+    }
+    bar.finish_and_clear();
+    let elapsed_s = recorder.start.elapsed().as_secs_f64();
+    if let Some(d) = dispatcher {
+        d.abort();
+    }
+    // Blocked times still open end with the variant, not after a fault's undo.
+    let crash_blocked_censored = recorder.censor_crashes();
+    // Ends a fault still on (a paused or killed server comes back before the cleanup).
+    let _ = faults_done.send(true);
+    let faults = driver.await.unwrap_or_default();
+    // The end barrier: the stuck-lock reads and the cleanup wait until every agent is done.
+    if let Some(agent) = &env.opts.agent {
+        agent.finish(grace, &mut signals).await;
+    }
+    Executed {
+        elapsed_s,
+        stop_reason,
+        panicked,
+        crash_blocked_censored,
+        faults,
+        simulated: None,
+    }
+}
