@@ -547,11 +547,12 @@ pub struct ProfileError {
 
 impl ProfileError {
     /// `field` of the profile `file` (whose text is `source`) is wrong: `message` says what would
-    /// be valid.
+    /// be valid. A key inside a table is written with its table: `retry.base`.
     pub fn at_field(file: &str, source: &str, field: &str, message: String) -> ProfileError {
+        let path: Vec<&str> = field.split('.').collect();
         ProfileError {
             file: file.to_string(),
-            line: locate(source, field),
+            line: locate(source, &path),
             field: Some(field.to_string()),
             message: format!("field `{field}`: {message}"),
         }
@@ -638,15 +639,8 @@ impl Profile {
         toml::from_str(text).map_err(|e| {
             let start = e.span().map(|s| s.start.min(text.len()));
             let line = start.map(|s| 1 + text[..s].matches('\n').count());
-            // Name the field written on that line, if the error is about a value.
-            let field = start.and_then(|s| {
-                let line_text = text[..s].rsplit('\n').next().unwrap_or("").to_string()
-                    + text[s..].split('\n').next().unwrap_or("");
-                let (key, _) = line_text.split_once('=')?;
-                let key = key.trim();
-                (!key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-                    .then(|| key.to_string())
-            });
+            // Name the key whose value the error is about, found in the syntax tree.
+            let field = start.and_then(|s| key_at(text, s));
             let message = e.message().trim().to_string();
             ProfileError {
                 file: file.to_string(),
@@ -772,9 +766,9 @@ impl Profile {
         // The [retry] table is checked even when the policy is fail-fast, so a typo never hides.
         let r = self.retry.clone().unwrap_or_default();
         let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
-        let base_us = sc(dur_us("base", &r.base, "1ms")?);
-        let cap_us = sc(dur_us("cap", &r.cap, "100ms")?).max(base_us);
-        let max_wait_us = sc(dur_us("max_wait", &r.max_wait, "5s")?);
+        let base_us = sc(dur_us("retry.base", &r.base, "1ms")?);
+        let cap_us = sc(dur_us("retry.cap", &r.cap, "100ms")?).max(base_us);
+        let max_wait_us = sc(dur_us("retry.max_wait", &r.max_wait, "5s")?);
         let busy = match self.busy.as_deref().unwrap_or("fail-fast") {
             "fail-fast" => BusyPolicy::FailFast,
             "retry" => BusyPolicy::Retry {
@@ -1042,19 +1036,14 @@ impl Profile {
             .into_iter()
             .flatten()
         {
-            fail_if.push(Threshold::parse(expr).map_err(|m| err("thresholds", m))?);
+            fail_if.push(Threshold::parse(expr).map_err(|m| err("thresholds.fail_if", m))?);
         }
         let mut faults = Vec::new();
         for (i, f) in self.fault.iter().flatten().enumerate() {
             let fault = f.validate().map_err(|m| ProfileError {
                 file: file.to_string(),
-                // The i-th `[[fault]]` header, when the entry came from the file.
-                line: source
-                    .lines()
-                    .enumerate()
-                    .filter(|(_, l)| l.trim_start().starts_with("[[fault]]"))
-                    .nth(i)
-                    .map(|(n, _)| n + 1),
+                // The i-th `[[fault]]` entry, when it came from the file.
+                line: locate(source, &["fault", &i.to_string()]),
                 field: Some("fault".to_string()),
                 message: format!(
                     "fault {} ({}): {m}",
@@ -1309,16 +1298,68 @@ impl Profile {
     }
 }
 
-/// The 1-based line where `field = ...` is written, if it is.
-fn locate(source: &str, field: &str) -> Option<usize> {
-    source
-        .lines()
-        .position(|l| {
-            let l = l.trim_start();
-            l.strip_prefix(field)
-                .is_some_and(|rest| rest.trim_start().starts_with('='))
+/// The key whose value holds byte `offset` of `source`, as a dotted path (`ttl`,
+/// `retry.base`, `fault[2].kind`); `None` where the source does not parse or the offset is in
+/// no value.
+fn key_at(source: &str, offset: usize) -> Option<String> {
+    use toml::de::{DeTable, DeValue};
+    type Item<'a> = toml::Spanned<DeValue<'a>>;
+    // Tables' own spans need not cover their bodies (a `[retry]` header's does not): descend
+    // into every table and array, and match the offset against the leaves' spans.
+    fn find(v: &Item<'_>, offset: usize, path: String) -> Option<String> {
+        match v.get_ref() {
+            DeValue::Table(t) => in_table(t, offset, &path),
+            DeValue::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| find(item, offset, format!("{path}[{i}]"))),
+            _ => v.span().contains(&offset).then_some(path),
+        }
+    }
+    fn in_table(t: &DeTable<'_>, offset: usize, path: &str) -> Option<String> {
+        t.iter().find_map(|(k, v)| {
+            let key = match path {
+                "" => k.get_ref().to_string(),
+                _ => format!("{path}.{}", k.get_ref()),
+            };
+            find(v, offset, key)
         })
-        .map(|i| i + 1)
+    }
+    in_table(DeTable::parse(source).ok()?.get_ref(), offset, "")
+}
+
+/// The 1-based line where the key at `path` is written (`["ttl"]`, `["retry", "base"]`,
+/// `["fault", "2"]` for the third `[[fault]]`), found in the TOML's own syntax tree with its
+/// spans: a `base` of another table, or a comment that mentions the key, is never taken for
+/// it. A path that goes deeper than the file does names the deepest part written.
+fn locate(source: &str, path: &[&str]) -> Option<usize> {
+    use toml::de::{DeTable, DeValue};
+    let doc = DeTable::parse(source).ok()?;
+    let mut table = doc.get_ref();
+    let mut at = None;
+    let mut rest = path;
+    while let [key, tail @ ..] = rest {
+        let Some((k, v)) = table.iter().find(|(k, _)| k.get_ref() == key) else {
+            break;
+        };
+        at = Some(k.span().start);
+        rest = tail;
+        let mut value = v;
+        // An array of tables (`[[fault]]`): the next part of the path is the entry's index.
+        if let (DeValue::Array(items), [index, tail @ ..]) = (v.get_ref(), rest) {
+            let Some(item) = index.parse::<usize>().ok().and_then(|i| items.get(i)) else {
+                break;
+            };
+            at = Some(item.span().start);
+            rest = tail;
+            value = item;
+        }
+        match value.get_ref() {
+            DeValue::Table(t) => table = t,
+            _ => break,
+        }
+    }
+    at.map(|start| 1 + source[..start.min(source.len())].matches('\n').count())
 }
 
 impl Plan {
@@ -1662,7 +1703,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.starts_with("p.toml:3: field `base`") && e.contains("1ms"),
+            e.starts_with("p.toml:3: field `retry.base`") && e.contains("1ms"),
             "{e}"
         );
         let e = plan("ttl = \"1500us\"\n").unwrap_err().to_string();
@@ -1671,5 +1712,37 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("not both"), "{e}");
+    }
+
+    /// Errors inside `[retry]` and `[[fault]]` point at the key's own line, found in the TOML's
+    /// syntax tree: a string that happens to hold `base = …` or `[[fault]]` on a line of its
+    /// own (where a text search would stop) is not taken for the key.
+    #[test]
+    fn errors_inside_tables_name_the_exact_line() {
+        let text = "name = \"\"\"\nbase = 1\n[[fault]]\n\"\"\"\nbusy = \"retry\"\n\
+                    [retry]\nbase = \"fast\"\n";
+        let e = Profile::parse(text, "p.toml")
+            .unwrap()
+            .plan("p.toml", text, None)
+            .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(7), Some("retry.base")),
+            "{e}"
+        );
+        let text = "name = \"\"\"\n[[fault]]\n\"\"\"\n[[fault]]\nkind = \"holder-crash\"\n\
+                    probability = 0.1\n\n[[fault]]\nkind = \"no-such-fault\"\n";
+        let e = Profile::parse(text, "p.toml")
+            .and_then(|p| p.plan("p.toml", text, None))
+            .unwrap_err();
+        assert_eq!(e.line, Some(8), "{e}");
+        // A value of the wrong type inside a table names the key with its table.
+        let text = "ttl = \"50ms\"\n[retry]\ncap = 5\n";
+        let e = Profile::parse(text, "p.toml").unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(3), Some("retry.cap")),
+            "{e}"
+        );
     }
 }

@@ -1,5 +1,13 @@
-//! Runs a validated plan: picks the backend, opens connections, drives the workers of each
-//! variant, removes exactly the run's keys, and writes every output file.
+//! Runs a validated plan: probes the servers, drives the workers of each variant, removes
+//! exactly the run's keys, and writes the run directory's data files.
+//!
+//! - [`capabilities`]: what each server can do, asked before anything runs; which variant runs
+//!   where.
+//! - [`variant`]: one variant in four steps — prepare, execute ([`real`] time or
+//!   [`simulated`]), read back, summarise.
+//! - [`cleanup`]: the run's keys removed, its locks counted, what may remain listed.
+//! - [`output`]: the manifest, `summary.json`, `summary.csv`, `faults.csv`.
+//! - [`progress`]: the progress bar.
 
 mod capabilities;
 mod cleanup;
