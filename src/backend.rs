@@ -1,6 +1,6 @@
 //! The one place a plan's backend choice becomes something to connect to: a private server
 //! we spawn, an existing server, or the in-process model. [`with_connector!`] is the one
-//! dispatch over them, so commands stay generic over [`Connector`].
+//! dispatch over them, so commands stay generic over [`Connector`](crate::store::Connector).
 
 use crate::faults::FaultControl;
 use crate::faults::proxy::Proxy;

@@ -1,4 +1,4 @@
-//! The command line. Flags are folded into the profile and validated into a [`Plan`] before
+//! The command line. Flags are folded into the profile and validated into a [`Plan`](crate::profile::Plan) before
 //! any I/O, so a bad flag fails exactly like a bad profile field.
 
 use crate::commands;

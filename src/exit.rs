@@ -25,7 +25,7 @@ dominated · 2 bad input (profile, flag, file) or a report check mismatch · 99 
 130 interrupted (Ctrl-C or SIGTERM; files written)";
 
 /// An error in what the user gave (a flag, a file, a directory) that has no type of its own:
-/// exit code 2, like the typed ones [`code_of_error`] knows.
+/// exit code 2, like the typed ones `cli::code_of_error` knows.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct BadInput(pub String);

@@ -4,12 +4,14 @@
 //! - [`arrivals`]: the open arrival model (requests at a rate, latency from their intended
 //!   arrival).
 //! - [`busy`]: the busy policy and the pause after a failed command.
-//! - [`runner`]: runs a plan's variants against a connector, removes the run's keys, writes
-//!   the run directory's data files.
 //! - [`worker`]: the one worker loop, in named steps (acquire, hold, release, think).
 //! - [`driver`]: what drives a worker through time: the real clock or the simulator's.
 //! - [`collector`]: drains the histograms into `.hlog` interval logs once per interval.
 //! - [`recorder`]: live counters, striped histograms, per-key overlap trackers.
+//! - [`precise`]: the precise timer (a timer thread, then a yield loop to the section's end).
+//!
+//! Here too: the runtime's thread count as `main` built it, the end-of-run grace and the
+//! arrivals' backlog, which the runner and the simulator share.
 
 pub mod arrivals;
 pub mod busy;
