@@ -333,7 +333,7 @@ async fn merging_twice_or_across_runs_is_refused() {
         .sampler();
     for r in events(&cwd.join("results/ra/merged")) {
         let want =
-            lockbench::engine::worker::intended_sequence(&dist, 7, r.worker, r.seq as usize + 1);
+            lockbench::engine::streams::intended_sequence(&dist, 7, r.worker, r.seq as usize + 1);
         assert_eq!(
             r.intended_us, want[r.seq as usize],
             "worker {} seq {}",

@@ -3,7 +3,7 @@
 mod common;
 
 use common::*;
-use lockbench::engine::worker::intended_sequence;
+use lockbench::engine::streams::intended_sequence;
 use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
 use lockbench::store::LockConn;
 use lockbench::store::redis::{RedisConnector, Timeouts};

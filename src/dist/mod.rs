@@ -1,4 +1,5 @@
 //! Latency distributions for simulated critical sections.
+//! (Past 800 lines only through its tests: about 300 lines of them.)
 //!
 //! A distribution is written as text, the same in TOML profiles and on the command line. All
 //! values are in **milliseconds** (`f64`); every duration in the text carries a unit (see

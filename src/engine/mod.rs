@@ -4,7 +4,8 @@
 //! - [`arrivals`]: the open arrival model (requests at a rate, latency from their intended
 //!   arrival).
 //! - [`busy`]: the busy policy and the pause after a failed command.
-//! - [`worker`]: the one worker loop, in named steps (acquire, hold, release, think).
+//! - [`worker`]: the one worker loop, in named steps (acquire, hold, release, think); its
+//!   shared [`context`], the run's [`keys`] and each worker's random [`streams`].
 //! - [`driver`]: what drives a worker through time: the real clock or the simulator's.
 //! - [`collector`]: drains the histograms into `.hlog` interval logs once per interval.
 //! - [`recorder`]: live counters, striped histograms, per-key overlap trackers.
@@ -16,9 +17,12 @@
 pub mod arrivals;
 pub mod busy;
 pub mod collector;
+pub mod context;
 pub mod driver;
+pub mod keys;
 pub mod precise;
 pub mod recorder;
+pub mod streams;
 pub mod worker;
 
 /// The async runtime's thread count for a command line, and why (recorded in the manifest).

@@ -6,245 +6,27 @@
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
 use crate::analysis::counts::Counts;
-use crate::dist::Sampler;
 use crate::engine::busy::{self, AfterBusy};
+use crate::engine::context::WorkerCtx;
 use crate::engine::driver::Driver;
 pub use crate::engine::driver::{ArrivalQueue, Halt};
+use crate::engine::keys::{push_decimal, push_hex16};
 use crate::engine::recorder::{EventRow, Metric, Recorder};
+use crate::engine::streams::Streams;
 use crate::model::error::{CmdResult, ErrorKind};
-use crate::model::fault::{Fault, FaultKind};
-use crate::model::release::ExtendCommand;
-use crate::model::release::{ReleaseMethod, StaleRule};
+use crate::model::fault::FaultKind;
+use crate::model::release::StaleRule;
 use crate::model::variant::Fencing;
-use crate::profile::{Acquire, BusyPolicy, OnLost, OnUnavailable, PauseAt, Timer};
+use crate::profile::{Acquire, OnLost, OnUnavailable, PauseAt};
 use crate::record::{CRASHED, UNLOCKED};
 use crate::store::LockConn;
 use crate::store::release;
 use crate::store::{ReadOutcome, WriteOutcome};
+use rand::RngExt;
 use rand::rngs::SmallRng;
-use rand::{RngExt, SeedableRng};
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-
-/// The run's key names: a prefix and the key's number. A name is needed per command (the
-/// simulator sends tens of millions) and writing it into a reused string is cheaper than
-/// reading it from a table of 100,000 names, two cache misses away.
-#[derive(Debug, Clone, Default)]
-pub struct KeyNames {
-    prefix: String,
-    n: usize,
-    tagged: bool,
-}
-
-impl KeyNames {
-    /// Keys `0..n`, named `{prefix}{k}`.
-    pub fn new(prefix: String, n: usize) -> Self {
-        Self {
-            prefix,
-            n,
-            tagged: false,
-        }
-    }
-
-    /// The same keys with the number as a hash tag, `{prefix}{{k}}` (`…:{17}`): on a Redis
-    /// Cluster, keys spread over the slots by number, and a lock's companions
-    /// (`…:{17}:fence`) share its slot.
-    pub fn tagged(mut self, on: bool) -> Self {
-        self.tagged = on;
-        self
-    }
-
-    /// The prefix every name starts with.
-    pub fn prefix(&self) -> &str {
-        &self.prefix
-    }
-
-    /// How many.
-    pub fn len(&self) -> usize {
-        self.n
-    }
-
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
-    /// Writes the name of `key` into `out` (cleared first).
-    pub fn write(&self, key: usize, out: &mut String) {
-        out.clear();
-        out.push_str(&self.prefix);
-        if self.tagged {
-            out.push('{');
-            push_decimal(out, key as u64);
-            out.push('}');
-        } else {
-            push_decimal(out, key as u64);
-        }
-    }
-
-    /// The name of `key`.
-    pub fn name(&self, key: usize) -> String {
-        let mut out = String::with_capacity(self.prefix.len() + 8);
-        self.write(key, &mut out);
-        out
-    }
-
-    /// The names in order.
-    pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
-        (0..self.n).map(|k| self.name(k))
-    }
-}
-
-/// Appends `n` in decimal, as `{n}` writes it (without the formatting machinery: this runs for
-/// every command the simulator sends).
-fn push_decimal(out: &mut String, n: u64) {
-    out.push_str(itoa::Buffer::new().format(n));
-}
-
-/// Appends `n` as 16 lower-case hexadecimal digits, as `{n:016x}` writes it.
-fn push_hex16(out: &mut String, n: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend(
-        (0..16)
-            .rev()
-            .map(|i| char::from(HEX[(n >> (4 * i)) as usize & 15])),
-    );
-}
-
-/// Everything the workers of one variant share.
-pub struct WorkerCtx {
-    /// Where results go.
-    pub recorder: Arc<Recorder>,
-    /// Full key names, index = key number.
-    pub key_names: KeyNames,
-    /// Fraction of attempts aimed at key 0.
-    pub hot_key: Option<f64>,
-    /// TTL in ms.
-    pub ttl_ms: u64,
-    /// Section durations.
-    pub dist: Sampler,
-    /// Think time.
-    pub think: Sampler,
-    /// The closed loop's start spread: (µs, workers of the whole run, all agents'): worker i
-    /// makes its first attempt at i/N of it.
-    pub ramp_up: Option<(u64, usize)>,
-    /// Busy policy.
-    pub busy: BusyPolicy,
-    /// Release method.
-    pub method: ReleaseMethod,
-    /// The protected resource, when sections read-modify-write one.
-    pub resource: Option<Resource>,
-    /// Lease extension, when the variant extends.
-    pub extend: Option<Extend>,
-    /// Stop-the-world pauses of holders, when the profile has them.
-    pub pause: Option<Pause>,
-    /// What a request does when Redis does not answer.
-    pub on_unavailable: OnUnavailable,
-    /// How a lock is taken.
-    pub acquire: Acquire,
-    /// How a section waits for its end.
-    pub timer: Timer,
-    /// Probability that a holder dies right after acquiring.
-    pub crash_between: f64,
-    /// The holder-crash windows of the fault schedule.
-    pub crashes: Vec<Fault>,
-    /// The open arrival model: workers are request slots serving arrivals.
-    pub open_model: bool,
-    /// Base seed.
-    pub seed: u64,
-    /// No attempt starts after this instant, µs since time zero (time-limited runs).
-    pub deadline_us: Option<u64>,
-    /// No attempt starts once this many sections have begun (count-limited runs).
-    pub max_sections: Option<u64>,
-    /// Variant name written in events.
-    pub variant: Arc<str>,
-    /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
-    /// slot first, so exactly `max_sections` sections happen.
-    pub reserved: std::sync::atomic::AtomicU64,
-}
-
-/// The protected resource of every lock key: its key, its fence counter's key, and what it
-/// checks. The companions are named after the lock (`<lock>:res`, `<lock>:fence`).
-pub struct Resource {
-    /// Resource key per lock key.
-    pub res_keys: Vec<String>,
-    /// Fence counter key per lock key.
-    pub fence_keys: Vec<String>,
-    /// What the resource checks.
-    pub fencing: Fencing,
-}
-
-impl Resource {
-    /// The companions of `key_names`.
-    pub fn new(key_names: &KeyNames, fencing: Fencing) -> Self {
-        Self {
-            res_keys: key_names.iter().map(|k| format!("{k}:res")).collect(),
-            fence_keys: key_names.iter().map(|k| format!("{k}:fence")).collect(),
-            fencing,
-        }
-    }
-}
-
-/// A watchdog that re-arms the holder's lock while its section runs.
-#[derive(Debug, Clone, Copy)]
-pub struct Extend {
-    /// Interval, µs.
-    pub every_us: u64,
-    /// The command.
-    pub with: ExtendCommand,
-    /// What the holder does when an extension finds its lock gone.
-    pub on_lost: OnLost,
-}
-
-/// Stop-the-world pauses: the holder's section and its watchdog both stop.
-pub struct Pause {
-    /// Length of each holder's pause (0 = none this section).
-    pub length: Sampler,
-    /// Where it strikes.
-    pub at: PauseAt,
-}
-
-/// Independent random streams of one worker, derived from the base seed and the worker id.
-struct Streams {
-    durations: SmallRng,
-    think: SmallRng,
-    keys: SmallRng,
-    jitter: SmallRng,
-    tokens: SmallRng,
-    pauses: SmallRng,
-    crashes: SmallRng,
-}
-
-impl Streams {
-    fn new(seed: u64, worker: usize) -> Self {
-        let s = |stream: u64| {
-            // splitmix-style mixing so nearby seeds/workers give unrelated streams
-            SmallRng::seed_from_u64(crate::math::mix64(
-                seed ^ (worker as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
-                    ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03),
-            ))
-        };
-        Self {
-            durations: s(1),
-            think: s(2),
-            keys: s(3),
-            jitter: s(4),
-            tokens: s(5),
-            pauses: s(6),
-            crashes: s(7),
-        }
-    }
-}
-
-/// The intended durations (µs) worker `worker` draws for its first `n` sections under `seed`.
-/// Used to check that runs with the same seed are paired.
-pub fn intended_sequence(dist: &Sampler, seed: u64, worker: usize, n: usize) -> Vec<u64> {
-    let mut st = Streams::new(seed, worker);
-    (0..n)
-        .map(|_| crate::model::units::ms_to_us(dist.sample_ms(&mut st.durations)))
-        .collect()
-}
 
 impl WorkerCtx {
     fn should_stop(&self) -> bool {
@@ -979,23 +761,5 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 break;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The hand-written numbers are what `format!` writes.
-    #[test]
-    fn numbers_are_written_as_format_writes_them() {
-        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX] {
-            let mut s = String::from("x");
-            push_decimal(&mut s, n);
-            push_hex16(&mut s, n);
-            assert_eq!(s, format!("x{n}{n:016x}"));
-        }
-        let names = KeyNames::new("p:".into(), 3);
-        assert_eq!(names.iter().collect::<Vec<_>>(), ["p:0", "p:1", "p:2"]);
     }
 }

@@ -1,4 +1,5 @@
 //! `lockbench recommend`: which TTL do my measured critical sections need?
+//! (Past 800 lines only through its tests: about 130 lines of them.)
 //!
 //! Given measured section durations it answers three ways, from most to least certain:
 //!

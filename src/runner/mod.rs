@@ -18,7 +18,7 @@ mod simulated;
 mod variant;
 
 use crate::analysis::summary::Summary;
-use crate::engine::worker::KeyNames;
+use crate::engine::keys::KeyNames;
 use crate::exit::BadInput;
 use crate::model::variant::Variant;
 use crate::profile::Plan;

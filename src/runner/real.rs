@@ -3,12 +3,12 @@
 use super::progress::{progress_bar, update_bar};
 use super::variant::VariantEnv;
 use crate::analysis::summary::StopReason;
+use crate::engine::context::WorkerCtx;
 use crate::engine::driver::ArrivalQueue;
 use crate::engine::driver::Halt;
 use crate::engine::driver::RealDriver;
 use crate::engine::end_grace;
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::WorkerCtx;
 use crate::engine::worker::run_worker;
 use crate::profile::Plan;
 use crate::signals::Request;

@@ -351,7 +351,7 @@ pub struct Simulated {
 #[allow(clippy::too_many_arguments)]
 pub fn run_workers<C: crate::store::LockConn>(
     conns: Vec<C>,
-    ctx: &std::sync::Arc<crate::engine::worker::WorkerCtx>,
+    ctx: &std::sync::Arc<crate::engine::context::WorkerCtx>,
     plan: &crate::profile::Plan,
     clock: &std::sync::Arc<std::sync::atomic::AtomicU64>,
     events: Option<mpsc::Sender<EventRow>>,

@@ -3,9 +3,9 @@
 //! ([`crate::runner`]).
 
 use crate::engine::collector::Collector;
+use crate::engine::context::WorkerCtx;
 use crate::engine::driver::Halt;
 use crate::engine::recorder::Recorder;
-use crate::engine::worker::WorkerCtx;
 use crate::profile::Plan;
 use crate::signals::{Request, request_of};
 use crate::store::{Connector, LockConn};

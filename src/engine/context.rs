@@ -1,0 +1,109 @@
+//! What the workers of one variant share: where results go, the keys, the workload, the
+//! release method and how the lock is protected.
+
+use crate::dist::Sampler;
+use crate::engine::keys::KeyNames;
+use crate::engine::recorder::Recorder;
+use crate::model::fault::Fault;
+use crate::model::release::ExtendCommand;
+use crate::model::release::ReleaseMethod;
+use crate::model::variant::Fencing;
+use crate::profile::Acquire;
+use crate::profile::BusyPolicy;
+use crate::profile::OnLost;
+use crate::profile::OnUnavailable;
+use crate::profile::PauseAt;
+use crate::profile::Timer;
+use std::sync::Arc;
+/// Everything the workers of one variant share.
+pub struct WorkerCtx {
+    /// Where results go.
+    pub recorder: Arc<Recorder>,
+    /// Full key names, index = key number.
+    pub key_names: KeyNames,
+    /// Fraction of attempts aimed at key 0.
+    pub hot_key: Option<f64>,
+    /// TTL in ms.
+    pub ttl_ms: u64,
+    /// Section durations.
+    pub dist: Sampler,
+    /// Think time.
+    pub think: Sampler,
+    /// The closed loop's start spread: (µs, workers of the whole run, all agents'): worker i
+    /// makes its first attempt at i/N of it.
+    pub ramp_up: Option<(u64, usize)>,
+    /// Busy policy.
+    pub busy: BusyPolicy,
+    /// Release method.
+    pub method: ReleaseMethod,
+    /// The protected resource, when sections read-modify-write one.
+    pub resource: Option<Resource>,
+    /// Lease extension, when the variant extends.
+    pub extend: Option<Extend>,
+    /// Stop-the-world pauses of holders, when the profile has them.
+    pub pause: Option<Pause>,
+    /// What a request does when Redis does not answer.
+    pub on_unavailable: OnUnavailable,
+    /// How a lock is taken.
+    pub acquire: Acquire,
+    /// How a section waits for its end.
+    pub timer: Timer,
+    /// Probability that a holder dies right after acquiring.
+    pub crash_between: f64,
+    /// The holder-crash windows of the fault schedule.
+    pub crashes: Vec<Fault>,
+    /// The open arrival model: workers are request slots serving arrivals.
+    pub open_model: bool,
+    /// Base seed.
+    pub seed: u64,
+    /// No attempt starts after this instant, µs since time zero (time-limited runs).
+    pub deadline_us: Option<u64>,
+    /// No attempt starts once this many sections have begun (count-limited runs).
+    pub max_sections: Option<u64>,
+    /// Variant name written in events.
+    pub variant: Arc<str>,
+    /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
+    /// slot first, so exactly `max_sections` sections happen.
+    pub reserved: std::sync::atomic::AtomicU64,
+}
+
+/// The protected resource of every lock key: its key, its fence counter's key, and what it
+/// checks. The companions are named after the lock (`<lock>:res`, `<lock>:fence`).
+pub struct Resource {
+    /// Resource key per lock key.
+    pub res_keys: Vec<String>,
+    /// Fence counter key per lock key.
+    pub fence_keys: Vec<String>,
+    /// What the resource checks.
+    pub fencing: Fencing,
+}
+
+impl Resource {
+    /// The companions of `key_names`.
+    pub fn new(key_names: &KeyNames, fencing: Fencing) -> Self {
+        Self {
+            res_keys: key_names.iter().map(|k| format!("{k}:res")).collect(),
+            fence_keys: key_names.iter().map(|k| format!("{k}:fence")).collect(),
+            fencing,
+        }
+    }
+}
+
+/// A watchdog that re-arms the holder's lock while its section runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Extend {
+    /// Interval, µs.
+    pub every_us: u64,
+    /// The command.
+    pub with: ExtendCommand,
+    /// What the holder does when an extension finds its lock gone.
+    pub on_lost: OnLost,
+}
+
+/// Stop-the-world pauses: the holder's section and its watchdog both stop.
+pub struct Pause {
+    /// Length of each holder's pause (0 = none this section).
+    pub length: Sampler,
+    /// Where it strikes.
+    pub at: PauseAt,
+}
