@@ -83,34 +83,62 @@ async fn read_write_fencing_stops_the_damage_that_overlap_does() {
 
 /// Extension with no pauses and sections ten times the TTL: no stale release, no overlap,
 /// no failed extension. The same workload without extension (negative control) overlaps.
+///
+/// The exact zeros are checked in virtual time (`--backend sim`, a fixed seed): on a real
+/// server a 30 ms TTL leaves an extension ~20 ms to arrive, and a loaded machine (the suite
+/// runs many private servers at once) can be later than that, which is the machine's doing,
+/// not the lock's. On the real server the run must still extend and the negative control
+/// must still overlap.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extension_keeps_long_sections_locked() {
+    const PROFILE: &str = "workers = 6\nkeys = 1\nttl = \"30ms\"\ndist = \"constant(300ms)\"\n\
+        duration = \"1500ms\"\nbusy = \"retry\"\n[retry]\nbase = \"1ms\"\ncap = \"5ms\"\n\
+        max_wait = \"10s\"\n";
+    let check = |plain: &Summary, ext: &Summary, exact: bool| {
+        assert!(
+            plain.counts.stale_releases > 0 && plain.overlap_ms > 0.0,
+            "{plain:?}"
+        );
+        assert!(
+            ext.counts.sections >= 3 && ext.counts.extensions > 0,
+            "{ext:?}"
+        );
+        if exact {
+            assert_eq!(ext.counts.stale_releases, 0);
+            assert_eq!(ext.counts.extension_failures, 0);
+            assert_eq!(ext.overlap_ms, 0.0);
+        }
+    };
+    // Virtual time: every figure exact.
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("extend.toml");
+    std::fs::write(&profile, PROFILE).unwrap();
+    let sim = dir.path().join("sim");
+    common::lockbench(&["compare"])
+        .arg(&profile)
+        .args(["--backend", "sim", "--seed", "1"])
+        .args(["--release", "token,token+extend", "--quiet"])
+        .out(&sim)
+        .ok();
+    let file: lockbench::results::SummaryFile =
+        serde_json::from_str(&std::fs::read_to_string(sim.join("summary.json")).unwrap()).unwrap();
+    let s = file.variants;
+    for v in &s {
+        assert!(v.simulated.is_some(), "{}: not simulated", v.variant);
+    }
+    check(by_name(&s, "token"), by_name(&s, "token+extend"), true);
+    // A real server: the run extends, and the control overlaps.
     let server = redis().await;
     let dir = tempfile::tempdir().unwrap();
-    let p = plan(
-        "workers = 6\nkeys = 1\nttl = \"30ms\"\ndist = \"constant(300ms)\"\nduration = \"1500ms\"\n\
-         busy = \"retry\"\n[retry]\nbase = \"1ms\"\ncap = \"5ms\"\nmax_wait = \"10s\"\n",
-    );
     let out = run_redis(
         &server,
-        &p,
+        &plan(PROFILE),
         &variants(&["token", "token+extend"]),
         dir.path(),
     )
     .await;
-    let plain = by_name(&out.summaries, "token");
-    assert!(
-        plain.counts.stale_releases > 0 && plain.overlap_ms > 0.0,
-        "{plain:?}"
-    );
-    let ext = by_name(&out.summaries, "token+extend");
-    assert!(
-        ext.counts.sections >= 3 && ext.counts.extensions > 0,
-        "{ext:?}"
-    );
-    assert_eq!(ext.counts.stale_releases, 0);
-    assert_eq!(ext.counts.extension_failures, 0);
-    assert_eq!(ext.overlap_ms, 0.0);
+    let s = &out.summaries;
+    check(by_name(s, "token"), by_name(s, "token+extend"), false);
 }
 
 /// A pause longer than the TTL stops the watchdog with the work: extensions fail, holders
