@@ -1,7 +1,6 @@
 //! Shared test helpers: a private redis-server per test that is always stopped ([`Server`]),
 //! the command builder for the real binary ([`lockbench`]), the CPU gate ([`alone`]), plans
 //! built from TOML, quiet options.
-#![allow(dead_code)]
 
 mod command;
 mod gate;

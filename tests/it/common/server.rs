@@ -33,14 +33,6 @@ impl Server {
         continue_if_stopped(server.pid());
         server.stop().await;
     }
-
-    /// The server, no longer guarded: for code that takes a `SpawnedRedis` by value (it stops
-    /// the server when dropped, as the guard would).
-    pub fn into_inner(mut self) -> SpawnedRedis {
-        let server = self.inner.take().expect("a server");
-        continue_if_stopped(server.pid());
-        server
-    }
 }
 
 impl Deref for Server {
