@@ -48,15 +48,18 @@ impl DerefMut for Server {
     }
 }
 
-/// Whether process `pid` is stopped (`T`) or traced (`t`), from `/proc/PID/stat`.
-fn stopped(pid: u32) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return false;
-    };
+/// The state letter of process `pid` (`R`, `S`, `T` stopped, `Z` dead but not reaped …) from
+/// `/proc/PID/stat`; `None` when there is no such process.
+fn state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // `pid (comm) state …`; comm may contain spaces and parentheses: the state follows the last ')'.
     stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().next())
-        .is_some_and(|state| state == "T" || state == "t")
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
+}
+
+/// Whether process `pid` is stopped (`T`) or traced (`t`).
+fn stopped(pid: u32) -> bool {
+    matches!(state(pid), Some('T' | 't'))
 }
 
 /// Sends SIGCONT to `pid` if it is stopped, so that it can run to its end.
@@ -81,6 +84,14 @@ impl Drop for Server {
                 .args(["-KILL", &pid.to_string()])
                 .stderr(std::process::Stdio::null())
                 .status();
+            // SIGKILL is delivered when the process next runs: wait (10 s at most, never a
+            // panic while unwinding) until it is dead, reaped or not.
+            let t0 = std::time::Instant::now();
+            while matches!(state(pid), Some(s) if s != 'Z' && s != 'X')
+                && t0.elapsed() < std::time::Duration::from_secs(10)
+            {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
         }
         // Closes the watcher's pipe: the watcher reaps the server and removes its directory.
         drop(server);
