@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the book in docs/ as HTML into docs/book/ (open docs/book/index.html) with the mdbook on
 # PATH, or else one installed from crates.io into .tools/ (git-ignored) the first time. CI does
-# not build the book: it runs tests/docs.rs, which checks the generated reference pages and the
+# not build the book: it runs tests/it/docs.rs, which checks the generated reference pages and the
 # links.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,7 +8,7 @@
 //! ## Layers
 //!
 //! Top to bottom. A module uses only modules on the lines below its own — never one on its own
-//! line or above. `tests/layers.rs` reads this list and fails on any import against it (and on
+//! line or above. `tests/it/layers.rs` reads this list and fails on any import against it (and on
 //! a module missing from it), so it cannot drift from the code. `main.rs` is the thin binary
 //! above them all: parse, build the runtime, call [`cli::dispatch`], map errors to exit codes.
 //!

@@ -1,5 +1,5 @@
 //! The plain data every layer shares: values and their text forms, with no I/O and no import
-//! of anything else in the crate (the layering test in `tests/layers.rs` holds it to that).
+//! of anything else in the crate (the layering test in `tests/it/layers.rs` holds it to that).
 //!
 //! - [`units`]: durations and rates written with units (`250ms`, `1.5s`, `1000/s`), and the one
 //!   formatter of a duration.

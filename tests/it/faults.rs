@@ -1,0 +1,381 @@
+//! The fault schedule on real private servers: each kind does what it says, the run keeps
+//! going through it and loses nothing (exit status, files, events.csv agreeing with the
+//! summary, no key left), and the crash figures match what happened.
+
+use crate::common;
+
+use lockbench::backend::{Backend, Store};
+use lockbench::model::variant::Variant;
+use lockbench::profile::Plan;
+use lockbench::runner::{RunOptions, RunOutcome, run_with};
+use std::path::Path;
+
+/// Runs `plan` on the backend it names (a private server, with the proxy when the schedule
+/// needs it), checks what every faulted run must satisfy, and returns the outcome.
+async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcome {
+    let backend = Backend::open(plan, true).await.expect("open the backend");
+    let opts = RunOptions {
+        faults: backend.control.clone(),
+        ..common::opts(dir)
+    };
+    let kind = backend.kind();
+    let out =
+        lockbench::with_connector!(&backend, c => run_with(c, kind, plan, variants, &opts).await)
+            .expect("the run ends normally through its faults");
+    // No key of the run is left on the server (the cleanup went through any reconnection).
+    if let Store::Spawned(server, _) = &backend.store {
+        let url = server.lock().await.url();
+        let mut conn = redis::Client::open(url).unwrap().get_connection().unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("lockbench:*")
+            .query(&mut conn)
+            .unwrap();
+        assert!(keys.is_empty(), "keys left on the server: {keys:?}");
+    }
+    backend.close().await;
+    assert_eq!(out.manifest.leftover_keys, None);
+    lockbench::report::render_after_run(dir).expect("report");
+    // events.csv agrees with every recounted figure of summary.json.
+    common::report_agrees(dir);
+    for f in [
+        "summary.json",
+        "summary.csv",
+        "events.csv",
+        "report.html",
+        "timeline.png",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} missing");
+    }
+    // faults.csv exactly when there is a schedule.
+    assert_eq!(dir.join("faults.csv").is_file(), !plan.faults.is_empty());
+    let rows = common::events(dir).len() as u64;
+    let sections: u64 = out.summaries.iter().map(|s| s.counts.sections).sum();
+    assert_eq!(rows, sections, "events.csv rows vs sections");
+    out
+}
+
+fn plan(toml: &str) -> Plan {
+    common::plan(&format!("backend = \"spawn\"\n{toml}"))
+}
+
+fn code(out: &RunOutcome) -> i32 {
+    lockbench::analysis::verdict::verdict(&out.summaries, out.manifest.interrupted, None).code
+}
+
+/// A pause longer than the command timeout: the commands sent into it time out (counted, with
+/// their message), the window is recorded, and the workers carry on after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_pause_gives_counted_timeouts_then_the_run_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan(
+        "workers = 4\nkeys = 4\nttl = \"200ms\"\nduration = \"2s\"\ndist = \"constant(10ms)\"\n\
+         command_timeout = \"150ms\"\n[[fault]]\nkind = \"server-pause\"\nat = \"500ms\"\nlength = \"600ms\"\n",
+    );
+    let out = run_faulted(&p, &[p.release], tmp.path()).await;
+    let s = &out.summaries[0];
+    assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
+    assert!(s.first_errors.contains_key("timeout"));
+    assert_eq!(s.faults.len(), 1);
+    let w = &s.faults[0];
+    assert_eq!((w.kind.as_str(), w.error.as_str()), ("server-pause", ""));
+    assert!((w.end_ms - w.start_ms - 600.0).abs() < 50.0, "{w:?}");
+    let after = common::events(tmp.path())
+        .iter()
+        .filter(|r| r.acquired_us as f64 > w.end_ms * 1000.0 + 200_000.0)
+        .count();
+    assert!(after > 10, "only {after} sections after the pause");
+    assert!(s.outages >= 1);
+    assert_eq!(code(&out), 0, "a run through a pause is not a failed run");
+}
+
+/// A restart loses every lock and fence counter: a holder working across it is joined by a
+/// new holder on the empty server (overlap), whose fence starts again at 1 — the same fence
+/// two holders now carry. The workers reconnect and go on. The first section lasts 1.2 s past
+/// the restart, so a reconnection slowed by a loaded machine still finds it open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_restart_loses_locks_and_fence_counters_and_workers_reconnect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan(
+        "workers = 2\nkeys = 1\nttl = \"5s\"\nduration = \"2s\"\ndist = \"constant(1500ms)\"\n\
+         busy = \"retry\"\nreleases = [\"token+fence\"]\n[retry]\ncap = \"20ms\"\n\
+         [[fault]]\nkind = \"server-restart\"\nat = \"300ms\"\nlength = \"50ms\"\n",
+    );
+    let v = p.releases[0];
+    let out = run_faulted(&p, &[v], tmp.path()).await;
+    let s = &out.summaries[0];
+    assert!(s.errors_by_kind["connection"] > 0, "{:?}", s.errors_by_kind);
+    assert!(s.overlap_incidents >= 1, "the restart lost the held lock");
+    let rows = common::events(tmp.path());
+    let first = &rows.iter().min_by_key(|r| r.acquired_us).unwrap();
+    assert_eq!(first.fence, 1);
+    // A second holder with fence 1: the counter restarted with the server.
+    let again = rows
+        .iter()
+        .filter(|r| r.fence == 1 && r.acquired_us > 300_000)
+        .count();
+    assert!(again >= 1, "{rows:?}");
+    // The pre-restart holder's lock was taken by the new one.
+    assert!(rows.iter().any(|r| r.outcome == "refused_held_by_other"));
+    assert_eq!(code(&out), 0);
+}
+
+/// Latency on every reply raises the acquire and release round trips by about the delay; the
+/// same run without it is the control.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn latency_raises_round_trips_by_the_added_delay() {
+    let base = "workers = 2\nkeys = 8\nttl = \"1s\"\nsections = 60\ndist = \"constant(1ms)\"\n";
+    let tmp = tempfile::tempdir().unwrap();
+    let quiet = plan(base);
+    let control = run_faulted(&quiet, &[quiet.release], &tmp.path().join("a")).await;
+    let slow = plan(&format!(
+        "{base}[[fault]]\nkind = \"latency\"\nat = \"0s\"\nlength = \"60s\"\ndelay = \"25ms\"\njitter = \"5ms\"\n"
+    ));
+    let out = run_faulted(&slow, &[slow.release], &tmp.path().join("b")).await;
+    let (c, s) = (&control.summaries[0], &out.summaries[0]);
+    assert!(s.backend.contains("fault proxy"), "{}", s.backend);
+    for (name, with, without) in [
+        ("set", s.set_latency_ms.p50, c.set_latency_ms.p50),
+        (
+            "release",
+            s.release_latency_ms.p50,
+            c.release_latency_ms.p50,
+        ),
+    ] {
+        let added = with - without;
+        assert!(
+            (18.0..40.0).contains(&added),
+            "{name}: p50 {with} ms with 25±5 ms latency vs {without} ms without"
+        );
+    }
+    assert_eq!(s.counts.sections, 60);
+}
+
+/// A partition: nothing gets through, commands time out, then the run recovers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partition_gives_timeouts_then_recovery() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan(
+        "workers = 3\nkeys = 3\nttl = \"300ms\"\nduration = \"2s\"\ndist = \"constant(5ms)\"\n\
+         command_timeout = \"150ms\"\n[[fault]]\nkind = \"partition\"\nat = \"400ms\"\nlength = \"600ms\"\n",
+    );
+    let out = run_faulted(&p, &[p.release], tmp.path()).await;
+    let s = &out.summaries[0];
+    assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
+    let w = &s.faults[0];
+    assert_eq!(w.kind, "partition");
+    let rows = common::events(tmp.path());
+    // A SET sent once the partition is on cannot be acknowledged before it ends. (Judged by
+    // the send, not the acquisition: a reply delivered just before the partition may be read
+    // late by a worker on a loaded machine. The window is stamped just before the partition
+    // goes on, without an await between; 20 ms covers the thread being descheduled there.)
+    let ms = |us: u64| us as f64 / 1000.0;
+    let through = rows
+        .iter()
+        .filter(|r| ms(r.set_sent_us) > w.start_ms + 20.0 && ms(r.acquired_us) < w.end_ms)
+        .count();
+    assert_eq!(through, 0, "no acquisition can get through a partition");
+    let after = rows
+        .iter()
+        .filter(|r| r.acquired_us as f64 / 1000.0 > w.end_ms)
+        .count();
+    assert!(after > 10, "only {after} sections after the partition");
+    assert_eq!(code(&out), 0);
+}
+
+/// Under the same pause, in one compare: fail-open runs sections without a lock and refuses
+/// nothing; fail-closed refuses requests and runs nothing unlocked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_and_fail_closed_trade_refusals_for_unlocked_sections() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan(
+        "workers = 3\nkeys = 3\nttl = \"300ms\"\nduration = \"1500ms\"\ndist = \"constant(5ms)\"\n\
+         command_timeout = \"100ms\"\nreleases = [\"token+fail-open\", \"token+fail-closed\"]\n\
+         [[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"600ms\"\n",
+    );
+    let out = run_faulted(&p, &p.releases, tmp.path()).await;
+    let (open, closed) = (&out.summaries[0], &out.summaries[1]);
+    assert_eq!(
+        (open.variant.as_str(), closed.variant.as_str()),
+        ("token+fail-open", "token")
+    );
+    let (open, closed) = (open.counts, closed.counts);
+    assert!(
+        open.unlocked_sections > 0 && open.refused_unavailable == 0,
+        "{open:?}"
+    );
+    assert!(
+        closed.refused_unavailable > 0 && closed.unlocked_sections == 0,
+        "{closed:?}"
+    );
+}
+
+/// SETNX then EXPIRE with holders dying in between leaves exactly one key without an expiry
+/// per such crash (read at the server); SET NX PX with the same crashes leaves none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = "workers = 4\nkeys = 200\nttl = \"100ms\"\nsections = 300\ndist = \"constant(2ms)\"\n\
+                crash_between = 0.05\nseed = 3\n";
+    let mut stuck = Vec::new();
+    for acquire in ["setnx-expire", "set-nx-px"] {
+        let p = plan(&format!("acquire = \"{acquire}\"\n{base}"));
+        let out = run_faulted(&p, &[p.release], &tmp.path().join(acquire)).await;
+        let s = &out.summaries[0];
+        assert!(s.counts.crashes > 0, "{acquire}: no crash happened");
+        let crashed = common::events(&tmp.path().join(acquire))
+            .iter()
+            .filter(|r| r.outcome == "crashed")
+            .count() as u64;
+        assert_eq!(crashed, s.counts.crashes);
+        stuck.push((s.stuck_locks, s.counts.crashes));
+    }
+    assert_eq!(
+        stuck[0].0, stuck[0].1,
+        "setnx-expire: every crash left a stuck lock"
+    );
+    assert_eq!(stuck[1].0, 0, "set-nx-px: nothing stuck");
+}
+
+/// A crashed holder's key stays blocked until its lock expires: with TTL T, the next
+/// acquisition comes T after the crashed holder's SET, so the blocked time per crash is
+/// T − (time into the section at the crash), within the retry granularity and timer error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_blocked_time_is_the_rest_of_the_ttl() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan(
+        "workers = 1\nkeys = 1\nttl = \"300ms\"\nsections = 5\ndist = \"constant(100ms)\"\n\
+         busy = \"retry\"\n[retry]\nbase = \"1ms\"\ncap = \"4ms\"\n\
+         [[fault]]\nkind = \"holder-crash\"\nprobability = 1\n",
+    );
+    let out = run_faulted(&p, &[p.release], tmp.path()).await;
+    let s = &out.summaries[0];
+    let mut rows = common::events(tmp.path());
+    rows.sort_by_key(|r| r.acquired_us);
+    assert_eq!(s.counts.crashes, 5);
+    assert!(rows.iter().all(|r| r.outcome == "crashed"));
+    let mut blocked = Vec::new();
+    for pair in rows.windows(2) {
+        let (dead, next) = (&pair[0], &pair[1]);
+        let b = (next.acquired_us - dead.released_us) as f64 / 1000.0;
+        // The lock expired T after the SET ran (between its send and its reply).
+        let lo = (dead.set_sent_us + 300_000).saturating_sub(dead.released_us) as f64 / 1000.0;
+        let hi = (dead.acquired_us + 300_000 - dead.released_us) as f64 / 1000.0;
+        assert!(
+            b >= lo - 1.0 && b <= hi + 15.0,
+            "blocked {b} ms, expected {lo}..{hi} ms (crash {} ms into the section)",
+            (dead.released_us - dead.acquired_us) / 1000
+        );
+        assert!(
+            b > 190.0,
+            "a crash within a 100 ms section leaves ≥ 200 ms of a 300 ms TTL"
+        );
+        blocked.push(b);
+    }
+    // The histogram holds these four, and the last crash (never followed) as censored.
+    assert_eq!(s.crash_blocked_ms.count, 5);
+    assert_eq!(s.crash_blocked_censored, 1);
+    let max = blocked.iter().cloned().fold(0.0, f64::max);
+    assert!(s.crash_blocked_ms.max >= max - 1.0);
+}
+
+/// The flag form from the command line: a run with a pause and crashes exits 0 and writes
+/// faults.csv; a fault the backend cannot carry out is bad input (exit 2) naming what it needs.
+#[test]
+fn fault_flags_on_the_command_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("r");
+    let run = |args: &[&str]| common::Lockbench::new().args(args).output();
+    let o = run(&[
+        "run",
+        "--backend",
+        "spawn",
+        "--duration",
+        "1s",
+        "--workers",
+        "2",
+        "--command-timeout",
+        "100ms",
+        "--fault",
+        "server-pause@200ms+300ms",
+        "--fault",
+        "holder-crash,probability=0.2,restart=10ms",
+        "--out",
+        dir.to_str().unwrap(),
+        "-q",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("faults.csv")).unwrap();
+    assert!(
+        csv.contains(",server-pause,") && csv.contains(",holder-crash,"),
+        "{csv}"
+    );
+    let o = run(&[
+        "run",
+        "--backend",
+        "memory",
+        "--duration",
+        "1s",
+        "--fault",
+        "server-restart@1s+1s",
+        "-q",
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("server-restart") && err.contains("spawn"),
+        "{err}"
+    );
+    let o = run(&["run", "--fault", "server-pause@1s", "-q"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--fault") && err.contains("length"), "{err}");
+}
+
+/// A server given by URL is paused with CLIENT PAUSE in short slices: a window longer than the
+/// run ends with the run (a single long pause would hold the undo, the read-backs and the
+/// cleanup behind it), and the run's keys are still removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_server_pause_ends_with_the_run() {
+    let server = common::redis().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let p = common::plan(
+        "workers = 2\nkeys = 2\nttl = \"200ms\"\nduration = \"1s\"\ndist = \"constant(5ms)\"\n\
+         command_timeout = \"150ms\"\n[[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"10s\"\n",
+    );
+    let c = lockbench::store::redis::RedisConnector::new(
+        &server.url(),
+        lockbench::store::redis::Timeouts {
+            connect: std::time::Duration::from_secs(5),
+            response: std::time::Duration::from_millis(150),
+        },
+        false,
+    )
+    .unwrap();
+    let opts = RunOptions {
+        faults: lockbench::faults::FaultControl {
+            admin: Some(c.clone()),
+            ..Default::default()
+        },
+        ..common::opts(tmp.path())
+    };
+    let t0 = std::time::Instant::now();
+    let out = run_with(&c, "url", &p, &[p.release], &opts).await.unwrap();
+    let took = t0.elapsed();
+    let s = &out.summaries[0];
+    let w = &s.faults[0];
+    assert_eq!((w.kind.as_str(), w.error.as_str()), ("server-pause", ""));
+    assert!(w.end_ms < 8_000.0, "the window ended with the run: {w:?}");
+    assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
+    assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
+    let mut conn = common::sync_conn(&server);
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("lockbench:*")
+        .query(&mut conn)
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
