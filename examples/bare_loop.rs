@@ -20,8 +20,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use lockbench::store::RELEASE_LUA;
+use lockbench::store::Timeouts;
 use lockbench::store::pipe::PipeLink;
-use lockbench::store::redis::Timeouts;
 use redis::aio::MultiplexedConnection;
 
 const USAGE: &str = "usage: bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared";

@@ -3,7 +3,8 @@
 
 use crate::commands;
 use crate::commands::args::WorkloadArgs;
-use crate::commands::args::{CompareArgs, DemoArgs, RunArgs, SweepArgs};
+use crate::commands::args::{CompareArgs, RunArgs, SweepArgs};
+use crate::commands::demo::DemoArgs;
 use crate::engine::RuntimeThreads;
 use crate::exit::{BAD_INPUT, BadInput, FAILED, INTERRUPTED, Interrupted};
 use clap::{Parser, Subcommand};

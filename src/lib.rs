@@ -9,7 +9,8 @@
 //!
 //! Top to bottom. A module uses only modules on the lines below its own — never one on its own
 //! line or above. `tests/it/layers.rs` reads this list and fails on any import against it (and on
-//! a module missing from it), so it cannot drift from the code. `main.rs` is the thin binary
+//! a module missing from it), so it cannot drift from the code; it also fails on any cycle of
+//! imports among the files of one module. `main.rs` is the thin binary
 //! above them all: parse, build the runtime, call [`cli::dispatch`], map errors to exit codes.
 //!
 //! 1. `cli` — the command line: clap's top level, dispatch, the exit code of an error

@@ -1,8 +1,7 @@
 //! Profiles: TOML files describing a workload, validated into a [`Plan`] before any I/O.
 //! (Over 800 lines: about 1,270 of code — the profile's and the plan's types and every field's
 //! validation with its message, in one `Profile::plan` — and 240 of tests. Its split by concern,
-//! with the plan in sub-structs, comes with one declaration per setting; see the book's
-//! code-layout page.)
+//! with the plan in sub-structs, comes with one declaration per setting.
 //!
 //! ```toml
 //! workers = 50                 # concurrent clients

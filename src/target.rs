@@ -222,7 +222,8 @@ fn redact_query(q: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::redis::{RedisConnector, Timeouts};
+    use crate::store::Timeouts;
+    use crate::store::redis::RedisConnector;
 
     /// Passwords never survive into anything printable.
     #[test]

@@ -125,7 +125,7 @@ pub struct Summary {
     pub stop_reason: StopReason,
     /// The `fail_if` conditions and their verdicts on this variant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub thresholds: Vec<crate::analysis::threshold::Crossing>,
+    pub thresholds: Vec<Crossing>,
     /// What protected the resource (flattened into summary.json).
     #[serde(flatten)]
     pub protect: Protection,
@@ -197,6 +197,17 @@ pub struct Summary {
     /// On a Redis Cluster: the figures of each shard (empty for one server).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardFigures>,
+}
+
+/// A threshold's verdict on one variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Crossing {
+    /// The condition as written.
+    pub expr: String,
+    /// The figure's value in this variant.
+    pub value: f64,
+    /// Whether the condition held (the gate failed).
+    pub crossed: bool,
 }
 
 /// One shard of a Redis Cluster as a variant saw it.

@@ -2,7 +2,7 @@
 //! model), e.g. `overlap_ms > 0`, `lost_updates > 0`, `duration_ms.p99 >= 250`. A run whose
 //! variants cross one exits with 99, distinct from errors (1), bad input (2) and Ctrl-C (130).
 
-use crate::analysis::summary::Summary;
+use crate::analysis::summary::{Crossing, Summary};
 use serde::{Deserialize, Serialize};
 
 /// A comparison.
@@ -53,17 +53,6 @@ pub struct Threshold {
     pub op: Op,
     /// The number compared with.
     pub value: f64,
-}
-
-/// A threshold's verdict on one variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Crossing {
-    /// The condition as written.
-    pub expr: String,
-    /// The figure's value in this variant.
-    pub value: f64,
-    /// Whether the condition held (the gate failed).
-    pub crossed: bool,
 }
 
 impl Threshold {

@@ -169,7 +169,7 @@ mod tests {
     /// A crossed threshold exits 99 when the run is otherwise sound, and 1 when it also failed.
     #[test]
     fn thresholds_exit_99_unless_the_run_failed() {
-        let crossed = crate::analysis::threshold::Crossing {
+        let crossed = crate::analysis::summary::Crossing {
             expr: "overlap_ms > 0".into(),
             value: 3.0,
             crossed: true,

@@ -298,37 +298,6 @@ pub struct SweepArgs {
     pub release: Option<Vec<String>>,
 }
 
-/// `demo`.
-#[derive(Debug, Args, Clone)]
-pub struct DemoArgs {
-    /// The story: stale-release (DEL vs compare-and-delete), fencing (a fencing token at the
-    /// resource refuses the late write that compare-and-delete lets through), setnx-expire
-    /// (a crash between SETNX and EXPIRE leaves a lock forever; SET NX PX does not),
-    /// fail-open (a paused server: two clients time out and proceed without a lock; needs a
-    /// real server), dedup-window (SET NX with a fixed value and a TTL: duplicates dropped
-    /// until it expires) or one-time-token (GETDEL: the first caller gets it, the next nil).
-    #[arg(value_parser = crate::commands::demo::STORIES)]
-    pub story: String,
-    /// A's TTL in stale-release, fencing and setnx-expire, which wait past it [default 300ms];
-    /// the window of dedup-window [default 2s]. Not used by fail-open and one-time-token.
-    #[arg(long)]
-    pub ttl: Option<String>,
-    /// Redis URL instead of a private server.
-    #[arg(long)]
-    pub redis: Option<String>,
-    /// auto, spawn, url or memory [default auto].
-    #[arg(long)]
-    pub backend: Option<String>,
-    /// Allow a non-loopback Redis host.
-    #[arg(long)]
-    pub allow_remote: bool,
-    /// The server binary a private server is started from, e.g. .servers/…/valkey-server
-    /// [default redis-server on PATH]. Repeatable: the story runs on each server in turn, and
-    /// the replies that differ between them are printed at the end.
-    #[arg(long = "redis-server", conflicts_with = "redis")]
-    pub redis_server: Vec<String>,
-}
-
 impl WorkloadArgs {
     fn as_profile(&self) -> Profile {
         Profile {

@@ -14,7 +14,6 @@
 pub mod side_by_side;
 
 use crate::backend::{Backend, Store};
-use crate::commands::args::DemoArgs;
 use crate::model::error::CmdResult;
 use crate::model::units;
 use crate::profile::{BackendChoice, OneOrMany, Profile};
@@ -23,6 +22,7 @@ use crate::store::{
     RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome, fence_arg,
 };
 use anyhow::Context;
+use clap::Args;
 pub use side_by_side::Transcript;
 use std::io::Write;
 use std::time::Duration;
@@ -707,7 +707,8 @@ pub async fn fail_open<W: Write>(
     timeout: Duration,
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
-    use crate::store::redis::{RedisConnector, Timeouts};
+    use crate::store::Timeouts;
+    use crate::store::redis::RedisConnector;
     let short = RedisConnector::new(
         url,
         Timeouts {
@@ -907,6 +908,37 @@ pub const STORIES: [&str; 6] = [
     "one-time-token",
 ];
 
+/// `demo`.
+#[derive(Debug, Args, Clone)]
+pub struct DemoArgs {
+    /// The story: stale-release (DEL vs compare-and-delete), fencing (a fencing token at the
+    /// resource refuses the late write that compare-and-delete lets through), setnx-expire
+    /// (a crash between SETNX and EXPIRE leaves a lock forever; SET NX PX does not),
+    /// fail-open (a paused server: two clients time out and proceed without a lock; needs a
+    /// real server), dedup-window (SET NX with a fixed value and a TTL: duplicates dropped
+    /// until it expires) or one-time-token (GETDEL: the first caller gets it, the next nil).
+    #[arg(value_parser = STORIES)]
+    pub story: String,
+    /// A's TTL in stale-release, fencing and setnx-expire, which wait past it [default 300ms];
+    /// the window of dedup-window [default 2s]. Not used by fail-open and one-time-token.
+    #[arg(long)]
+    pub ttl: Option<String>,
+    /// Redis URL instead of a private server.
+    #[arg(long)]
+    pub redis: Option<String>,
+    /// auto, spawn, url or memory [default auto].
+    #[arg(long)]
+    pub backend: Option<String>,
+    /// Allow a non-loopback Redis host.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The server binary a private server is started from, e.g. .servers/…/valkey-server
+    /// [default redis-server on PATH]. Repeatable: the story runs on each server in turn, and
+    /// the replies that differ between them are printed at the end.
+    #[arg(long = "redis-server", conflicts_with = "redis")]
+    pub redis_server: Vec<String>,
+}
+
 /// `lockbench demo`. With `--redis-server` given once or more, the story runs on a private
 /// server of each binary in turn, each transcript under a header naming the server; with two
 /// or more, what differs between the transcripts is printed at the end.
@@ -1087,7 +1119,8 @@ async fn run_fail_open(
     prefix: &str,
     heading: Option<Heading<'_>>,
 ) -> anyhow::Result<(String, Vec<Step>)> {
-    use crate::store::redis::{RedisConnector, Timeouts};
+    use crate::store::Timeouts;
+    use crate::store::redis::RedisConnector;
     let key = format!("{prefix}:fail-open:lock");
     let c = RedisConnector::new(url, Timeouts::default(), allow_remote)?;
     let mut conn = c.connect().await?;

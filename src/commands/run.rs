@@ -10,7 +10,8 @@ use crate::exit::BadInput;
 use crate::model::variant::Variant;
 use crate::profile::{BackendChoice, Plan, Profile, Stop};
 use crate::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
-use crate::store::redis::{RedisConnector, Timeouts};
+use crate::store::Timeouts;
+use crate::store::redis::RedisConnector;
 use std::sync::Arc;
 use std::time::Duration;
 

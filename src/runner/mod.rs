@@ -11,6 +11,7 @@
 
 mod capabilities;
 mod cleanup;
+mod env;
 mod output;
 mod progress;
 mod real;
@@ -28,11 +29,12 @@ use crate::signals::{Request, request_of};
 use crate::store::Connector;
 use capabilities::{Probed, probe_targets};
 use cleanup::clean_up;
+use env::VariantEnv;
 use output::{new_manifest, write_results};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use variant::{VariantEnv, run_variant};
+use variant::run_variant;
 
 /// How a run reports, besides the plan itself.
 #[derive(Debug, Clone)]

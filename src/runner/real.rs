@@ -1,7 +1,7 @@
 //! A variant's workers in real time.
 
+use super::env::{Executed, VariantEnv};
 use super::progress::{progress_bar, update_bar};
-use super::variant::VariantEnv;
 use crate::analysis::summary::StopReason;
 use crate::engine::context::WorkerCtx;
 use crate::engine::driver::ArrivalQueue;
@@ -19,17 +19,6 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
-
-/// What running a variant's workers gave, in real or virtual time.
-pub(crate) struct Executed {
-    pub(crate) elapsed_s: f64,
-    pub(crate) stop_reason: StopReason,
-    pub(crate) panicked: Option<String>,
-    pub(crate) crash_blocked_censored: u64,
-    pub(crate) faults: Vec<crate::model::fault::FaultWindow>,
-    /// A simulated run's executor figures.
-    pub(crate) simulated: Option<crate::sim::Simulated>,
-}
 
 /// Runs a variant's workers in real time: tokio tasks, the arrivals' dispatcher, the fault
 /// schedule, the progress bar, Ctrl-C, the end-of-run grace and the give-up rule.

@@ -1,9 +1,8 @@
 //! A variant's workers in virtual time: part 0 on this thread, the other parts of a run in
 //! parts (`sim_parallel`) on threads of their own beside it.
 
+use super::env::{Executed, Prepared, VariantEnv};
 use super::progress::{progress_bar, update_bar};
-use super::real::Executed;
-use super::variant::{Prepared, VariantEnv};
 use crate::analysis::summary::StopReason;
 use crate::engine::driver::Halt;
 use crate::profile::Plan;

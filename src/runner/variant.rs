@@ -4,8 +4,8 @@
 //! histograms, the resource's final values and stuck locks, read at the server) and
 //! [`summarise`].
 
-use super::RunOptions;
-use super::real::{Executed, run_real};
+use super::env::{Executed, Prepared, VariantEnv};
+use super::real::run_real;
 use super::simulated::run_simulated;
 use crate::analysis::counts::NOT_RECORDED;
 use crate::analysis::summary::Measured;
@@ -16,37 +16,16 @@ use crate::engine::context::{Extend, Pause, Resource, WorkerCtx};
 use crate::engine::keys::KeyNames;
 use crate::engine::recorder::{HistSet, Recorder};
 use crate::model::error::ErrorKind;
-use crate::model::server::ServerInfo;
 use crate::model::variant::Variant;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::signals::{Request, request_of};
 use crate::sim::part::SimPart;
 use crate::store::{Connector, LockConn};
 use anyhow::{Context, bail};
-use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime};
-use tokio::sync::watch;
 use tokio::time::Instant;
-
-/// Where a variant runs and what it reports to.
-pub(crate) struct VariantEnv<'a> {
-    /// The variant's name (with its server when several run).
-    pub(crate) name: &'a str,
-    pub(crate) dir: &'a Path,
-    pub(crate) base: SystemTime,
-    pub(crate) opts: &'a RunOptions,
-    /// What the fault schedule breaks this variant's server with.
-    pub(crate) control: &'a crate::faults::FaultControl,
-    pub(crate) signals: watch::Receiver<u32>,
-    pub(crate) server: &'a ServerInfo,
-    /// Every key the variant may have written is added here, also when it fails.
-    pub(crate) written_keys: &'a mut Vec<String>,
-    /// The resource and fence keys of those, when the run has a resource.
-    pub(crate) companion_keys: &'a mut Vec<String>,
-}
 
 /// Runs one variant: its summary and its histograms. Every key it may have written is added to
 /// `env.written_keys` (and `env.companion_keys`), also when it fails.
@@ -97,23 +76,6 @@ pub(crate) async fn run_variant<K: Connector>(
     Ok(summarise(
         connector, plan, variant, parts, &env, executed, read,
     ))
-}
-
-/// A variant ready to run: its connections open (connecting is not measured time), the
-/// recorder and interval logs started, the workers' context built.
-pub(crate) struct Prepared<C> {
-    /// One per worker (or request slot); clones of the probe on a shared connection.
-    pub(crate) conns: Vec<C>,
-    pub(crate) recorder: Arc<Recorder>,
-    pub(crate) collector: Collector,
-    pub(crate) ctx: Arc<WorkerCtx>,
-    /// The other parts of a simulated run in parts.
-    pub(crate) others: Vec<SimPart<C>>,
-    pub(crate) parts: usize,
-    /// The simulator's virtual clock, on a simulated store.
-    pub(crate) sim_clock: Option<Arc<AtomicU64>>,
-    arrival_tx: Option<tokio::sync::mpsc::Sender<u64>>,
-    arrival_rx: Option<tokio::sync::mpsc::Receiver<u64>>,
 }
 
 /// Opens the connections, starts the recorder and interval logs, builds the workers' context

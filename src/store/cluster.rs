@@ -4,7 +4,8 @@
 //! tag (`…:{17}`, `…:{17}:fence`), so every script stays within one slot.
 
 use super::Connector;
-use super::redis::{Link, RedisConn, Scripts, Timeouts, classify, connect_hint, redact_url};
+use super::Timeouts;
+use super::redis::{Link, RedisConn, Scripts, classify, connect_hint, redact_url};
 use crate::model::cluster::Shard;
 use crate::model::error::CmdResult;
 use crate::target::{check_loopback, check_url};

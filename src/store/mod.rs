@@ -13,6 +13,25 @@ use crate::model::cluster::Shard;
 use crate::model::error::{CmdError, CmdResult};
 use crate::model::release::{self, ExtendCommand};
 use std::future::Future;
+use std::time::Duration;
+
+/// Timeouts applied to every connection.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Time allowed to open a connection.
+    pub connect: Duration,
+    /// Time allowed for one reply; a slower reply is counted as a `timeout` error.
+    pub response: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: Duration::from_secs(5),
+            response: Duration::from_secs(10),
+        }
+    }
+}
 
 /// One client's view of the lock store. Cheap to clone: a clone of a multiplexed Redis
 /// connection shares the socket (the "shared" connection mode).

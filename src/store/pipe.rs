@@ -17,7 +17,7 @@
 //! one connect attempt (commands waiting meanwhile share its outcome), no retries inside the
 //! link; `AUTH` and `SELECT` from the URL on every connect.
 
-use super::redis::Timeouts;
+use super::Timeouts;
 use redis::{Cmd, ConnectionAddr, ConnectionInfo, RedisError, RedisFuture, RedisResult, Value};
 use std::collections::VecDeque;
 use std::future::poll_fn;

@@ -4,7 +4,7 @@
 use super::pipe::PipeLink;
 use super::{
     CANONICAL_CAD_LUA, Connector, EXTEND_LUA, FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA,
-    RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome, fence_arg,
+    RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome, Timeouts, WriteOutcome, fence_arg,
 };
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
@@ -14,7 +14,6 @@ use anyhow::Context;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionAddr, Script};
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Where and how to connect.
 #[derive(Clone)]
@@ -34,24 +33,6 @@ pub(super) struct Scripts {
     read: Script,
     write: Script,
     extend: Script,
-}
-
-/// Timeouts applied to every connection.
-#[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
-    /// Time allowed to open a connection.
-    pub connect: Duration,
-    /// Time allowed for one reply; a slower reply is counted as a `timeout` error.
-    pub response: Duration,
-}
-
-impl Default for Timeouts {
-    fn default() -> Self {
-        Self {
-            connect: Duration::from_secs(5),
-            response: Duration::from_secs(10),
-        }
-    }
 }
 
 impl RedisConnector {

@@ -426,7 +426,7 @@ pub type Instances = Vec<Arc<tokio::sync::Mutex<super::spawn::SpawnedRedis>>>;
 /// connector per URL (loopback only unless `allow_remote`).
 pub async fn open(
     plan: &RedlockPlan,
-    timeouts: super::redis::Timeouts,
+    timeouts: super::Timeouts,
     allow_remote: bool,
 ) -> anyhow::Result<(RedlockConnector, Instances)> {
     let mut servers = Vec::new();

@@ -7,8 +7,8 @@ use crate::common;
 use common::*;
 use lockbench::model::release::ReleaseMethod::{self, Del, Token};
 use lockbench::runner::run_with;
+use lockbench::store::Timeouts;
 use lockbench::store::redis::RedisConnector;
-use lockbench::store::redis::Timeouts;
 use lockbench::store::spawn::SpawnedRedis;
 
 /// Creates `user` with password `pw` and the given ACL rules.

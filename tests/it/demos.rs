@@ -11,9 +11,9 @@ use lockbench::commands::demo::side_by_side::{RUN_ID, differences};
 use lockbench::commands::demo::{
     Transcript, dedup_window, fail_open, one_time_token, setnx_expire, stale_release,
 };
+use lockbench::store::Timeouts;
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::RedisConnector;
-use lockbench::store::redis::Timeouts;
 use lockbench::store::spawn::SpawnedRedis;
 use lockbench::store::{Connector, LockConn};
 use std::time::Duration;

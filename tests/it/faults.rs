@@ -349,7 +349,7 @@ async fn a_url_server_pause_ends_with_the_run() {
     );
     let c = lockbench::store::redis::RedisConnector::new(
         &server.url(),
-        lockbench::store::redis::Timeouts {
+        lockbench::store::Timeouts {
             connect: std::time::Duration::from_secs(5),
             response: std::time::Duration::from_millis(150),
         },

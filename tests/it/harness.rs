@@ -185,7 +185,7 @@ async fn lock_cycle_replies_are_read_right_and_survive_a_script_flush() {
     let server = redis().await;
     let connector = lockbench::store::redis::RedisConnector::new(
         &server.url(),
-        lockbench::store::redis::Timeouts::default(),
+        lockbench::store::Timeouts::default(),
         false,
     )
     .unwrap();

@@ -165,6 +165,173 @@ fn read_tree() -> (Vec<Vec<String>>, Vec<Source>) {
     (layers(&lib), files)
 }
 
+/// The module path of a source file: `src/engine/worker.rs` → `["engine", "worker"]`.
+fn module_of(rel: &str) -> Vec<String> {
+    let mut parts: Vec<String> = rel
+        .trim_start_matches("src/")
+        .trim_end_matches(".rs")
+        .split('/')
+        .map(str::to_string)
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The files each file names (`crate::a::b::Item` → the file of the longest module prefix,
+/// `super::x` and `self::x` from its own module), as edges between indices of `files`.
+fn file_edges(files: &[Source]) -> Vec<Vec<usize>> {
+    let modules: Vec<Vec<String>> = files.iter().map(|(_, f, _)| module_of(f)).collect();
+    let find = |path: &[String]| {
+        (1..=path.len())
+            .rev()
+            .find_map(|k| modules.iter().position(|m| m.as_slice() == &path[..k]))
+    };
+    files
+        .iter()
+        .enumerate()
+        .map(|(i, (_, _, code))| {
+            let mut out = Vec::new();
+            for (prefix, base) in [
+                ("crate::", Vec::new()),
+                (
+                    "super::",
+                    modules[i][..modules[i].len().saturating_sub(1)].to_vec(),
+                ),
+                ("self::", modules[i].clone()),
+            ] {
+                let mut rest = code.as_str();
+                while let Some(at) = rest.find(prefix) {
+                    // `$crate::`, and `super::` inside a longer word, are not this file's paths.
+                    let before = code.len() - rest.len() + at;
+                    rest = &rest[at + prefix.len()..];
+                    if before > 0
+                        && code[..before]
+                            .ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == '$')
+                    {
+                        continue;
+                    }
+                    let path: Vec<String> = rest
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                        .next()
+                        .unwrap_or("")
+                        .split("::")
+                        .filter(|p| !p.is_empty())
+                        .map(str::to_string)
+                        .collect();
+                    let full: Vec<String> = base.iter().cloned().chain(path).collect();
+                    if let Some(j) = find(&full).filter(|&j| j != i) {
+                        out.push(j);
+                    }
+                }
+            }
+            out.sort_unstable();
+            out.dedup();
+            out
+        })
+        .collect()
+}
+
+/// The cycles among files: each strongly connected set of more than one file (Tarjan).
+fn file_cycles(files: &[Source]) -> Vec<Vec<String>> {
+    struct T<'a> {
+        edges: &'a [Vec<usize>],
+        index: Vec<Option<usize>>,
+        low: Vec<usize>,
+        stack: Vec<usize>,
+        on: Vec<bool>,
+        next: usize,
+        out: Vec<Vec<usize>>,
+    }
+    fn visit(t: &mut T, v: usize) {
+        t.index[v] = Some(t.next);
+        t.low[v] = t.next;
+        t.next += 1;
+        t.stack.push(v);
+        t.on[v] = true;
+        for &w in &t.edges[v] {
+            match t.index[w] {
+                None => {
+                    visit(t, w);
+                    t.low[v] = t.low[v].min(t.low[w]);
+                }
+                Some(iw) if t.on[w] => t.low[v] = t.low[v].min(iw),
+                _ => {}
+            }
+        }
+        if Some(t.low[v]) == t.index[v] {
+            let mut comp = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on[w] = false;
+                comp.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.out.push(comp);
+            }
+        }
+    }
+    let edges = file_edges(files);
+    let n = files.len();
+    let mut t = T {
+        edges: &edges,
+        index: vec![None; n],
+        low: vec![0; n],
+        stack: Vec::new(),
+        on: vec![false; n],
+        next: 0,
+        out: Vec::new(),
+    };
+    for v in 0..n {
+        if t.index[v].is_none() {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+        .into_iter()
+        .map(|c| {
+            let mut names: Vec<String> = c.into_iter().map(|i| files[i].1.clone()).collect();
+            names.sort();
+            names
+        })
+        .collect()
+}
+
+/// No two files of `src/` use each other, directly or through others: within a module too,
+/// the files form layers.
+#[test]
+fn no_file_is_part_of_an_import_cycle() {
+    let (_, files) = read_tree();
+    let cycles = file_cycles(&files);
+    assert!(
+        cycles.is_empty(),
+        "import cycles among files of src/:\n{}",
+        cycles
+            .iter()
+            .map(|c| c.join(" ↔ "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The cycle check finds a cycle through `super::` and `crate::` paths, and none in a chain.
+#[test]
+fn the_cycle_check_can_fail() {
+    let file = |f: &str, code: &str| ("m".to_string(), f.to_string(), code_of(code));
+    let chain = [
+        file("src/m/mod.rs", "use self::a::X;"),
+        file("src/m/a.rs", "use super::b::Y;"),
+        file("src/m/b.rs", "fn f() {}"),
+    ];
+    assert!(file_cycles(&chain).is_empty());
+    let mut cycle = chain.clone();
+    cycle[2] = file("src/m/b.rs", "fn f() { crate::m::a::g() }");
+    assert_eq!(file_cycles(&cycle), [vec!["src/m/a.rs", "src/m/b.rs"]]);
+}
+
 /// The imports of `src/` follow the order `src/lib.rs` writes, and the list is complete.
 #[test]
 fn imports_follow_the_documented_layers() {

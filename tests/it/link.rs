@@ -8,8 +8,8 @@ use crate::common;
 use common::{redis, sync_conn};
 use lockbench::model::error::{CmdError, ErrorKind};
 use lockbench::store::Connector;
+use lockbench::store::Timeouts;
 use lockbench::store::redis::{RedisConn, RedisConnector};
-use lockbench::store::redis::Timeouts;
 use std::time::{Duration, Instant};
 
 async fn connect(url: &str, timeouts: Timeouts) -> RedisConn {

@@ -6,8 +6,8 @@ use common::*;
 use lockbench::engine::streams::intended_sequence;
 use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
 use lockbench::store::LockConn;
+use lockbench::store::Timeouts;
 use lockbench::store::redis::RedisConnector;
-use lockbench::store::redis::Timeouts;
 use redis::Commands;
 use std::collections::BTreeMap;
 

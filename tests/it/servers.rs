@@ -8,8 +8,8 @@ use common::{plan, run_redis_data, set_calls, sync_conn};
 use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
 use lockbench::model::variant::Variant;
 use lockbench::runner::run_with;
+use lockbench::store::Timeouts;
 use lockbench::store::redis::{RedisConnector, parse_server_version};
-use lockbench::store::redis::Timeouts;
 use lockbench::store::spawn::SpawnedRedis;
 use std::time::{Duration, Instant};
 

@@ -5,8 +5,8 @@
 use crate::common;
 
 use lockbench::runner::run_with;
+use lockbench::store::Timeouts;
 use lockbench::store::redis::RedisConnector;
-use lockbench::store::redis::Timeouts;
 use std::time::Duration;
 
 async fn paused_run(policy: &str) -> lockbench::analysis::summary::Summary {
