@@ -7,8 +7,9 @@
 //! section for each, and the ratio. Run with `cargo bench --bench recording`.
 
 use lockbench::analysis::counts::{Counts, LiveCounts};
-use lockbench::engine::recorder::{EventRow, Metric, Recorder};
+use lockbench::engine::recorder::Recorder;
 use lockbench::model::release::StaleRule;
+use lockbench::record::{EventRow, Metric};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -90,7 +90,7 @@ mod tests {
     #[test]
     fn zero_of_n_is_exactly_zero_and_agrees() {
         let d = Dist::parse("constant(10ms)").unwrap();
-        let e = crate::engine::recorder::new_hist();
+        let e = crate::record::new_hist();
         for n in (1..=2000).chain([28, 251, 420, 10_000, 1_000_000, u64::from(u32::MAX)]) {
             let (lo, hi) = wilson(0, n, Z99);
             assert_eq!(lo, 0.0, "n = {n}");
@@ -122,7 +122,7 @@ mod tests {
     #[test]
     fn timer_error_shifts_the_threshold() {
         let d = Dist::parse("exponential(mean=10ms)").unwrap();
-        let mut e = crate::engine::recorder::new_hist();
+        let mut e = crate::record::new_hist();
         assert_eq!(expected_overrun(&d, 20.0, &e), d.survival(20.0));
         e.record(1000).unwrap();
         let p = expected_overrun(&d, 20.0, &e).unwrap();
@@ -133,7 +133,7 @@ mod tests {
     #[test]
     fn flags_a_mismatch() {
         let d = Dist::parse("uniform(0ms,100ms)").unwrap();
-        let e = crate::engine::recorder::new_hist();
+        let e = crate::record::new_hist();
         let ok = check(&d, 80.0, &e, 2000, 10_000).unwrap();
         assert!(ok.agrees, "{ok:?}");
         let bad = check(&d, 70.0, &e, 2000, 10_000).unwrap();

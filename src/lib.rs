@@ -34,8 +34,11 @@
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it
 // (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.
 #![deny(unsafe_code)]
+// Items of crate-private modules are `pub(crate)`: what the binary and the tests may reach is
+// what the public modules export.
+#![warn(unreachable_pub)]
 
-pub mod agent;
+pub(crate) mod agent;
 pub mod analysis;
 pub mod analytic;
 pub mod backend;
@@ -46,8 +49,8 @@ pub mod engine;
 pub mod exit;
 pub mod faults;
 pub mod inputs;
-pub mod math;
-pub mod merge;
+pub(crate) mod math;
+pub(crate) mod merge;
 pub mod model;
 pub mod profile;
 pub mod recommend;
@@ -57,8 +60,8 @@ pub mod redlock;
 pub mod report;
 pub mod results;
 pub mod runner;
-pub mod signals;
-pub mod sim;
+pub(crate) mod signals;
+pub(crate) mod sim;
 pub mod store;
-pub mod target;
+pub(crate) mod target;
 pub mod threads;

@@ -13,7 +13,7 @@
 /// > Developed at SunPro, a Sun Microsystems, Inc. business.
 /// > Permission to use, copy, modify, and distribute this software is freely granted,
 /// > provided that this notice is preserved.
-pub fn erfc(x: f64) -> f64 {
+pub(crate) fn erfc(x: f64) -> f64 {
     use fdlibm::*;
     if x.is_nan() {
         return f64::NAN;
@@ -134,12 +134,12 @@ mod fdlibm {
 }
 
 /// The standard normal survival function `P(Z > z)`.
-pub fn normal_sf(z: f64) -> f64 {
+pub(crate) fn normal_sf(z: f64) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
 }
 
 /// The standard normal density `φ(z)`.
-pub fn normal_pdf(z: f64) -> f64 {
+pub(crate) fn normal_pdf(z: f64) -> f64 {
     const INV_SQRT_2PI: f64 = 0.398_942_280_401_432_7;
     INV_SQRT_2PI * (-0.5 * z * z).exp()
 }
@@ -147,7 +147,7 @@ pub fn normal_pdf(z: f64) -> f64 {
 /// The standard normal quantile `Φ⁻¹(p)`: Acklam's rational approximation refined by one
 /// Halley step (close to full double precision). `-∞` for `p ≤ 0`, `+∞` for `p ≥ 1`, NaN for NaN.
 #[allow(clippy::excessive_precision)] // Acklam's coefficients as published
-pub fn normal_quantile(p: f64) -> f64 {
+pub(crate) fn normal_quantile(p: f64) -> f64 {
     if p.is_nan() {
         return f64::NAN;
     }
@@ -209,7 +209,7 @@ pub fn normal_quantile(p: f64) -> f64 {
 }
 
 /// `ln Γ(x)` for `x > 0` (Lanczos, g = 7, n = 9; relative error ~1e-15).
-pub fn ln_gamma(x: f64) -> f64 {
+pub(crate) fn ln_gamma(x: f64) -> f64 {
     const G: f64 = 7.0;
     const COEF: [f64; 9] = [
         0.999_999_999_999_809_9,
@@ -241,7 +241,7 @@ pub fn ln_gamma(x: f64) -> f64 {
 /// For `k = 0` the lower end is exactly 0 and for `k = n` the upper end exactly 1: in exact
 /// arithmetic `centre − half` is then 0 (`centre + half` is 1), but computed in floats it
 /// comes out a few ulps off (1.4e-17 for 0 of 28), which made "0 expected, 0 seen" a mismatch.
-pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
+pub(crate) fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }
@@ -266,7 +266,7 @@ pub fn wilson(k: u64, n: u64, z: f64) -> (f64, f64) {
 
 /// splitmix64's finaliser: every bit of `z` moves about half the bits of the result, so seeds
 /// that differ by a little (a worker's number, a part's) give unrelated random streams.
-pub fn mix64(mut z: u64) -> u64 {
+pub(crate) fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

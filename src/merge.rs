@@ -48,7 +48,7 @@ struct Source {
 
 /// A merged run, written.
 #[derive(Debug)]
-pub struct Merged {
+pub(crate) struct Merged {
     /// Its directory.
     pub dir: PathBuf,
     /// One summary per variant.
@@ -107,7 +107,7 @@ fn load(dir: &Path) -> anyhow::Result<Source> {
 
 /// Refuses a set of agents that is not one whole run, naming the directories: different
 /// runs, different agent counts, an agent (or a directory) given twice, a missing agent.
-pub fn check_set(agents: &[(String, AgentRecord)]) -> Result<(), BadInput> {
+pub(crate) fn check_set(agents: &[(String, AgentRecord)]) -> Result<(), BadInput> {
     let Some((d0, a0)) = agents.first() else {
         return Err(BadInput("no directory to merge".into()));
     };
@@ -225,7 +225,7 @@ struct LogInterval {
 
 /// Merges the agents' directories `dirs` into `out` (created, or emptied of an earlier run's
 /// files with `force`), then draws the report there.
-pub fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result<Merged> {
+pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result<Merged> {
     let mut sources = Vec::new();
     for d in dirs {
         sources.push(load(d)?);

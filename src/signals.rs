@@ -22,7 +22,7 @@ fn sender() -> &'static watch::Sender<u32> {
 ///
 /// Until the first call the signals keep their default action (the process ends), which is
 /// what commands that write nothing on the way out want.
-pub fn subscribe() -> watch::Receiver<u32> {
+pub(crate) fn subscribe() -> watch::Receiver<u32> {
     static START: Once = Once::new();
     START.call_once(|| {
         use signal_hook::consts::{SIGINT, SIGTERM};
@@ -53,7 +53,7 @@ pub fn subscribe() -> watch::Receiver<u32> {
 
 /// What the signals received so far ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
+pub(crate) enum Request {
     /// Keep going.
     Continue,
     /// Stop as at the run's end.
@@ -63,7 +63,7 @@ pub enum Request {
 }
 
 /// The request behind a signal count.
-pub fn request_of(count: u32) -> Request {
+pub(crate) fn request_of(count: u32) -> Request {
     match count {
         0 => Request::Continue,
         1 => Request::Stop,

@@ -17,7 +17,7 @@ const ENCODE_HINT: &str =
 /// them: query parameters it does not read (`?password=` on a TCP URL), a fragment other than
 /// TLS's `#insecure`, and an `@` outside the user-info (an unencoded `/ ? #` in a password
 /// moves the password into the path, query or fragment).
-pub fn check_url(raw: &str) -> anyhow::Result<redis::ConnectionInfo> {
+pub(crate) fn check_url(raw: &str) -> anyhow::Result<redis::ConnectionInfo> {
     let shown = redact_url(raw);
     let bad = |why: String| anyhow::anyhow!("invalid Redis URL {shown}: {why}");
     let u = url::Url::parse(raw).map_err(|e| {
@@ -86,7 +86,7 @@ fn stray_at(u: &url::Url) -> bool {
     has(u.path()) || u.query().is_some_and(has) || u.fragment().is_some_and(has)
 }
 
-pub fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
+pub(crate) fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
     if allow_remote || is_loopback_host(host) {
         Ok(())
     } else {
@@ -100,7 +100,7 @@ pub fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
 /// Whether `host`, as redis-rs hands it to the resolver, is this machine: `localhost` in any
 /// case, `::1`, 127.0.0.0/8 in every numeric form the resolver accepts (`127.1`,
 /// `0x7f.0.0.1`, `2130706433`), and IPv4-mapped loopback (`::ffff:127.0.0.1`).
-pub fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     if h.eq_ignore_ascii_case("localhost") {
         return true;
@@ -156,7 +156,7 @@ const SECRET_PARAMS: [&str; 4] = ["pass", "password", "user", "username"];
 /// Text that does not parse as a URL, or whose `@` falls outside the user-info (an unencoded
 /// `/ ? #` in a password), is redacted from the raw text instead: everything between `://`
 /// (or the start) and the last `@` becomes `***`.
-pub fn redact_url(url: &str) -> String {
+pub(crate) fn redact_url(url: &str) -> String {
     match url::Url::parse(url) {
         Ok(u) if !stray_at(&u) => redact_parsed(u).unwrap_or_else(|| redact_raw(url)),
         _ => redact_raw(url),

@@ -32,14 +32,14 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// How often a waiting agent asks the server.
-pub const POLL: Duration = Duration::from_millis(20);
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 /// How far after the last agent is ready the start lies: time for every agent to see it (a
 /// poll, a round trip) before it comes.
-pub const START_MARGIN: Duration = Duration::from_millis(250);
+pub(crate) const START_MARGIN: Duration = Duration::from_millis(250);
 /// The expiry of every barrier key: a safety net for agents that never leave.
-pub const KEY_TTL: Duration = Duration::from_secs(24 * 3600);
+pub(crate) const KEY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// `TIME` round trips per clock reading (the fastest is kept).
-pub const PROBES: usize = 5;
+pub(crate) const PROBES: usize = 5;
 
 /// One process's part in a multi-agent run: its spec, a connection to the target for the
 /// barrier, and what it measured of its clock.

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 /// One `TIME` round trip as measured.
 #[derive(Debug, Clone, Copy)]
-pub struct Probe {
+pub(crate) struct Probe {
     /// When the request was sent.
     pub sent: Instant,
     /// When the reply arrived.
@@ -25,19 +25,19 @@ pub struct Probe {
 
 impl Probe {
     /// The round trip, µs.
-    pub fn rtt_us(&self) -> u64 {
+    pub(crate) fn rtt_us(&self) -> u64 {
         self.received
             .saturating_duration_since(self.sent)
             .as_micros() as u64
     }
 
     /// The midpoint of the round trip.
-    pub fn mid(&self) -> Instant {
+    pub(crate) fn mid(&self) -> Instant {
         self.sent + self.received.saturating_duration_since(self.sent) / 2
     }
 
     /// The reading this probe gives, with local instants counted from `zero`.
-    pub fn reading(&self, zero: Instant) -> ClockReading {
+    pub(crate) fn reading(&self, zero: Instant) -> ClockReading {
         let rtt = self.rtt_us();
         let wall_mid = self.wall_received_us - (rtt / 2) as i64;
         ClockReading {
@@ -51,7 +51,7 @@ impl Probe {
 }
 
 /// µs from `zero` to `t`, negative when `t` is earlier.
-pub fn signed_us(t: Instant, zero: Instant) -> i64 {
+pub(crate) fn signed_us(t: Instant, zero: Instant) -> i64 {
     if t >= zero {
         t.duration_since(zero).as_micros() as i64
     } else {
@@ -60,7 +60,7 @@ pub fn signed_us(t: Instant, zero: Instant) -> i64 {
 }
 
 /// This machine's wall clock, µs since the epoch (only for the `offset_us` people read).
-pub fn wall_now_us() -> i64 {
+pub(crate) fn wall_now_us() -> i64 {
     match SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
         Ok(d) => d.as_micros() as i64,
         Err(e) => -(e.duration().as_micros() as i64),
@@ -68,13 +68,13 @@ pub fn wall_now_us() -> i64 {
 }
 
 /// The fastest of `probes` (the first of equally fast ones).
-pub fn fastest(probes: &[Probe]) -> Option<Probe> {
+pub(crate) fn fastest(probes: &[Probe]) -> Option<Probe> {
     probes.iter().copied().min_by_key(Probe::rtt_us)
 }
 
 /// Where an agent's time zero lies on the server's clock, and how far off that may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Placement {
+pub(crate) struct Placement {
     /// Its time zero on the server's clock, µs since the epoch.
     pub zero_server_us: i64,
     /// How far off `zero_server_us` may be for any instant of the run, µs.
@@ -89,7 +89,7 @@ pub struct Placement {
 /// of the truth at its moment; if the two clocks drift steadily, the true zero moves from the
 /// first to the second over the run, so for every instant the midpoint is off by at most the
 /// larger error plus half the drift.
-pub fn placement(start: &ClockReading, end: Option<&ClockReading>) -> Placement {
+pub(crate) fn placement(start: &ClockReading, end: Option<&ClockReading>) -> Placement {
     let zs = start.zero_on_server_us();
     let Some(end) = end else {
         return Placement {
@@ -110,7 +110,7 @@ pub fn placement(start: &ClockReading, end: Option<&ClockReading>) -> Placement 
 /// The error of a time between events of two different agents: each event may be off by its
 /// agent's error, so the two largest errors added (one agent alone: 0, its events keep their
 /// gaps exactly).
-pub fn pair_error(errors: &[u64]) -> u64 {
+pub(crate) fn pair_error(errors: &[u64]) -> u64 {
     if errors.len() < 2 {
         return 0;
     }

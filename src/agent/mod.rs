@@ -11,21 +11,21 @@
 //!   end barrier, and the clock readings; no other coordinator is needed.
 //! - [`clock`]: where an agent's clock stands against the server's `TIME` (pure arithmetic).
 
-pub mod barrier;
-pub mod clock;
+pub(crate) mod barrier;
+pub(crate) mod clock;
 
 use crate::exit::BadInput;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The environment variable Kubernetes sets to a pod's index in an Indexed Job.
-pub const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
+pub(crate) const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// The environment variable `--agents` defaults to.
-pub const COUNT_ENV: &str = "LOCKBENCH_AGENTS";
+pub(crate) const COUNT_ENV: &str = "LOCKBENCH_AGENTS";
 /// How long an agent waits for its peers at a barrier by default.
-pub const DEFAULT_BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
+pub(crate) const DEFAULT_BARRIER_TIMEOUT: Duration = Duration::from_secs(120);
 /// Agents in one run at most (each polls the server while it waits).
-pub const MAX_AGENTS: u32 = 1000;
+pub(crate) const MAX_AGENTS: u32 = 1000;
 
 /// One process's place in a multi-agent run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +61,7 @@ fn bad(m: String) -> BadInput {
 
 /// A run id usable in a key prefix and a directory name: 1 to 64 of `A-Z a-z 0-9 . _ -`,
 /// starting with a letter or digit.
-pub fn check_run_id(id: &str) -> Result<(), BadInput> {
+pub(crate) fn check_run_id(id: &str) -> Result<(), BadInput> {
     let ok = !id.is_empty()
         && id.len() <= 64
         && id.starts_with(|c: char| c.is_ascii_alphanumeric())
@@ -229,7 +229,7 @@ impl AgentSpec {
 /// workload. Left out: how each agent reaches the server and reacts to it (URL, timeouts,
 /// remote permission, the backend), its warnings, the profile's name, and the run length
 /// (`stop`), which `--sections` divides among the agents.
-pub fn workload_fingerprint(plan: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn workload_fingerprint(plan: &serde_json::Value) -> serde_json::Value {
     let mut v = plan.clone();
     if let Some(m) = v.as_object_mut() {
         for f in [
@@ -252,7 +252,7 @@ pub fn workload_fingerprint(plan: &serde_json::Value) -> serde_json::Value {
 }
 
 /// The top-level fields in which two fingerprints differ, as `field (a vs b)`.
-pub fn differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
+pub(crate) fn differences(a: &serde_json::Value, b: &serde_json::Value) -> Vec<String> {
     let empty = serde_json::Map::new();
     let (ma, mb) = (
         a.as_object().unwrap_or(&empty),

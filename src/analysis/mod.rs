@@ -12,5 +12,5 @@ pub mod counts;
 pub mod figures;
 pub mod overlap;
 pub mod summary;
-pub mod threshold;
+pub(crate) mod threshold;
 pub mod verdict;

@@ -40,7 +40,7 @@ fn default_out(dirs: &[PathBuf]) -> Result<PathBuf, BadInput> {
 
 /// `lockbench merge DIR...`: 0, 1 when an agent's run failed or gave up, 2 when refused, 99
 /// when a threshold crossed.
-pub fn run(a: &MergeArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(a: &MergeArgs) -> anyhow::Result<i32> {
     let out = match &a.out {
         Some(o) => o.clone(),
         None => default_out(&a.dirs)?,

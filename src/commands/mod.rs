@@ -7,9 +7,9 @@
 //! - [`report`]: `lockbench report DIR`.
 //! - [`merge`]: `lockbench merge DIR...`, the agents of one run combined.
 
-pub mod args;
+pub(crate) mod args;
 pub mod demo;
-pub mod merge;
-pub mod report;
-pub mod run;
-pub mod sweep;
+pub(crate) mod merge;
+pub(crate) mod report;
+pub(crate) mod run;
+pub(crate) mod sweep;

@@ -15,7 +15,7 @@ pub struct ReportArgs {
 
 /// `lockbench report DIR`: verifies, renders, prints what it wrote. Exit code 0, or 2 when
 /// `summary.json` disagrees with `events.csv`.
-pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     if !args.dir.join("events.csv").exists() && args.dir.join("summary.json").exists() {
         // events = "none": nothing to recount the summary from; the charts come from the
         // interval logs.

@@ -20,7 +20,7 @@ use std::time::Duration;
 const LATE_SECTIONS_MS: f64 = 5.0;
 
 /// `lockbench run`, alone or as one agent of a multi-agent run.
-pub async fn run(a: RunArgs) -> anyhow::Result<i32> {
+pub(crate) async fn run(a: RunArgs) -> anyhow::Result<i32> {
     let spec = AgentSpec::resolve(&a.agent_flags(), |k| std::env::var(k).ok())?;
     let extra = Profile {
         release: a.release.clone(),
@@ -88,7 +88,7 @@ async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyho
 }
 
 /// `lockbench compare`.
-pub async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
+pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     let extra = Profile {
         releases: a.release.clone(),
         ..Profile::default()

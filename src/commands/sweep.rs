@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 /// One cell of the sweep.
 #[derive(Debug, Clone)]
-pub struct SweepRow {
+pub(crate) struct SweepRow {
     /// TTL as written (profile units, before any time scale), µs.
     pub ttl_us: u64,
     /// Release method.
@@ -30,24 +30,24 @@ pub struct SweepRow {
 
 impl SweepRow {
     /// Seconds of overlap per hour of operation (real, unscaled time: the scale cancels).
-    pub fn overlap_s_per_hour(&self) -> Option<f64> {
+    pub(crate) fn overlap_s_per_hour(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
         (s.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.elapsed_s / 3600.0))
     }
     /// Seconds keys stayed blocked after holder crashes, per hour of operation (the scale
     /// cancels, as for overlap).
-    pub fn blocked_s_per_hour(&self) -> Option<f64> {
+    pub(crate) fn blocked_s_per_hour(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
         let total_ms = s.crash_blocked_ms.mean * s.crash_blocked_ms.count as f64;
         (s.elapsed_s > 0.0).then(|| total_ms / 1000.0 / (s.elapsed_s / 3600.0))
     }
     /// Mean time a key stayed blocked per crash, in real (unscaled) ms.
-    pub fn blocked_per_crash_ms(&self) -> Option<f64> {
+    pub(crate) fn blocked_per_crash_ms(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
         (s.crash_blocked_ms.count > 0).then(|| s.crash_blocked_ms.mean / s.time_scale)
     }
     /// Wrongful deletes per hour of real (unscaled) operation.
-    pub fn wrongful_deletes_per_hour(&self) -> Option<f64> {
+    pub(crate) fn wrongful_deletes_per_hour(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
         (s.elapsed_s > 0.0)
             .then(|| s.counts.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
@@ -55,7 +55,7 @@ impl SweepRow {
 }
 
 /// Parses `100ms,200ms,1s` or a log-spaced range `100ms..2s:10` into TTLs in µs (sorted, unique).
-pub fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
+pub(crate) fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
     let bad = |m: String| format!("--ttl `{text}`: {m}");
     let mut out = if let Some((range, n)) = text.split_once(':').filter(|_| text.contains("..")) {
         let (a, b) = range
@@ -95,13 +95,13 @@ pub fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
 }
 
 /// A TTL for a file name or a table: `100ms`, `1.5s`, `1234us`.
-pub fn ttl_label(us: u64) -> String {
+pub(crate) fn ttl_label(us: u64) -> String {
     units::fmt_us(us, units::Style::Compact)
 }
 
 /// Runs every TTL × method. `plan_for(ttl_us)` builds the validated plan of one TTL (the profile
 /// with that TTL, time scale applied).
-pub async fn sweep(
+pub(crate) async fn sweep(
     backend: &Backend,
     ttls_us: &[u64],
     methods: &[Variant],
@@ -168,7 +168,7 @@ pub async fn sweep(
 }
 
 /// Header of the terminal table; `crashes` adds the crash columns.
-pub fn print_header<W: Write>(mut w: W, crashes: bool) -> std::io::Result<()> {
+pub(crate) fn print_header<W: Write>(mut w: W, crashes: bool) -> std::io::Result<()> {
     let extra = if crashes {
         format!(
             " {:>7} {:>13} {:>11}",
@@ -194,7 +194,7 @@ pub fn print_header<W: Write>(mut w: W, crashes: bool) -> std::io::Result<()> {
 }
 
 /// One line of the terminal table; `crashes` adds the crash columns.
-pub fn print_row<W: Write>(mut w: W, r: &SweepRow, crashes: bool) -> std::io::Result<()> {
+pub(crate) fn print_row<W: Write>(mut w: W, r: &SweepRow, crashes: bool) -> std::io::Result<()> {
     let extra = match &r.summary {
         Some(s) if crashes => format!(
             " {:>7} {:>13} {:>11.2}",
@@ -238,7 +238,7 @@ pub fn print_row<W: Write>(mut w: W, r: &SweepRow, crashes: bool) -> std::io::Re
 }
 
 /// Writes `sweep.csv`: one row per TTL × method with every summary figure.
-pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
+pub(crate) fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(w);
     let mut header = vec![
         "ttl_as_written_us",
@@ -280,7 +280,7 @@ pub fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()> {
 
 /// The numbers `sweep.png` plots: per method, each figure against the TTL in real
 /// (unscaled) milliseconds. Cells that failed are left out.
-pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries> {
+pub(crate) fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries> {
     let mut out: Vec<crate::report::charts::SweepSeries> = Vec::new();
     for r in rows {
         let Some(s) = &r.summary else { continue };
@@ -321,7 +321,7 @@ pub fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries
 }
 
 /// Checks that the sweep has something to run.
-pub fn validate(ttls: &[u64], methods: &[Variant]) -> anyhow::Result<()> {
+pub(crate) fn validate(ttls: &[u64], methods: &[Variant]) -> anyhow::Result<()> {
     if ttls.is_empty() || methods.is_empty() {
         bail!("a sweep needs at least one TTL and one release method");
     }
@@ -329,7 +329,7 @@ pub fn validate(ttls: &[u64], methods: &[Variant]) -> anyhow::Result<()> {
 }
 
 /// `lockbench sweep`.
-pub async fn run(a: SweepArgs) -> anyhow::Result<i32> {
+pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     let extra = Profile {
         releases: a.release.clone(),
         ..Profile::default()

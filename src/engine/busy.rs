@@ -8,7 +8,7 @@ use rand::rngs::SmallRng;
 
 /// After a busy reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AfterBusy {
+pub(crate) enum AfterBusy {
     /// Fail fast: count a rejection.
     Reject,
     /// The retry policy's max wait is used up: count a give-up.
@@ -19,7 +19,12 @@ pub enum AfterBusy {
 
 /// The decision after the `round`-th busy reply (0-based), `waited_us` after the first
 /// attempt. Full jitter: the wait is uniform in [0, min(cap, base·2^round)].
-pub fn after_busy(policy: BusyPolicy, round: u32, waited_us: u64, rng: &mut SmallRng) -> AfterBusy {
+pub(crate) fn after_busy(
+    policy: BusyPolicy,
+    round: u32,
+    waited_us: u64,
+    rng: &mut SmallRng,
+) -> AfterBusy {
     match policy {
         BusyPolicy::FailFast => AfterBusy::Reject,
         BusyPolicy::Retry { max_wait_us, .. } if waited_us >= max_wait_us => AfterBusy::GiveUp,
@@ -35,7 +40,7 @@ pub fn after_busy(policy: BusyPolicy, round: u32, waited_us: u64, rng: &mut Smal
 /// The pause after the `failures`-th consecutive failed command (0-based), µs: drawn from the
 /// upper half of 10 ms doubling up to 1 s, so a server that is down or refusing is probed,
 /// not hammered, and a reconnect is tried often enough to notice its return within a second.
-pub fn after_error(failures: u32, rng: &mut SmallRng) -> u64 {
+pub(crate) fn after_error(failures: u32, rng: &mut SmallRng) -> u64 {
     let ceil = (10_000u64 << failures.min(7)).min(1_000_000);
     rng.random_range(ceil / 2..=ceil)
 }

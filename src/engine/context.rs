@@ -13,10 +13,9 @@ use crate::profile::BusyPolicy;
 use crate::profile::OnLost;
 use crate::profile::OnUnavailable;
 use crate::profile::PauseAt;
-use crate::profile::Timer;
 use std::sync::Arc;
 /// Everything the workers of one variant share.
-pub struct WorkerCtx {
+pub(crate) struct WorkerCtx {
     /// Where results go.
     pub recorder: Arc<Recorder>,
     /// Full key names, index = key number.
@@ -46,8 +45,6 @@ pub struct WorkerCtx {
     pub on_unavailable: OnUnavailable,
     /// How a lock is taken.
     pub acquire: Acquire,
-    /// How a section waits for its end.
-    pub timer: Timer,
     /// Probability that a holder dies right after acquiring.
     pub crash_between: f64,
     /// The holder-crash windows of the fault schedule.
@@ -69,7 +66,7 @@ pub struct WorkerCtx {
 
 /// The protected resource of every lock key: its key, its fence counter's key, and what it
 /// checks. The companions are named after the lock (`<lock>:res`, `<lock>:fence`).
-pub struct Resource {
+pub(crate) struct Resource {
     /// Resource key per lock key.
     pub res_keys: Vec<String>,
     /// Fence counter key per lock key.
@@ -80,7 +77,7 @@ pub struct Resource {
 
 impl Resource {
     /// The companions of `key_names`.
-    pub fn new(key_names: &KeyNames, fencing: Fencing) -> Self {
+    pub(crate) fn new(key_names: &KeyNames, fencing: Fencing) -> Self {
         Self {
             res_keys: key_names.iter().map(|k| format!("{k}:res")).collect(),
             fence_keys: key_names.iter().map(|k| format!("{k}:fence")).collect(),
@@ -91,7 +88,7 @@ impl Resource {
 
 /// A watchdog that re-arms the holder's lock while its section runs.
 #[derive(Debug, Clone, Copy)]
-pub struct Extend {
+pub(crate) struct Extend {
     /// Interval, µs.
     pub every_us: u64,
     /// The command.
@@ -101,7 +98,7 @@ pub struct Extend {
 }
 
 /// Stop-the-world pauses: the holder's section and its watchdog both stop.
-pub struct Pause {
+pub(crate) struct Pause {
     /// Length of each holder's pause (0 = none this section).
     pub length: Sampler,
     /// Where it strikes.

@@ -6,8 +6,9 @@
 //! Every instant a driver takes or gives is µs since the variant's time zero, the same clock
 //! as [`crate::engine::recorder::Recorder::now_us`].
 
-use crate::engine::recorder::{EventRow, Recorder};
+use crate::engine::recorder::Recorder;
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
+use crate::record::EventRow;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
@@ -19,7 +20,7 @@ use tokio::time::Instant;
 
 /// What the runner asks of its workers; it only ever rises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Halt {
+pub(crate) enum Halt {
     /// Keep going.
     Run,
     /// Start nothing new; open sections end now (counted as interrupted) and are released.
@@ -30,7 +31,7 @@ pub enum Halt {
 
 /// A worker's access to time, to the run's stop signal, to the open model's arrivals and to
 /// the `events.csv` writer.
-pub trait Driver: Send + 'static {
+pub(crate) trait Driver: Send + 'static {
     /// The run's current request to its workers.
     fn halt(&self) -> Halt;
     /// Sleeps until `t_us`; `false` when the run stops first.
@@ -57,7 +58,7 @@ pub trait Driver: Send + 'static {
 
 /// Arrivals waiting for a request slot: each is its intended arrival, µs since time zero. Every
 /// worker is a slot; a free one takes the next arrival.
-pub struct ArrivalQueue {
+pub(crate) struct ArrivalQueue {
     /// The backlog (bounded: a full one drops arrivals, counted).
     pub rx: tokio::sync::Mutex<mpsc::Receiver<u64>>,
 }
@@ -67,14 +68,14 @@ pub struct ArrivalQueue {
 /// on its list and take it off again for every command: 2 % of the runtime thread at 200,000
 /// commands a second).
 #[derive(Default)]
-pub struct AbandonSignal {
+pub(crate) struct AbandonSignal {
     set: AtomicBool,
     wakers: Mutex<Vec<Waker>>,
 }
 
 impl AbandonSignal {
     /// Abandons every command awaiting its reply, now and from now on.
-    pub fn abandon(&self) {
+    pub(crate) fn abandon(&self) {
         self.set.store(true, SeqCst);
         let wakers = std::mem::take(&mut *self.lock());
         for w in wakers {
@@ -97,7 +98,7 @@ impl AbandonSignal {
 }
 
 /// The real clock: tokio's timers, the run's stop signal as a watch channel.
-pub struct RealDriver {
+pub(crate) struct RealDriver {
     /// The variant's time zero.
     pub start: Instant,
     /// The run's stop signal.

@@ -4,7 +4,7 @@
 /// simulator sends tens of millions) and writing it into a reused string is cheaper than
 /// reading it from a table of 100,000 names, two cache misses away.
 #[derive(Debug, Clone, Default)]
-pub struct KeyNames {
+pub(crate) struct KeyNames {
     prefix: String,
     n: usize,
     tagged: bool,
@@ -12,7 +12,7 @@ pub struct KeyNames {
 
 impl KeyNames {
     /// Keys `0..n`, named `{prefix}{k}`.
-    pub fn new(prefix: String, n: usize) -> Self {
+    pub(crate) fn new(prefix: String, n: usize) -> Self {
         Self {
             prefix,
             n,
@@ -23,28 +23,23 @@ impl KeyNames {
     /// The same keys with the number as a hash tag, `{prefix}{{k}}` (`…:{17}`): on a Redis
     /// Cluster, keys spread over the slots by number, and a lock's companions
     /// (`…:{17}:fence`) share its slot.
-    pub fn tagged(mut self, on: bool) -> Self {
+    pub(crate) fn tagged(mut self, on: bool) -> Self {
         self.tagged = on;
         self
     }
 
     /// The prefix every name starts with.
-    pub fn prefix(&self) -> &str {
+    pub(crate) fn prefix(&self) -> &str {
         &self.prefix
     }
 
     /// How many.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.n
     }
 
-    /// Whether there is none.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
-    }
-
     /// Writes the name of `key` into `out` (cleared first).
-    pub fn write(&self, key: usize, out: &mut String) {
+    pub(crate) fn write(&self, key: usize, out: &mut String) {
         out.clear();
         out.push_str(&self.prefix);
         if self.tagged {
@@ -57,14 +52,14 @@ impl KeyNames {
     }
 
     /// The name of `key`.
-    pub fn name(&self, key: usize) -> String {
+    pub(crate) fn name(&self, key: usize) -> String {
         let mut out = String::with_capacity(self.prefix.len() + 8);
         self.write(key, &mut out);
         out
     }
 
     /// The names in order.
-    pub fn iter(&self) -> impl Iterator<Item = String> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = String> + '_ {
         (0..self.n).map(|k| self.name(k))
     }
 }

@@ -14,16 +14,16 @@
 //! Here too: the runtime's thread count as `main` built it, the end-of-run grace and the
 //! arrivals' backlog, which the runner and the simulator share.
 
-pub mod arrivals;
-pub mod busy;
+pub(crate) mod arrivals;
+pub(crate) mod busy;
 pub mod collector;
-pub mod context;
-pub mod driver;
-pub mod keys;
+pub(crate) mod context;
+pub(crate) mod driver;
+pub(crate) mod keys;
 pub mod precise;
 pub mod recorder;
 pub mod streams;
-pub mod worker;
+pub(crate) mod worker;
 
 /// The async runtime's thread count for a command line, and why (recorded in the manifest).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -17,7 +17,7 @@ use crate::analysis::counts::LiveCounts;
 use crate::analysis::overlap::KeyTracker;
 use crate::analysis::summary::Measured;
 use crate::model::error::{CmdError, ErrorKind};
-pub use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
+use crate::record::{HistSet, Metric, Outages};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::time::Instant;

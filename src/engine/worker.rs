@@ -9,9 +9,9 @@ use crate::analysis::counts::Counts;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::context::WorkerCtx;
 use crate::engine::driver::Driver;
-pub use crate::engine::driver::{ArrivalQueue, Halt};
+use crate::engine::driver::Halt;
 use crate::engine::keys::{push_decimal, push_hex16};
-use crate::engine::recorder::{EventRow, Metric, Recorder};
+use crate::engine::recorder::Recorder;
 use crate::engine::streams::Streams;
 use crate::model::error::{CmdResult, ErrorKind};
 use crate::model::fault::FaultKind;
@@ -19,6 +19,7 @@ use crate::model::release::StaleRule;
 use crate::model::variant::Fencing;
 use crate::profile::{Acquire, OnLost, OnUnavailable, PauseAt};
 use crate::record::{CRASHED, UNLOCKED};
+use crate::record::{EventRow, Metric};
 use crate::store::LockConn;
 use crate::store::release;
 use crate::store::{ReadOutcome, WriteOutcome};
@@ -696,7 +697,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
 ///
 /// Not an `async fn`: the worker is built here and moved into the future, which therefore
 /// holds one copy of the connection and the driver, not the arguments too.
-pub fn run_worker<C: LockConn, D: Driver>(
+pub(crate) fn run_worker<C: LockConn, D: Driver>(
     id: usize,
     conn: C,
     ctx: Arc<WorkerCtx>,

@@ -35,7 +35,7 @@ use tokio::time::Instant;
 /// master unpaused, a killed master's replica promoted, and the killed master started again
 /// (as a replica) when the variant ends — so later variants and faults find a whole cluster,
 /// and a loss already measured is kept even if the cluster then fails to settle.
-pub async fn run(
+pub(crate) async fn run(
     control: &FaultControl,
     f: &Fault,
     end: Option<Instant>,

@@ -8,8 +8,8 @@
 //! kinds go through a loopback [`proxy::Proxy`] that the backend starts when the schedule
 //! needs one.
 
-pub mod failover;
-pub mod proxy;
+pub(crate) mod failover;
+pub(crate) mod proxy;
 
 use crate::model::fault::{Fault, FaultKind, FaultWindow};
 use crate::model::units;

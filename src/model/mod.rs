@@ -7,11 +7,11 @@
 //! - [`variant`]: a variant — release method, fencing and lease extension — as `compare` names
 //!   it (`token+extend+fence-rw`).
 
-pub mod arrivals;
-pub mod cluster;
+pub(crate) mod arrivals;
+pub(crate) mod cluster;
 pub mod error;
-pub mod fault;
+pub(crate) mod fault;
 pub mod release;
-pub mod server;
-pub mod units;
+pub(crate) mod server;
+pub(crate) mod units;
 pub mod variant;

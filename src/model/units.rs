@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Why a duration text was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UnitError {
+pub(crate) enum UnitError {
     /// The text has no number in front of the unit.
     #[error(
         "`{0}` is not a duration: expected a number followed by a unit, e.g. `250ms`, `1.5s`, `30us`, `2m`"
@@ -30,7 +30,7 @@ pub enum UnitError {
 }
 
 /// Parses `250ms`, `1.5s`, `30us` (or `µs`), `2m`, `1h` into milliseconds (f64).
-pub fn parse_ms(text: &str) -> Result<f64, UnitError> {
+pub(crate) fn parse_ms(text: &str) -> Result<f64, UnitError> {
     let t = text.trim();
     let split = t
         .find(|c: char| {
@@ -64,7 +64,7 @@ pub fn parse_ms(text: &str) -> Result<f64, UnitError> {
 
 /// Accepts a duration in ms that lies in `0 ..= MAX_MS` (finite); the one bound every source
 /// of durations (flags, profiles, distributions, empirical files, `recommend` inputs) uses.
-pub fn check_ms(ms: f64) -> Result<f64, OutOfRange> {
+pub(crate) fn check_ms(ms: f64) -> Result<f64, OutOfRange> {
     if ms.is_finite() && (0.0..=MAX_MS).contains(&ms) {
         Ok(ms)
     } else {
@@ -75,24 +75,24 @@ pub fn check_ms(ms: f64) -> Result<f64, OutOfRange> {
 /// A duration (ms) outside `0 ..= MAX_MS`; its message states the valid range.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("{} ms is out of range: a duration must be ≥ 0 and at most {MAX_TEXT}", fmt_num(*.0))]
-pub struct OutOfRange(pub f64);
+pub(crate) struct OutOfRange(pub f64);
 
 /// Parses a duration text into a [`Duration`] (microsecond precision).
-pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     Ok(Duration::from_micros(ms_to_us(parse_ms(text)?)))
 }
 
 /// The longest time lockbench handles: 1000 hours, in µs. Sampled durations are capped here so
 /// heavy-tailed distributions cannot overflow the clock arithmetic.
-pub const MAX_US: u64 = 3_600_000_000_000;
+pub(crate) const MAX_US: u64 = 3_600_000_000_000;
 /// [`MAX_US`] in milliseconds.
-pub const MAX_MS: f64 = MAX_US as f64 / 1000.0;
+pub(crate) const MAX_MS: f64 = MAX_US as f64 / 1000.0;
 /// [`MAX_US`] as written in messages.
-pub const MAX_TEXT: &str = "1000h";
+pub(crate) const MAX_TEXT: &str = "1000h";
 
 /// Rounds milliseconds to whole microseconds (negative and NaN values become 0; values are
 /// capped at [`MAX_US`]).
-pub fn ms_to_us(ms: f64) -> u64 {
+pub(crate) fn ms_to_us(ms: f64) -> u64 {
     if ms.is_nan() || ms <= 0.0 {
         0
     } else {
@@ -103,7 +103,7 @@ pub fn ms_to_us(ms: f64) -> u64 {
 /// How [`fmt_us`] writes a duration below a minute (from a minute on both write `2m30s`,
 /// `1h5m`, `41d16h`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Style {
+pub(crate) enum Style {
     /// Messages and terminal tables: as short as possible, the unit attached, in ASCII:
     /// `850us`, `12.5ms`, `1.25s`.
     Compact,
@@ -114,7 +114,7 @@ pub enum Style {
 
 /// Formats microseconds with a unit in the given [`Style`]. From a minute on, whole seconds in
 /// the largest units (trailing zero parts left out), the same in both styles.
-pub fn fmt_us(us: u64, style: Style) -> String {
+pub(crate) fn fmt_us(us: u64, style: Style) -> String {
     let v = us as f64;
     match style {
         _ if us >= 60_000_000 => fmt_long(us),
@@ -149,7 +149,7 @@ fn fmt_long(us: u64) -> String {
 /// Formats a number exactly (the shortest text that parses back to the same `f64`), in
 /// scientific notation when plain digits would be long: `0.5`, `250`, `1e300`, `1e-300`.
 /// For canonical texts that must round-trip, e.g. a distribution's `Display`.
-pub fn fmt_exact(x: f64) -> String {
+pub(crate) fn fmt_exact(x: f64) -> String {
     if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&x.abs()) {
         format!("{x}")
     } else {
@@ -160,7 +160,7 @@ pub fn fmt_exact(x: f64) -> String {
 /// Formats a plain number for messages: ordinary values as Rust prints them (`0.01`, `250`),
 /// very large or very small ones in scientific notation (`1e300`, `2.5e-9`), never hundreds of
 /// digits.
-pub fn fmt_num(x: f64) -> String {
+pub(crate) fn fmt_num(x: f64) -> String {
     let a = x.abs();
     if x == 0.0 || !x.is_finite() || (1e-4..1e9).contains(&a) {
         let s = format!("{x}");
@@ -191,7 +191,7 @@ fn trim(s: String) -> String {
 }
 
 /// Parses a rate as events per second: `100`, `100/s`, `6000/min`, `360000/h`, `2/ms`, `3/day`.
-pub fn parse_rate(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_rate(text: &str) -> Result<f64, String> {
     let t = text.trim();
     let (num, per_s) = match t.split_once('/') {
         None => (t, 1.0),

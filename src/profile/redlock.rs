@@ -8,7 +8,10 @@ use crate::redlock::{MAX_INSTANCES, RedlockPlan, quorum};
 
 /// The redlock part of a profile's validation: `None` for a single-instance lock. The error
 /// is the field at fault and what would be valid.
-pub fn plan_of(p: &Profile, plan: &Plan) -> Result<Option<RedlockPlan>, (&'static str, String)> {
+pub(super) fn plan_of(
+    p: &Profile,
+    plan: &Plan,
+) -> Result<Option<RedlockPlan>, (&'static str, String)> {
     let lock = p.lock.as_deref().unwrap_or("single");
     let redlock = match lock {
         "single" => false,
@@ -149,7 +152,7 @@ pub fn plan_of(p: &Profile, plan: &Plan) -> Result<Option<RedlockPlan>, (&'stati
 }
 
 /// Warnings about a valid but weak setup (an even count, too few instances).
-pub fn warnings(r: &RedlockPlan) -> Vec<String> {
+pub(super) fn warnings(r: &RedlockPlan) -> Vec<String> {
     let n = r.instances;
     let tolerated = n - r.quorum;
     if n < 3 {

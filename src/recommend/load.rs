@@ -2,7 +2,7 @@
 //! the shared reader in [`crate::inputs`]), an `.hgrm` percentile distribution or an `.hlog`
 //! interval log. Histogram inputs keep their counts ([`Samples::Histogram`]).
 
-pub use crate::inputs::Unit;
+use crate::inputs::Unit;
 use crate::inputs::{self, DurationCsv, Problem};
 use crate::record::new_hist;
 use hdrhistogram::Histogram;

@@ -34,6 +34,7 @@
 //! `models.rs` the fitted models, `crash.rs` the blocked time after crashes, `print.rs` the
 //! printer.
 
+use crate::inputs::Unit;
 use anyhow::Context;
 use serde::Serialize;
 use std::io;
@@ -47,8 +48,8 @@ mod stats;
 
 pub use crash::{BlockedPerCrash, CRASH_MODEL, CrashCost, expected_blocked_ms};
 pub use load::{
-    InputInfo, InputKind, LoadError, LoadOptions, Loaded, Samples, Unit, load_durations,
-    parse_hgrm, parse_hlog, read_csv,
+    InputInfo, InputKind, LoadError, LoadOptions, Loaded, Samples, load_durations, parse_hgrm,
+    parse_hlog, read_csv,
 };
 pub use models::{Model, ModelFit, TailCheck};
 pub use print::print_recommendation;

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 /// A chart on the page.
 #[derive(Debug, Clone)]
-pub struct Chart {
+pub(crate) struct Chart {
     /// File name in the run directory.
     pub file: String,
     /// Heading.
@@ -21,7 +21,7 @@ pub struct Chart {
 
 /// Everything the page shows.
 #[derive(Debug, Clone)]
-pub struct Page<'a> {
+pub(crate) struct Page<'a> {
     /// Run id.
     pub run_id: &'a str,
     /// One per variant, in run order.
@@ -37,7 +37,7 @@ pub struct Page<'a> {
 }
 
 /// Escapes text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -285,7 +285,7 @@ fn shards_table(summaries: &[Summary]) -> String {
 }
 
 /// The page.
-pub fn page(p: &Page<'_>) -> String {
+pub(crate) fn page(p: &Page<'_>) -> String {
     let mut h = String::new();
     let m = |f: &str| {
         p.manifest

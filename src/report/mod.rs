@@ -31,11 +31,11 @@
 
 pub mod charts;
 pub mod data;
-pub mod html;
+pub(crate) mod html;
 pub mod load;
-pub mod palette;
-pub mod terminal;
-pub mod verify;
+pub(crate) mod palette;
+pub(crate) mod terminal;
+pub(crate) mod verify;
 
 pub use load::ReportError;
 pub use palette::method_colour;

@@ -34,7 +34,7 @@ pub fn method_colour(name: &str) -> RGBColor {
 }
 
 /// [`method_colour`] as CSS `#rrggbb`.
-pub fn method_hex(name: &str) -> String {
+pub(crate) fn method_hex(name: &str) -> String {
     let RGBColor(r, g, b) = method_colour(name);
     format!("#{r:02x}{g:02x}{b:02x}")
 }

@@ -6,7 +6,7 @@ use crate::analysis::summary::{Quantiles, Summary};
 use std::io::{self, Write};
 
 /// Prints the summary table, one column per variant.
-pub fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {
+pub(crate) fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {
     let pct = |x: f64| format!("{:.4} %", x * 100.0);
     type Cell = Box<dyn Fn(&Summary) -> String>;
     let mut rows: Vec<(String, Cell)> = vec![

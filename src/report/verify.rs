@@ -43,7 +43,7 @@ impl fmt::Display for Mismatch {
 /// Every key's `(acquired, released)` intervals, per variant: what the exact overlap
 /// recomputation needs.
 #[derive(Debug, Clone, Default)]
-pub struct KeyIntervals {
+pub(crate) struct KeyIntervals {
     variants: Vec<(String, PerKey)>,
 }
 
@@ -52,7 +52,7 @@ type PerKey = BTreeMap<usize, Vec<(u64, u64)>>;
 
 impl KeyIntervals {
     /// Adds one row's interval.
-    pub fn add(&mut self, r: &EventRow) {
+    pub(crate) fn add(&mut self, r: &EventRow) {
         let i = match self.variants.iter().position(|(n, _)| **n == *r.variant) {
             Some(i) => i,
             None => {
@@ -69,7 +69,7 @@ impl KeyIntervals {
 
     /// Overlap figures of `variant` per key (keys with a section) and merged, by
     /// [`overlap::compute`] — the same state machine the live tracker runs.
-    pub fn overlap(&self, variant: &str) -> (Vec<(usize, OverlapStats)>, OverlapStats) {
+    pub(crate) fn overlap(&self, variant: &str) -> (Vec<(usize, OverlapStats)>, OverlapStats) {
         let mut all = OverlapStats::default();
         let per_key = self
             .variants
@@ -87,7 +87,7 @@ impl KeyIntervals {
 }
 
 /// Reads `events` once and compares every variant of `summary` with its rows.
-pub fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<Mismatch>> {
+pub(crate) fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<Mismatch>> {
     // Recount each variant with the rule its summary was counted with.
     let mut scan = EventScan {
         rules: summary
@@ -106,7 +106,11 @@ pub fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<Mismatc
 }
 
 /// Compares every variant of the summary with its rows.
-pub fn compare(summary: &SummaryFile, scan: &EventScan, intervals: &KeyIntervals) -> Vec<Mismatch> {
+pub(crate) fn compare(
+    summary: &SummaryFile,
+    scan: &EventScan,
+    intervals: &KeyIntervals,
+) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for s in &summary.variants {
         match scan.get(&s.variant) {

@@ -9,10 +9,10 @@
 //! the `agent` and `merged` blocks ([`agents`]). This file: run ids, the output directory,
 //! file writing.
 
-pub mod agents;
-pub mod csv;
+pub(crate) mod agents;
+pub(crate) mod csv;
 pub mod events;
-pub mod hgrm;
+pub(crate) mod hgrm;
 pub mod hlog;
 
 pub use csv::{csv_columns, csv_row, write_summary_csv, write_summary_csv_file};

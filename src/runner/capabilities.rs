@@ -22,7 +22,7 @@ pub(crate) fn server_label(version: &str) -> String {
 /// permitted, the command is tried on an absent key under `prefix` (the run's own) where
 /// lockbench can send it; otherwise `None`. No `SET` is sent, so the server's SET count stays
 /// the run's attempts.
-pub async fn probe_capabilities<C: LockConn>(
+pub(super) async fn probe_capabilities<C: LockConn>(
     probe: &mut C,
     prefix: &str,
 ) -> std::collections::BTreeMap<String, Option<bool>> {
@@ -54,7 +54,7 @@ pub async fn probe_capabilities<C: LockConn>(
 /// Refuses `extend_with = "set-ifeq"` on a server without `SET … IFEQ`, before the run:
 /// extending an absent key under the run's prefix answers `0`/nil where the server knows IFEQ
 /// and an error where it does not (it writes nothing either way).
-pub async fn check_set_ifeq<C: LockConn>(
+pub(super) async fn check_set_ifeq<C: LockConn>(
     probe: &mut C,
     server_version: &str,
     prefix: &str,
@@ -93,7 +93,7 @@ pub async fn check_set_ifeq<C: LockConn>(
 /// the server lacks (naming the version that has it), or one the ACL forbids. When `COMMAND
 /// INFO` itself is not permitted, the command is tried on an absent key under `prefix` (the
 /// run's own, so nothing outside it is touched) to tell "unknown" from "not permitted".
-pub async fn check_support<C: LockConn>(
+pub(super) async fn check_support<C: LockConn>(
     probe: &mut C,
     method: ReleaseMethod,
     server_version: &str,

@@ -28,7 +28,7 @@ pub(crate) async fn run_real<C: LockConn>(
     ctx: &Arc<WorkerCtx>,
     recorder: &Arc<Recorder>,
     conns: Vec<C>,
-    events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
+    events: &tokio::sync::mpsc::Sender<crate::record::EventRow>,
     env: &VariantEnv<'_>,
     arrival_tx: Option<tokio::sync::mpsc::Sender<u64>>,
     arrival_rx: tokio::sync::mpsc::Receiver<u64>,

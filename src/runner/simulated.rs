@@ -18,7 +18,7 @@ pub(crate) fn run_simulated<C: LockConn>(
     plan: &Plan,
     whole_plan: &Plan,
     prepared: &mut Prepared<C>,
-    events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
+    events: &tokio::sync::mpsc::Sender<crate::record::EventRow>,
     env: &VariantEnv<'_>,
 ) -> anyhow::Result<Executed> {
     let clock = prepared

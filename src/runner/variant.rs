@@ -14,10 +14,11 @@ use crate::engine::ARRIVAL_BACKLOG;
 use crate::engine::collector::Collector;
 use crate::engine::context::{Extend, Pause, Resource, WorkerCtx};
 use crate::engine::keys::KeyNames;
-use crate::engine::recorder::{HistSet, Recorder};
+use crate::engine::recorder::Recorder;
 use crate::model::error::ErrorKind;
 use crate::model::variant::Variant;
 use crate::profile::{ConnectionMode, Plan, Stop};
+use crate::record::HistSet;
 use crate::signals::{Request, request_of};
 use crate::sim::part::SimPart;
 use crate::store::{Connector, LockConn};
@@ -35,7 +36,7 @@ pub(crate) async fn run_variant<K: Connector>(
     plan: &Plan,
     variant: Variant,
     key_names: KeyNames,
-    events: &tokio::sync::mpsc::Sender<crate::engine::recorder::EventRow>,
+    events: &tokio::sync::mpsc::Sender<crate::record::EventRow>,
     mut env: VariantEnv<'_>,
 ) -> anyhow::Result<(Summary, HistSet)> {
     // Redlock counters from here on are this variant's (the probes' commands are not).
@@ -224,7 +225,6 @@ fn worker_ctx(
             crate::profile::OnUnavailable::FailClosed
         },
         acquire: plan.acquire,
-        timer: plan.timer,
         crash_between: plan.crash_between,
         crashes: plan
             .faults
@@ -478,7 +478,7 @@ fn summarise<K: Connector>(
     summary.analytic = crate::analytic::check(
         &plan.dist,
         plan.ttl_ms as f64,
-        hists.get(crate::engine::recorder::Metric::TimerError),
+        hists.get(crate::record::Metric::TimerError),
         summary.counts.overruns,
         summary.counts.sections,
     )

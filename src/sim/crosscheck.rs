@@ -19,11 +19,11 @@
 use crate::analysis::summary::Summary;
 
 /// Family-wise confidence of the comparison.
-pub const CONFIDENCE: f64 = 0.99;
+pub(crate) const CONFIDENCE: f64 = 0.99;
 
 /// One figure of one variant in both runs.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Agreement {
+pub(crate) struct Agreement {
     /// The variant.
     pub variant: String,
     /// The figure's name.
@@ -38,7 +38,7 @@ pub struct Agreement {
 
 impl Agreement {
     /// The difference lies within its 99 % interval.
-    pub fn agrees(&self) -> bool {
+    pub(crate) fn agrees(&self) -> bool {
         (self.real - self.sim).abs() <= self.margin
     }
 }
@@ -47,18 +47,21 @@ impl Agreement {
 type Count = fn(&Summary) -> u64;
 
 /// Time slices of a run for the batch-means variance.
-pub const BATCHES: usize = 30;
+pub(crate) const BATCHES: usize = 30;
 
 /// Per variant, per batch: sections and each rate's count, read from `events.csv`.
 #[derive(Debug, Clone, Default)]
-pub struct Batches {
+pub(crate) struct Batches {
     /// `[batch] = (sections, [overruns, stale releases, wrongful deletes, overlap incidents])`.
     pub by_variant: std::collections::BTreeMap<String, Vec<(u64, [u64; 4])>>,
 }
 
 impl Batches {
     /// Reads `dir/events.csv` (`None` when it has none).
-    pub fn read(dir: &std::path::Path, summaries: &[Summary]) -> anyhow::Result<Option<Self>> {
+    pub(crate) fn read(
+        dir: &std::path::Path,
+        summaries: &[Summary],
+    ) -> anyhow::Result<Option<Self>> {
         let path = dir.join("events.csv");
         if !path.is_file() {
             return Ok(None);
@@ -117,13 +120,8 @@ fn rate(k: u64, n: u64) -> (f64, f64) {
 }
 
 /// The figures of `real` and `sim`, variant by variant (matched by name; a variant missing
-/// from either is left out).
-pub fn compare(real: &[Summary], sim: &[Summary]) -> Vec<Agreement> {
-    compare_with(real, sim, None, None)
-}
-
-/// As [`compare`], with the batch-means variances of each run's rows when given.
-pub fn compare_with(
+/// from either is left out), with the batch-means variances of each run's rows when given.
+pub(crate) fn compare_with(
     real: &[Summary],
     sim: &[Summary],
     real_rows: Option<&Batches>,
@@ -190,7 +188,7 @@ pub fn compare_with(
 }
 
 /// The comparison as a table: figure, real, simulated, difference, 99 % margin, verdict.
-pub fn table(rows: &[Agreement]) -> String {
+pub(crate) fn table(rows: &[Agreement]) -> String {
     let mut t = format!(
         "{:<16} {:<30} {:>12} {:>12} {:>12} {:>12}  {}\n",
         "variant", "figure", "real", "simulated", "difference", "margin", "agree"
@@ -234,7 +232,7 @@ fn summaries(dir: &std::path::Path) -> anyhow::Result<Vec<Summary>> {
 
 /// Prints the comparison; exit 0 when every figure agrees, 1 when one does not, 2 on bad
 /// input (a directory without a summary, or no variant in common).
-pub fn run(args: &CrosscheckArgs) -> anyhow::Result<i32> {
+pub(crate) fn run(args: &CrosscheckArgs) -> anyhow::Result<i32> {
     let (real, sim) = (summaries(&args.real)?, summaries(&args.sim)?);
     let real_rows = Batches::read(&args.real, &real)?;
     let sim_rows = Batches::read(&args.sim, &sim)?;

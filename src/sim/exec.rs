@@ -203,24 +203,24 @@ thread_local! {
 }
 
 /// Whether a simulation is running on this thread.
-pub fn running() -> bool {
+pub(crate) fn running() -> bool {
     STATE.with(|s| s.running.get())
 }
 
 /// Now on the virtual clock, µs since time zero.
-pub fn now_us() -> u64 {
+pub(crate) fn now_us() -> u64 {
     STATE.with(|s| s.now.get())
 }
 
 /// The task being polled.
-pub fn current() -> u32 {
+pub(crate) fn current() -> u32 {
     STATE.with(|s| s.current.get())
 }
 
 /// A hint from the task being polled: it will read `addr` soon, now or when it next runs. It is
 /// prefetched at once, and again (with the task's own state) just before the task's next turn.
 /// Only a hint: a stale or null address changes nothing.
-pub fn hint(addr: *const u8) {
+pub(crate) fn hint(addr: *const u8) {
     prefetch_line(addr);
     STATE.with(|s| {
         let i = s.current.get() as usize;
@@ -231,7 +231,7 @@ pub fn hint(addr: *const u8) {
 }
 
 /// Schedules `task` to be polled at `t_us` (not before now).
-pub fn wake(task: u32, t_us: u64) {
+pub(crate) fn wake(task: u32, t_us: u64) {
     STATE.with(|s| {
         let seq = s.seq.get();
         s.seq.set(seq + 1);
@@ -245,7 +245,7 @@ pub fn wake(task: u32, t_us: u64) {
 }
 
 /// Completes at `t_us` on the virtual clock.
-pub fn sleep_until(t_us: u64) -> Sleep {
+pub(crate) fn sleep_until(t_us: u64) -> Sleep {
     Sleep {
         until: t_us,
         armed: false,
@@ -253,7 +253,7 @@ pub fn sleep_until(t_us: u64) -> Sleep {
 }
 
 /// Lets every other event due now run first.
-pub fn yield_now() -> Sleep {
+pub(crate) fn yield_now() -> Sleep {
     Sleep {
         until: now_us(),
         armed: false,
@@ -291,7 +291,7 @@ fn advance_inline(t_us: u64) -> bool {
 /// first poll when nothing else can happen before its instant (see [`advance_inline`]); a
 /// yield always waits in the queue.
 #[derive(Debug)]
-pub struct Sleep {
+pub(crate) struct Sleep {
     until: u64,
     armed: bool,
 }
@@ -321,7 +321,7 @@ impl Future for Sleep {
 /// Pending once, ready when polled again: a task that parked itself somewhere it will be
 /// [`wake`]d from.
 #[derive(Debug, Default)]
-pub struct Park {
+pub(crate) struct Park {
     parked: bool,
 }
 
@@ -368,11 +368,11 @@ fn prefetch_line(p: *const u8) {
 }
 
 /// A boxed task.
-pub type Task = Pin<Box<dyn Future<Output = ()>>>;
+pub(crate) type Task = Pin<Box<dyn Future<Output = ()>>>;
 
 /// What [`run`] did.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Ran {
+pub(crate) struct Ran {
     /// Events processed (task polls, and sleeps completed without one: see [`Sleep`]).
     pub events: u64,
     /// Of which sleeps completed without a poll of their own.
@@ -385,7 +385,7 @@ pub struct Ran {
 /// virtual time for readers on other threads. `hook` is called at every multiple of
 /// `every_us` of virtual time that passes (with that instant), before the events after it;
 /// it returns `false` to stop polling (what is left is dropped).
-pub fn run(
+pub(crate) fn run(
     tasks: Vec<Task>,
     clock: &Arc<AtomicU64>,
     every_us: u64,

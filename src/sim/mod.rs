@@ -12,14 +12,14 @@
 //!   `events.csv` as a real run; the interval logs are cut on the virtual clock.
 //! - [`part`]: a time-limited run cut into parts simulated at once (`sim_parallel`).
 
-pub mod crosscheck;
-pub mod exec;
-pub mod part;
+pub(crate) mod crosscheck;
+pub(crate) mod exec;
+pub(crate) mod part;
 
 use crate::dist::Sampler;
 use crate::engine::driver::{Driver, Halt};
-use crate::engine::recorder::EventRow;
 use crate::model::error::CmdResult;
+use crate::record::EventRow;
 use crate::store::memory::{Keyspace, Net, lock};
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
@@ -129,7 +129,7 @@ fn hand_on() {
 }
 
 /// Resets the simulation's state on this thread: before a run.
-pub fn reset(seed: u64, cut_us: Option<u64>) {
+pub(crate) fn reset(seed: u64, cut_us: Option<u64>) {
     SERVER_FREE_AT.with(|c| c.set(0));
     NET_RNG.with(|r| *r.borrow_mut() = SmallRng::seed_from_u64(seed ^ 0x0005_EED0_F4E7));
     HALT.with(|h| h.set(Halt::Run));
@@ -141,7 +141,7 @@ pub fn reset(seed: u64, cut_us: Option<u64>) {
 }
 
 /// Raises the run's request to its workers (it never falls).
-pub fn halt(h: Halt) {
+pub(crate) fn halt(h: Halt) {
     HALT.with(|c| c.set(c.get().max(h)));
 }
 
@@ -223,7 +223,7 @@ impl Net for SimNet {
 }
 
 /// The virtual clock's [`Driver`].
-pub struct SimDriver {
+pub(crate) struct SimDriver {
     /// Section rows for `events.csv` (`None`: not written).
     pub events: Option<mpsc::Sender<EventRow>>,
     /// How late a timer fires (ms), as a real runtime's timer does (`None`: on time).
@@ -312,7 +312,7 @@ impl Driver for SimDriver {
 
 /// An arrival at `at_us` (now): queued for a slot, an idle slot woken; `false` when the
 /// backlog is full (the arrival is dropped).
-pub fn arrive(at_us: u64, backlog: usize) -> bool {
+pub(crate) fn arrive(at_us: u64, backlog: usize) -> bool {
     let queued = ARRIVALS.with(|q| {
         let mut q = q.borrow_mut();
         if q.len() >= backlog {
@@ -328,7 +328,7 @@ pub fn arrive(at_us: u64, backlog: usize) -> bool {
 }
 
 /// No more arrivals: every idle slot is woken to end.
-pub fn arrivals_done() {
+pub(crate) fn arrivals_done() {
     ARRIVALS_DONE.with(|d| d.set(true));
     for slot in IDLE.with(|i| std::mem::take(&mut *i.borrow_mut())) {
         exec::wake(slot, exec::now_us());
@@ -337,7 +337,7 @@ pub fn arrivals_done() {
 
 /// What a simulated variant did.
 #[derive(Debug, Clone, Copy)]
-pub struct Simulated {
+pub(crate) struct Simulated {
     /// The executor's events (task polls) and the virtual instant of the last.
     pub ran: exec::Ran,
     /// Wall time the simulation took, s.
@@ -349,7 +349,7 @@ pub struct Simulated {
 /// intervals end every `log_every_us` of virtual time, when `on_tick` is called too (it may
 /// raise the run's halt: Ctrl-C).
 #[allow(clippy::too_many_arguments)]
-pub fn run_workers<C: crate::store::LockConn>(
+pub(crate) fn run_workers<C: crate::store::LockConn>(
     conns: Vec<C>,
     ctx: &std::sync::Arc<crate::engine::context::WorkerCtx>,
     plan: &crate::profile::Plan,
@@ -433,7 +433,7 @@ pub fn run_workers<C: crate::store::LockConn>(
 
 /// The windows of a simulated variant's fault schedule, as scheduled (only holder crashes can
 /// be simulated: they are the workers' part), clipped to its end at `end_us`.
-pub fn fault_windows(
+pub(crate) fn fault_windows(
     faults: &[crate::model::fault::Fault],
     end_us: u64,
 ) -> Vec<crate::model::fault::FaultWindow> {
@@ -456,7 +456,7 @@ pub fn fault_windows(
 /// every section's timer lateness (its duration beyond the intended one, pauses aside), read
 /// from `DIR/events.csv`, as empirical distributions.
 #[derive(Debug, Clone)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// Round trips.
     pub rtt: crate::dist::Dist,
     /// How many.
@@ -468,7 +468,7 @@ pub struct Measured {
 }
 
 /// Reads [`Measured`] from a real run's directory.
-pub fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
+pub(crate) fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
     use crate::record::{CRASHED, UNLOCKED};
     let path = dir.join("events.csv");
     if !path.is_file() {

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime};
 use tokio::sync::watch;
 
 /// The length of each part of a simulated run in parts, µs.
-pub fn part_len_us(part_plan: &Plan) -> u64 {
+pub(crate) fn part_len_us(part_plan: &Plan) -> u64 {
     part_plan.run_time().unwrap_or_default().as_micros() as u64
 }
 
@@ -27,7 +27,7 @@ pub fn part_len_us(part_plan: &Plan) -> u64 {
 /// K part lengths in) and are appended to the run's after part 0's; its histograms and counts
 /// are added to part 0's. Nothing crosses between parts: each starts from an empty server, as
 /// the whole run does.
-pub struct SimPart<C> {
+pub(crate) struct SimPart<C> {
     plan: Plan,
     conns: Vec<C>,
     ctx: Arc<WorkerCtx>,
@@ -44,7 +44,7 @@ impl<C: LockConn> SimPart<C> {
     /// store; its interval logs go under `run_dir` (the variant `name`'s, started at `base`,
     /// `offset` into the run), its worker context from `new_ctx(recorder, seed)`.
     #[allow(clippy::too_many_arguments)]
-    pub async fn new<K: Connector<Conn = C>>(
+    pub(crate) async fn new<K: Connector<Conn = C>>(
         connector: &K,
         whole: &Plan,
         parts: usize,
@@ -90,7 +90,7 @@ impl<C: LockConn> SimPart<C> {
 
     /// Simulates the part to its end (Ctrl-C stops it as it stops part 0, and so does another
     /// part's failure: `failed`).
-    pub fn run(
+    pub(crate) fn run(
         &mut self,
         interval_us: u64,
         signals: watch::Receiver<u32>,
@@ -114,13 +114,13 @@ impl<C: LockConn> SimPart<C> {
 
     /// Its histograms and counts; its interval logs appended to those in `dir` (after what is
     /// there: part 0's, and the parts before it).
-    pub fn finish(
+    pub(crate) fn finish(
         mut self,
         dir: &std::path::Path,
     ) -> anyhow::Result<(crate::record::HistSet, crate::analysis::summary::Measured)> {
         let collector = self.collector.take().context("part already finished")?;
         let hists = collector.finish_at(Duration::from_micros(self.recorder.now_us()))?;
-        for m in crate::engine::recorder::Metric::ALL {
+        for m in crate::record::Metric::ALL {
             let name = format!("{}.hlog", m.file_stem());
             let part = self.dir.join(&name);
             let text = std::fs::read_to_string(&part)
@@ -148,13 +148,13 @@ impl<C: LockConn> SimPart<C> {
 
 impl<C> SimPart<C> {
     /// The part's virtual clock, µs since its own time zero.
-    pub fn now_us(&self) -> u64 {
+    pub(crate) fn now_us(&self) -> u64 {
         self.clock.load(Relaxed)
     }
 
     /// Ends the blocked time of its keys left blocked by a crashed holder (see
     /// [`Recorder::censor_crashes`]).
-    pub fn censor_crashes(&self) -> u64 {
+    pub(crate) fn censor_crashes(&self) -> u64 {
         self.recorder.censor_crashes()
     }
 }

@@ -5,9 +5,10 @@
 
 use super::Connector;
 use super::Timeouts;
-use super::redis::{Link, RedisConn, Scripts, classify, connect_hint, redact_url};
+use super::redis::{Link, RedisConn, Scripts, classify, connect_hint};
 use crate::model::cluster::Shard;
 use crate::model::error::CmdResult;
+use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;
 use redis::ConnectionAddr;
@@ -18,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 /// Number of hash slots of a Redis Cluster.
-pub const SLOTS: u16 = 16384;
+pub(crate) const SLOTS: u16 = 16384;
 
 /// Where and how to connect to a cluster (any of its nodes is a seed).
 #[derive(Clone)]
@@ -142,7 +143,7 @@ impl Link for ClusterConnection {
 }
 
 /// Whether the server at `url` runs in cluster mode (`INFO cluster`: `cluster_enabled:1`).
-pub async fn is_cluster(connector: &super::redis::RedisConnector) -> anyhow::Result<bool> {
+pub(crate) async fn is_cluster(connector: &super::redis::RedisConnector) -> anyhow::Result<bool> {
     let mut conn = connector.connect().await?;
     let info: CmdResult<String> = conn.query(redis::cmd("INFO").arg("cluster")).await;
     let info = info.map_err(|e| anyhow::anyhow!("INFO cluster failed: {e}"))?;
@@ -151,7 +152,7 @@ pub async fn is_cluster(connector: &super::redis::RedisConnector) -> anyhow::Res
 
 /// Shards from a `CLUSTER SLOTS` reply: `[[start, end, [host, port, id], replica…]…]`, ranges
 /// of one master gathered.
-pub fn parse_cluster_slots(v: &redis::Value) -> anyhow::Result<Vec<Shard>> {
+pub(crate) fn parse_cluster_slots(v: &redis::Value) -> anyhow::Result<Vec<Shard>> {
     use redis::Value;
     let bad = || anyhow::anyhow!("unexpected CLUSTER SLOTS reply: {v:?}");
     let int = |v: &Value| match v {
@@ -209,7 +210,7 @@ pub fn parse_cluster_slots(v: &redis::Value) -> anyhow::Result<Vec<Shard>> {
 /// The hash slot of `key`, as Redis computes it: CRC16 (XMODEM) of the hash tag — the part
 /// between the first `{` and the next `}`, when that is not empty — or else of the whole key,
 /// modulo 16384.
-pub fn key_slot(key: &[u8]) -> u16 {
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
     let tagged = key.iter().position(|&c| c == b'{').and_then(|open| {
         let rest = &key[open + 1..];
         let close = rest.iter().position(|&c| c == b'}')?;
@@ -235,7 +236,7 @@ fn crc16(data: &[u8]) -> u16 {
 }
 
 /// How long a cluster may take to settle (all slots served, every node agreeing).
-pub const SETTLE: Duration = Duration::from_secs(30);
+pub(crate) const SETTLE: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

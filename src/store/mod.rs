@@ -1,7 +1,7 @@
 //! The handful of commands lockbench sends, behind one small trait, so the same worker loop and
 //! the same demo drive a real Redis ([`redis`]) and the in-process model ([`memory`]).
 
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod memory;
 pub mod pipe;
 pub mod redis;

@@ -8,7 +8,7 @@ use super::{
 };
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
-pub use crate::target::redact_url;
+use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};

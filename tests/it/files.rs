@@ -4,8 +4,9 @@
 use crate::common;
 
 use lockbench::engine::collector::Collector;
-use lockbench::engine::recorder::{EventRow, HistSet, Metric, Recorder};
+use lockbench::engine::recorder::Recorder;
 use lockbench::model::release::ReleaseMethod::Token;
+use lockbench::record::{EventRow, HistSet, Metric};
 use lockbench::results::{self, EventsWriter};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -91,7 +91,7 @@ async fn same_seed_same_intended_durations_and_compare_is_paired() {
     let d2 = tempfile::tempdir().unwrap();
     let _ = run_memory(&p, &[Del, Token], d1.path()).await;
     let _ = run_memory(&p, &[Token], d2.path()).await;
-    let seqs = |rows: &[lockbench::engine::recorder::EventRow], variant: &str| {
+    let seqs = |rows: &[lockbench::record::EventRow], variant: &str| {
         let mut m: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
         for r in rows.iter().filter(|r| *r.variant == *variant) {
             m.entry(r.worker).or_default().push((r.seq, r.intended_us));

@@ -7,10 +7,11 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
 use lockbench::dist::Dist;
-use lockbench::engine::recorder::EventRow;
+use lockbench::inputs::Unit;
 use lockbench::recommend::{
-    InputKind, LoadOptions, Params, Samples, Unit, expected_blocked_ms, load_durations, recommend,
+    InputKind, LoadOptions, Params, Samples, expected_blocked_ms, load_durations, recommend,
 };
+use lockbench::record::EventRow;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -261,7 +262,7 @@ fn reads_plain_csv_with_column_and_unit() {
 #[test]
 fn reads_hgrm_written_by_lockbench() {
     let d = Dist::parse("lognormal(median=20ms,p99=120ms)").unwrap();
-    let mut h = lockbench::engine::recorder::new_hist();
+    let mut h = lockbench::record::new_hist();
     for ms in draw(&d, 3, 50_000) {
         h.record((ms * 1000.0) as u64).unwrap();
     }

@@ -8,7 +8,7 @@
 use crate::common;
 
 use lockbench::analysis::summary::Quantiles;
-use lockbench::engine::recorder::{EventRow, new_hist};
+use lockbench::record::{EventRow, new_hist};
 use lockbench::report::{self, ReportError, data, load};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -102,7 +102,7 @@ pub fn sync_conn(server: &SpawnedRedis) -> redis::Connection {
 }
 
 /// Reads events.csv as rows of (header → value).
-pub fn events(dir: &Path) -> Vec<lockbench::engine::recorder::EventRow> {
+pub fn events(dir: &Path) -> Vec<lockbench::record::EventRow> {
     let mut r = csv::Reader::from_path(dir.join("events.csv")).unwrap();
     r.deserialize().map(|x| x.unwrap()).collect()
 }
