@@ -280,14 +280,14 @@ pub(crate) fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()>
 
 /// The numbers `sweep.png` plots: per method, each figure against the TTL in real
 /// (unscaled) milliseconds. Cells that failed are left out.
-pub(crate) fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::SweepSeries> {
-    let mut out: Vec<crate::report::charts::SweepSeries> = Vec::new();
+pub(crate) fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::sweep::SweepSeries> {
+    let mut out: Vec<crate::report::charts::sweep::SweepSeries> = Vec::new();
     for r in rows {
         let Some(s) = &r.summary else { continue };
         let i = match out.iter().position(|x| x.method == r.release.name()) {
             Some(i) => i,
             None => {
-                out.push(crate::report::charts::SweepSeries {
+                out.push(crate::report::charts::sweep::SweepSeries {
                     method: r.release.name(),
                     overrun_fraction: Vec::new(),
                     overlap_s_per_hour: Vec::new(),
@@ -399,7 +399,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     backend.close().await;
     let rows = rows?;
     crate::results::write_file(&dir.join("sweep.csv"), |w| write_csv(w, &rows))?;
-    crate::report::charts::sweep(&dir.join("sweep.png"), &chart_series(&rows), "real units")?;
+    crate::report::charts::sweep::draw(&dir.join("sweep.png"), &chart_series(&rows), "real units")?;
     if !a.workload.quiet {
         println!();
         print_header(std::io::stdout(), first.has_crashes())?;

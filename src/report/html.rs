@@ -101,9 +101,9 @@ const AFTER: &[Row] = &[
         |s| match &s.analytic {
             Some(a) => format!(
                 "{} in [{}, {}]{}",
-                super::data::fmt_pct(a.p_expected),
-                super::data::fmt_pct(a.ci99_low),
-                super::data::fmt_pct(a.ci99_high),
+                super::charts::fmt_pct(a.p_expected),
+                super::charts::fmt_pct(a.ci99_low),
+                super::charts::fmt_pct(a.ci99_high),
                 if a.agrees { "" } else { " MISMATCH" }
             ),
             None => "n/a".to_string(),

@@ -11,7 +11,8 @@ use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::data::{SectionSpan, WindowPicker};
+use super::charts::timeline::SectionSpan;
+use super::charts::timeline::window::WindowPicker;
 
 /// Files every run directory has; without them there is nothing to report.
 pub const REQUIRED: [&str; 3] = ["manifest.json", "summary.json", "events.csv"];

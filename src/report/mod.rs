@@ -25,12 +25,11 @@
 //! a mismatch). The report drawn at the end of a run ([`render_after_run`]) skips it and its
 //! page says so.
 //!
-//! Layout: [`data`] (the numbers each chart plots, pure), [`load`] (reading the directory),
-//! [`verify`] (summary vs events), [`charts`] (drawing), [`html`] (the page), [`palette`] (one
-//! colour per release method).
+//! Layout: [`charts`] (one module per chart: the numbers it plots, pure, and its drawing),
+//! [`load`] (reading the directory), [`verify`] (summary vs events), [`html`] (the page),
+//! [`palette`] (one colour per release method).
 
 pub mod charts;
-pub mod data;
 pub(crate) mod html;
 pub mod load;
 pub(crate) mod palette;
@@ -42,10 +41,14 @@ pub use palette::method_colour;
 pub use verify::Mismatch;
 
 use crate::results::SummaryFile;
-use data::{
-    ComparePanel, DamageGroup, DurationChart, PercentileCurve, SurvivalCurve, TIMELINE_ROWS,
-    Timeline, VariantDurations, WindowPicker,
-};
+use charts::acquire_latency::PercentileCurve;
+use charts::compare::ComparePanel;
+use charts::damage::DamageGroup;
+use charts::durations::{DurationChart, VariantDurations};
+use charts::survival::SurvivalCurve;
+use charts::timeline::window::WindowPicker;
+use charts::timeline::{TIMELINE_ROWS, Timeline};
+use charts::{acquire_latency, compare, damage, durations, survival, timeline};
 use load::{EventScan, RunFiles, VariantEvents};
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
@@ -175,11 +178,11 @@ fn timeline_of(
     pause_before_write: bool,
 ) -> anyhow::Result<Timeline> {
     let empty = |variant: &str| {
-        data::timeline(
+        timeline::timeline(
             variant,
             0,
             ttl_us,
-            data::Focus::Empty,
+            timeline::Focus::Empty,
             Vec::new(),
             &[],
             pause_before_write,
@@ -213,8 +216,8 @@ fn timeline_of(
         .iter()
         .map(|s| (s.acquired_us, s.released_us))
         .collect();
-    let stretches = data::overlap_stretches(&shown);
-    Ok(data::timeline(
+    let stretches = timeline::overlap_stretches(&shown);
+    Ok(timeline::timeline(
         &v.name,
         key,
         ttl_us,
@@ -258,7 +261,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         .unwrap_or_else(|| run.ttl_us());
     let mut files = Vec::new();
 
-    let durations = data::duration_chart(
+    let durations = durations::duration_chart(
         &variants
             .iter()
             .map(|v| VariantDurations {
@@ -270,15 +273,15 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         ttl_us,
     );
     let p = dir.join(DURATIONS_PNG);
-    charts::durations(&p, &durations)?;
+    durations::draw(&p, &durations)?;
     files.push(p);
 
     let survival: Vec<SurvivalCurve> = variants
         .iter()
-        .map(|v| data::survival(&v.name, &v.durations, v.counts.overruns))
+        .map(|v| survival::survival(&v.name, &v.durations, v.counts.overruns))
         .collect();
     let p = dir.join(SURVIVAL_PNG);
-    charts::survival(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
+    survival::draw(&p, &survival, ttl_us, durations.log_x, durations.range_us)?;
     files.push(p);
 
     let target = busiest(&run.summary, &variants).filter(|_| with_events);
@@ -315,27 +318,27 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     }
     if with_events {
         let p = dir.join(TIMELINE_PNG);
-        charts::timeline(&p, &timeline)?;
+        timeline::draw(&p, &timeline)?;
         files.push(p);
     }
 
     let (acquire_latency, acquire_source) = acquire_curves(dir, &variants);
     let p = dir.join(ACQUIRE_PNG);
-    charts::acquire_latency(&p, &acquire_latency)?;
+    acquire_latency::draw(&p, &acquire_latency)?;
     files.push(p);
 
     let summaries = &run.summary.variants;
-    let compare = (summaries.len() > 1).then(|| data::compare_panels(summaries));
+    let compare = (summaries.len() > 1).then(|| compare::compare_panels(summaries));
     if let Some(panels) = &compare {
         let p = dir.join(COMPARE_PNG);
-        charts::compare(&p, panels)?;
+        compare::draw(&p, panels)?;
         files.push(p);
     }
 
-    let damage = data::damage_chart(summaries);
+    let damage = damage::damage_chart(summaries);
     if let Some(groups) = &damage {
         let p = dir.join(DAMAGE_PNG);
-        charts::damage(&p, groups)?;
+        damage::draw(&p, groups)?;
         files.push(p);
     }
 
@@ -375,7 +378,7 @@ fn acquire_curves(dir: &Path, variants: &[&VariantEvents]) -> (Vec<PercentileCur
             .map(|v| {
                 tags.iter()
                     .find(|(t, _)| *t == v.name)
-                    .map(|(_, h)| data::percentile_curve(&v.name, h))
+                    .map(|(_, h)| acquire_latency::percentile_curve(&v.name, h))
             })
             .collect();
         if let Some(c) = curves {
@@ -385,7 +388,7 @@ fn acquire_curves(dir: &Path, variants: &[&VariantEvents]) -> (Vec<PercentileCur
     (
         variants
             .iter()
-            .map(|v| data::percentile_curve(&v.name, &v.acquire))
+            .map(|v| acquire_latency::percentile_curve(&v.name, &v.acquire))
             .collect(),
         "events.csv".to_string(),
     )

@@ -10,7 +10,7 @@ pub mod spawn;
 pub mod spawn_cluster;
 
 use crate::model::cluster::Shard;
-use crate::model::error::{CmdError, CmdResult};
+use crate::model::error::CmdResult;
 use crate::model::release::{self, ExtendCommand};
 use std::future::Future;
 use std::time::Duration;

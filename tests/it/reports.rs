@@ -9,7 +9,8 @@ use crate::common;
 
 use lockbench::analysis::summary::Quantiles;
 use lockbench::record::{EventRow, new_hist};
-use lockbench::report::{self, ReportError, data, load};
+use lockbench::report::charts::{durations, timeline};
+use lockbench::report::{self, ReportError, load};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -106,7 +107,7 @@ fn charts_decode_with_expected_size_and_are_not_blank() {
     let r = report::render(&dir).unwrap();
     assert_eq!(r.durations.panels.len(), 2);
     for (name, size) in [
-        ("durations.png", report::charts::durations_size(2)),
+        ("durations.png", durations::durations_size(2)),
         ("survival.png", (1000, 600)),
         ("timeline.png", (1000, 600)),
         ("acquire-latency.png", (1000, 600)),
@@ -484,7 +485,7 @@ fn golden_numbers(dir: &Path) {
         "{:?}",
         p.marks
     );
-    let width = (p.marks.max_us + 1).div_ceil(data::DURATION_BINS as u64) as f64;
+    let width = (p.marks.max_us + 1).div_ceil(durations::DURATION_BINS as u64) as f64;
     assert_eq!(p.bins[1].lo_us, width);
     let count_at = |us: f64| {
         p.bins
@@ -509,7 +510,7 @@ fn golden_numbers(dir: &Path) {
 
     // Timeline: around the first overlap at 110 ms, red where two holders were open.
     let t = &r.timeline;
-    assert_eq!(t.focus, data::Focus::FirstOverlap(110_000));
+    assert_eq!(t.focus, timeline::Focus::FirstOverlap(110_000));
     assert_eq!((t.variant.as_str(), t.key), ("del", 0));
     let rows: Vec<(usize, u64, u64, u64)> = t
         .rows
@@ -531,7 +532,7 @@ fn golden_numbers(dir: &Path) {
     assert_eq!(red[1], &vec![(110_000, 148_000), (160_000, 186_000)]);
     assert_eq!(red[2], &vec![(160_000, 186_000)]);
     assert!(red[3].is_empty() && red[4].is_empty());
-    assert_eq!(t.rows[0].mark, Some(data::ReleaseMark::WrongfulDelete));
+    assert_eq!(t.rows[0].mark, Some(timeline::ReleaseMark::WrongfulDelete));
     assert_eq!(t.rows[1].mark, None);
 
     // No interval log here: acquire latency comes from the events.
@@ -551,7 +552,7 @@ fn timeline_without_overlap_shows_the_longest_section() {
     ];
     write_fixture(&dir, &rows);
     let r = report::render_and_verify(&dir).unwrap();
-    assert_eq!(r.timeline.focus, data::Focus::Longest(0));
+    assert_eq!(r.timeline.focus, timeline::Focus::Longest(0));
     assert_eq!(r.timeline.rows.len(), 3);
     assert!(r.timeline.rows.iter().all(|r| r.red.is_empty()));
     // The fixture's summary claims overlap that these events do not have.
@@ -570,7 +571,7 @@ fn empty_run_renders() {
     let dir = scratch("empty");
     write_fixture(&dir, &[]);
     let r = report::render_and_verify(&dir).unwrap();
-    assert_eq!(r.timeline.focus, data::Focus::Empty);
+    assert_eq!(r.timeline.focus, timeline::Focus::Empty);
     assert_eq!(r.durations.panels.len(), 0);
     for f in [
         "durations.png",
@@ -594,7 +595,7 @@ fn timeline_centres_on_the_summary_first_overlap() {
     write_fixture(&dir, &story());
     set_first_overlap(&dir, 160.0);
     let r = report::render(&dir).unwrap();
-    assert_eq!(r.timeline.focus, data::Focus::FirstOverlap(160_000));
+    assert_eq!(r.timeline.focus, timeline::Focus::FirstOverlap(160_000));
     let starts: Vec<u64> = r.timeline.rows.iter().map(|r| r.acquired_us).collect();
     assert_eq!(starts, [0, 110_000, 160_000, 250_000, 270_000]);
     let m = report::verify(&dir).unwrap();
@@ -637,12 +638,12 @@ fn real_run_window_matches_sorting_every_section() {
     let t = stats
         .first_overlap_us
         .expect("a del run on one key overlaps");
-    assert_eq!(r.timeline.focus, data::Focus::FirstOverlap(t));
+    assert_eq!(r.timeline.focus, timeline::Focus::FirstOverlap(t));
     let mut sorted = iv.clone();
     sorted.sort_unstable();
     let open = sorted.iter().position(|&(s, e)| s <= t && t < e).unwrap();
     let first = open.saturating_sub(3);
-    let last = (first + data::TIMELINE_ROWS).min(sorted.len());
+    let last = (first + timeline::TIMELINE_ROWS).min(sorted.len());
     let expected: Vec<(u64, u64)> = sorted[first..last].to_vec();
     let shown: Vec<(u64, u64)> = r
         .timeline

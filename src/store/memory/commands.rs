@@ -119,7 +119,7 @@ impl<N: Net> LockConn for MemoryStore<N> {
 
     async fn delex(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         if !self.delex {
-            return Err(crate::store::CmdError {
+            return Err(crate::model::error::CmdError {
                 kind: crate::model::error::ErrorKind::Server,
                 detail: "ERR unknown command 'delex' (model configured without DELEX)".into(),
             });
