@@ -1,10 +1,9 @@
 //! The end of a run: exactly the keys it could have written are removed, the locks among
 //! them counted, and whatever may remain is listed.
 
-use crate::model::error::ErrorKind;
 use crate::runner::RunOptions;
 use crate::signals::{Request, request_of};
-use crate::store::LockConn;
+use crate::store::{LockConn, again_after_reconnect};
 use std::path::Path;
 use tokio::sync::watch;
 
@@ -24,20 +23,14 @@ pub(crate) async fn remove_keys<C: LockConn>(
             leftover.extend_from_slice(chunk);
             break;
         }
-        // Twice: an idle connection finds out only now that the server restarted, and the
-        // second try goes through the reconnection the first one started.
         let delete = async {
-            for _ in 0..2 {
-                match conn.del_many(chunk).await {
-                    Ok(n) => {
-                        removed += n.max(0) as u64;
-                        return true;
-                    }
-                    Err(e) if e.kind == ErrorKind::Connection => continue,
-                    Err(_) => return false,
+            match again_after_reconnect!(conn.del_many(chunk)) {
+                Ok(n) => {
+                    removed += n.max(0) as u64;
+                    true
                 }
+                Err(_) => false,
             }
-            false
         };
         let deleted = tokio::select! {
             ok = delete => ok,

@@ -15,13 +15,12 @@ use crate::engine::collector::Collector;
 use crate::engine::context::{Extend, Pause, Resource, WorkerCtx};
 use crate::engine::keys::KeyNames;
 use crate::engine::recorder::Recorder;
-use crate::model::error::ErrorKind;
 use crate::model::variant::Variant;
 use crate::profile::{ConnectionMode, Plan, Stop};
 use crate::record::HistSet;
 use crate::signals::{Request, request_of};
 use crate::sim::part::SimPart;
-use crate::store::{Connector, LockConn};
+use crate::store::{Connector, LockConn, again_after_reconnect};
 use anyhow::{Context, bail};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -332,15 +331,7 @@ async fn resource_final<C: LockConn>(
         if request_of(*env.signals.borrow()) == Request::Abandon {
             return NOT_RECORDED;
         }
-        // Twice, as in the cleanup: an idle connection learns of a restart only now.
-        let mut read = conn.resource_value(&r.res_keys[k]).await;
-        if read
-            .as_ref()
-            .is_err_and(|e| e.kind == ErrorKind::Connection)
-        {
-            read = conn.resource_value(&r.res_keys[k]).await;
-        }
-        match read {
+        match again_after_reconnect!(conn.resource_value(&r.res_keys[k])) {
             Ok(v) => total += v,
             Err(e) => {
                 eprintln!(
@@ -368,11 +359,7 @@ async fn stuck_locks<C: LockConn>(
             break;
         }
         let key = &ctx.key_names.name(k);
-        let mut ttl = conn.pttl(key).await;
-        if ttl.as_ref().is_err_and(|e| e.kind == ErrorKind::Connection) {
-            ttl = conn.pttl(key).await;
-        }
-        match ttl {
+        match again_after_reconnect!(conn.pttl(key)) {
             Ok(-1) => stuck += 1,
             Ok(_) => {}
             Err(e) => {

@@ -33,6 +33,21 @@ impl Default for Timeouts {
     }
 }
 
+/// Sends a command (an expression of a future), and once more if the first try met a
+/// connection error: an idle connection (the cleanup's, a read-back's) finds out only then that
+/// the server restarted, and the second try goes through the reconnection the first one
+/// started. Any other error is final. A macro: the command borrows the connection, which a
+/// closure called twice could not hand out in a `Send` future.
+macro_rules! again_after_reconnect {
+    ($command:expr) => {
+        match $command.await {
+            Err(e) if e.kind == $crate::model::error::ErrorKind::Connection => $command.await,
+            other => other,
+        }
+    };
+}
+pub(crate) use again_after_reconnect;
+
 /// One client's view of the lock store. Cheap to clone: a clone of a multiplexed Redis
 /// connection shares the socket (the "shared" connection mode).
 pub trait LockConn: Clone + Send + Sync + 'static {
