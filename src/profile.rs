@@ -36,132 +36,260 @@ pub const MIN_TIME_SCALE: f64 = 1e-6;
 /// Largest accepted `time_scale` (a million times slower than real).
 pub const MAX_TIME_SCALE: f64 = 1e6;
 
+/// Declares [`Profile`] once: each field with its doc (the TOML key's and the flag's help, and
+/// the book's reference pages), its serde and clap attributes — and from the same list the
+/// code that must visit every field (`is_set`, `overlay`), so none can be missed.
+macro_rules! declare_profile {
+    (
+        $(#[$meta:meta])*
+        pub struct Profile { $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty, )* }
+    ) => {
+        $(#[$meta])*
+        pub struct Profile { $( $(#[$field_meta])* pub $field: $ty, )* }
+
+        impl Profile {
+            fn field_is_set(&self, field: &str) -> bool {
+                match field {
+                    $( stringify!($field) => self.$field.is_some(), )*
+                    _ => false,
+                }
+            }
+
+            fn take_fields_set_in(&mut self, over: Profile) {
+                $( if over.$field.is_some() { self.$field = over.$field; } )*
+            }
+        }
+    };
+}
+
+declare_profile! {
 /// A profile as written (every field optional; flags fill or override them).
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
     /// Free-text name shown in reports.
+    #[arg(skip)]
     pub name: Option<String>,
     /// What the profile models and how it is scaled.
+    #[arg(skip)]
     pub description: Option<String>,
-    /// Number of concurrent workers (clients).
+    /// Concurrent workers (clients) [default 10].
+    #[arg(long)]
     pub workers: Option<usize>,
-    /// Number of lock keys.
+    /// Lock keys the workers contend for [default 1].
+    #[arg(long)]
     pub keys: Option<usize>,
-    /// Fraction of attempts that go to key 0 (the hot key); the rest are uniform over all keys.
+    /// Fraction (0–1) of attempts aimed at key 0, the hot key; the rest pick uniformly
+    /// [default: none, uniform].
+    #[arg(long, allow_negative_numbers = true)]
     pub hot_key: Option<f64>,
-    /// Lock TTL (`PX`), with unit.
+    /// Lock TTL sent as PX, whole milliseconds, with unit, e.g. 100ms, 30s
+    /// [default 100ms].
+    #[arg(long)]
     pub ttl: Option<String>,
-    /// Run length by time, with unit.
+    /// Run length by time, with unit, e.g. 10s [default 5s].
+    #[arg(long, conflicts_with = "sections")]
     pub duration: Option<String>,
-    /// Run length by number of sections.
+    /// Run length by number of sections begun.
+    #[arg(long)]
     pub sections: Option<u64>,
-    /// Critical-section duration distribution.
+    /// Critical-section duration distribution, e.g. 'constant(2ms)', 'uniform(70ms,110ms)',
+    /// 'exponential(mean=30ms)', 'lognormal(median=20ms,p99=120ms)',
+    /// 'mixture(0.99*constant(5ms),0.01*uniform(1s,3s))', 'empirical(file=d.csv,column=durationMs)'
+    /// [default constant(10ms)].
+    #[arg(long)]
     pub dist: Option<String>,
-    /// Think time between a release and the next attempt (a distribution).
+    /// Think time between a release and the next attempt, a distribution
+    /// [default constant(0ms)].
+    #[arg(long)]
     pub think: Option<String>,
-    /// Closed loop: the workers' first attempts spread evenly over this time from the start —
-    /// worker i of N at i/N of it — instead of all at once (absent: all at once). Part of the
-    /// run's length; not scaled by `time_scale`.
+    /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first
+    /// attempt at i/N of it (a closed loop; counts in the duration) [default
+    /// all at once].
+    #[arg(long)]
     pub ramp_up: Option<String>,
-    /// `fail-fast` or `retry`.
+    /// What a worker does when the lock is busy: fail-fast (count a rejection) or retry
+    /// (exponential backoff with full jitter, see the profile's [retry] table)
+    /// [default fail-fast].
+    #[arg(long)]
     pub busy: Option<String>,
     /// Retry settings when `busy = "retry"`.
+    #[arg(skip)]
     pub retry: Option<RetryProfile>,
     /// CI gates (`[thresholds]`).
+    #[arg(skip)]
     pub thresholds: Option<ThresholdsProfile>,
     /// Release method for `run`.
+    #[arg(skip)]
     pub release: Option<String>,
     /// Release methods for `compare`.
+    #[arg(skip)]
     pub releases: Option<Vec<String>>,
-    /// `per-worker` or `shared`.
+    /// Connection mode: per-worker (independent clients, a socket each) or shared (one
+    /// multiplexed socket, like one service process) [default per-worker].
+    #[arg(long)]
     pub connection: Option<String>,
-    /// Seed of every random choice.
+    /// Seed of every random choice; the same seed gives the same intended durations
+    /// [default 1].
+    #[arg(long)]
     pub seed: Option<u64>,
-    /// `auto`, `spawn`, `url` or `memory`.
+    /// auto (spawn if redis-server is installed, else memory), spawn, url, memory, sim (the
+    /// memory model on a virtual clock: a discrete-event simulation), or spawn-cluster (a
+    /// private Redis Cluster) [default auto].
+    #[arg(long)]
     pub backend: Option<String>,
-    /// Redis URL for the `url` backend (serialised redacted, like [`Plan::redis`]).
+    /// Redis URL (redis://, rediss://, unix://; user/password allowed, never printed). Implies
+    /// --backend url.
     #[serde(serialize_with = "ser_redacted")]
+    #[arg(long)]
     pub redis: Option<String>,
-    /// Simulated round trip of the memory backend.
+    /// Simulated round trip of the memory backend, with unit [default 0ms].
+    #[arg(long)]
     pub memory_rtt: Option<String>,
-    /// Round trip of a command in a simulated run (`backend = "sim"`): a distribution.
+    /// Round trip of each command in a simulated run (--backend sim), a distribution, e.g.
+    /// `constant(0.2ms)` or `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`
+    /// [default lognormal(median=0.1ms,p99=0.4ms)].
+    #[arg(long)]
     pub sim_rtt: Option<String>,
-    /// The simulated server's time per command.
+    /// The simulated server's time per command, with unit; commands queue behind each other
+    /// [default 0.005ms].
+    #[arg(long)]
     pub sim_service: Option<String>,
-    /// How late a simulated timer fires: a distribution.
+    /// How late each timer fires in a simulated run, a distribution: a real runtime's timer
+    /// is late by about its tick (tokio: ~1 ms) [default constant(0ms)].
+    #[arg(long)]
     pub sim_timer: Option<String>,
-    /// A real run's directory whose measured round trips and timer lateness the simulation
-    /// uses (in place of `sim_rtt` and `sim_timer`; `sim_service` then defaults to 0).
+    /// A real run's directory: simulate with the round trips and timer lateness it measured
+    /// (from its events.csv; --sim-rtt or --sim-timer, when given, win), to check the
+    /// simulation against it or extend it.
+    #[arg(long)]
     pub sim_from: Option<String>,
-    /// A simulated run cut into this many consecutive parts of equal length, simulated at once
-    /// on as many threads (each from an empty server, as the run starts); default 1.
+    /// Cut a simulated run into N consecutive parts of equal length and simulate them at once,
+    /// one thread each (each starts from an empty server, as the run does)
+    /// [default 1].
+    #[arg(long, value_name = "N")]
     pub sim_parallel: Option<usize>,
-    /// Time allowed for one reply before it counts as a timeout error.
+    /// Time allowed for one Redis reply before it counts as a timeout error, with unit
+    /// [default 10s].
+    #[arg(long)]
     pub command_timeout: Option<String>,
     /// Time allowed to open a connection.
+    #[arg(skip)]
     pub connect_timeout: Option<String>,
-    /// A run gives up when no command has succeeded for this long while commands fail.
+    /// End the run when commands have been failing, with none succeeding, for this long (the
+    /// server is down, out of memory, or refusing the user); the run then exits with 1
+    /// [default 10s].
+    #[arg(long)]
     pub give_up_after: Option<String>,
-    /// Sections read-modify-write a protected resource (one per lock key).
+    /// Sections read-modify-write a protected resource (one per lock key, in the same store),
+    /// counting accepted, fenced and unsafe writes and lost updates
+    /// [default off; on when a variant fences].
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub resource: Option<bool>,
-    /// Fencing of variants that do not name one: `off`, `write` or `read-write` (implies
-    /// `resource`).
+    /// Fencing of variants that do not name one: off, write or read-write
+    /// [default off].
+    #[arg(long)]
     pub fencing: Option<String>,
-    /// Lease extension of every variant: `off`, an interval (`10ms`) or `ttl/N`; a variant
-    /// written `METHOD+extend` extends every `ttl/3` when this is `off`.
+    /// Lease extension of every variant: off, an interval (10ms) or ttl/N; `METHOD+extend`
+    /// variants extend every ttl/3 when this is off [default off].
+    #[arg(long)]
     pub extend: Option<String>,
-    /// The extension command: `script` (compare-and-PEXPIRE) or `set-ifeq` (`SET … IFEQ`,
-    /// Valkey ≥ 8.1 / Redis ≥ 8.4).
+    /// The extension command: script (compare-and-PEXPIRE) or set-ifeq (SET … IFEQ, Valkey
+    /// ≥ 8.1 / Redis ≥ 8.4) [default script].
+    #[arg(long)]
     pub extend_with: Option<String>,
-    /// What a holder does when an extension finds its lock gone: `continue` or `abort`.
+    /// When an extension finds the lock gone: continue (write anyway) or abort (skip the
+    /// write) [default continue].
+    #[arg(long)]
     pub on_lost: Option<String>,
-    /// What a request does when Redis does not answer (connection or timeout error):
-    /// `fail-closed` (refused) or `fail-open` (the section runs without a lock).
+    /// When Redis does not answer (connection or timeout error): fail-closed (refuse the
+    /// request) or fail-open (run the section without a lock)
+    /// [default fail-closed].
+    #[arg(long)]
     pub on_unavailable: Option<String>,
-    /// Stop-the-world pauses of a holder (section and watchdog), a distribution.
+    /// Stop-the-world pauses of holders, a distribution, e.g.
+    /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))' [default none].
+    #[arg(long)]
     pub pause: Option<String>,
-    /// Where a pause strikes: `random` (anywhere in the section) or `before-write`.
+    /// Where a pause strikes: random or before-write [default random].
+    #[arg(long)]
     pub pause_at: Option<String>,
-    /// Multiplies every duration of the workload (TTL, distribution, think time, retry
-    /// backoff) — not the run length — so a 30 s-TTL world can be measured in seconds.
+    /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the
+    /// run length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show
+    /// scaled and original units [default 1].
+    #[arg(long, allow_negative_numbers = true)]
     pub time_scale: Option<f64>,
     /// The fault schedule (`[[fault]]` entries).
+    #[arg(skip)]
     pub fault: Option<Vec<FaultProfile>>,
-    /// How a lock is taken: `set-nx-px` (one command) or `setnx-expire` (two: the article's
-    /// anti-pattern).
+    /// How a lock is taken: set-nx-px (one command) or setnx-expire (SETNX then PEXPIRE, the
+    /// anti-pattern) [default set-nx-px].
+    #[arg(long)]
     pub acquire: Option<String>,
-    /// Probability that a holder dies right after acquiring (between `SETNX` and `EXPIRE`
-    /// with `setnx-expire`).
+    /// Probability that a holder dies right after acquiring (between SETNX and PEXPIRE with
+    /// setnx-expire), leaving its lock unreleased [default 0].
+    #[arg(long, allow_negative_numbers = true)]
     pub crash_between: Option<f64>,
-    /// The server binary (or binaries, for a `compare` across servers) the spawn backend
-    /// starts, e.g. `valkey-server` [default: `redis-server` on PATH].
-    pub redis_server: Option<OneOrMany>,
-    /// The open arrival model: `constant(1000/s)`, `poisson(1000/s)` or `ramp(FROM, TO)`
-    /// (absent: a closed loop of workers).
+    /// The server binary a private server is started from, e.g. .servers/…/valkey-server
+    /// [default redis-server on PATH]. compare takes it more than once:
+    /// every variant runs on every server, side by side.
+    #[serde(default, deserialize_with = "one_or_many")]
+    #[arg(long = "redis-server")]
+    pub redis_server: Option<Vec<String>>,
+    /// The open arrival model: requests arrive at a rate whether or not earlier ones are done,
+    /// each taking the lock once (fail-fast) or by the busy policy: constant(1000/s),
+    /// poisson(1000/s) or ramp(100/s, 1000/s) over the run's duration. Latency is measured
+    /// from each request's intended arrival [default: a closed loop of
+    /// workers].
+    #[arg(long)]
     pub arrivals: Option<String>,
-    /// With `arrivals`: requests in flight at most (default: `workers`).
+    /// With --arrivals: requests in flight at most (each its own client)
+    /// [default: --workers].
+    #[arg(long)]
     pub max_in_flight: Option<usize>,
-    /// How a section waits for its end: `tokio` or `precise`.
+    /// How a section waits for its end: tokio (its millisecond timer: ~1 ms late, cheap) or
+    /// precise (the timer to 2.5 ms before the end, then yielding until it: tens of µs late,
+    /// at the cost of a busy core) [default tokio].
+    #[arg(long)]
     pub timer: Option<String>,
-    /// Which sections get an `events.csv` row: `all` or `none` (a long simulated run).
+    /// all (a row per section in events.csv) or none (no events.csv and no charts: for a long
+    /// simulated run; every figure is still in summary.json and the .hgrm/.hlog files)
+    /// [default all].
+    #[arg(long)]
     pub events: Option<String>,
-    /// Whether the `redis` URL is a Redis Cluster node: `auto` (asked with `INFO cluster`),
-    /// `yes` or `no`.
+    /// Whether --redis names a Redis Cluster node: auto (asked with INFO cluster), yes or no
+    /// [default auto].
+    #[arg(long)]
     pub cluster: Option<String>,
-    /// Masters of a spawned cluster (`backend = "spawn-cluster"`) [default: 3].
+    /// Masters of a spawned cluster (--backend spawn-cluster)
+    /// [default 3].
+    #[arg(long)]
     pub cluster_masters: Option<usize>,
-    /// Replicas per master of a spawned cluster [default: 1].
+    /// Replicas per master of a spawned cluster [default 1].
+    #[arg(long)]
     pub cluster_replicas: Option<usize>,
-    /// The lock kind: `single` (one server) or `redlock` (a majority of N independent ones).
+    /// The lock kind: single (one server) or redlock (a majority of --instances independent
+    /// servers, redsync's algorithm) [default single].
+    #[arg(long)]
     pub lock: Option<String>,
-    /// Redlock: number of private servers to spawn [default 5].
+    /// Redlock: private servers to spawn [default 5].
+    #[arg(long)]
     pub instances: Option<usize>,
-    /// Redlock: existing servers, one per instance (loopback only unless `--allow-remote`).
+    /// Redlock: an existing server, one per instance (repeat the flag; loopback only unless
+    /// --allow-remote).
     #[serde(serialize_with = "ser_redacted_list")]
+    #[arg(long = "redlock-url")]
     pub redlock_urls: Option<Vec<String>>,
-    /// Redlock: per-instance timeout of an acquisition [default 0.05 × TTL, as redsync].
+    /// Redlock: per-instance timeout of an acquisition, with unit
+    /// [default 0.05 × TTL, as redsync].
+    #[arg(long)]
     pub redlock_timeout: Option<String>,
+}
+}
+
+/// `redis_server` written as one path or a list of them.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
+    Ok(Option::<OneOrMany>::deserialize(d)?.map(|o| o.to_vec()))
 }
 
 /// How a section waits for its end.
@@ -559,68 +687,6 @@ impl ProfileError {
     }
 }
 
-/// Calls `$m!(field, …)` with every field of [`Profile`], so code that must visit all of them
-/// (overlay, `is_set`) cannot miss one.
-macro_rules! profile_fields {
-    ($m:ident) => {
-        $m!(
-            name,
-            description,
-            workers,
-            keys,
-            hot_key,
-            ttl,
-            duration,
-            sections,
-            dist,
-            think,
-            ramp_up,
-            busy,
-            retry,
-            thresholds,
-            release,
-            releases,
-            connection,
-            seed,
-            backend,
-            cluster,
-            cluster_masters,
-            cluster_replicas,
-            redis,
-            memory_rtt,
-            sim_rtt,
-            sim_service,
-            sim_timer,
-            sim_from,
-            sim_parallel,
-            command_timeout,
-            connect_timeout,
-            give_up_after,
-            resource,
-            fencing,
-            extend,
-            extend_with,
-            on_lost,
-            on_unavailable,
-            pause,
-            pause_at,
-            time_scale,
-            fault,
-            acquire,
-            crash_between,
-            redis_server,
-            arrivals,
-            max_in_flight,
-            timer,
-            events,
-            lock,
-            instances,
-            redlock_urls,
-            redlock_timeout
-        )
-    };
-}
-
 impl Profile {
     /// Reads and parses a profile file.
     pub fn load(path: &Path) -> Result<(Profile, String), ProfileError> {
@@ -658,10 +724,7 @@ impl Profile {
 
     /// Whether `field` (a profile field name) is set.
     pub fn is_set(&self, field: &str) -> bool {
-        macro_rules! check {
-            ($($f:ident),*) => { match field { $( stringify!($f) => self.$f.is_some(), )* _ => false } };
-        }
-        profile_fields!(check)
+        self.field_is_set(field)
     }
 
     /// Fields set in `over` replace those in `self`.
@@ -673,10 +736,7 @@ impl Profile {
         if over.duration.is_some() {
             self.sections = None;
         }
-        macro_rules! take {
-            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
-        }
-        profile_fields!(take);
+        self.take_fields_set_in(over);
         self
     }
 

@@ -16,7 +16,7 @@ pub mod side_by_side;
 use crate::backend::{Backend, Store};
 use crate::model::error::CmdResult;
 use crate::model::units;
-use crate::profile::{BackendChoice, OneOrMany, Profile};
+use crate::profile::{BackendChoice, Profile};
 use crate::store::{
     CANONICAL_CAD_LUA, Connector, FENCED_ACQUIRE_LUA, LockConn, RESOURCE_READ_LUA,
     RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome, fence_arg,
@@ -956,11 +956,7 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     let profile = Profile {
         redis: a.redis.clone(),
         backend: a.backend.clone(),
-        redis_server: match a.redis_server.as_slice() {
-            [] => None,
-            [one] => Some(OneOrMany::One(one.clone())),
-            many => Some(OneOrMany::Many(many.to_vec())),
-        },
+        redis_server: (!a.redis_server.is_empty()).then(|| a.redis_server.clone()),
         ..Profile::default()
     };
     let mut plan = profile

@@ -335,7 +335,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         ..Profile::default()
     };
     // The TTL list comes from --ttl, or from the profile's ttl field.
-    let ttl_text = match &a.workload.ttl {
+    let ttl_text = match &a.workload.settings.ttl {
         Some(t) => t.clone(),
         None => {
             let p = match &a.workload.profile {
@@ -350,7 +350,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     // The base plan is the first cell; the others are the same plan with another TTL.
     let first = {
         let mut w = a.workload.clone();
-        w.ttl = Some(format!("{}us", ttls[0]));
+        w.settings.ttl = Some(format!("{}us", ttls[0]));
         w.plan(extra)?
     };
     if first.redis_servers.len() > 1 {

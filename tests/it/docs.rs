@@ -306,7 +306,7 @@ fn table_keys(header: &str) -> Vec<String> {
 /// Each field's doc comment in `struct NAME` of `source`.
 fn field_docs(source: &str, name: &str) -> HashMap<String, String> {
     let body = source
-        .split(&format!("pub struct {name} {{"))
+        .split(&format!("\npub struct {name} {{"))
         .nth(1)
         .unwrap_or_else(|| panic!("no struct {name}"));
     let body = &body[..body.find("\n}").unwrap()];
