@@ -1,3 +1,5 @@
+//! (Over 800 lines: six stories, each step written twice — the call and its redis-cli text;
+//! declaring a step once and rendering both is the split this file waits for.)
 //! The demos, each replayed against a real server (or the model) and printed redis-cli style;
 //! every reply shown is the server's reply to the command shown, a server's error in its own
 //! words. With `--redis-server` given more than once a story runs on each server in turn and
