@@ -926,6 +926,22 @@ impl Profile {
                 ));
             }
         };
+        // A URL names the server to measure; any other backend measures one lockbench starts
+        // (or none), and would leave the URL unused without a word.
+        if self.redis.is_some() && backend != BackendChoice::Url {
+            return Err(match self.backend.as_deref() {
+                Some(b) => err(
+                    "backend",
+                    format!(
+                        "`{b}` does not measure the server the `redis` URL names (it would be ignored): give one of them (a URL alone implies backend = \"url\")"
+                    ),
+                ),
+                None => err(
+                    "redis_server",
+                    "starts a private server, so the `redis` URL would be ignored: give one of them".to_string(),
+                ),
+            });
+        }
         let cluster = match self.cluster.as_deref() {
             None | Some("auto") => ClusterMode::Auto,
             Some("yes") => ClusterMode::Yes,

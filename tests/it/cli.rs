@@ -390,3 +390,33 @@ fn no_redis_server_falls_back_to_memory_or_names_the_package() {
         text(&o).1
     );
 }
+
+/// A `--redis` URL beside a backend that starts its own server (or none) is refused by name
+/// (exit 2) instead of measuring another server than the one named; the URL alone passes
+/// validation (it then fails to connect: exit 1, not 2), so the refusal is the combination's.
+#[test]
+fn a_url_beside_another_backend_is_refused_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let url = "redis://127.0.0.1:1";
+    let run = |extra: &[&str], name: &str| {
+        let mut args = vec!["run", "--redis", url, "--duration", "200ms", "--quiet"];
+        args.extend_from_slice(extra);
+        lockbench(&args).out(tmp.path().join(name)).output()
+    };
+    for (extra, names) in [
+        (&["--backend", "spawn"][..], "--backend"),
+        (&["--backend", "memory"][..], "--backend"),
+        (&["--backend", "sim"][..], "--backend"),
+        (&["--redis-server", "redis-server"][..], "--redis-server"),
+    ] {
+        let o = run(extra, &extra.join("-"));
+        let (_, stderr) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(
+            stderr.contains(names) && stderr.contains("redis"),
+            "{extra:?}: {stderr}"
+        );
+    }
+    let o = run(&[], "url-alone");
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o).1);
+}
