@@ -827,7 +827,20 @@ impl Profile {
         let r = self.retry.clone().unwrap_or_default();
         let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
         let base_us = sc(dur_us("retry.base", &r.base, "1ms")?);
-        let cap_us = sc(dur_us("retry.cap", &r.cap, "100ms")?).max(base_us);
+        let cap_us = sc(dur_us("retry.cap", &r.cap, "100ms")?);
+        // A ceiling written below the start is a typo, not a wish: refused. The default
+        // ceiling follows a larger start.
+        if r.cap.is_some() && cap_us < base_us {
+            return Err(err(
+                "retry.cap",
+                format!(
+                    "{} is below retry.base ({}): the backoff's ceiling must be at least its start",
+                    r.cap.as_deref().unwrap_or_default(),
+                    r.base.as_deref().unwrap_or("1ms")
+                ),
+            ));
+        }
+        let cap_us = cap_us.max(base_us);
         let max_wait_us = sc(dur_us("retry.max_wait", &r.max_wait, "5s")?);
         let busy = match self.busy.as_deref().unwrap_or("fail-fast") {
             "fail-fast" => BusyPolicy::FailFast,
@@ -1820,5 +1833,38 @@ mod tests {
             (Some(3), Some("retry.cap")),
             "{e}"
         );
+    }
+
+    /// A `[retry]` ceiling below its start is refused, naming both (it used to be raised to the
+    /// start without a word); a larger start lifts the default ceiling as before.
+    #[test]
+    fn a_retry_cap_below_its_base_is_refused() {
+        let text = "busy = \"retry\"\n[retry]\nbase = \"50ms\"\ncap = \"10ms\"\n";
+        let e = Profile::parse(text, "p.toml")
+            .unwrap()
+            .plan("p.toml", text, None)
+            .unwrap_err();
+        assert_eq!(
+            (e.line, e.field.as_deref()),
+            (Some(4), Some("retry.cap")),
+            "{e}"
+        );
+        assert!(
+            e.message.contains("10ms") && e.message.contains("50ms"),
+            "{e}"
+        );
+        let text = "busy = \"retry\"\n[retry]\nbase = \"200ms\"\n";
+        let plan = Profile::parse(text, "p.toml")
+            .unwrap()
+            .plan("p.toml", text, None)
+            .unwrap();
+        assert!(matches!(
+            plan.busy,
+            BusyPolicy::Retry {
+                base_us: 200_000,
+                cap_us: 200_000,
+                ..
+            }
+        ));
     }
 }
