@@ -116,6 +116,7 @@ pub fn code_of_error(e: &anyhow::Error) -> i32 {
             || c.is::<crate::model::units::UnitError>()
             || c.is::<crate::recommend::LoadError>()
             || c.is::<crate::recommend::ParamError>()
+            || c.is::<crate::report::load::ReportError>()
     });
     if bad { BAD_INPUT } else { FAILED }
 }

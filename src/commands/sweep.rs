@@ -346,7 +346,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
                 .context("sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10")?
         }
     };
-    let ttls = parse_ttls(&ttl_text).map_err(|e| anyhow::anyhow!(e))?;
+    let ttls = parse_ttls(&ttl_text).map_err(crate::exit::BadInput)?;
     // The base plan is the first cell; the others are the same plan with another TTL.
     let first = {
         let mut w = a.workload.clone();

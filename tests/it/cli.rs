@@ -420,3 +420,21 @@ fn a_url_beside_another_backend_is_refused_by_name() {
     let o = run(&[], "url-alone");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o).1);
 }
+
+/// Bad input named on the command line exits 2, not 1: a TTL list that does not parse, a
+/// directory that is not a run given to `report`.
+#[test]
+fn bad_ttls_and_non_run_directories_are_bad_input() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = lockbench(&["sweep", "--ttl", "abc", "--backend", "sim", "--quiet"])
+        .out(tmp.path().join("s"))
+        .output();
+    let (_, stderr) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--ttl") && stderr.contains("abc"),
+        "{stderr}"
+    );
+    let o = lockbench(&["report", tmp.path().to_str().unwrap()]).output();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+}

@@ -322,7 +322,8 @@ fn not_a_run_directory_names_what_is_missing() {
         .arg("report")
         .arg(dir.join("nope"))
         .output();
-    assert_eq!(out.status.code(), Some(1));
+    // Bad input (the directory named is not a run), as for a bad profile: exit 2.
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("missing manifest.json, summary.json, events.csv")
