@@ -136,13 +136,16 @@ impl FaultControl {
 }
 
 /// Runs the server and network faults of `faults` on the variant's clock (from `start`)
-/// until `done` becomes true; returns every window that began (holder crashes are the
-/// workers' part: their windows are recorded as scheduled). A fault still on when the
-/// variant ends is undone then.
+/// until `done` becomes true; returns a window for every fault: as it happened, or as
+/// scheduled and not reached when the variant ended first (holder crashes are the workers'
+/// part: their windows are recorded as scheduled). A fault still on when the variant ends is
+/// undone then. `until` is the variant's planned end, where it has one: a pause of a server
+/// given by URL cannot be lifted early, so it is cut to that end when it is sent.
 pub async fn drive(
     faults: Vec<Fault>,
     control: FaultControl,
     start: Instant,
+    until: Option<Instant>,
     done: watch::Receiver<bool>,
 ) -> Vec<FaultWindow> {
     let mut tasks = tokio::task::JoinSet::new();
@@ -150,47 +153,37 @@ pub async fn drive(
         let control = control.for_fault(&f);
         let mut done = done.clone();
         tasks.spawn(async move {
+            // A URL server's pause is one command on a connection opened ahead of the window.
+            let by_command = f.kind == FaultKind::ServerPause && control.server.is_none();
+            let admin = match by_command {
+                true => Some(PauseAdmin::open(&control).await),
+                false => None,
+            };
             let began = start + Duration::from_micros(f.at_us);
             if !wait_until(began, &mut done).await {
-                return None;
+                return (i, FaultWindow::not_reached(&f, detail(&f)));
             }
             let ms = |t: Instant| t.saturating_duration_since(start).as_secs_f64() * 1000.0;
-            let start_ms = ms(Instant::now());
+            let mut window = FaultWindow::of(f.kind, ms(Instant::now()), 0.0, detail(&f));
             let end = start.checked_add(Duration::from_micros(f.end_us()));
             if f.kind == FaultKind::Failover {
                 let (error, failover) = failover::run(&control, &f, end, &mut done).await;
-                return Some((
-                    i,
-                    FaultWindow {
-                        kind: f.kind.name().to_string(),
-                        start_ms,
-                        end_ms: ms(failover
-                            .as_ref()
-                            .map_or_else(Instant::now, |l| l.taken_over)),
-                        detail: failover
-                            .as_ref()
-                            .map(crate::model::fault::Lost::detail)
-                            .unwrap_or_default(),
-                        error,
-                        failover,
-                    },
-                ));
+                window.end_ms = ms(failover
+                    .as_ref()
+                    .map_or_else(Instant::now, |l| l.taken_over));
+                window.detail = failover
+                    .as_ref()
+                    .map(crate::model::fault::Lost::detail)
+                    .unwrap_or_default();
+                window.error = error;
+                window.failover = failover;
+                return (i, window);
             }
-            if f.kind == FaultKind::ServerPause && control.server.is_none() {
-                // A paused server holds every client's commands, an UNPAUSE too: pause in
-                // short slices, so the pause ends within one slice of the variant's end.
-                let error = pause_in_slices(&control, end, &mut done).await;
-                return Some((
-                    i,
-                    FaultWindow {
-                        kind: f.kind.name().to_string(),
-                        start_ms,
-                        end_ms: ms(Instant::now()),
-                        detail: detail(&f),
-                        error,
-                        failover: None,
-                    },
-                ));
+            if let Some(admin) = admin {
+                let ended;
+                (window.error, window.applied, ended) = pause_once(admin, end, until).await;
+                window.end_ms = ms(ended);
+                return (i, window);
             }
             let error = apply(&control, &f, true).await.err().unwrap_or_default();
             match end {
@@ -202,54 +195,105 @@ pub async fn drive(
                 }
             }
             let undo = apply(&control, &f, false).await.err().unwrap_or_default();
-            let error = [error, undo]
+            window.error = [error, undo]
                 .into_iter()
                 .filter(|e| !e.is_empty())
                 .collect::<Vec<_>>()
                 .join("; ");
-            Some((
-                i,
-                FaultWindow {
-                    kind: f.kind.name().to_string(),
-                    start_ms,
-                    end_ms: ms(Instant::now()),
-                    detail: detail(&f),
-                    error,
-                    failover: None,
-                },
-            ))
+            window.applied = applied(&control, &f);
+            window.end_ms = ms(Instant::now());
+            (i, window)
         });
     }
-    let mut out: Vec<(usize, FaultWindow)> = tasks.join_all().await.into_iter().flatten().collect();
+    let mut out: Vec<(usize, FaultWindow)> = tasks.join_all().await;
     out.sort_by(|a, b| a.1.start_ms.total_cmp(&b.1.start_ms).then(a.0.cmp(&b.0)));
     out.into_iter().map(|(_, w)| w).collect()
 }
 
-/// Pauses a server given by URL with `CLIENT PAUSE <slice> ALL` again and again until `end`
-/// (or the variant's end); returns the first error, empty if none.
-async fn pause_in_slices(
-    control: &FaultControl,
-    end: Option<Instant>,
-    done: &mut watch::Receiver<bool>,
-) -> String {
-    const SLICE: Duration = Duration::from_millis(100);
-    let Some(admin) = &control.admin else {
-        return "no server to pause".into();
-    };
-    loop {
-        let now = Instant::now();
-        let until = end.map_or(now + SLICE, |e| e.min(now + SLICE));
-        if until <= now {
-            return String::new();
+/// How a server fault is applied, for the summary (empty where the kind says it all).
+fn applied(control: &FaultControl, f: &Fault) -> String {
+    match (f.kind, control.server.is_some()) {
+        (FaultKind::ServerPause, true) => "SIGSTOP of the server, SIGCONT at the end".into(),
+        (FaultKind::ServerRestart, true) => {
+            "SIGKILL of the server, started again empty at the end".into()
         }
-        let ms = until.duration_since(now).as_millis().max(1).to_string();
-        if let Err(e) = admin.admin_command(&["CLIENT", "PAUSE", &ms, "ALL"]).await {
-            return format!("{e:#}");
-        }
-        if !wait_until(until, done).await {
-            return String::new();
-        }
+        _ => String::new(),
     }
+}
+
+/// The administrative connection that pauses a server given by URL, and the server's `hz`
+/// (how often its cron runs: it lifts a pause there), when `CONFIG GET` is allowed.
+struct PauseAdmin {
+    admin: Result<crate::store::redis::Admin, String>,
+    hz: Option<u64>,
+}
+
+impl PauseAdmin {
+    async fn open(control: &FaultControl) -> Self {
+        let admin = match &control.admin {
+            Some(c) => c.admin().await.map_err(|e| format!("{e:#}")),
+            None => Err("no server to pause".to_string()),
+        };
+        let mut me = Self { admin, hz: None };
+        if let Ok(a) = &mut me.admin {
+            let hz: Result<std::collections::HashMap<String, String>, _> =
+                a.query(&["CONFIG", "GET", "hz"]).await;
+            me.hz = hz.ok().and_then(|m| m.get("hz")?.parse().ok());
+        }
+        me
+    }
+}
+
+/// Pauses a server given by URL for the whole window with one `CLIENT PAUSE <ms> ALL`, so its
+/// clients meet one silence, as with SIGSTOP. A paused server holds every client's commands,
+/// an `UNPAUSE` too, so the length is fixed when the pause is sent: the window, cut to the
+/// variant's planned end `until` where the run has one. The server lifts the pause in its
+/// cron, up to 1000/hz ms late: a `PING` sent at the window's end returns when it did, which
+/// is the window's end. Returns the error (empty if none), how it was applied, and the end.
+async fn pause_once(
+    admin: PauseAdmin,
+    end: Option<Instant>,
+    until: Option<Instant>,
+) -> (String, String, Instant) {
+    let hz = admin.hz;
+    let mut admin = match admin.admin {
+        Ok(a) => a,
+        Err(e) => return (e, String::new(), Instant::now()),
+    };
+    let now = Instant::now();
+    let Some(stop) = [end, until].into_iter().flatten().min() else {
+        return ("a pause needs a length".into(), String::new(), now);
+    };
+    let length_ms = stop.saturating_duration_since(now).as_millis().max(1) as u64;
+    let pause = ["CLIENT", "PAUSE", &length_ms.to_string(), "ALL"];
+    if let Err(e) = admin.query::<()>(&pause).await {
+        return (format!("{e:#}"), String::new(), Instant::now());
+    }
+    let scheduled = now + Duration::from_millis(length_ms);
+    tokio::time::sleep_until(scheduled).await;
+    let lifted = admin.query::<()>(&["PING"]).await;
+    let ended = if lifted.is_ok() {
+        Instant::now()
+    } else {
+        scheduled
+    };
+    let cron = match hz {
+        Some(hz) if hz > 0 => format!("every {} ms, hz {hz}", 1000 / hz),
+        _ => "hz unknown: CONFIG GET refused".to_string(),
+    };
+    let cut = if until.is_some_and(|u| end.is_none_or(|e| u < e)) {
+        ", cut to the variant's end"
+    } else {
+        ""
+    };
+    let mut applied =
+        format!("one CLIENT PAUSE {length_ms} ALL{cut}, lifted by the server's cron ({cron})");
+    if let Err(e) = lifted {
+        applied.push_str(&format!(
+            "; the PING at its end failed ({e:#}): end as scheduled"
+        ));
+    }
+    (String::new(), applied, ended)
 }
 
 /// Sleeps until `t`; `false` when `done` came first.

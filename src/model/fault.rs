@@ -303,9 +303,51 @@ pub struct FaultWindow {
     /// Empty when applied; otherwise why it could not be (e.g. the server did not restart).
     #[serde(default)]
     pub error: String,
+    /// How it was applied (`SIGSTOP, SIGCONT at its end`, `one CLIENT PAUSE 1500 ALL …`),
+    /// empty where the kind says it all.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub applied: String,
+    /// `false` when the variant ended before the window began: scheduled, never applied (its
+    /// times are the scheduled ones).
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub reached: bool,
     /// `failover`: what it did to the locks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<Lost>,
+}
+
+impl FaultWindow {
+    /// A window of `kind` applied from `start_ms` to `end_ms`, without error so far.
+    pub fn of(kind: FaultKind, start_ms: f64, end_ms: f64, detail: String) -> Self {
+        Self {
+            kind: kind.name().to_string(),
+            start_ms,
+            end_ms,
+            detail,
+            error: String::new(),
+            applied: String::new(),
+            reached: true,
+            failover: None,
+        }
+    }
+
+    /// The window of `f` when the variant ended before it began: its scheduled times.
+    pub fn not_reached(f: &Fault, detail: String) -> Self {
+        let ms = |us: u64| us as f64 / 1000.0;
+        Self {
+            applied: "not reached: the variant ended before the window began".to_string(),
+            reached: false,
+            ..Self::of(f.kind, ms(f.at_us), ms(f.end_us()), detail)
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(b: &bool) -> bool {
+    *b
 }
 
 /// What a failover did to the locks of its shard.

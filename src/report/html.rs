@@ -159,10 +159,12 @@ const AFTER: &[Row] = &[
                 } else {
                     format!(", {}", f.detail)
                 };
-                let e = if f.error.is_empty() {
-                    String::new()
-                } else {
+                let e = if !f.error.is_empty() {
                     format!(" (FAILED: {})", f.error)
+                } else if !f.reached {
+                    " (not reached: the variant ended first)".to_string()
+                } else {
+                    String::new()
                 };
                 format!("{} {:.0}–{:.0}{d}{e}", f.kind, f.start_ms, f.end_ms)
             })

@@ -295,6 +295,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         .map(|s| {
             s.faults
                 .iter()
+                .filter(|f| f.reached)
                 .map(|f| {
                     (
                         f.kind.clone(),

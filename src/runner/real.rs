@@ -106,6 +106,7 @@ pub(crate) async fn run_real<C: LockConn>(
         plan.faults.clone(),
         control,
         recorder.start,
+        deadline,
         faults_done_rx,
     ));
     let bar = progress_bar(plan, env.opts, env.name);

@@ -433,21 +433,26 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
 }
 
 /// The windows of a simulated variant's fault schedule, as scheduled (only holder crashes can
-/// be simulated: they are the workers' part), clipped to its end at `end_us`.
+/// be simulated: they are the workers' part), clipped to its end at `end_us`; a window that
+/// begins after it is recorded as not reached.
 pub(crate) fn fault_windows(
     faults: &[crate::model::fault::Fault],
     end_us: u64,
 ) -> Vec<crate::model::fault::FaultWindow> {
     faults
         .iter()
-        .filter(|f| f.at_us < end_us)
-        .map(|f| crate::model::fault::FaultWindow {
-            kind: f.kind.name().to_string(),
-            start_ms: f.at_us as f64 / 1000.0,
-            end_ms: f.end_us().min(end_us) as f64 / 1000.0,
-            detail: crate::faults::detail(f),
-            error: String::new(),
-            failover: None,
+        .map(|f| {
+            let detail = crate::faults::detail(f);
+            if f.at_us >= end_us {
+                return crate::model::fault::FaultWindow::not_reached(f, detail);
+            }
+            let ms = |us: u64| us as f64 / 1000.0;
+            crate::model::fault::FaultWindow::of(
+                f.kind,
+                ms(f.at_us),
+                ms(f.end_us().min(end_us)),
+                detail,
+            )
         })
         .collect()
 }

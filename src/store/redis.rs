@@ -189,19 +189,31 @@ impl RedisConnector {
         })
     }
 
-    /// Sends one administrative command (`CLIENT PAUSE 500 ALL`) on a fresh connection,
-    /// expecting `OK`.
-    pub async fn admin_command(&self, args: &[&str]) -> anyhow::Result<()> {
-        let mut conn = self
+    /// A connection of its own for administrative commands (`CLIENT PAUSE 500 ALL`), opened
+    /// ahead of time so that sending one costs a round trip, not a connect.
+    pub async fn admin(&self) -> anyhow::Result<Admin> {
+        let conn = self
             .client
             .get_multiplexed_async_connection()
             .await
             .map_err(|e| anyhow::anyhow!("cannot connect to {}: {}", self.describe, classify(e)))?;
+        Ok(Admin { conn })
+    }
+}
+
+/// An administrative connection (see [`RedisConnector::admin`]).
+pub struct Admin {
+    conn: redis::aio::MultiplexedConnection,
+}
+
+impl Admin {
+    /// Sends one command, expecting a reply of type `T`.
+    pub async fn query<T: redis::FromRedisValue>(&mut self, args: &[&str]) -> anyhow::Result<T> {
         let mut cmd = redis::cmd(args[0]);
         for a in &args[1..] {
             cmd.arg(*a);
         }
-        cmd.query_async::<()>(&mut conn)
+        cmd.query_async::<T>(&mut self.conn)
             .await
             .map_err(|e| anyhow::anyhow!("{} failed: {}", args.join(" "), classify(e)))
     }

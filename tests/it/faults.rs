@@ -336,9 +336,9 @@ fn fault_flags_on_the_command_line() {
     assert!(err.contains("--fault") && err.contains("length"), "{err}");
 }
 
-/// A server given by URL is paused with CLIENT PAUSE in short slices: a window longer than the
-/// run ends with the run (a single long pause would hold the undo, the read-backs and the
-/// cleanup behind it), and the run's keys are still removed.
+/// A window longer than the run, on a server given by URL: the one `CLIENT PAUSE` is cut to
+/// the variant's planned end (a pause cannot be lifted early: it holds the `UNPAUSE` too), so
+/// the read-backs and the cleanup run after it, and the run's keys are still removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_url_server_pause_ends_with_the_run() {
     let server = common::redis().await;
@@ -347,20 +347,9 @@ async fn a_url_server_pause_ends_with_the_run() {
         "workers = 2\nkeys = 2\nttl = \"200ms\"\nduration = \"1s\"\ndist = \"constant(5ms)\"\n\
          command_timeout = \"150ms\"\n[[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"10s\"\n",
     );
-    let c = lockbench::store::redis::RedisConnector::new(
-        &server.url(),
-        lockbench::store::Timeouts {
-            connect: std::time::Duration::from_secs(5),
-            response: std::time::Duration::from_millis(150),
-        },
-        false,
-    )
-    .unwrap();
+    let (c, faults) = url_control(&server, std::time::Duration::from_millis(150));
     let opts = RunOptions {
-        faults: lockbench::faults::FaultControl {
-            admin: Some(c.clone()),
-            ..Default::default()
-        },
+        faults,
         ..common::opts(tmp.path())
     };
     let t0 = std::time::Instant::now();
@@ -369,7 +358,8 @@ async fn a_url_server_pause_ends_with_the_run() {
     let s = &out.summaries[0];
     let w = &s.faults[0];
     assert_eq!((w.kind.as_str(), w.error.as_str()), ("server-pause", ""));
-    assert!(w.end_ms < 8_000.0, "the window ended with the run: {w:?}");
+    assert!(w.end_ms < 1_100.0, "the window ended with the run: {w:?}");
+    assert!(w.applied.contains("cut to the variant's end"), "{w:?}");
     assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
     assert!(took < std::time::Duration::from_secs(9), "took {took:?}");
     let mut conn = common::sync_conn(&server);
@@ -378,4 +368,109 @@ async fn a_url_server_pause_ends_with_the_run() {
         .query(&mut conn)
         .unwrap();
     assert!(keys.is_empty(), "{keys:?}");
+}
+
+/// The connector and fault control of a server given by URL, with `response` as the command
+/// timeout.
+fn url_control(
+    server: &common::Server,
+    response: std::time::Duration,
+) -> (
+    lockbench::store::redis::RedisConnector,
+    lockbench::faults::FaultControl,
+) {
+    let c = lockbench::store::redis::RedisConnector::new(
+        &server.url(),
+        lockbench::store::Timeouts {
+            connect: std::time::Duration::from_secs(5),
+            response,
+        },
+        false,
+    )
+    .unwrap();
+    let control = lockbench::faults::FaultControl {
+        admin: Some(c.clone()),
+        ..Default::default()
+    };
+    (c, control)
+}
+
+/// A pause is one silence for its whole window, on both kinds of server: a lock request
+/// sent at any time inside it (the open model keeps sending) gets its reply when the window
+/// ends, not before — so a client's timeout shorter than the window fires, as it would
+/// against a server that stopped. A spawned server is stopped (SIGSTOP); one given by URL
+/// gets one `CLIENT PAUSE` for the window, which it lifts in its cron (up to 1000/hz ms
+/// late): the window's end is when it did. Pausing in slices let requests through every
+/// ~100 ms (11 `CLIENT PAUSE`s for 1.5 s), and this check failed on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_sent_into_a_pause_waits_until_the_window_ends() {
+    const PROFILE: &str = "arrivals = \"poisson(300/s)\"\nmax_in_flight = 512\nkeys = 512\n\
+         ttl = \"3s\"\ndist = \"constant(2ms)\"\nduration = \"2500ms\"\ncommand_timeout = \"5s\"\n\
+         [[fault]]\nkind = \"server-pause\"\nat = \"500ms\"\nlength = \"1000ms\"\n";
+    // Spawned.
+    let tmp = tempfile::tempdir().unwrap();
+    let p = plan(PROFILE);
+    let spawned = run_faulted(&p, &[p.release], tmp.path()).await;
+    silent_throughout(&spawned, tmp.path(), 30.0, "SIGSTOP");
+    // Given by URL.
+    let server = common::redis().await;
+    let hz: u64 = {
+        let mut conn = common::sync_conn(&server);
+        let (_, hz): (String, String) = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("hz")
+            .query(&mut conn)
+            .unwrap();
+        hz.parse().unwrap()
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let p = common::plan(PROFILE);
+    let (c, faults) = url_control(&server, std::time::Duration::from_secs(5));
+    let opts = RunOptions {
+        faults,
+        ..common::opts(tmp.path())
+    };
+    let url = run_with(&c, "url", &p, &[p.release], &opts).await.unwrap();
+    silent_throughout(
+        &url,
+        tmp.path(),
+        1000.0 / hz as f64 + 30.0,
+        "one CLIENT PAUSE ",
+    );
+}
+
+/// The checks of the test above: the window began at 500 ms and ended at 1,500 ms (up to
+/// `late_ms` after), the summary says how it was applied, and every request sent inside it
+/// was answered at its end.
+fn silent_throughout(out: &RunOutcome, dir: &Path, late_ms: f64, applied: &str) {
+    let s = &out.summaries[0];
+    assert_eq!(s.faults.len(), 1, "{:?}", s.faults);
+    let w = &s.faults[0];
+    assert_eq!(w.error, "", "{w:?}");
+    assert!(w.applied.starts_with(applied), "{w:?}");
+    assert!((w.start_ms - 500.0).abs() < 30.0, "{w:?}");
+    assert!(
+        (1_498.0..=1_500.0 + late_ms).contains(&w.end_ms),
+        "the window must end at 1500 ms, up to {late_ms} ms late: {w:?}"
+    );
+    let (start_us, end_us) = (w.start_ms * 1000.0, w.end_ms * 1000.0);
+    let inside: Vec<_> = common::events(dir)
+        .into_iter()
+        .filter(|r| (start_us + 2_000.0..end_us - 2_000.0).contains(&(r.set_sent_us as f64)))
+        .collect();
+    assert!(
+        inside.len() > 100,
+        "only {} requests sent inside the window",
+        inside.len()
+    );
+    for r in &inside {
+        let answered = r.acquired_us as f64;
+        assert!(
+            (end_us - 3_000.0..=end_us + 50_000.0).contains(&answered),
+            "a request sent at {} ms was answered at {} ms, the window ending at {} ms: {r:?}",
+            r.set_sent_us as f64 / 1000.0,
+            answered / 1000.0,
+            w.end_ms
+        );
+    }
 }

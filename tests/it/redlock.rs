@@ -334,8 +334,9 @@ async fn paused_instances_time_out_and_their_sets_land_later() {
     for i in [3, 4] {
         let admin =
             RedisConnector::new(&url(&servers, i).await, Timeouts::default(), false).unwrap();
+        let mut admin = admin.admin().await.unwrap();
         admin
-            .admin_command(&["CLIENT", "PAUSE", "1500", "ALL"])
+            .query::<()>(&["CLIENT", "PAUSE", "1500", "ALL"])
             .await
             .unwrap();
     }
