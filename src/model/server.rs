@@ -12,6 +12,11 @@ pub struct ServerInfo {
     pub binary: Option<String>,
     /// Which lock commands it knows, probed before the run (`null`: could not tell).
     pub capabilities: std::collections::BTreeMap<String, Option<bool>>,
+    /// Lock commands run on it before the run to check support or permission, by their
+    /// `INFO commandstats` name (`evalsha`, `script|load`), with their count: only where `ACL
+    /// DRYRUN` could not answer. The server's counters are the run's figures plus these.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub probes: std::collections::BTreeMap<String, u64>,
 }
 
 /// A variant × server cell that could not run, and why (the others still ran).

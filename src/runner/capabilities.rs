@@ -17,30 +17,33 @@ pub(crate) fn server_label(version: &str) -> String {
     version.trim().replace(' ', "-")
 }
 
+/// Lock commands a check ran on a server, by their `INFO commandstats` name, with counts
+/// (recorded in the manifest as the server's `probes`).
+pub(crate) type Probes = std::collections::BTreeMap<String, u64>;
+
+/// Counts one probe command run on the server.
+fn ran(probes: &mut Probes, name: &str) {
+    *probes.entry(name.to_string()).or_default() += 1;
+}
+
 /// Which lock commands a server knows, asked of its command table (`COMMAND INFO`; `SET …
-/// IFEQ` from `COMMAND DOCS SET`), not guessed from its version. Where `COMMAND` is not
-/// permitted, the command is tried on an absent key under `prefix` (the run's own) where
-/// lockbench can send it; otherwise `None`. No `SET` is sent, so the server's SET count stays
-/// the run's attempts.
+/// IFEQ` from `COMMAND DOCS SET`), not guessed from its version; where `COMMAND` is not
+/// permitted, `ACL DRYRUN` answers for the command table; otherwise `None`. No lock command
+/// is run, so the server's counters stay the run's.
 pub(super) async fn probe_capabilities<C: LockConn>(
     probe: &mut C,
     prefix: &str,
 ) -> std::collections::BTreeMap<String, Option<bool>> {
     let key = format!("{prefix}:probe");
     let mut out = std::collections::BTreeMap::new();
-    let verdict = |r: Result<(), crate::model::error::CmdError>| match r {
-        Ok(()) => Some(true),
-        Err(e) if e.is_unknown_command() => Some(false),
-        Err(_) => None,
-    };
     for name in ["GETDEL", "DELEX", "DELIFEQ", "EVALSHA", "FUNCTION"] {
         let known = match probe.supports_command(name).await {
             Ok(k) => Some(k),
-            Err(_) => match name {
-                "GETDEL" => verdict(probe.getdel(&key).await.map(drop)),
-                "DELEX" => verdict(probe.delex(&key, "probe").await.map(drop)),
-                "EVALSHA" => verdict(probe.release_script(&key, "probe").await.map(drop)),
-                _ => None,
+            Err(_) => match probe.dry_run(&probe_args(name, &key)).await {
+                Ok(Ok(())) => Some(true),
+                // Known but not permitted is still known.
+                Ok(Err(why)) => Some(!why.contains("not found")),
+                Err(_) => None,
             },
         };
         out.insert(name.to_string(), known);
@@ -51,13 +54,27 @@ pub(super) async fn probe_capabilities<C: LockConn>(
     out
 }
 
+/// The arguments a check asks `ACL DRYRUN` about for `command`, on the absent `key`.
+fn probe_args<'a>(command: &'a str, key: &'a str) -> Vec<&'a str> {
+    const SHA: &str = "0000000000000000000000000000000000000000";
+    match command {
+        "GETDEL" => vec!["GETDEL", key],
+        "DELEX" => vec!["DELEX", key, "IFEQ", "probe"],
+        "EVALSHA" => vec!["EVALSHA", SHA, "1", key, "probe"],
+        "SCRIPT LOAD" => vec!["SCRIPT", "LOAD", "return 0"],
+        other => vec![other],
+    }
+}
+
 /// Refuses `extend_with = "set-ifeq"` on a server without `SET … IFEQ`, before the run:
 /// extending an absent key under the run's prefix answers `0`/nil where the server knows IFEQ
-/// and an error where it does not (it writes nothing either way).
+/// and an error where it does not (it writes nothing either way, but counts as a `SET`: it is
+/// recorded in `probes`).
 pub(super) async fn check_set_ifeq<C: LockConn>(
     probe: &mut C,
     server_version: &str,
     prefix: &str,
+    probes: &mut Probes,
 ) -> anyhow::Result<()> {
     let key = format!("{prefix}:probe");
     // The command table first: no SET is sent, so the server's SET count stays the run's.
@@ -74,6 +91,7 @@ pub(super) async fn check_set_ifeq<C: LockConn>(
         // COMMAND DOCS not permitted (or too old): try the option on an absent key.
         Err(_) => {}
     }
+    ran(probes, "set");
     match probe.extend(&key, "probe", 1_000, ExtendCommand::SetIfeq).await {
         Ok(_) => Ok(()),
         Err(e) if e.kind != crate::model::error::ErrorKind::Server => {
@@ -90,14 +108,16 @@ pub(super) async fn check_set_ifeq<C: LockConn>(
 }
 
 /// Refuses a release method the server cannot run for this user, before the run: a command
-/// the server lacks (naming the version that has it), or one the ACL forbids. When `COMMAND
-/// INFO` itself is not permitted, the command is tried on an absent key under `prefix` (the
-/// run's own, so nothing outside it is touched) to tell "unknown" from "not permitted".
+/// the server lacks (naming the version that has it), or one the ACL forbids. `ACL DRYRUN`
+/// answers without running anything; where it cannot (Redis < 7.0, or `ACL` not permitted),
+/// the command is run on an absent key under `prefix` (the run's own, so nothing outside it
+/// is touched) to tell "unknown" from "not permitted", and counted in `probes`.
 pub(super) async fn check_support<C: LockConn>(
     probe: &mut C,
     method: ReleaseMethod,
     server_version: &str,
     prefix: &str,
+    probes: &mut Probes,
 ) -> anyhow::Result<()> {
     let (command, since, instead) = match method {
         ReleaseMethod::Del => (
@@ -134,13 +154,6 @@ pub(super) async fn check_support<C: LockConn>(
             ),
         }
     }
-    // Sent on an absent key, each is harmless: nothing to delete, nothing to compare.
-    let key = format!("{prefix}:probe");
-    let tried = match method {
-        ReleaseMethod::Del => probe.getdel(&key).await.map(drop),
-        ReleaseMethod::Delex => probe.delex(&key, "probe").await.map(drop),
-        ReleaseMethod::Token => probe.release_script(&key, "probe").await.map(drop),
-    };
     // redis-rs answers NOSCRIPT with SCRIPT LOAD, then EVALSHA again.
     let (needs, grant) = match method {
         ReleaseMethod::Token => (
@@ -149,14 +162,59 @@ pub(super) async fn check_support<C: LockConn>(
         ),
         _ => (command, format!("+{}", command.to_ascii_lowercase())),
     };
+    let forbidden = |why: &dyn std::fmt::Display| -> anyhow::Error {
+        BadInput(format!(
+            "release method `{method}` needs {needs}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {why}. \
+             Grant it (e.g. ACL SETUSER <user> {grant} ~lockbench:*) or use another --release."
+        ))
+        .into()
+    };
+    let key = format!("{prefix}:probe");
+    let asked: &[&str] = match method {
+        ReleaseMethod::Token => &["EVALSHA", "SCRIPT LOAD"],
+        _ => &[command],
+    };
+    let mut answered = true;
+    for c in asked {
+        match probe.dry_run(&probe_args(c, &key)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(why)) if why.contains("not found") => return Err(unknown()),
+            Ok(Err(why)) => return Err(forbidden(&why)),
+            Err(_) => {
+                answered = false;
+                break;
+            }
+        }
+    }
+    if answered {
+        return Ok(());
+    }
+    // Run on an absent key, each is harmless: nothing to delete, nothing to compare.
+    let tried = match method {
+        ReleaseMethod::Del => {
+            ran(probes, "getdel");
+            probe.getdel(&key).await.map(drop)
+        }
+        ReleaseMethod::Delex => {
+            ran(probes, "delex");
+            probe.delex(&key, "probe").await.map(drop)
+        }
+        // Loaded first, so the EVALSHA finds it: one call of each, whatever the cache held.
+        ReleaseMethod::Token => {
+            ran(probes, "script|load");
+            match probe.load_release_script().await {
+                Ok(()) => {
+                    ran(probes, "evalsha");
+                    probe.release_script(&key, "probe").await.map(drop)
+                }
+                Err(e) => Err(e),
+            }
+        }
+    };
     match tried {
         Ok(()) => Ok(()),
         Err(e) if e.is_unknown_command() => Err(unknown()),
-        Err(e) if e.is_no_permission() => Err(BadInput(format!(
-            "release method `{method}` needs {needs}, which this Redis user is not permitted to run on the run's keys ({prefix}:*){note}: {e}. \
-             Grant it (e.g. ACL SETUSER <user> {grant} ~lockbench:*) or use another --release."
-        ))
-        .into()),
+        Err(e) if e.is_no_permission() => Err(forbidden(&e)),
         Err(e) => {
             bail!("cannot check release method `{method}`: {command} on an absent key failed: {e}")
         }
@@ -195,6 +253,7 @@ pub(crate) async fn probe_targets<K: Connector>(
             anyhow::anyhow!("{} did not answer INFO server: {e}", t.connector.describe())
         })?;
         let capabilities = probe_capabilities(&mut probe, prefix).await;
+        let mut probes_run = Probes::new();
         // Two servers of the same version still get distinct names (`redis-7.0.15#2`).
         let mut label = server_label(&server_version);
         let same = servers
@@ -210,9 +269,17 @@ pub(crate) async fn probe_targets<K: Connector>(
             } else {
                 v.name()
             };
-            let mut supported = check_support(&mut probe, v.release, &server_version, prefix).await;
+            let mut supported = check_support(
+                &mut probe,
+                v.release,
+                &server_version,
+                prefix,
+                &mut probes_run,
+            )
+            .await;
             if supported.is_ok() && plan.extend_with == ExtendCommand::SetIfeq && v.extend {
-                supported = check_set_ifeq(&mut probe, &server_version, prefix).await;
+                supported =
+                    check_set_ifeq(&mut probe, &server_version, prefix, &mut probes_run).await;
             }
             match supported {
                 Ok(()) => cells.push((ti, *v, name)),
@@ -228,6 +295,7 @@ pub(crate) async fn probe_targets<K: Connector>(
             backend_detail: redact_url(&t.connector.describe()),
             binary: t.binary.as_ref().map(|b| b.display().to_string()),
             capabilities,
+            probes: probes_run,
         });
         probes.push(probe);
     }

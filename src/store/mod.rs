@@ -101,6 +101,16 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     fn knows_set_ifeq(&mut self) -> impl Future<Output = CmdResult<bool>> + Send;
     /// Server name and version, e.g. `redis 7.0.15` (from `INFO server`).
     fn server_version(&mut self) -> impl Future<Output = CmdResult<String>> + Send;
+    /// Whether this connection's user may run `args`, asked without running them (`ACL
+    /// DRYRUN <user> …`, Redis ≥ 7.0 and Valkey): `Ok(Ok(()))` permitted, `Ok(Err(why))`
+    /// refused or unknown (the server's words: `Command 'getdel' not found`), `Err` when it
+    /// cannot be asked (an older server, or `ACL` not permitted to this user).
+    fn dry_run(
+        &mut self,
+        args: &[&str],
+    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send;
+    /// `SCRIPT LOAD` of the release script, so that an `EVALSHA` of it finds it cached.
+    fn load_release_script(&mut self) -> impl Future<Output = CmdResult<()>> + Send;
 
     /// Fenced acquisition, one script ([`FENCED_ACQUIRE_LUA`]): `SET key token NX PX ttl_ms`
     /// and, only if that set the key, `INCR fence_key`. `Some(fence)` = acquired, with a fence

@@ -509,6 +509,41 @@ impl<K: Link> LockConn for RedisConn<K> {
         Ok(parse_server_version(&info))
     }
 
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        let user: String = self
+            .conn
+            .query_node(redis::cmd("ACL").arg("WHOAMI"))
+            .await
+            .map_err(classify)?;
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("DRYRUN").arg(&user).arg(args);
+        match self.conn.query_node::<redis::Value>(&cmd).await {
+            Ok(redis::Value::Okay) => Ok(Ok(())),
+            Ok(redis::Value::SimpleString(s)) if s == "OK" => Ok(Ok(())),
+            Ok(redis::Value::BulkString(why)) => Ok(Err(String::from_utf8_lossy(&why).into())),
+            Ok(redis::Value::VerbatimString { text, .. }) => Ok(Err(text)),
+            Ok(other) => Err(unexpected_reply("ACL DRYRUN", &other, "OK or a reason")),
+            // An unknown command is an answer; an unknown DRYRUN (Redis < 7.0) is not.
+            Err(e) => {
+                let e = classify(e);
+                match e.detail.contains("Command '") && e.detail.contains("not found") {
+                    true => Ok(Err(e.detail)),
+                    false => Err(e),
+                }
+            }
+        }
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        self.scripts
+            .release
+            .prepare_invoke()
+            .load_async(&mut self.conn)
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+
     async fn set_nx_px_fenced(
         &mut self,
         key: &str,

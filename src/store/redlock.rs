@@ -354,6 +354,14 @@ impl LockConn for RedlockConn {
         self.first().server_version().await
     }
 
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        self.first().dry_run(args).await
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        self.first().load_release_script().await
+    }
+
     async fn set_nx_px_fenced(
         &mut self,
         _key: &str,

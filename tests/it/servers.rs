@@ -323,3 +323,110 @@ fn a_bad_server_binary_is_one_line_naming_it() {
     let (got, err, _) = run_cli(&valkey, &["--sections", "20"]);
     assert_eq!(got, Some(0), "{}: {err}", valkey.display());
 }
+
+/// Successful calls of `command` so far, from `INFO commandstats` (`calls` minus
+/// `failed_calls`: a `NOSCRIPT` answer is a failed `EVALSHA`, the one after `SCRIPT LOAD` the
+/// call that released).
+fn successful_calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let Some(line) = info
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+    else {
+        return 0;
+    };
+    let field = |name: &str| -> u64 {
+        line.split(',')
+            .find_map(|f| f.strip_prefix(name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    field("calls=") - field("failed_calls=")
+}
+
+/// The server's lock-command counters equal the run's figures plus exactly the probes the
+/// manifest records, for `del`, `token` and `token+extend`: run as the default user, whose
+/// checks `ACL DRYRUN` answers (no probe runs), and as a user without `ACL`, whose checks run
+/// on an absent key and are recorded. The old probe ran the release once more than the run
+/// (1,501 EVALSHA for 1,500 sections) and recorded nothing.
+async fn counters_are_the_figures_plus_the_probes(which: Server) {
+    let server = which.start().await;
+    let mut conn = sync_conn(&server);
+    let _: () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("noacl")
+        .arg("on")
+        .arg(">pw")
+        .arg("~lockbench:*")
+        .arg("+@all")
+        .arg("-acl")
+        .query(&mut conn)
+        .unwrap();
+    let p = plan(
+        "workers = 4\nkeys = 2\nttl = \"20ms\"\ndist = \"uniform(5ms, 40ms)\"\nsections = 60\nseed = 3\n",
+    );
+    let d = Variant::from(Token);
+    let variants = [
+        Variant::from(Del),
+        d,
+        Variant::parse_with("token+extend", d).unwrap(),
+    ];
+    let mut recorded_probes = 0;
+    for user in ["", "noacl:pw@"] {
+        let url = format!("redis://{user}127.0.0.1:{}", server.port());
+        for v in variants {
+            let names = ["set", "getdel", "evalsha"];
+            let before = names.map(|n| successful_calls(&mut conn, n));
+            let dir = tempfile::tempdir().unwrap();
+            let c = RedisConnector::new(&url, Timeouts::default(), false).unwrap();
+            let out = {
+                let _cpu = common::shared();
+                run_with(&c, "url", &p, &[v], &common::opts(dir.path()))
+                    .await
+                    .expect("run")
+            };
+            let after = names.map(|n| successful_calls(&mut conn, n));
+            let server_says = |i: usize| after[i] - before[i];
+            let probes = &out.manifest.servers[0].probes;
+            let probe = |n: &str| probes.get(n).copied().unwrap_or(0);
+            recorded_probes += probes.values().sum::<u64>();
+            let c = &out.summaries[0].counts;
+            let at = format!("{which:?} {} as `{user}`: probes {probes:?}", v.name());
+            if user.is_empty() {
+                assert!(probes.is_empty(), "{at}: ACL DRYRUN answers, nothing runs");
+            }
+            assert_eq!(server_says(0), c.attempts + probe("set"), "{at}: SET");
+            let releases = c.released
+                + c.wrongful_deletes
+                + c.nothing_deleted
+                + c.refused_expired
+                + c.refused_held_by_other;
+            let (getdel, evalsha) = match v.release {
+                Del => (releases, 0),
+                _ => (0, releases + c.extensions + c.extension_failures),
+            };
+            assert_eq!(server_says(1), getdel + probe("getdel"), "{at}: GETDEL");
+            assert_eq!(server_says(2), evalsha + probe("evalsha"), "{at}: EVALSHA");
+        }
+    }
+    // The user without ACL made the checks run: the identity above held with them counted.
+    assert!(recorded_probes >= 3, "{which:?}: {recorded_probes} probes");
+}
+
+/// On Redis 7.0: INFO commandstats = the run's figures + the recorded probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_are_the_figures_plus_the_probes_on_redis_7_0() {
+    counters_are_the_figures_plus_the_probes(Server::Redis70).await;
+}
+
+/// As on Redis 7.0, on Redis 8.2.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_are_the_figures_plus_the_probes_on_redis_8_2() {
+    counters_are_the_figures_plus_the_probes(Server::Redis82).await;
+}
+
+/// As on Redis 7.0, on Valkey 8.1.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn counters_are_the_figures_plus_the_probes_on_valkey_8_1() {
+    counters_are_the_figures_plus_the_probes(Server::Valkey81).await;
+}

@@ -166,6 +166,21 @@ impl<N: Net> LockConn for MemoryStore<N> {
         })
     }
 
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        // The model has no users: what it knows, anyone may run.
+        let name = args.first().copied().unwrap_or_default();
+        Ok(
+            match self.supports_command(name).await? || name.eq_ignore_ascii_case("SCRIPT") {
+                true => Ok(()),
+                false => Err(format!("Command '{}' not found", name.to_ascii_lowercase())),
+            },
+        )
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        Ok(())
+    }
+
     async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
         // The model extends with SET … IFEQ as Valkey 8.1 does.
         Ok(true)
