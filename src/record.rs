@@ -207,15 +207,24 @@ pub struct EventRow {
     /// Length of the holder's stop-the-world pause, µs (0: none).
     #[serde(default)]
     pub pause_us: u64,
+    /// How late the harness woke the holder at its section's end, µs: from the later of the
+    /// end's due time and the instant the wait began, so time spent in commands inside the
+    /// section (its resource read, an extension, slowed by a fault) is not counted. Empty in
+    /// files from before this column.
+    #[serde(default)]
+    pub late_us: Option<u64>,
 }
 
 impl EventRow {
-    /// How late the section's timer woke it, µs: its duration beyond the intended one, a pause
-    /// aside. `None` for a section that did not run its course (cut short, aborted, crashed).
+    /// How late the section's timer woke it, µs ([`late_us`](Self::late_us); in files from
+    /// before it, its duration beyond the intended one, a pause aside). `None` for a section
+    /// that did not run its course (cut short, aborted, crashed).
     pub fn timer_error_us(&self) -> Option<u64> {
         (!self.interrupted && !self.aborted && self.outcome != crate::record::CRASHED).then(|| {
-            self.duration_us
-                .saturating_sub(self.intended_us + self.pause_us)
+            self.late_us.unwrap_or_else(|| {
+                self.duration_us
+                    .saturating_sub(self.intended_us + self.pause_us)
+            })
         })
     }
 }

@@ -114,6 +114,8 @@ struct Section {
     extension_failed: bool,
     aborted: bool,
     pause_us: u64,
+    /// How late the wake-up that ended it was, µs (see [`EventRow::late_us`]).
+    late_us: u64,
     /// The holder died mid-section: no write, no release.
     crashed: bool,
     /// How long the crashed worker stays away, µs.
@@ -135,6 +137,7 @@ impl Section {
             extension_failed: false,
             aborted: false,
             pause_us: 0,
+            late_us: 0,
             crashed: false,
             restart_us: 0,
         }
@@ -393,6 +396,10 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }
         };
         self.drv.will_record(rec, key);
+        // How late the harness's last wake-up was: the timer error, when the section ends on
+        // it. Time spent in commands (the read, an extension) is the server's, not lateness:
+        // a wait that begins after its due time is not late.
+        let mut late_us = 0;
         loop {
             let next = [Some(end_at), pause_at, next_extend, crash_at]
                 .into_iter()
@@ -413,8 +420,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                     s.completed = false;
                     break;
                 }
-                rec.now_us()
+                let now = rec.now_us();
+                late_us = now - next;
+                now
             };
+            s.late_us = late_us;
             if crash_at.is_some_and(|c| c <= now) {
                 s.crashed = true;
                 break;
@@ -428,6 +438,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                     s.completed = false;
                     break;
                 }
+                late_us = rec.now_us().saturating_sub(now + d);
                 s.pause_us = pause_us;
                 end_at += d;
                 continue;
@@ -436,6 +447,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 && n <= now
             {
                 let sent_us = rec.now_us();
+                late_us = 0;
                 let ext = self.conn.extend(lock, &s.held.token, ctx.ttl_ms, e.with);
                 next_extend = match counted(&ctx.recorder, &mut self.drv, ext).await {
                     Ok(true) => {
@@ -595,6 +607,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             extension_failed: section.extension_failed,
             aborted: section.aborted,
             pause_us: section.pause_us,
+            late_us: Some(section.late_us),
         };
         rec.counters
             .counts

@@ -180,13 +180,18 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
     flag(out, r.extension_failed);
     flag(out, r.aborted);
     num(out, r.pause_us);
+    match r.late_us {
+        Some(n) => num(out, n),
+        None => out.push(b','),
+    }
     // The last field's comma becomes the line's end.
     out.pop();
     out.push(b'\n');
 }
 
-/// Columns of this version's `events.csv` (one per [`EventRow`] field).
-const COLUMNS: usize = 27;
+/// Columns of this version's `events.csv` (one per [`EventRow`] field; older files, with
+/// fewer, take serde's path).
+const COLUMNS: usize = 28;
 
 /// Reads one row of this version's columns into `out` (its variant kept when unchanged, so a
 /// file of one variant allocates it once). Errors name the column and what it held.
@@ -258,6 +263,10 @@ fn decode_row(raw: &csv::ByteRecord, out: &mut EventRow) -> Result<(), String> {
     out.extension_failed = flag(24)?;
     out.aborted = flag(25)?;
     out.pause_us = num(26)?;
+    out.late_us = match !field(27).is_empty() {
+        true => Some(num(27)?),
+        false => None,
+    };
     Ok(())
 }
 
@@ -387,6 +396,7 @@ mod tests {
             extension_failed: true,
             aborted: true,
             pause_us: 14,
+            late_us: Some(15),
         };
         let quoted = EventRow {
             variant: "a,\"b\"".into(),
