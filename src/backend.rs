@@ -222,6 +222,16 @@ pub fn check_plan_io(
     base: Option<&Path>,
 ) -> Result<(), ProfileError> {
     let err = |field: &str, message: String| ProfileError::at_field(file, source, field, message);
+    // The schedule as a whole (each fault alone was checked with the profile).
+    crate::model::fault::check_overlaps(&plan.faults).map_err(|e| err("fault", e))?;
+    if plan.backend == BackendChoice::SpawnCluster {
+        crate::model::fault::check_failovers(
+            &plan.faults,
+            plan.cluster_masters,
+            plan.cluster_replicas,
+        )
+        .map_err(|e| err("fault", e))?;
+    }
     for path in &plan.redis_servers {
         crate::store::spawn::check_server_binary(path)
             .map_err(|e| err("redis_server", format!("{e:#}")))?;

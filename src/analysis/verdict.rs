@@ -27,7 +27,8 @@ fn commands(s: &Summary) -> u64 {
 }
 
 /// The verdict on a run: interrupted beats everything; then a failure, a variant that gave
-/// up, completed no section, or whose errors dominated make it a failed run.
+/// up, completed no section, whose errors dominated, or whose fault could not be applied make
+/// it a failed run.
 pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) -> Verdict {
     let mut reasons = Vec::new();
     if let Some(f) = failure {
@@ -41,6 +42,13 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
             ));
         } else if s.counts.sections == 0 && s.stop_reason != StopReason::Interrupted {
             reasons.push(format!("variant `{v}` completed no section"));
+        }
+        // A fault that could not be applied: the run did not test what it said it would.
+        for f in s.faults.iter().filter(|f| !f.error.is_empty()) {
+            reasons.push(format!(
+                "variant `{v}`: fault `{}` at {:.0} ms could not be applied: {}",
+                f.kind, f.start_ms, f.error
+            ));
         }
         if errors_dominate(s) {
             reasons.push(format!(

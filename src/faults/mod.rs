@@ -91,6 +91,32 @@ impl FaultControl {
 }
 
 impl FaultControl {
+    /// Refuses a `server-pause` of a server given by URL whose user may not run `CLIENT
+    /// PAUSE`, asked with `ACL DRYRUN` before anything runs. Where DRYRUN cannot answer, the
+    /// run goes on and a refused pause is a failed window (exit 1).
+    pub async fn check_permissions(&self, faults: &[Fault]) -> Result<(), String> {
+        let pauses = faults
+            .iter()
+            .any(|f| f.kind == FaultKind::ServerPause && f.instance.is_none());
+        let (true, None, Some(admin)) = (pauses, &self.server, &self.admin) else {
+            return Ok(());
+        };
+        let Ok(mut a) = admin.admin().await else {
+            return Ok(());
+        };
+        let Ok(user) = a.query::<String>(&["ACL", "WHOAMI"]).await else {
+            return Ok(());
+        };
+        let args = ["ACL", "DRYRUN", &user, "CLIENT", "PAUSE", "1000", "ALL"];
+        match a.query::<redis::Value>(&args).await {
+            Ok(redis::Value::BulkString(why)) => Err(format!(
+                "fault `server-pause` of a server given by URL needs CLIENT PAUSE, which Redis user `{user}` may not run: {}. Grant it (ACL SETUSER {user} +client|pause) or drop the fault",
+                String::from_utf8_lossy(&why)
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// A fault's `instance` against this backend: `None` when it is fine. A redlock run
     /// (spawned) needs it on every server fault and within range; anything else refuses it.
     fn check_instance(&self, f: &Fault, backend: &str) -> Option<String> {

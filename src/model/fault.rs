@@ -316,6 +316,60 @@ pub struct FaultWindow {
     pub failover: Option<Lost>,
 }
 
+/// Refuses a schedule whose windows of one kind on one target overlap: the inner window's end
+/// would undo the outer one early (a pause resumed, a restarted server started again while the
+/// outer window still says it is down). Holder crashes may overlap: each window only adds a
+/// probability. Faults are numbered from 1 in the order given.
+pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), String> {
+    for (i, a) in faults.iter().enumerate() {
+        for (j, b) in faults.iter().enumerate().skip(i + 1) {
+            let same = a.kind == b.kind && a.instance == b.instance && a.shard == b.shard;
+            if same
+                && a.kind != FaultKind::HolderCrash
+                && a.at_us < b.end_us()
+                && b.at_us < a.end_us()
+            {
+                let c = |us: u64| units::fmt_us(us, units::Style::Compact);
+                return Err(format!(
+                    "faults {} and {} are both `{}` and overlap ({}+{} and {}+{}): the end of one would undo the other early; join them into one window or move one",
+                    i + 1,
+                    j + 1,
+                    a.kind.name(),
+                    c(a.at_us),
+                    c(a.length_us),
+                    c(b.at_us),
+                    c(b.length_us)
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a `failover` a spawned cluster of `masters` masters with `replicas` replicas each
+/// cannot carry out: a shard that does not exist, or no replica to promote.
+pub(crate) fn check_failovers(
+    faults: &[Fault],
+    masters: usize,
+    replicas: usize,
+) -> Result<(), String> {
+    for f in faults.iter().filter(|f| f.kind == FaultKind::Failover) {
+        if f.shard >= masters {
+            return Err(format!(
+                "fault `failover` names shard {}, but the cluster has {masters} shards (cluster_masters): use shard 0 to {}",
+                f.shard,
+                masters.saturating_sub(1)
+            ));
+        }
+        if replicas == 0 {
+            return Err(
+                "fault `failover` promotes a replica, but cluster_replicas = 0: give the cluster at least 1 replica per master".to_string(),
+            );
+        }
+    }
+    Ok(())
+}
+
 impl FaultWindow {
     /// A window of `kind` applied from `start_ms` to `end_ms`, without error so far.
     pub fn of(kind: FaultKind, start_ms: f64, end_ms: f64, detail: String) -> Self {

@@ -79,6 +79,19 @@ pub(crate) fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Resu
             Box::new(|s| q3(&s.request_latency_ms)),
         ));
     }
+    // The fault schedule: windows applied / failed / not reached, so a failed or missed
+    // fault is never read as "the fault did no harm".
+    if summaries.iter().any(|s| !s.faults.is_empty()) {
+        rows.push((
+            "faults applied/failed/not reached".into(),
+            Box::new(|s| {
+                let failed = s.faults.iter().filter(|f| !f.error.is_empty()).count();
+                let missed = s.faults.iter().filter(|f| !f.reached).count();
+                let applied = s.faults.len() - failed - missed;
+                format!("{applied}/{failed}/{missed}")
+            }),
+        ));
+    }
     // A cluster: one row per shard (keys used, overlap incidents, locks lost in failovers).
     let shards = summaries.iter().map(|s| s.shards.len()).max().unwrap_or(0);
     for i in 0..shards {

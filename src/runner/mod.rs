@@ -130,6 +130,10 @@ pub async fn run_on<K: Connector>(
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
     for t in targets {
         t.control.check(&plan.faults, kind).map_err(BadInput)?;
+        t.control
+            .check_permissions(&plan.faults)
+            .await
+            .map_err(BadInput)?;
     }
     // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
     let mut signals = crate::signals::subscribe();

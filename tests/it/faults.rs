@@ -539,3 +539,104 @@ fn timer_error_is_the_harness_lateness_not_a_slow_server() {
     assert!(late.p99 > 5.0, "a starved runtime is late: {late:?}");
     assert!(stderr.contains("fell behind"), "{stderr}");
 }
+
+/// What a hostile user found, each now told before the run (exit 2) or in the table and the
+/// exit code (1): overlapping windows of one kind (the inner end resumed the outer pause
+/// early), a failover of a shard that does not exist, a pause the user may not run, a pause
+/// that failed during the run (it ended in exit 0 with the error only in faults.csv), and a
+/// window the run ended before (dropped without a record).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn faults_that_cannot_work_are_refused_or_shown_failed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], out: &str| {
+        let o = common::Lockbench::new()
+            .args(["run", "--duration", "1s", "--workers", "2"])
+            .args(args)
+            .out(tmp.path().join(out))
+            .output();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        (o.status.code(), text)
+    };
+    // Overlapping pauses: refused, naming both.
+    let (code, text) = run(
+        &[
+            "--backend",
+            "spawn",
+            "--fault",
+            "server-pause@200ms+1500ms",
+            "--fault",
+            "server-pause@400ms+100ms",
+        ],
+        "overlap",
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("faults 1 and 2") && text.contains("overlap"),
+        "{text}"
+    );
+    // Back to back is not overlapping (the negative control).
+    let (code, text) = run(
+        &[
+            "--backend",
+            "spawn",
+            "--fault",
+            "server-pause@200ms+200ms",
+            "--fault",
+            "server-pause@400ms+100ms",
+        ],
+        "adjacent",
+    );
+    assert_eq!(code, Some(0), "{text}");
+    // A window the run ends before: recorded as not reached, shown, exit 0.
+    let (code, text) = run(
+        &["--backend", "spawn", "--fault", "server-pause@10s+1s"],
+        "late",
+    );
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("faults applied/failed/not reached"), "{text}");
+    assert!(text.contains("0/0/1"), "{text}");
+    let summary = std::fs::read_to_string(tmp.path().join("late/summary.json")).unwrap();
+    assert!(summary.contains("\"reached\": false"), "{summary}");
+    // A server given by URL whose user may not pause it: refused before the run where ACL
+    // DRYRUN can tell; where it cannot (no ACL either), the failed window fails the run.
+    let server = common::redis().await;
+    let mut conn = common::sync_conn(&server);
+    for (user, rules) in [
+        ("nopause", &["+@all", "-client|pause"][..]),
+        ("nopause_noacl", &["+@all", "-client|pause", "-acl"][..]),
+    ] {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg("on")
+            .arg(">pw")
+            .arg("~lockbench:*")
+            .arg(rules)
+            .query(&mut conn)
+            .unwrap();
+    }
+    let url = |user: &str| format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+    let pause = ["--fault", "server-pause@300ms+200ms"];
+    let (code, text) = run(
+        &[&["--redis", &url("nopause")][..], &pause].concat(),
+        "noperm",
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("+client|pause") && !text.contains(":pw@"),
+        "{text}"
+    );
+    let (code, text) = run(
+        &[&["--redis", &url("nopause_noacl")][..], &pause].concat(),
+        "failed",
+    );
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("0/1/0") && text.contains("could not be applied"),
+        "{text}"
+    );
+}
