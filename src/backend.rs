@@ -24,6 +24,20 @@ pub struct Backend {
     pub store: Store,
     /// The spawned server, an administrative connection, the fault proxy.
     pub control: FaultControl,
+    /// Where the protected resource is, when apart from the locks (`None`: on the lock's
+    /// store, or no resource).
+    pub resource: Option<ResourceStore>,
+}
+
+/// The protected resource's own store: a database elsewhere, as in the systems lockbench
+/// models, so that a fault of the lock's server is a fault of the lock only. Never behind the
+/// fault proxy.
+pub enum ResourceStore {
+    /// A private server lockbench started for it (stopped with the backend), or the server
+    /// given by `resource_redis`.
+    Redis(RedisConnector, Option<SpawnedRedis>),
+    /// A second in-process model, beside the memory backend's.
+    Memory(MemoryStore),
 }
 
 /// Where the lock store is.
@@ -74,6 +88,7 @@ impl Backend {
             return Ok(Backend {
                 store: Store::Redlock(servers, conn),
                 control,
+                resource: None,
             });
         }
         let choice = match plan.backend {
@@ -160,7 +175,12 @@ impl Backend {
             *c = c.via(proxy.addr())?;
             control.proxy = Some(Arc::new(proxy));
         }
-        Ok(Backend { store, control })
+        let resource = resource_store(plan, &store, exe, timeouts, quiet).await?;
+        Ok(Backend {
+            store,
+            control,
+            resource,
+        })
     }
 
     /// `spawn`, `url`, `memory`, `sim` or `redlock`.
@@ -176,10 +196,13 @@ impl Backend {
         }
     }
 
-    /// Stops a spawned server (and the proxy).
+    /// Stops a spawned server (and the proxy, and the resource's private server).
     pub async fn close(self) {
         let cluster = self.control.cluster.clone();
         drop(self.control);
+        if let Some(ResourceStore::Redis(_, Some(mut s))) = self.resource {
+            s.kill().await;
+        }
         if let Store::Spawned(server, _) = self.store {
             server.lock().await.kill().await;
         } else if let Store::Redlock(servers, _) = self.store {
@@ -193,17 +216,90 @@ impl Backend {
     }
 }
 
+/// The resource's own store for a run with a resource on one server or the memory model:
+/// `resource_redis` when given, else a private server (the lock's binary), else — no
+/// `redis-server` here — the lock's store, with a notice. A cluster, a Redlock and the
+/// simulator keep the resource beside the locks.
+async fn resource_store(
+    plan: &Plan,
+    store: &Store,
+    exe: Option<&std::path::Path>,
+    timeouts: Timeouts,
+    quiet: bool,
+) -> anyhow::Result<Option<ResourceStore>> {
+    if !plan.resource || plan.resource_shared() {
+        return Ok(None);
+    }
+    Ok(match store {
+        Store::Memory(_) => Some(ResourceStore::Memory(MemoryStore::new(
+            Duration::from_micros(plan.memory_rtt_us),
+            true,
+        ))),
+        Store::Spawned(..) | Store::Url(_) => match plan.resource_redis_url() {
+            Some(url) => Some(ResourceStore::Redis(
+                RedisConnector::new(url, timeouts, plan.allow_remote).context("resource_redis")?,
+                None,
+            )),
+            None if exe.is_some() || redis_server_available() => {
+                let server = match exe {
+                    Some(exe) => SpawnedRedis::start_exe(exe).await?,
+                    None => SpawnedRedis::start().await?,
+                };
+                let conn = RedisConnector::new(&server.url(), timeouts, false)?.described(format!(
+                    "a private server for the resource ({})",
+                    server.url()
+                ));
+                Some(ResourceStore::Redis(conn, Some(server)))
+            }
+            None => {
+                if !quiet {
+                    eprintln!(
+                        "notice: redis-server is not installed, so the protected resource lives on \
+                         the lock's server: a restart of it erases the resource too (give \
+                         --resource-redis URL for a store of its own)"
+                    );
+                }
+                None
+            }
+        },
+        _ => None,
+    })
+}
+
 /// Runs `$body` with `$c` bound to the backend's connector (`&RedisConnector` or
 /// `&MemoryStore`), and `$kind` to its kind name.
 #[macro_export]
 macro_rules! with_connector {
     ($backend:expr, $c:ident => $body:expr) => {
-        match &($backend).store {
-            $crate::backend::Store::Spawned(_, $c) | $crate::backend::Store::Url($c) => $body,
-            $crate::backend::Store::Memory($c) => $body,
-            $crate::backend::Store::Sim($c) => $body,
-            $crate::backend::Store::Cluster($c) => $body,
-            $crate::backend::Store::Redlock(_, $c) => $body,
+        match (&($backend).store, &($backend).resource) {
+            // The resource on a store of its own: the lock's connector paired with it.
+            (
+                $crate::backend::Store::Spawned(_, lock) | $crate::backend::Store::Url(lock),
+                Some($crate::backend::ResourceStore::Redis(resource, _)),
+            ) => {
+                let apart = $crate::store::apart::Apart {
+                    lock: lock.clone(),
+                    resource: resource.clone(),
+                };
+                let $c = &apart;
+                $body
+            }
+            (
+                $crate::backend::Store::Memory(lock),
+                Some($crate::backend::ResourceStore::Memory(resource)),
+            ) => {
+                let apart = $crate::store::apart::Apart {
+                    lock: lock.clone(),
+                    resource: resource.clone(),
+                };
+                let $c = &apart;
+                $body
+            }
+            ($crate::backend::Store::Spawned(_, $c) | $crate::backend::Store::Url($c), _) => $body,
+            ($crate::backend::Store::Memory($c), _) => $body,
+            ($crate::backend::Store::Sim($c), _) => $body,
+            ($crate::backend::Store::Cluster($c), _) => $body,
+            ($crate::backend::Store::Redlock(_, $c), _) => $body,
         }
     };
 }

@@ -1482,6 +1482,16 @@ impl Plan {
                 .any(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
     }
 
+    /// The protected resource shares the lock's store (`resource_redis = "shared"`).
+    pub fn resource_shared(&self) -> bool {
+        false
+    }
+
+    /// The server given for the protected resource (`resource_redis = URL`).
+    pub fn resource_redis_url(&self) -> Option<&str> {
+        None
+    }
+
     /// Run length as a duration, if the run is time-limited.
     pub fn run_time(&self) -> Option<Duration> {
         match self.stop {

@@ -92,6 +92,11 @@ impl KeyTracker {
         others
     }
 
+    /// How many sections are open.
+    pub fn holders(&self) -> u32 {
+        self.open
+    }
+
     /// A section closes at `t_us`. Returns the overlap stretch `[start, end)` this close
     /// ended, if the number of holders just fell from two to one.
     pub fn close(&mut self, t_us: u64) -> Option<(u64, u64)> {

@@ -317,6 +317,7 @@ fn write_reply(w: WriteOutcome) -> String {
                 0
             },
         ),
+        WriteOutcome::Written => pair(1, 3),
         WriteOutcome::Fenced { highest } => pair(0, highest),
     }
 }

@@ -4,13 +4,14 @@
 
 use crate::agent::AgentSpec;
 use crate::agent::barrier::Agent;
-use crate::backend::{Backend, Store};
+use crate::backend::{Backend, ResourceStore, Store};
 use crate::commands::args::{CompareArgs, RunArgs};
 use crate::exit::BadInput;
 use crate::model::variant::Variant;
 use crate::profile::{BackendChoice, Plan, Profile, Stop};
 use crate::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
 use crate::store::Timeouts;
+use crate::store::apart::Apart;
 use crate::store::redis::RedisConnector;
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,6 +134,29 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
             ..opts.clone()
         };
         crate::with_connector!(backend, c => run_with(c, kind, plan, methods, opts).await)
+    } else if backends.iter().all(|b| b.resource.is_some()) {
+        // Each spawned server with the resource's own store beside it.
+        let mut aparts = Vec::new();
+        for b in &backends {
+            if let (Store::Spawned(server, c), Some(ResourceStore::Redis(r, _))) =
+                (&b.store, &b.resource)
+            {
+                let apart = Apart {
+                    lock: c.clone(),
+                    resource: r.clone(),
+                };
+                aparts.push((apart, b, server.lock().await.exe().to_path_buf()));
+            }
+        }
+        let targets: Vec<_> = aparts
+            .iter()
+            .map(|(apart, b, exe)| Target {
+                connector: apart,
+                control: b.control.clone(),
+                binary: Some(exe.clone()),
+            })
+            .collect();
+        run_on(&targets, kind, plan, methods, opts).await
     } else {
         let mut targets = Vec::new();
         for b in &backends {
@@ -252,10 +276,11 @@ fn finish(
                 )
             );
         }
-        if outcome
-            .summaries
-            .iter()
-            .any(|s| s.protect.resource && s.faults.iter().any(|f| f.kind == "server-restart"))
+        if outcome.manifest.resource_store.is_none()
+            && outcome
+                .summaries
+                .iter()
+                .any(|s| s.protect.resource && s.faults.iter().any(|f| f.kind == "server-restart"))
         {
             println!(
                 "note: the resource lives on the restarted server, so the restart erased it too: \

@@ -250,6 +250,11 @@ impl Recorder {
         pending.len() as u64
     }
 
+    /// How many sections of `key` are open now.
+    pub fn holders(&self, key: usize) -> u32 {
+        lock(&self.keys[key].0).holders()
+    }
+
     /// A section of `key` closes at `now` (µs, just read): returns its end (µs: later if the
     /// key's last event was).
     pub fn close_section(&self, worker: usize, key: usize, now: u64) -> u64 {

@@ -480,7 +480,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
 
     /// Write `value + 1` right before releasing (read-modify-write across the section), with
     /// the fence when the variant fences. The server says whether the writer still held the
-    /// lock at that instant.
+    /// lock at that instant, when the resource is on the lock's server.
     async fn write(&mut self, s: &mut Section) {
         if self.ctx.resource.is_none() {
             return;
@@ -517,6 +517,20 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }) => "unsafe_over_holder",
             // The writer's lock was gone and nobody held it.
             Ok(WriteOutcome::Accepted { .. }) => "unsafe",
+            // A resource apart from the lock: the run's own timeline tells. Another section
+            // of the key open now is the damage case; past the writer's lock expiry (from the
+            // SET's send: the earliest the server can have expired it) with nobody in, the
+            // lock was gone.
+            Ok(WriteOutcome::Written) => {
+                let now = ctx.recorder.now_us();
+                if ctx.recorder.holders(key) > 1 {
+                    "unsafe_over_holder"
+                } else if s.held.lock_until_us.is_some_and(|until| now >= until) {
+                    "unsafe"
+                } else {
+                    "accepted"
+                }
+            }
             Ok(WriteOutcome::Fenced { .. }) => "fenced",
             Err(e) => {
                 ctx.recorder.error(&e);

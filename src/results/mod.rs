@@ -100,6 +100,10 @@ pub struct Manifest {
     /// summary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// Where the protected resource lived when apart from the locks (a private server, the
+    /// one given by `resource_redis`, a second model); absent: on the lock's store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_store: Option<String>,
     /// Keys that may remain on the server (cleanup failed or was abandoned), listed in
     /// `leftover-keys.txt`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -58,6 +58,7 @@ pub(crate) fn new_manifest(
         ended_at: None,
         interrupted: false,
         failure: None,
+        resource_store: None,
         leftover_keys: None,
         cleanup_removed_locks: 0,
         agent: opts.agent.as_ref().map(|a| a.record()),

@@ -1,6 +1,7 @@
 //! The handful of commands lockbench sends, behind one small trait, so the same worker loop and
 //! the same demo drive a real Redis ([`redis`]) and the in-process model ([`memory`]).
 
+pub mod apart;
 pub(crate) mod cluster;
 pub mod memory;
 pub mod pipe;
@@ -156,6 +157,16 @@ pub trait LockConn: Clone + Send + Sync + 'static {
         fence: Option<u64>,
         value: u64,
     ) -> impl Future<Output = CmdResult<WriteOutcome>> + Send;
+    /// Writes `value` into a protected resource that lives apart from the lock (its own
+    /// server): the fence check of [`resource_write`](Self::resource_write) without the look at
+    /// the lock, which is not on this server. `Accepted` is then [`WriteOutcome::Written`]:
+    /// whether the writer still held the lock is for the caller to tell.
+    fn resource_write_apart(
+        &mut self,
+        res_key: &str,
+        fence: Option<u64>,
+        value: u64,
+    ) -> impl Future<Output = CmdResult<WriteOutcome>> + Send;
     /// Re-arms a held lock to `ttl_ms` only if it still holds `token`, atomically, with the
     /// command `how` names. `true` = re-armed; `false` = the key was absent or held another
     /// token (an extension failure: too late). [`ExtendCommand::SetIfeq`] on a server without
@@ -200,6 +211,9 @@ pub enum WriteOutcome {
         /// `holder: false` means the lock was gone and nobody held it.
         other_holder: bool,
     },
+    /// The value was written to a resource apart from the lock ([`LockConn::resource_write_apart`]):
+    /// the server could not look at the lock.
+    Written,
     /// Refused: the writer's fence is below `highest`, the highest fence the resource has
     /// seen. Nothing was written.
     Fenced {
@@ -246,6 +260,11 @@ pub trait Connector: Send + Sync + 'static {
     /// A redlock's figures (quorum failures, per-instance errors) since the last call, which
     /// resets them; `None` for a single store.
     fn take_redlock_figures(&self) -> Option<crate::redlock::RedlockFigures> {
+        None
+    }
+    /// Where the protected resource lives when it is apart from the locks
+    /// ([`apart::Apart`]); `None`: on the lock's store.
+    fn resource_store(&self) -> Option<String> {
         None
     }
 }
@@ -304,6 +323,19 @@ local v = redis.call('get', KEYS[2])
 if v == ARGV[1] then return {1, 1} end
 if v then return {1, 2} end
 return {1, 0}";
+
+/// The resource write of [`RESOURCE_WRITE_LUA`] for a resource apart from the lock: the same
+/// fence check, no look at the lock. KEYS: resource. ARGV: fence or `-`, value. Reply: `{1, 3}`
+/// written, `{0, highest}` refused.
+pub const RESOURCE_WRITE_APART_LUA: &str = "\
+local f = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
+if ARGV[1] ~= '-' then
+  local g = tonumber(ARGV[1])
+  if g < f then return {0, f} end
+  if g > f then redis.call('hset', KEYS[1], 'fence', ARGV[1]) end
+end
+redis.call('hset', KEYS[1], 'value', ARGV[2])
+return {1, 3}";
 
 /// Compare-and-`PEXPIRE`: re-arms the lock only if it holds the token.
 /// KEYS: lock. ARGV: token, ttl in ms. Reply: 1 re-armed, 0 absent or another's.

@@ -4,7 +4,8 @@
 use super::pipe::PipeLink;
 use super::{
     CANONICAL_CAD_LUA, Connector, EXTEND_LUA, FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA,
-    RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome, Timeouts, WriteOutcome, fence_arg,
+    RESOURCE_READ_LUA, RESOURCE_WRITE_APART_LUA, RESOURCE_WRITE_LUA, ReadOutcome, Timeouts,
+    WriteOutcome, fence_arg,
 };
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
@@ -32,6 +33,7 @@ pub(super) struct Scripts {
     acquire_fenced: Script,
     read: Script,
     write: Script,
+    write_apart: Script,
     extend: Script,
 }
 
@@ -80,6 +82,7 @@ impl Scripts {
             acquire_fenced: Script::new(FENCED_ACQUIRE_LUA),
             read: Script::new(RESOURCE_READ_LUA),
             write: Script::new(RESOURCE_WRITE_LUA),
+            write_apart: Script::new(RESOURCE_WRITE_APART_LUA),
             extend: Script::new(EXTEND_LUA),
         }
     }
@@ -159,6 +162,12 @@ impl RedisConnector {
             .await
             .with_context(|| format!("cannot resolve {host}:{port}"))?;
         Ok(addrs.next())
+    }
+
+    /// The same connector, described as `describe` (in the manifest and messages).
+    pub fn described(mut self, describe: String) -> Self {
+        self.describe = describe;
+        self
     }
 
     /// The same connector (user, password, TLS, timeouts) aimed at `addr` instead: the fault
@@ -610,6 +619,27 @@ impl<K: Link> LockConn for RedisConn<K> {
             }
         } else {
             WriteOutcome::Fenced { highest: n }
+        })
+    }
+
+    async fn resource_write_apart(
+        &mut self,
+        res_key: &str,
+        fence: Option<u64>,
+        value: u64,
+    ) -> CmdResult<WriteOutcome> {
+        let (accepted, n): (i64, u64) = self
+            .scripts
+            .write_apart
+            .key(res_key)
+            .arg(fence_arg(fence))
+            .arg(value)
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(classify)?;
+        Ok(match accepted {
+            1 => WriteOutcome::Written,
+            _ => WriteOutcome::Fenced { highest: n },
         })
     }
 

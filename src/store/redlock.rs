@@ -392,6 +392,15 @@ impl LockConn for RedlockConn {
         Err(unsupported("the resource write"))
     }
 
+    async fn resource_write_apart(
+        &mut self,
+        _res_key: &str,
+        _fence: Option<u64>,
+        _value: u64,
+    ) -> CmdResult<WriteOutcome> {
+        Err(unsupported("the resource write"))
+    }
+
     /// Re-arms on every instance; held iff a majority re-armed
     /// ([`crate::redlock::combine_extend`]).
     async fn extend(

@@ -32,6 +32,21 @@ async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcom
             .unwrap();
         assert!(keys.is_empty(), "keys left on the server: {keys:?}");
     }
+    // Nor on the resource's own server.
+    if let Some(lockbench::backend::ResourceStore::Redis(_, Some(server))) = &backend.resource {
+        let mut conn = redis::Client::open(server.url())
+            .unwrap()
+            .get_connection()
+            .unwrap();
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("lockbench:*")
+            .query(&mut conn)
+            .unwrap();
+        assert!(
+            keys.is_empty(),
+            "keys left on the resource's server: {keys:?}"
+        );
+    }
     backend.close().await;
     assert_eq!(out.manifest.leftover_keys, None);
     lockbench::report::render_after_run(dir).expect("report");
@@ -638,5 +653,61 @@ async fn faults_that_cannot_work_are_refused_or_shown_failed() {
     assert!(
         text.contains("0/1/0") && text.contains("could not be applied"),
         "{text}"
+    );
+}
+
+/// A lock-server restart is a fault of the lock only when the resource lives on a store of
+/// its own (a second private server, the default with a resource): under read-write fencing
+/// nothing is lost through the restart — the fences start again at 1 on the emptied lock
+/// server, below the highest the resource has seen, so the resource refuses them until they
+/// catch up. The negative control runs the same schedule with the resource on the lock's
+/// server (the old layout): the restart erases the resource, and the lost updates the table
+/// showed were the erased writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_server_restart_loses_no_update_of_a_resource_apart() {
+    let p = plan(
+        "workers = 4\nkeys = 1\nttl = \"200ms\"\ndist = \"constant(5ms)\"\nduration = \"1500ms\"\n\
+         resource = true\nbusy = \"retry\"\n[retry]\ncap = \"5ms\"\n\
+         [[fault]]\nkind = \"server-restart\"\nat = \"600ms\"\nlength = \"100ms\"\n",
+    );
+    let rw = Variant::parse_with("token+fence-rw", Variant::from(p.release)).unwrap();
+    // Apart: the backend starts the resource's own server.
+    let tmp = tempfile::tempdir().unwrap();
+    let apart = run_faulted(&p, &[rw], tmp.path()).await;
+    assert!(
+        apart
+            .manifest
+            .resource_store
+            .as_deref()
+            .is_some_and(|r| r.contains("for the resource")),
+        "{:?}",
+        apart.manifest.resource_store
+    );
+    let s = &apart.summaries[0];
+    assert!(s.counts.writes_accepted > 20, "{:?}", s.counts);
+    assert_eq!(s.lost_updates, 0, "apart: {:?}", s.counts);
+    assert!(
+        s.counts.reads_rejected_fenced > 0,
+        "the fences that restarted at 1 are refused: {:?}",
+        s.counts
+    );
+    // Shared, the negative control: the same schedule with the resource on the lock's server.
+    let backend = Backend::open(&p, true).await.expect("open the backend");
+    let Store::Spawned(_, lock) = &backend.store else {
+        panic!("a spawned server")
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = RunOptions {
+        faults: backend.control.clone(),
+        ..common::opts(tmp.path())
+    };
+    let shared = run_with(lock, "spawn", &p, &[rw], &opts).await.unwrap();
+    backend.close().await;
+    assert_eq!(shared.manifest.resource_store, None);
+    let s = &shared.summaries[0];
+    assert!(
+        s.lost_updates > 0,
+        "shared: the restart erased the resource: {:?}",
+        s.counts
     );
 }

@@ -295,6 +295,26 @@ impl<N: Net> LockConn for MemoryStore<N> {
         .await
     }
 
+    async fn resource_write_apart(
+        &mut self,
+        res_key: &str,
+        fence: Option<u64>,
+        value: u64,
+    ) -> CmdResult<WriteOutcome> {
+        self.call(|ks, now| {
+            let (_, mut highest) = Self::resource(ks, res_key, now)?;
+            if let Some(f) = fence {
+                if f < highest {
+                    return Ok(WriteOutcome::Fenced { highest });
+                }
+                highest = f;
+            }
+            Self::set_resource(ks, res_key, value, highest);
+            Ok(WriteOutcome::Written)
+        })
+        .await
+    }
+
     async fn extend(
         &mut self,
         key: &str,
