@@ -35,7 +35,7 @@ pub struct Backend {
 pub enum ResourceStore {
     /// A private server lockbench started for it (stopped with the backend), or the server
     /// given by `resource_redis`.
-    Redis(RedisConnector, Option<SpawnedRedis>),
+    Redis(RedisConnector, Option<Box<SpawnedRedis>>),
     /// A second in-process model, beside the memory backend's.
     Memory(MemoryStore),
 }
@@ -249,7 +249,7 @@ async fn resource_store(
                     "a private server for the resource ({})",
                     server.url()
                 ));
-                Some(ResourceStore::Redis(conn, Some(server)))
+                Some(ResourceStore::Redis(conn, Some(Box::new(server))))
             }
             None => {
                 if !quiet {
