@@ -35,7 +35,7 @@ pub struct Backend {
 pub enum ResourceStore {
     /// A private server lockbench started for it (stopped with the backend), or the server
     /// given by `resource_redis`.
-    Redis(RedisConnector, Option<Box<SpawnedRedis>>),
+    Redis(Box<RedisConnector>, Option<SpawnedRedis>),
     /// A second in-process model, beside the memory backend's.
     Memory(MemoryStore),
 }
@@ -249,7 +249,7 @@ async fn resource_store(
                     "a private server for the resource ({})",
                     server.url()
                 ));
-                Some(ResourceStore::Redis(conn, Some(Box::new(server))))
+                Some(ResourceStore::Redis(Box::new(conn), Some(server)))
             }
             None => {
                 if !quiet {
@@ -279,7 +279,7 @@ macro_rules! with_connector {
             ) => {
                 let apart = $crate::store::apart::Apart {
                     lock: lock.clone(),
-                    resource: resource.clone(),
+                    resource: (**resource).clone(),
                 };
                 let $c = &apart;
                 $body

@@ -143,7 +143,7 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
             {
                 let apart = Apart {
                     lock: c.clone(),
-                    resource: r.clone(),
+                    resource: (**r).clone(),
                 };
                 aparts.push((apart, b, server.lock().await.exe().to_path_buf()));
             }
