@@ -237,7 +237,10 @@ async fn resource_store(
         ))),
         Store::Spawned(..) | Store::Url(_) => match plan.resource_redis_url() {
             Some(url) => Some(ResourceStore::Redis(
-                RedisConnector::new(url, timeouts, plan.allow_remote).context("resource_redis")?,
+                Box::new(
+                    RedisConnector::new(url, timeouts, plan.allow_remote)
+                        .context("resource_redis")?,
+                ),
                 None,
             )),
             None if exe.is_some() || redis_server_available() => {
