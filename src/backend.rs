@@ -35,7 +35,7 @@ pub struct Backend {
 pub enum ResourceStore {
     /// A private server lockbench started for it (stopped with the backend), or the server
     /// given by `resource_redis`.
-    Redis(Box<RedisConnector>, Option<SpawnedRedis>),
+    Redis(Box<RedisConnector>, Option<Box<SpawnedRedis>>),
     /// A second in-process model, beside the memory backend's.
     Memory(MemoryStore),
 }
@@ -252,7 +252,7 @@ async fn resource_store(
                     "a private server for the resource ({})",
                     server.url()
                 ));
-                Some(ResourceStore::Redis(Box::new(conn), Some(server)))
+                Some(ResourceStore::Redis(Box::new(conn), Some(Box::new(server))))
             }
             None => {
                 if !quiet {
