@@ -670,7 +670,7 @@ async fn a_lock_server_restart_loses_no_update_of_a_resource_apart() {
          resource = true\nbusy = \"retry\"\n[retry]\ncap = \"5ms\"\n\
          [[fault]]\nkind = \"server-restart\"\nat = \"600ms\"\nlength = \"100ms\"\n",
     );
-    let rw = Variant::parse_with("token+fence-rw", Variant::from(p.release)).unwrap();
+    let rw = Variant::parse_with("token+fence-rw", p.release).unwrap();
     // Apart: the backend starts the resource's own server.
     let tmp = tempfile::tempdir().unwrap();
     let apart = run_faulted(&p, &[rw], tmp.path()).await;
