@@ -104,7 +104,12 @@ class Adapter {
       c.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
       return c;
     });
-    for (const c of this.clients) { await c.connect(); await c.ping(); }
+    try {
+      for (const c of this.clients) { await c.connect(); await c.ping(); }
+    } catch (e) {
+      for (const c of this.clients) c.disconnect(); // no reconnecting in the background
+      throw e;
+    }
   }
   async close() {
     for (const c of this.clients || []) { try { await c.quit(); } catch (e) { /* gone */ } }
@@ -323,10 +328,16 @@ class RedisLock extends Adapter {
     if (this.servers.length !== 1) throw new Refused(`redis-lock takes exactly one server, got ${this.servers.length}`);
     const { createClient } = require('redis');
     const t = this.options.command_timeout_ms;
-    this.client = createClient(Object.assign({ url: this.servers[0] }, t ? { socket: { connectTimeout: t } } : {}));
+    let ready = false;
+    // A server that is not there fails hello (node-redis would otherwise retry for ever);
+    // once connected, its default reconnecting applies.
+    const socket = { reconnectStrategy: (n) => (ready ? Math.min(n * 50, 500) : new Error('could not connect')) };
+    if (t) socket.connectTimeout = t;
+    this.client = createClient({ url: this.servers[0], socket });
     this.client.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
     await this.client.connect();
     await this.client.ping();
+    ready = true;
     this.retryDelay = this.options.retry_delay_ms !== undefined ? this.options.retry_delay_ms : 50;
     this.lock = require('redis-lock')(this.client, this.retryDelay);
   }

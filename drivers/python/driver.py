@@ -51,6 +51,10 @@ class Refused(Exception):
 
 
 def err_text(e: BaseException) -> str:
+    if hasattr(e, "masters") and hasattr(e, "key"):
+        # pottery's errors print every master's connection pool: name the key and the count.
+        errs = [err_text(x) for x in getattr(e, "redis_errors", None) or []]
+        return f"{type(e).__name__}: key {e.key} on {len(e.masters)} masters" + (f"; redis errors: {errs}" if errs else "")
     return f"{type(e).__name__}: {e}"
 
 
