@@ -306,7 +306,8 @@ class Run:
         check(r.get("library") == self.lib, f"library {r.get('library')!r}")
         check(r.get("version") == PINS[self.lib], f"version {r.get('version')!r}, pinned {PINS[self.lib]}")
         caps = r.get("capabilities", {})
-        for k in ("section", "acquire", "extend", "release", "auto_renewal", "lost_callback", "quorum", "min_ttl_ms"):
+        for k in ("section", "acquire", "extend", "release", "auto_renewal", "lost_callback", "quorum", "min_ttl_ms",
+                  "section_min_ttl_ms", "ttl_step_ms"):
             check(k in caps, f"capability {k} missing")
         check(caps["quorum"] == (self.lib in QUORUM), "quorum capability")
         self.key_format = r.get("key_format", "{key}")
@@ -335,7 +336,8 @@ class Run:
         check(before <= t0 <= h <= lv <= rel <= after, "stamps out of order or not CLOCK_MONOTONIC")
         check(h == held["t_ns"], "held_ns differs from the held event's t_ns")
         check(lv - h >= 20 * MS, "held less than the 20 ms asked")
-        check(self.server_values(self.rkey(key)) == [None] * self.n, "key left after release")
+        # A quorum library returns once a majority answered: the others may still be deleting.
+        check(self.majority_value(self.rkey(key)) is None, "key left after release")
         # block: the stalled loop / interpreter
         b = d.request({"op": "block", "ms": 50})
         check(b["outcome"] == "ok" and b["t1_ns"] - b["t0_ns"] >= 50 * MS, f"block: {b}")
@@ -384,7 +386,7 @@ class Run:
         b, _ = self.spawn()
         key = self.key("x")
         rk = self.rkey(key)
-        rid, held, early = a.section_start(key, ttl, 0)
+        rid, held, early = a.section_start(key, ttl, 1000)
         check(held is not None, f"A not held: {early}")
         t_held = held["t_ns"]
         _sleep_until(t_held + (ttl + 50) * MS)
@@ -439,7 +441,7 @@ class Run:
         b, _ = self.spawn()
         key = self.key("v")
         rk = self.rkey(key)
-        rid, held, early = a.section_start(key, ttl, 0)
+        rid, held, early = a.section_start(key, ttl, 1000)
         check(held is not None, f"A not held: {early}")
         for c in self.servers.clients[: self.n]:
             c.cmd("DEL", rk)
@@ -471,13 +473,13 @@ class Run:
     def t_refuse(self):
         d, _ = self.spawn()
         out = []
-        if self.caps.get("min_ttl_ms", 1) > 100 or self.lib == "redlock5":
+        if self.caps.get("section_min_ttl_ms", 1) > 100:
             rid = d.send({"op": "section", "key": self.key("r"), "ttl_ms": 100, "wait_ms": 0})
             r = d.reply(rid)
             check(r["outcome"] == "error" and not d.events(rid, "held"), f"TTL 100 not refused: {r}")
             out.append("TTL 100 refused")
             self.notes.append(f"{self.lib} TTL 100 ms: {r.get('error')}")
-        if self.caps.get("min_ttl_ms", 1) > 100:
+        if self.caps.get("section_min_ttl_ms", 1) > 100:
             d2 = DriverProc(self.argv)
             self.procs.append(d2)
             r = d2.request({"op": "hello", "protocol": 1, "servers": self.servers.urls(self.n),
@@ -519,6 +521,8 @@ class Run:
         check(r["outcome"] == "error", f"leave without section: {r}")
         rid, held, early = d.section_start(self.key("g"), 1000, 1000)
         check(held is not None, f"not serving after garbage: {early}")
+        r2 = d.request({"op": "section", "key": self.key("g2"), "ttl_ms": 1000, "wait_ms": 0})
+        check(r2["outcome"] == "error", f"a second open section was accepted: {r2}")
         r = d.leave(rid)
         check(r["outcome"] == "ok", f"section after garbage: {r}")
         check(not d.bad_lines, f"non-JSON on stdout: {d.bad_lines[:3]}")

@@ -22,7 +22,9 @@ console.log = console.info = console.debug = (...a) => console.error(...a);
 const now = () => process.hrtime.bigint(); // CLOCK_MONOTONIC (libuv uv_hrtime)
 
 // BigInt stamps are written as exact JSON integers (a Number loses nanoseconds past 2^53).
+let quiet = false; // after the bye reply nothing more is written
 function send(obj) {
+  if (quiet) return;
   const line = JSON.stringify(obj, (k, v) => (typeof v === 'bigint' ? `\u0000big${v}` : v))
     .replace(/"\\u0000big(\d+)"/g, '$1');
   try {
@@ -89,13 +91,13 @@ class Adapter {
       package: this.constructor.package,
       version: pkgVersion(this.constructor.module),
       capabilities: Object.assign({}, this.constructor.caps, {
-        quorum: this.constructor.quorum, min_ttl_ms: 1, ttl_step_ms: 1,
+        quorum: this.constructor.quorum, min_ttl_ms: 1, section_min_ttl_ms: this.sectionMinTtl(), ttl_step_ms: 1,
       }),
       key_format: this.constructor.keyFormat,
     };
   }
   redisKey(key) { return this.constructor.keyFormat.replace('{key}', key); }
-  checkTtl(ttl) { /* every TTL >= 1 ms is taken */ }
+  sectionMinTtl() { return 1; }
   async ioredisClients() {
     const Redis = require('ioredis');
     const t = this.options.command_timeout_ms;
@@ -153,6 +155,8 @@ class Redlock5 extends Adapter {
     this.redlock = new Observed(this.clients, s);
     this.redlock.on('error', (e) => { if (!(e && e.name === 'ResourceLockedError')) process.stderr.write(`driver: redlock: ${errText(e)}\n`); });
   }
+  // using() refuses a duration below automaticExtensionThreshold + 100 ms.
+  sectionMinTtl() { return (this.redlock ? this.redlock.settings.automaticExtensionThreshold : 500) + 100; }
   // The wait budget is the library's retry count: one attempt plus floor(wait / retryDelay).
   acquireSettings(wait) { return { retryCount: Math.floor(wait / this.redlock.settings.retryDelay) }; }
   async section(key, ttl, wait, inside) {
@@ -410,6 +414,14 @@ class Driver {
     this.adapter = null;
     const a = new cls(servers, options);
     await a.init();
+    if (options.ttl_ms !== undefined) {
+      for (const t of [].concat(options.ttl_ms)) {
+        if (!Number.isInteger(t) || t < a.sectionMinTtl()) {
+          await a.close();
+          throw new Refused(`ttl_ms=${t} refused: a ${cls.library} section takes a TTL of at least ${a.sectionMinTtl()} ms`);
+        }
+      }
+    }
     this.adapter = a;
     const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && k !== 'ttl_ms').sort();
     return Object.assign({ id: req.id, outcome: 'ok', protocol: PROTOCOL }, a.hello(), { pid: process.pid, ignored_options: ignored });
@@ -421,7 +433,7 @@ class Driver {
     const key = needKey(req);
     const ttl = needInt(req, 'ttl_ms', 1);
     const wait = needInt(req, 'wait_ms', 0);
-    if (this.sections.has(id)) throw new Refused(`section ${id} is already open`);
+    if (this.sections.size) throw new Refused(`section ${[...this.sections.keys()][0]} is open: one section at a time`);
     const s = { leave: null, held: null, leaveNs: null };
     let heldSignal;
     s.heldPromise = new Promise((resolve) => { heldSignal = resolve; });
@@ -615,8 +627,9 @@ async function main() {
     if (r && r.bye !== undefined) { byeId = r.bye; break; }
   }
   rl.close();
-  await d.shutdown();
   if (byeId !== null) send({ id: byeId, outcome: 'ok' });
+  quiet = true; // open sections are left and held locks released without further replies
+  await d.shutdown();
   process.exit(0);
 }
 

@@ -122,7 +122,8 @@ class Adapter:
 
     def hello_fields(self) -> dict:
         caps = dict(self.caps)
-        caps.update(quorum=self.quorum, min_ttl_ms=self.min_ttl_ms, ttl_step_ms=self.ttl_step_ms)
+        caps.update(quorum=self.quorum, min_ttl_ms=self.min_ttl_ms, section_min_ttl_ms=self.min_ttl_ms,
+                    ttl_step_ms=self.ttl_step_ms)
         return {
             "library": self.library,
             "package": self.package,
@@ -403,8 +404,8 @@ class Driver:
         key = need_key(req)
         ttl_ms = need_int(req, "ttl_ms", 1)
         wait_ms = need_int(req, "wait_ms", 0)
-        if rid in self.sections:
-            raise Refused(f"section {rid} is already open")
+        if self.sections:
+            raise Refused(f"section {next(iter(self.sections))} is open: one section at a time")
         t0 = now()
         try:
             lock = a.make(key, ttl_ms, wait_ms)
@@ -420,8 +421,8 @@ class Driver:
             kind = "busy" if isinstance(e, Busy) else a.classify(e, "acquire")
             if kind == "busy":
                 return {"id": rid, "outcome": self.busy_outcome(wait_ms), "t0_ns": t0, "t1_ns": t1,
-                        "held_ns": None, "released_ns": None}
-            r = error_reply(rid, e, t0_ns=t0, t1_ns=t1, held_ns=None, released_ns=None)
+                        "held_ns": None, "leave_ns": None, "released_ns": None}
+            r = error_reply(rid, e, t0_ns=t0, t1_ns=t1, held_ns=None, leave_ns=None, released_ns=None)
             if kind == "fail":
                 r["outcome"] = "fail"
             return r
