@@ -470,6 +470,36 @@ class Run:
             d.close()
         return f"A {what}; {key_state}" + ("; lost" if lost else "")
 
+    def t_pause(self):
+        """SIGSTOP a renewing holder past its TTL (a GC pause); B takes the lock meanwhile; after
+        SIGCONT the library must say the lock was lost (redis-semaphore #175 was a silent
+        re-acquire)."""
+        if not self.caps.get("auto_renewal"):
+            return "-"
+        ttl, stop = {"python-redis-lock-renew": (1000, 3000), "redlock5": (700, 2000)}.get(self.lib, (300, 1000))
+        a, _ = self.spawn()
+        b, _ = self.spawn()
+        key = self.key("p")
+        rid, held, early = a.section_start(key, ttl, 1000)
+        check(held is not None, f"A not held: {early}")
+        time.sleep(0.05)
+        os.kill(a.p.pid, signal.SIGSTOP)
+        try:
+            b_id, bh, bearly = b.section_start(key, 10000, stop - 200)
+        finally:
+            _sleep_until(held["t_ns"] + (stop + 50) * MS)
+            os.kill(a.p.pid, signal.SIGCONT)
+        check(bh is not None, f"B did not get the lock while A was stopped: {bearly}")
+        lost = a.wait(lambda m: m.get("id") == rid and m.get("event") == "lost", ttl / 1000 + 5)
+        ra = a.leave(rid, timeout=60)
+        after = self.majority_value(self.rkey(key))
+        b.leave(b_id)
+        key_state = "B's key kept" if after == bh.get("token") else "B's key GONE"
+        self.notes.append(f"{self.lib} SIGSTOP {stop} ms (TTL {ttl} ms): A lost event {(lost['t_ns'] - held['t_ns']) / MS:.0f} ms"
+                          f" after held ({lost.get('detail')}); A release -> {ra['outcome']}; {key_state}")
+        check(key_state == "B's key kept", "A's release deleted B's key")
+        return f"B held; A lost; A {ra['outcome']}"
+
     def t_refuse(self):
         d, _ = self.spawn()
         out = []
@@ -544,7 +574,7 @@ class Run:
         if "hello" in self.cells and self.cells["hello"] == "FAIL":
             return
         for name, fn in (("section", self.t_section), ("contend", self.t_contend), ("expiry", self.t_expiry),
-                         ("vanish", self.t_vanish), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
+                         ("vanish", self.t_vanish), ("pause", self.t_pause), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
             self.step(name, fn)
         for d in self.procs:
             if d.p.poll() is None:
@@ -619,7 +649,7 @@ def main():
             print(f"conformance: {lib} done in {time.time() - t:.1f}s", file=sys.stderr)
     finally:
         servers.stop()
-    cols = ["hello", "section", "contend", "expiry", "vanish", "refuse+ops", "garbage/bye"]
+    cols = ["hello", "section", "contend", "expiry", "vanish", "pause", "refuse+ops", "garbage/bye"]
     print(table(rows, cols))
     print()
     print("What the libraries said:")
