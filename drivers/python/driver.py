@@ -379,13 +379,19 @@ class Driver:
             raise Refused("field 'options' must be an object")
         if self.adapter is not None:
             self.adapter.close()
+            self.adapter = None  # a failed hello leaves no connection behind
         cls = ADAPTERS[self.lib]
         ignored = sorted(k for k in options if k not in cls.option_names and k != "ttl_ms")
         adapter = cls(servers, options)
         ttls = options.get("ttl_ms")
-        if ttls is not None:
-            for t in ttls if isinstance(ttls, list) else [ttls]:
-                adapter.check_ttl(int(t))
+        try:
+            for t in ttls if isinstance(ttls, list) else ([] if ttls is None else [ttls]):
+                if isinstance(t, bool) or not isinstance(t, int):
+                    raise Refused(f"options.ttl_ms must be integers, got {t!r}")
+                adapter.check_ttl(t)
+        except Refused:
+            adapter.close()
+            raise
         self.adapter = adapter
         r = {"id": req["id"], "outcome": "ok", "protocol": PROTOCOL}
         r.update(adapter.hello_fields())
