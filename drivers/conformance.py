@@ -638,13 +638,21 @@ def main():
         if l not in DRIVERS:
             sys.exit(f"conformance: no driver {l!r} (drivers: {' '.join(DRIVERS)})")
     subprocess.run(["bash", os.path.join(ROOT, "scripts/drivers.sh")], check=True, stdout=subprocess.DEVNULL)
+    # SIGTERM unwinds like Ctrl-C, so the servers are stopped (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     servers = Servers(3)
     rows = []
     try:
         for lib in libs:
             t = time.time()
             r = Run(lib, servers)
-            r.run()
+            try:
+                r.run()
+            finally:
+                for d in r.procs:
+                    if d.p.poll() is None:
+                        os.killpg(d.p.pid, signal.SIGKILL)
+                        d.p.wait()
             rows.append(r)
             print(f"conformance: {lib} done in {time.time() - t:.1f}s", file=sys.stderr)
     finally:
