@@ -1,0 +1,638 @@
+#!/usr/bin/env node
+// lockbench-driver protocol 1 for Node lock libraries (issue 33).
+//
+//   node driver.js --lib redlock5|redlock4|redis-semaphore|redis-lock
+//
+// One process is one lock holder. Requests arrive as JSON lines on stdin, replies and events
+// leave as JSON lines on stdout; nothing else is ever written to stdout (console.log is sent to
+// stderr). The protocol is described in docs/src/reference/driver-protocol.md.
+'use strict';
+
+const readline = require('readline');
+const fs = require('fs');
+const path = require('path');
+
+const PROTOCOL = 1;
+const LIBS = ['redlock5', 'redlock4', 'redis-semaphore', 'redis-lock'];
+
+// stdout belongs to the protocol alone.
+const OUT_FD = 1;
+console.log = console.info = console.debug = (...a) => console.error(...a);
+
+const now = () => process.hrtime.bigint(); // CLOCK_MONOTONIC (libuv uv_hrtime)
+
+// BigInt stamps are written as exact JSON integers (a Number loses nanoseconds past 2^53).
+let quiet = false; // after the bye reply nothing more is written
+function send(obj) {
+  if (quiet) return;
+  const line = JSON.stringify(obj, (k, v) => (typeof v === 'bigint' ? `\u0000big${v}` : v))
+    .replace(/"\\u0000big(\d+)"/g, '$1');
+  try {
+    fs.writeSync(OUT_FD, line + '\n');
+  } catch (e) {
+    // stdout gone: lockbench has left; nothing to tell.
+  }
+}
+
+class Refused extends Error {}
+class Busy extends Error {}
+
+const errText = (e) => `${(e && (e.name || (e.constructor && e.constructor.name))) || 'Error'}: ${e && e.message !== undefined ? e.message : e}`;
+// A Redis timeout leaves the command's effect unknown.
+const isTimeout = (e) => !!e && /Command timed out|ETIMEDOUT|Connection timeout/i.test(String(e.message));
+function errorReply(id, e, extra = {}) {
+  const r = { id, outcome: 'error', error: errText(e) };
+  if (isTimeout(e)) r.unknown = true;
+  return Object.assign(r, extra);
+}
+
+function needInt(req, name, min = 0) {
+  const v = req[name];
+  if (!Number.isInteger(v) || v < min) throw new Refused(`field '${name}' must be an integer >= ${min}, got ${JSON.stringify(v)}`);
+  return v;
+}
+function needKey(req) {
+  const k = req.key;
+  if (typeof k !== 'string' || !k) throw new Refused(`field 'key' must be a non-empty string, got ${JSON.stringify(k)}`);
+  return k;
+}
+
+// The installed version, read at run time from the package's own package.json (some packages do
+// not export it, so walk up from the resolved entry point).
+function pkgVersion(mod) {
+  let dir = path.dirname(require.resolve(mod));
+  for (;;) {
+    const f = path.join(dir, 'package.json');
+    if (fs.existsSync(f)) {
+      const j = JSON.parse(fs.readFileSync(f, 'utf8'));
+      if (j.name && j.version) return j.version;
+    }
+    const up = path.dirname(dir);
+    if (up === dir) throw new Error(`no package.json above ${mod}`);
+    dir = up;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adapters. Each knows its library's idiom for a section, its explicit ops and how to name what
+// the library said. `this.current` is the id of the open section (for asynchronous events).
+// ---------------------------------------------------------------------------------------------
+
+class Adapter {
+  constructor(servers, options) {
+    this.servers = servers;
+    this.options = options;
+    this.current = null;
+  }
+  static get quorum() { return false; }
+  hello() {
+    return {
+      library: this.constructor.library,
+      package: this.constructor.package,
+      version: pkgVersion(this.constructor.module),
+      capabilities: Object.assign({}, this.constructor.caps, {
+        quorum: this.constructor.quorum, min_ttl_ms: 1, section_min_ttl_ms: this.sectionMinTtl(), ttl_step_ms: 1,
+      }),
+      key_format: this.constructor.keyFormat,
+    };
+  }
+  redisKey(key) { return this.constructor.keyFormat.replace('{key}', key); }
+  sectionMinTtl() { return 1; }
+  async ioredisClients() {
+    const Redis = require('ioredis');
+    const t = this.options.command_timeout_ms;
+    this.clients = this.servers.map((u) => {
+      const c = new Redis(u, Object.assign({ lazyConnect: true }, t ? { commandTimeout: t, connectTimeout: t } : {}));
+      c.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
+      return c;
+    });
+    try {
+      for (const c of this.clients) { await c.connect(); await c.ping(); }
+    } catch (e) {
+      for (const c of this.clients) c.disconnect(); // no reconnecting in the background
+      throw e;
+    }
+  }
+  async close() {
+    for (const c of this.clients || []) { try { await c.quit(); } catch (e) { /* gone */ } }
+  }
+  emitLost(detail) {
+    if (this.current !== null) {
+      this.lostIn = this.current;
+      send({ id: this.current, event: 'lost', t_ns: now(), detail });
+    }
+  }
+  emitExtended() {
+    if (this.current !== null) send({ id: this.current, event: 'extended', t_ns: now() });
+  }
+}
+
+// node-redlock 5.0.0-beta.2: using() auto-extends and hands the routine an AbortSignal.
+class Redlock5 extends Adapter {
+  static get library() { return 'redlock5'; }
+  static get package() { return 'redlock'; }
+  static get module() { return 'redlock5'; }
+  static get keyFormat() { return '{key}'; }
+  static get quorum() { return true; }
+  static get caps() { return { section: true, acquire: true, extend: true, release: true, auto_renewal: true, lost_callback: true }; }
+  static get optionNames() { return ['retry_delay_ms', 'retry_jitter_ms', 'retry_count', 'drift_factor', 'automatic_extension_threshold_ms', 'command_timeout_ms']; }
+  async init() {
+    await this.ioredisClients();
+    const Redlock = require('redlock5').default;
+    const adapter = this;
+    // Observes acquire (for the token) and extend (for `extended` events); behaviour unchanged.
+    class Observed extends Redlock {
+      async acquire(...a) { const l = await super.acquire(...a); adapter.lastLock = l; return l; }
+      async extend(...a) { const l = await super.extend(...a); adapter.lastLock = l; adapter.emitExtended(); return l; }
+    }
+    const o = this.options;
+    const s = {};
+    if (o.retry_delay_ms !== undefined) s.retryDelay = o.retry_delay_ms;
+    if (o.retry_jitter_ms !== undefined) s.retryJitter = o.retry_jitter_ms;
+    if (o.retry_count !== undefined) s.retryCount = o.retry_count;
+    if (o.drift_factor !== undefined) s.driftFactor = o.drift_factor;
+    if (o.automatic_extension_threshold_ms !== undefined) s.automaticExtensionThreshold = o.automatic_extension_threshold_ms;
+    this.redlock = new Observed(this.clients, s);
+    this.redlock.on('error', (e) => { if (!(e && e.name === 'ResourceLockedError')) process.stderr.write(`driver: redlock: ${errText(e)}\n`); });
+  }
+  // using() refuses a duration below automaticExtensionThreshold + 100 ms.
+  sectionMinTtl() { return (this.redlock ? this.redlock.settings.automaticExtensionThreshold : 500) + 100; }
+  // The wait budget is the library's retry count: one attempt plus floor(wait / retryDelay).
+  acquireSettings(wait) { return { retryCount: Math.floor(wait / this.redlock.settings.retryDelay) }; }
+  async section(key, ttl, wait, inside) {
+    this.lastLock = null;
+    await this.annotate(() => this.redlock.using([key], ttl, this.acquireSettings(wait), async (signal) => {
+      signal.addEventListener('abort', () => this.emitLost(`abort signal: ${signal.error ? errText(signal.error) : 'aborted'}`));
+      await inside(this.lastLock && this.lastLock.value);
+    }));
+  }
+  async acquire(key, ttl, wait) {
+    const l = await this.annotate(() => this.redlock.acquire([key], ttl, this.acquireSettings(wait)));
+    return { handle: l, token: l.value };
+  }
+  async extend(h, ttl) { const l = await this.annotate(() => h.handle.extend(ttl)); h.handle = l; }
+  async release(h) { await this.annotate(() => h.handle.release()); }
+  // ExecutionError carries its attempts' statistics as promises: await them to tell a lock held
+  // by another value (every vote against is a ResourceLockedError) from Redis errors.
+  async annotate(fn) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (e && e.name === 'ExecutionError' && Array.isArray(e.attempts)) {
+        try {
+          const stats = await Promise.all(e.attempts);
+          e.lockedOnly = stats.every((st) => [...st.votesAgainst.values()].every((x) => x && x.name === 'ResourceLockedError'));
+        } catch (e2) { e.lockedOnly = false; }
+      }
+      throw e;
+    }
+  }
+  classify(e, phase) {
+    if (e && e.name === 'ExecutionError') {
+      if (/already-expired/.test(e.message)) return 'not_owned';
+      if (!e.lockedOnly) return 'error';
+      return phase === 'acquire' ? 'busy' : 'not_owned';
+    }
+    return 'error';
+  }
+}
+
+// node-redlock 4.2.0: the section idiom is bluebird's Promise.using(redlock.disposer(...)).
+class Redlock4 extends Adapter {
+  static get library() { return 'redlock4'; }
+  static get package() { return 'redlock'; }
+  static get module() { return 'redlock4'; }
+  static get keyFormat() { return '{key}'; }
+  static get quorum() { return true; }
+  static get caps() { return { section: true, acquire: true, extend: true, release: true, auto_renewal: false, lost_callback: false }; }
+  static get optionNames() { return ['retry_delay_ms', 'retry_jitter_ms', 'drift_factor', 'command_timeout_ms']; }
+  async init() {
+    await this.ioredisClients();
+    this.Redlock = require('redlock4');
+    this.clientErrors = 0;
+    this.redlock = this.make(0);
+  }
+  make(retryCount) {
+    const o = this.options;
+    const r = new this.Redlock(this.clients, {
+      retryCount,
+      retryDelay: o.retry_delay_ms !== undefined ? o.retry_delay_ms : 200,
+      retryJitter: o.retry_jitter_ms !== undefined ? o.retry_jitter_ms : 100,
+      driftFactor: o.drift_factor !== undefined ? o.drift_factor : 0.01,
+    });
+    r.on('clientError', (e) => { this.clientErrors++; process.stderr.write(`driver: redlock4: ${errText(e)}\n`); });
+    return r;
+  }
+  retries(wait) { return Math.floor(wait / this.redlock.retryDelay); }
+  async section(key, ttl, wait, inside) {
+    const Promise = require('bluebird');
+    // disposer() takes no options: a Redlock with the section's retry count (one attempt plus
+    // floor(wait / retryDelay)). Its errorHandler is where the library reports a failed unlock.
+    const rl = this.make(this.retries(wait));
+    let unlockError = null;
+    const before = this.clientErrors;
+    try {
+      await Promise.using(rl.disposer(key, ttl, (e) => { unlockError = e; }), (lock) => inside(lock.value));
+    } catch (e) {
+      e.clientErrors = this.clientErrors - before;
+      throw e;
+    }
+    if (unlockError) {
+      unlockError.lockbenchPhase = 'release';
+      unlockError.clientErrors = this.clientErrors - before;
+      throw unlockError;
+    }
+  }
+  async acquire(key, ttl, wait) {
+    const r = this.retries(wait);
+    // lockWithOptions reads `options.retryCount || self.retryCount`: 0 falls back to the
+    // instance's retryCount, which is 0 here too.
+    const before = this.clientErrors;
+    let l;
+    try { l = await this.redlock.lockWithOptions(key, ttl, { retryCount: r }); } catch (e) { e.clientErrors = this.clientErrors - before; throw e; }
+    return { handle: l, token: l.value };
+  }
+  async extend(h, ttl) {
+    const before = this.clientErrors;
+    try { await h.handle.extend(ttl); } catch (e) { e.clientErrors = this.clientErrors - before; throw e; }
+  }
+  async release(h) {
+    const before = this.clientErrors;
+    try { await h.handle.unlock(); } catch (e) { e.clientErrors = this.clientErrors - before; throw e; }
+  }
+  classify(e, phase) {
+    if (e && e.name === 'LockError') {
+      if (e.clientErrors) return 'error';
+      return phase === 'acquire' && !e.lockbenchPhase ? 'busy' : 'not_owned';
+    }
+    return 'error';
+  }
+}
+
+// redis-semaphore 5.8.0 Mutex: acquire/try/finally release; refresh setInterval at 0.8 TTL;
+// onLockLost. Its release() never says whether the key was still ours.
+class RedisSemaphore extends Adapter {
+  static get library() { return 'redis-semaphore'; }
+  static get package() { return 'redis-semaphore'; }
+  static get module() { return 'redis-semaphore'; }
+  static get keyFormat() { return 'mutex:{key}'; }
+  static get caps() { return { section: true, acquire: true, extend: false, release: true, auto_renewal: true, lost_callback: true }; }
+  static get optionNames() { return ['retry_interval_ms', 'refresh_interval_ms', 'command_timeout_ms']; }
+  async init() {
+    await this.ioredisClients();
+    this.Mutex = require('redis-semaphore').Mutex;
+  }
+  make(key, ttl, wait) {
+    const o = this.options;
+    const opts = {
+      lockTimeout: ttl,
+      acquireTimeout: wait,
+      retryInterval: o.retry_interval_ms !== undefined ? o.retry_interval_ms : 10,
+      onLockLost: (e) => this.emitLost(`onLockLost: ${errText(e)}`),
+    };
+    if (wait === 0) {
+      // acquireTimeout 0 would make no attempt at all: one attempt, however long it takes.
+      opts.acquireAttemptsLimit = 1;
+      opts.acquireTimeout = 60000;
+    }
+    if (o.refresh_interval_ms !== undefined) opts.refreshInterval = o.refresh_interval_ms;
+    return new this.Mutex(this.clients[0], key, opts);
+  }
+  async section(key, ttl, wait, inside) {
+    const m = this.make(key, ttl, wait);
+    await m.acquire();
+    try {
+      await inside(m.identifier);
+    } finally {
+      await m.release();
+    }
+  }
+  async acquire(key, ttl, wait) {
+    const m = this.make(key, ttl, wait);
+    await m.acquire();
+    return { handle: m, token: m.identifier };
+  }
+  async release(h) { await h.handle.release(); }
+  classify(e, phase) {
+    if (e instanceof require('redis-semaphore').TimeoutError && phase === 'acquire') return 'busy';
+    return 'error';
+  }
+}
+
+// npm redis-lock 1.0.0: SET NX PX, retried forever every 50 ms; the release is a plain DEL,
+// sent only while its own wall-clock deadline (Date.now() at acquire + TTL + 1) is ahead.
+class RedisLock extends Adapter {
+  static get library() { return 'redis-lock'; }
+  static get package() { return 'redis-lock'; }
+  static get module() { return 'redis-lock'; }
+  static get keyFormat() { return 'lock.{key}'; }
+  static get caps() { return { section: true, acquire: true, extend: false, release: true, auto_renewal: false, lost_callback: false }; }
+  static get optionNames() { return ['retry_delay_ms', 'command_timeout_ms']; }
+  async init() {
+    if (this.servers.length !== 1) throw new Refused(`redis-lock takes exactly one server, got ${this.servers.length}`);
+    const { createClient } = require('redis');
+    const t = this.options.command_timeout_ms;
+    let ready = false;
+    // A server that is not there fails hello (node-redis would otherwise retry for ever);
+    // once connected, its default reconnecting applies.
+    const socket = { reconnectStrategy: (n) => (ready ? Math.min(n * 50, 500) : new Error('could not connect')) };
+    if (t) socket.connectTimeout = t;
+    this.client = createClient({ url: this.servers[0], socket });
+    this.client.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
+    await this.client.connect();
+    await this.client.ping();
+    ready = true;
+    this.retryDelay = this.options.retry_delay_ms !== undefined ? this.options.retry_delay_ms : 50;
+    this.lock = require('redis-lock')(this.client, this.retryDelay);
+  }
+  async close() { try { await this.client.quit(); } catch (e) { /* gone */ } }
+  // The library has no wait budget and no way to cancel: its retry loop goes on after a
+  // timeout here. Such an orphan acquire, when it succeeds, is released at once through the
+  // library's own release function and noted on stderr.
+  async lockWithin(key, ttl, wait) {
+    // No try-once either: wait_ms 0 waits one retry delay (the first attempt's answer comes
+    // before the second attempt starts).
+    if (wait === 0) wait = this.retryDelay;
+    const p = this.lock(key, ttl);
+    let timer;
+    const expired = new Promise((resolve) => { timer = setTimeout(() => resolve(null), wait); });
+    const unlock = await Promise.race([p, expired]);
+    clearTimeout(timer);
+    if (unlock === null) {
+      p.then(async (late) => {
+        process.stderr.write(`driver: redis-lock: an acquire of ${key} that timed out succeeded later; releasing it\n`);
+        try { await late(); } catch (e) { /* logged below */ process.stderr.write(`driver: ${errText(e)}\n`); }
+      });
+      throw new Busy(`redis-lock: not acquired within ${wait} ms`);
+    }
+    return unlock;
+  }
+  async section(key, ttl, wait, inside) {
+    const unlock = await this.lockWithin(key, ttl, wait);
+    try {
+      await inside(null);
+    } finally {
+      this.releaseDetail = releaseDetail(await unlock());
+    }
+  }
+  async acquire(key, ttl, wait) {
+    const unlock = await this.lockWithin(key, ttl, wait);
+    return { handle: unlock, token: null };
+  }
+  async release(h) { this.releaseDetail = releaseDetail(await h.handle()); }
+  classify(e, phase) { return e instanceof Busy ? 'busy' : 'error'; }
+}
+function releaseDetail(r) {
+  if (r === undefined) return 'no DEL sent: past its local deadline';
+  return `DEL returned ${r}`;
+}
+
+const ADAPTERS = { redlock5: Redlock5, redlock4: Redlock4, 'redis-semaphore': RedisSemaphore, 'redis-lock': RedisLock };
+
+// ---------------------------------------------------------------------------------------------
+
+class Driver {
+  constructor(lib) {
+    this.lib = lib;
+    this.adapter = null;
+    this.sections = new Map(); // id -> { leave: resolve fn | null, leaveEarly: bool }
+    this.held = new Map(); // key -> handle
+    this.acquiring = new Set();
+  }
+  needAdapter() { if (!this.adapter) throw new Refused('no hello yet'); return this.adapter; }
+  busyOutcome(wait) { return wait > 0 ? 'timeout' : 'fail'; }
+
+  async hello(req) {
+    if (req.protocol !== PROTOCOL) throw new Refused(`protocol ${JSON.stringify(req.protocol)} not spoken; this driver speaks ${PROTOCOL}`);
+    const servers = req.servers;
+    if (!Array.isArray(servers) || !servers.every((s) => typeof s === 'string') || servers.length === 0) throw new Refused("field 'servers' must be a non-empty list of redis:// URLs");
+    const options = req.options || {};
+    if (typeof options !== 'object' || Array.isArray(options)) throw new Refused("field 'options' must be an object");
+    const cls = ADAPTERS[this.lib];
+    if (!cls.quorum && servers.length !== 1) throw new Refused(`${cls.library} takes exactly one server, got ${servers.length}`);
+    if (this.adapter) await this.adapter.close();
+    this.adapter = null;
+    const a = new cls(servers, options);
+    await a.init();
+    if (options.ttl_ms !== undefined) {
+      for (const t of [].concat(options.ttl_ms)) {
+        if (!Number.isInteger(t) || t < a.sectionMinTtl()) {
+          await a.close();
+          throw new Refused(`ttl_ms=${t} refused: a ${cls.library} section takes a TTL of at least ${a.sectionMinTtl()} ms`);
+        }
+      }
+    }
+    this.adapter = a;
+    const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && k !== 'ttl_ms').sort();
+    return Object.assign({ id: req.id, outcome: 'ok', protocol: PROTOCOL }, a.hello(), { pid: process.pid, ignored_options: ignored });
+  }
+
+  async section(req) {
+    const a = this.needAdapter();
+    const id = req.id;
+    const key = needKey(req);
+    const ttl = needInt(req, 'ttl_ms', 1);
+    const wait = needInt(req, 'wait_ms', 0);
+    if (this.sections.size) throw new Refused(`section ${[...this.sections.keys()][0]} is open: one section at a time`);
+    const s = { leave: null, held: null, leaveNs: null };
+    let heldSignal;
+    s.heldPromise = new Promise((resolve) => { heldSignal = resolve; });
+    this.sections.set(id, s);
+    s.done = this.sectionRun(a, id, key, ttl, wait, s, heldSignal).then(send);
+    // The next request is served once the section is held (or over): a section stays open
+    // while block, acquire, ... are served, until its leave.
+    await Promise.race([s.heldPromise, s.done]);
+    return null;
+  }
+
+  async sectionRun(a, id, key, ttl, wait, s, heldSignal) {
+    const t0 = now();
+    a.current = id;
+    a.lostIn = null;
+    a.releaseDetail = undefined;
+    const inside = (token) => new Promise((resolve) => {
+      s.held = now();
+      send({ id, event: 'held', t_ns: s.held, token: token === undefined ? null : token, redis_key: a.redisKey(key) });
+      s.leave = () => { s.leaveNs = now(); resolve(); };
+      heldSignal();
+    });
+    let reply;
+    try {
+      await a.section(key, ttl, wait, inside);
+      reply = { id, outcome: a.lostIn === id ? 'lost' : 'ok' };
+    } catch (e) {
+      const kind = e instanceof Busy ? 'busy' : a.classify(e, s.held === null ? 'acquire' : 'release');
+      if (s.held === null) {
+        if (kind === 'busy') reply = { id, outcome: this.busyOutcome(wait) };
+        else reply = errorReply(id, e);
+        reply.t1_ns = now();
+      } else if (kind === 'not_owned' || kind === 'fail') {
+        reply = { id, outcome: kind, error: errText(e) };
+      } else {
+        reply = errorReply(id, e);
+      }
+    } finally {
+      this.sections.delete(id);
+      if (a.current === id) a.current = null;
+    }
+    const released = s.held === null ? null : now();
+    Object.assign(reply, { t0_ns: t0, held_ns: s.held, leave_ns: s.leaveNs, released_ns: released });
+    if (a.releaseDetail !== undefined && s.held !== null) reply.detail = a.releaseDetail;
+    return reply;
+  }
+
+  async leave(req) {
+    const s = this.sections.get(req.id);
+    if (!s || !s.leave) throw new Refused(`no open section ${req.id}`);
+    s.leave();
+    await s.done; // the section's reply is out before the next request is read
+    return null;
+  }
+
+  async acquire(req) {
+    const a = this.needAdapter();
+    const key = needKey(req);
+    const ttl = needInt(req, 'ttl_ms', 1);
+    const wait = needInt(req, 'wait_ms', 0);
+    if (this.held.has(key) || this.acquiring.has(key)) throw new Refused(`key '${key}' is already held by this driver`);
+    this.acquiring.add(key);
+    const t0 = now();
+    try {
+      const h = await a.acquire(key, ttl, wait);
+      this.held.set(key, h);
+      return { id: req.id, outcome: 'ok', t0_ns: t0, t1_ns: now(), token: h.token === undefined ? null : h.token, redis_key: a.redisKey(key) };
+    } catch (e) {
+      const kind = e instanceof Busy ? 'busy' : a.classify(e, 'acquire');
+      if (kind === 'busy') return { id: req.id, outcome: this.busyOutcome(wait), t0_ns: t0, t1_ns: now(), token: null };
+      return errorReply(req.id, e, { t0_ns: t0, t1_ns: now(), token: null });
+    } finally {
+      this.acquiring.delete(key);
+    }
+  }
+
+  heldHandle(req, what) {
+    const a = this.needAdapter();
+    const key = needKey(req);
+    const h = this.held.get(key);
+    if (!h) throw new Refused(`key '${key}' was not acquired by this driver (use acquire first)`);
+    if (!a[what]) throw new Refused(`${a.constructor.library} has no ${what}`);
+    return [a, key, h];
+  }
+
+  async extend(req) {
+    const [a, , h] = this.heldHandle(req, 'extend');
+    const ttl = needInt(req, 'ttl_ms', 1);
+    const t0 = now();
+    let out;
+    try {
+      await a.extend(h, ttl);
+      out = { id: req.id, outcome: 'ok' };
+    } catch (e) {
+      const kind = a.classify(e, 'extend');
+      out = kind === 'not_owned' || kind === 'fail' ? { id: req.id, outcome: kind, error: errText(e) } : errorReply(req.id, e);
+    }
+    return Object.assign(out, { t0_ns: t0, t1_ns: now() });
+  }
+
+  async release(req) {
+    const [a, key, h] = this.heldHandle(req, 'release');
+    this.held.delete(key);
+    a.releaseDetail = undefined;
+    const t0 = now();
+    let out;
+    try {
+      await a.release(h);
+      out = { id: req.id, outcome: 'ok' };
+    } catch (e) {
+      const kind = a.classify(e, 'release');
+      out = kind === 'not_owned' || kind === 'fail' ? { id: req.id, outcome: kind, error: errText(e) } : errorReply(req.id, e);
+    }
+    Object.assign(out, { t0_ns: t0, t1_ns: now() });
+    if (a.releaseDetail !== undefined) out.detail = a.releaseDetail;
+    return out;
+  }
+
+  block(req) {
+    const ms = needInt(req, 'ms', 0);
+    // A stalled event loop: a synchronous spin; no timer, socket or callback runs meanwhile.
+    const t0 = now();
+    const end = t0 + BigInt(ms) * 1000000n;
+    while (process.hrtime.bigint() < end) { /* spin */ }
+    return { id: req.id, outcome: 'ok', t0_ns: t0, t1_ns: now() };
+  }
+
+  async shutdown() {
+    const open = [...this.sections.values()];
+    for (const s of open) if (s.leave) s.leave();
+    await Promise.allSettled(open.map((s) => s.done));
+    const a = this.adapter;
+    if (!a) return;
+    for (const h of this.held.values()) {
+      try { if (a.release) await a.release(h); } catch (e) { process.stderr.write(`driver: releasing at exit: ${errText(e)}\n`); }
+    }
+    this.held.clear();
+    await a.close();
+  }
+}
+
+async function main() {
+  const i = process.argv.indexOf('--lib');
+  const lib = i >= 0 ? process.argv[i + 1] : undefined;
+  if (!LIBS.includes(lib)) {
+    process.stderr.write(`usage: driver.js --lib ${LIBS.join('|')}\n`);
+    process.exit(2);
+  }
+  const d = new Driver(lib);
+  const OPS = new Set(['hello', 'section', 'leave', 'acquire', 'extend', 'release', 'block', 'bye']);
+
+  // Requests are served one at a time, in order (as the Python driver does); a section counts
+  // as served once it is held, so the requests after it are served while it stays open.
+  const handle = async (line) => {
+    let id = null;
+    try {
+      let req;
+      try { req = JSON.parse(line); } catch (e) { throw new Refused(`not JSON: ${e.message}`); }
+      if (req === null || typeof req !== 'object' || Array.isArray(req)) throw new Refused('a request must be a JSON object');
+      if (!Number.isInteger(req.id)) throw new Refused("field 'id' must be an integer");
+      id = req.id;
+      const op = req.op;
+      if (typeof op !== 'string' || !OPS.has(op)) throw new Refused(`unknown op ${JSON.stringify(op)}`);
+      if (op === 'bye') return { bye: id };
+      const r = await d[op](req);
+      if (r) send(r);
+    } catch (e) {
+      if (e instanceof Refused) send({ id, outcome: 'error', error: e.message });
+      else send(errorReply(id, e));
+    }
+    return null;
+  };
+
+  const queue = [];
+  let wake = null;
+  let eof = false;
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
+  rl.on('line', (line) => { queue.push(line); if (wake) { wake(); wake = null; } });
+  rl.on('close', () => { eof = true; if (wake) { wake(); wake = null; } });
+
+  let byeId = null;
+  for (;;) {
+    if (queue.length === 0) {
+      if (eof) break;
+      await new Promise((resolve) => { wake = resolve; });
+      continue;
+    }
+    const line = queue.shift();
+    if (!line.trim()) continue;
+    const r = await handle(line);
+    if (r && r.bye !== undefined) { byeId = r.bye; break; }
+  }
+  rl.close();
+  if (byeId !== null) send({ id: byeId, outcome: 'ok' });
+  quiet = true; // open sections are left and held locks released without further replies
+  await d.shutdown();
+  process.exit(0);
+}
+
+process.on('unhandledRejection', (e) => process.stderr.write(`driver: unhandled rejection: ${errText(e)}\n`));
+process.on('uncaughtException', (e) => process.stderr.write(`driver: uncaught exception: ${errText(e)}\n`));
+main();

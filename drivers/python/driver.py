@@ -1,0 +1,606 @@
+#!/usr/bin/env python3
+"""lockbench-driver protocol 1 for Python lock libraries (issue 33).
+
+    python driver.py --lib redis-py|python-redis-lock|python-redis-lock-renew|pottery
+
+One process is one lock holder. Requests arrive as JSON lines on stdin, replies and events
+leave as JSON lines on stdout; nothing else is ever written to stdout (library logs and
+warnings go to stderr). The protocol is described in docs/src/reference/driver-protocol.md.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import math
+import os
+import sys
+import threading
+import time
+import warnings
+from importlib import metadata
+
+PROTOCOL = 1
+LIBS = ("redis-py", "python-redis-lock", "python-redis-lock-renew", "pottery")
+
+# stdout belongs to the protocol alone: keep a private handle and point sys.stdout at stderr so
+# that a stray print() in a library cannot corrupt the stream.
+_OUT = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8", write_through=True)
+sys.stdout = sys.stderr
+logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+warnings.simplefilter("default")
+_OUT_LOCK = threading.Lock()
+
+
+def now() -> int:
+    return time.monotonic_ns()  # CLOCK_MONOTONIC on Linux
+
+
+def send(obj: dict) -> None:
+    line = json.dumps(obj, separators=(",", ":"), ensure_ascii=False, cls=json.JSONEncoder) + "\n"
+    with _OUT_LOCK:
+        try:
+            _OUT.write(line)
+        except (BrokenPipeError, OSError):
+            pass
+
+
+class Refused(Exception):
+    """A request the library (or its driver) cannot do as asked: reply outcome error."""
+
+
+def err_text(e: BaseException) -> str:
+    if hasattr(e, "masters") and hasattr(e, "key"):
+        # pottery's errors print every master's connection pool: name the key and the count.
+        errs = [err_text(x) for x in getattr(e, "redis_errors", None) or []]
+        return f"{type(e).__name__}: key {e.key} on {len(e.masters)} masters" + (f"; redis errors: {errs}" if errs else "")
+    return f"{type(e).__name__}: {e}"
+
+
+def is_timeout(e: BaseException) -> bool:
+    import redis.exceptions as rex
+
+    return isinstance(e, (rex.TimeoutError, TimeoutError))
+
+
+def error_reply(rid, e: BaseException, **extra) -> dict:
+    r = {"id": rid, "outcome": "error", "error": err_text(e)}
+    if is_timeout(e):
+        r["unknown"] = True
+    r.update(extra)
+    return r
+
+
+def need_int(req: dict, name: str, minimum: int = 0) -> int:
+    v = req.get(name)
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise Refused(f"field {name!r} must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def need_key(req: dict) -> str:
+    k = req.get("key")
+    if not isinstance(k, str) or not k:
+        raise Refused(f"field 'key' must be a non-empty string, got {k!r}")
+    return k
+
+
+# --------------------------------------------------------------------------------------------
+# Adapters: one per library. Each builds a lock object for (key, ttl_ms, wait_ms) and knows how
+# to enter/leave the library's own idiom and how to name the outcome of what the library said.
+# --------------------------------------------------------------------------------------------
+
+
+class Adapter:
+    library = ""
+    package = ""
+    quorum = False
+    min_ttl_ms = 1
+    ttl_step_ms = 1
+    key_format = "{key}"
+    caps = dict(section=True, acquire=True, extend=True, release=True, auto_renewal=False, lost_callback=False)
+    option_names: tuple = ()
+
+    def __init__(self, servers: list, options: dict):
+        import redis
+
+        if not self.quorum and len(servers) != 1:
+            raise Refused(f"{self.library} takes exactly one server, got {len(servers)}")
+        if not servers:
+            raise Refused("no servers")
+        self.options = options
+        timeout = options.get("socket_timeout_ms")
+        kw = {}
+        if timeout is not None:
+            kw["socket_timeout"] = timeout / 1000
+            kw["socket_connect_timeout"] = timeout / 1000
+        self.clients = [redis.Redis.from_url(u, **kw) for u in servers]
+        for c in self.clients:
+            c.ping()  # a server that is not there fails hello, not the first section
+        self.current = None  # id of the open section, for events from library threads
+
+    def hello_fields(self) -> dict:
+        caps = dict(self.caps)
+        caps.update(quorum=self.quorum, min_ttl_ms=self.min_ttl_ms, section_min_ttl_ms=self.min_ttl_ms,
+                    ttl_step_ms=self.ttl_step_ms)
+        return {
+            "library": self.library,
+            "package": self.package,
+            "version": metadata.version(self.package),
+            "capabilities": caps,
+            "key_format": self.key_format,
+        }
+
+    def check_ttl(self, ttl_ms: int) -> None:
+        if ttl_ms < self.min_ttl_ms or ttl_ms % self.ttl_step_ms:
+            raise Refused(
+                f"ttl_ms={ttl_ms} refused: {self.library} takes a TTL of at least {self.min_ttl_ms} ms"
+                + (f" in whole multiples of {self.ttl_step_ms} ms" if self.ttl_step_ms > 1 else "")
+            )
+
+    def redis_key(self, key: str) -> str:
+        return self.key_format.format(key=key)
+
+    def close(self) -> None:
+        for c in self.clients:
+            try:
+                c.close()
+            except Exception:
+                pass
+
+
+class RedisPy(Adapter):
+    library = "redis-py"
+    package = "redis"
+    option_names = ("sleep_ms", "socket_timeout_ms")
+
+    def make(self, key, ttl_ms, wait_ms):
+        from redis.lock import Lock
+
+        sleep = self.options.get("sleep_ms", 100) / 1000
+        return Lock(
+            self.clients[0], key, timeout=ttl_ms / 1000, sleep=sleep,
+            blocking=wait_ms > 0, blocking_timeout=wait_ms / 1000 if wait_ms > 0 else None,
+        )
+
+    def enter(self, lock):  # `with lock:` is __enter__ then __exit__
+        lock.__enter__()
+
+    def leave(self, lock):
+        lock.__exit__(None, None, None)
+
+    def acquire(self, lock, wait_ms):
+        return lock.acquire()
+
+    def release(self, lock):
+        lock.release()
+
+    def extend(self, lock, ttl_ms):
+        lock.extend(ttl_ms / 1000, replace_ttl=True)
+
+    def token(self, lock):
+        t = lock.local.token
+        return t.decode() if isinstance(t, bytes) else t
+
+    def classify(self, e, phase):
+        from redis.exceptions import LockError, LockNotOwnedError
+
+        if isinstance(e, LockNotOwnedError):
+            return "not_owned"
+        if phase == "acquire" and isinstance(e, LockError) and "Unable to acquire" in str(e):
+            return "busy"
+        return "error"
+
+
+class PythonRedisLock(Adapter):
+    library = "python-redis-lock"
+    package = "python-redis-lock"
+    min_ttl_ms = 1000
+    ttl_step_ms = 1000
+    key_format = "lock:{key}"
+    option_names = ("signal_expire_ms", "socket_timeout_ms")
+    renew = False
+
+    def __init__(self, servers, options):
+        super().__init__(servers, options)
+        import redis_lock
+
+        adapter = self
+
+        class ObservedLock(redis_lock.Lock):
+            # Reports each extension (the renewal thread's too) as an `extended` event; the
+            # library's behaviour is unchanged.
+            def extend(self, expire=None):
+                super().extend(expire)
+                if adapter.current is not None:
+                    send({"id": adapter.current, "event": "extended", "t_ns": now()})
+
+        self.Lock = ObservedLock
+        # The renewal thread dies on NotAcquired (its extend found the key not ours): that is the
+        # library's only word that the lock was lost, so it becomes a `lost` event.
+        prior = threading.excepthook
+
+        def hook(args):
+            if isinstance(args.exc_value, redis_lock.NotAcquired) and adapter.current is not None:
+                send({"id": adapter.current, "event": "lost", "t_ns": now(),
+                      "detail": "renewal thread: " + err_text(args.exc_value)})
+            prior(args)
+
+        threading.excepthook = hook
+
+    def hello_fields(self):
+        f = super().hello_fields()
+        f["capabilities"]["auto_renewal"] = self.renew
+        f["capabilities"]["lost_callback"] = self.renew
+        return f
+
+    def make(self, key, ttl_ms, wait_ms):
+        self.check_ttl(ttl_ms)
+        return self.Lock(
+            self.clients[0], key, expire=ttl_ms // 1000, auto_renewal=self.renew,
+            signal_expire=self.options.get("signal_expire_ms", 1000), blocking=wait_ms > 0,
+        )
+
+    def _acquire(self, lock, wait_ms):
+        if wait_ms <= 0:
+            return lock.acquire(blocking=False)
+        # The library waits in whole seconds and refuses a timeout above the expire (unless
+        # renewing): round the budget up to seconds and cap it at the expire.
+        secs = math.ceil(wait_ms / 1000)
+        if not lock._lock_renewal_interval:
+            secs = min(secs, lock._expire)
+        return lock.acquire(blocking=True, timeout=secs)
+
+    def enter(self, lock):
+        # `with lock:` cannot take a wait budget (its __enter__ blocks without a timeout), so the
+        # acquire is the library's acquire(timeout=) and leaving is its __exit__ (= release()).
+        if not self._acquire(lock, self._wait):
+            raise Busy()
+
+    def leave(self, lock):
+        lock.__exit__(None, None, None)
+
+    def acquire(self, lock, wait_ms):
+        return self._acquire(lock, wait_ms)
+
+    def release(self, lock):
+        lock.release()
+
+    def extend(self, lock, ttl_ms):
+        self.check_ttl(ttl_ms)
+        lock.extend(ttl_ms // 1000)
+
+    def token(self, lock):
+        return lock.id
+
+    def classify(self, e, phase):
+        import redis_lock
+
+        if isinstance(e, redis_lock.NotAcquired) and phase in ("release", "extend"):
+            return "not_owned"
+        return "error"
+
+
+class PythonRedisLockRenew(PythonRedisLock):
+    library = "python-redis-lock-renew"
+    renew = True
+
+
+class Pottery(Adapter):
+    library = "pottery"
+    package = "pottery"
+    quorum = True
+    key_format = "redlock:{key}"
+    option_names = ("raise_on_redis_errors", "num_extensions", "socket_timeout_ms")
+
+    def make(self, key, ttl_ms, wait_ms):
+        from pottery import Redlock
+
+        kw = dict(
+            key=key, masters=self.clients, auto_release_time=ttl_ms / 1000,
+            raise_on_redis_errors=bool(self.options.get("raise_on_redis_errors", False)),
+            num_extensions=self.options.get("num_extensions", 3),
+        )
+        if wait_ms > 0:
+            kw.update(context_manager_blocking=True, context_manager_timeout=wait_ms / 1000)
+        else:
+            kw.update(context_manager_blocking=False)
+        return Redlock(**kw)
+
+    def enter(self, lock):
+        lock.__enter__()
+
+    def leave(self, lock):
+        lock.__exit__(None, None, None)
+
+    def acquire(self, lock, wait_ms):
+        if wait_ms > 0:
+            return lock.acquire(blocking=True, timeout=wait_ms / 1000)
+        return lock.acquire(blocking=False)
+
+    def release(self, lock):
+        lock.release()
+
+    def extend(self, lock, ttl_ms):
+        lock.auto_release_time = ttl_ms / 1000  # extend() re-arms to auto_release_time
+        lock.extend()
+
+    def token(self, lock):
+        return lock._uuid or None
+
+    def classify(self, e, phase):
+        from pottery import QuorumNotAchieved, ReleaseUnlockedLock, ExtendUnlockedLock, TooManyExtensions
+
+        if isinstance(e, (ReleaseUnlockedLock, ExtendUnlockedLock)):
+            return "not_owned"
+        if isinstance(e, QuorumNotAchieved) and phase == "acquire":
+            return "busy"
+        if isinstance(e, TooManyExtensions):
+            return "fail"
+        return "error"
+
+
+ADAPTERS = {
+    "redis-py": RedisPy,
+    "python-redis-lock": PythonRedisLock,
+    "python-redis-lock-renew": PythonRedisLockRenew,
+    "pottery": Pottery,
+}
+
+
+class Busy(Exception):
+    """The acquire did not succeed within its wait budget."""
+
+
+# --------------------------------------------------------------------------------------------
+
+
+class Driver:
+    def __init__(self, lib: str):
+        self.lib = lib
+        self.adapter = None
+        self.sections = {}  # id -> dict(lock, t0, held, lost)
+        self.held = {}  # key -> lock (explicit acquire)
+
+    def busy_outcome(self, wait_ms):
+        return "timeout" if wait_ms > 0 else "fail"
+
+    # ---- ops
+
+    def op_hello(self, req):
+        if req.get("protocol") != PROTOCOL:
+            raise Refused(f"protocol {req.get('protocol')!r} not spoken; this driver speaks {PROTOCOL}")
+        servers = req.get("servers")
+        if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
+            raise Refused("field 'servers' must be a list of redis:// URLs")
+        options = req.get("options") or {}
+        if not isinstance(options, dict):
+            raise Refused("field 'options' must be an object")
+        if self.adapter is not None:
+            self.adapter.close()
+            self.adapter = None  # a failed hello leaves no connection behind
+        cls = ADAPTERS[self.lib]
+        ignored = sorted(k for k in options if k not in cls.option_names and k != "ttl_ms")
+        adapter = cls(servers, options)
+        ttls = options.get("ttl_ms")
+        try:
+            for t in ttls if isinstance(ttls, list) else ([] if ttls is None else [ttls]):
+                if isinstance(t, bool) or not isinstance(t, int):
+                    raise Refused(f"options.ttl_ms must be integers, got {t!r}")
+                adapter.check_ttl(t)
+        except Refused:
+            adapter.close()
+            raise
+        self.adapter = adapter
+        r = {"id": req["id"], "outcome": "ok", "protocol": PROTOCOL}
+        r.update(adapter.hello_fields())
+        r["pid"] = os.getpid()
+        r["ignored_options"] = ignored
+        return r
+
+    def need_adapter(self):
+        if self.adapter is None:
+            raise Refused("no hello yet")
+        return self.adapter
+
+    def op_section(self, req):
+        a = self.need_adapter()
+        rid = req["id"]
+        key = need_key(req)
+        ttl_ms = need_int(req, "ttl_ms", 1)
+        wait_ms = need_int(req, "wait_ms", 0)
+        if self.sections:
+            raise Refused(f"section {next(iter(self.sections))} is open: one section at a time")
+        t0 = now()
+        try:
+            lock = a.make(key, ttl_ms, wait_ms)
+            a._wait = wait_ms
+            a.current = rid
+            a.enter(lock)
+        except Refused:
+            a.current = None
+            raise
+        except Exception as e:  # noqa: BLE001 - every library error is reported, not raised
+            a.current = None
+            t1 = now()
+            kind = "busy" if isinstance(e, Busy) else a.classify(e, "acquire")
+            if kind == "busy":
+                return {"id": rid, "outcome": self.busy_outcome(wait_ms), "t0_ns": t0, "t1_ns": t1,
+                        "held_ns": None, "leave_ns": None, "released_ns": None}
+            r = error_reply(rid, e, t0_ns=t0, t1_ns=t1, held_ns=None, leave_ns=None, released_ns=None)
+            if kind == "fail":
+                r["outcome"] = "fail"
+            return r
+        held = now()
+        self.sections[rid] = dict(lock=lock, t0=t0, held=held, lost=False)
+        send({"id": rid, "event": "held", "t_ns": held, "token": a.token(lock), "redis_key": a.redis_key(key)})
+        return None  # the reply comes with `leave`
+
+    def op_leave(self, req):
+        a = self.need_adapter()
+        rid = req["id"]
+        s = self.sections.pop(rid, None)
+        if s is None:
+            raise Refused(f"no open section {rid}")
+        leave_ns = now()
+        r = {"id": rid, "t0_ns": s["t0"], "held_ns": s["held"], "leave_ns": leave_ns}
+        try:
+            a.leave(s["lock"])
+            r["outcome"] = "ok"
+        except Exception as e:  # noqa: BLE001
+            kind = a.classify(e, "release")
+            if kind in ("not_owned", "fail"):
+                r["outcome"] = kind
+                r["error"] = err_text(e)
+            else:
+                r.update(error_reply(rid, e))
+        r["released_ns"] = now()
+        if a.current == rid:
+            a.current = None
+        return r
+
+    def op_acquire(self, req):
+        a = self.need_adapter()
+        rid = req["id"]
+        key = need_key(req)
+        ttl_ms = need_int(req, "ttl_ms", 1)
+        wait_ms = need_int(req, "wait_ms", 0)
+        if key in self.held:
+            raise Refused(f"key {key!r} is already held by this driver")
+        t0 = now()
+        try:
+            lock = a.make(key, ttl_ms, wait_ms)
+            a._wait = wait_ms
+            ok = a.acquire(lock, wait_ms)
+        except Refused:
+            raise
+        except Exception as e:  # noqa: BLE001
+            t1 = now()
+            kind = a.classify(e, "acquire")
+            if kind == "busy":
+                return {"id": rid, "outcome": self.busy_outcome(wait_ms), "t0_ns": t0, "t1_ns": t1, "token": None}
+            return error_reply(rid, e, t0_ns=t0, t1_ns=t1, token=None)
+        t1 = now()
+        if not ok:
+            return {"id": rid, "outcome": self.busy_outcome(wait_ms), "t0_ns": t0, "t1_ns": t1, "token": None}
+        self.held[key] = lock
+        return {"id": rid, "outcome": "ok", "t0_ns": t0, "t1_ns": t1, "token": a.token(lock),
+                "redis_key": a.redis_key(key)}
+
+    def _on_held(self, req, what):
+        a = self.need_adapter()
+        key = need_key(req)
+        lock = self.held.get(key)
+        if lock is None:
+            raise Refused(f"key {key!r} was not acquired by this driver (use acquire first)")
+        return a, key, lock
+
+    def op_extend(self, req):
+        a, key, lock = self._on_held(req, "extend")
+        ttl_ms = need_int(req, "ttl_ms", 1)
+        t0 = now()
+        try:
+            a.extend(lock, ttl_ms)
+            out = {"outcome": "ok"}
+        except Refused:
+            raise
+        except Exception as e:  # noqa: BLE001
+            kind = a.classify(e, "extend")
+            out = {"outcome": kind, "error": err_text(e)} if kind in ("not_owned", "fail") else error_reply(req["id"], e)
+        return {"id": req["id"], **out, "t0_ns": t0, "t1_ns": now()}
+
+    def op_release(self, req):
+        a, key, lock = self._on_held(req, "release")
+        t0 = now()
+        del self.held[key]
+        try:
+            a.release(lock)
+            out = {"outcome": "ok"}
+        except Exception as e:  # noqa: BLE001
+            kind = a.classify(e, "release")
+            out = {"outcome": kind, "error": err_text(e)} if kind in ("not_owned", "fail") else error_reply(req["id"], e)
+        return {"id": req["id"], **out, "t0_ns": t0, "t1_ns": now()}
+
+    def op_block(self, req):
+        ms = need_int(req, "ms", 0)
+        # A stop-the-world pause: the main thread spins while holding the GIL (the switch
+        # interval is raised for the duration), so library threads (renewal, executors) stall too.
+        t0 = now()
+        end = t0 + ms * 1_000_000
+        prior = sys.getswitchinterval()
+        sys.setswitchinterval(ms / 1000 + 1)
+        try:
+            while time.monotonic_ns() < end:
+                pass
+        finally:
+            sys.setswitchinterval(prior)
+        return {"id": req["id"], "outcome": "ok", "t0_ns": t0, "t1_ns": now()}
+
+    def op_bye(self, req):
+        return {"id": req["id"], "outcome": "ok"}
+
+    def shutdown(self):
+        a = self.adapter
+        if a is None:
+            return
+        for s in list(self.sections.values()):
+            try:
+                a.leave(s["lock"])
+            except Exception as e:  # noqa: BLE001
+                print(f"driver: leaving an open section at exit: {err_text(e)}", file=sys.stderr)
+        for lock in list(self.held.values()):
+            try:
+                a.release(lock)
+            except Exception as e:  # noqa: BLE001
+                print(f"driver: releasing at exit: {err_text(e)}", file=sys.stderr)
+        a.close()
+
+    def handle(self, line: str) -> bool:
+        """Handles one line; returns False when the driver should exit."""
+        rid = None
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise Refused("a request must be a JSON object")
+            rid = req.get("id")
+            if isinstance(rid, bool) or not isinstance(rid, int):
+                rid = None
+                raise Refused("field 'id' must be an integer")
+            op = req.get("op")
+            fn = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+            if fn is None:
+                raise Refused(f"unknown op {op!r}")
+            reply = fn(req)
+            if reply is not None:
+                send(reply)
+            return op != "bye"
+        except json.JSONDecodeError as e:
+            send({"id": None, "outcome": "error", "error": f"not JSON: {e}"})
+        except Refused as e:
+            send({"id": rid, "outcome": "error", "error": str(e)})
+        except Exception as e:  # noqa: BLE001 - the driver keeps serving
+            send(error_reply(rid, e))
+        return True
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True, choices=LIBS)
+    args = ap.parse_args()
+    d = Driver(args.lib)
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    try:
+        for line in stdin:
+            if not line.strip():
+                continue
+            if not d.handle(line):
+                break
+    finally:
+        d.shutdown()
+        _OUT.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
