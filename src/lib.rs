@@ -22,7 +22,7 @@
 //! 7. `engine` — the worker loop (acquire → hold → release → think), the arrival model, busy policy, the recorder, the precise timer
 //! 8. `agent` — many agents, one run: identity, barriers through the target, clock offsets
 //! 9. `faults` — the fault schedule applied on each variant's clock, the loopback proxy, failover
-//! 10. `store` — the `LockConn` trait (the commands lockbench sends) and its implementations: a real Redis, a cluster, Redlock's N servers, the in-process model; private servers that never outlive lockbench
+//! 10. `store`, `client` — the `LockConn` trait (the commands lockbench sends) and its implementations: a real Redis, a cluster, Redlock's N servers, the in-process model; private servers that never outlive lockbench; lock libraries of other languages driven as child processes (the driver protocol)
 //! 11. `results` — the run directory's format: run ids, manifest, summaries, `events.csv`, `.hgrm`, `.hlog`
 //! 12. `profile` — the TOML profile and its validation into a `Plan`
 //! 13. `analysis` — pure figures: counts, the one table of figures, overlap, summaries, thresholds, the verdict
@@ -43,6 +43,7 @@ pub mod analysis;
 pub mod analytic;
 pub mod backend;
 pub mod cli;
+pub(crate) mod client;
 pub mod commands;
 pub mod dist;
 pub mod engine;

@@ -881,6 +881,7 @@ impl Profile {
             fencing,
             extend: extend_all,
             fail_open: on_unavailable == OnUnavailable::FailOpen,
+            client: None,
         };
         let method = |field: &str, s: &str| {
             Variant::parse_with(s, default_variant).map_err(|m| err(field, m))

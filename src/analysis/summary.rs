@@ -186,6 +186,9 @@ pub struct Summary {
     /// Redlock runs: what the quorum did (failed quorums, per-instance errors).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub redlock: Option<crate::redlock::RedlockFigures>,
+    /// A lock library's variant: its package and version (`redis 8.2.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
     /// The fault windows as they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::model::fault::FaultWindow>,
@@ -457,6 +460,7 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         server_binary: None,
         simulated: None,
         redlock: None,
+        library: None,
         per_key: m
             .per_key
             .iter()

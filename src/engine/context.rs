@@ -62,6 +62,55 @@ pub(crate) struct WorkerCtx {
     /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
     /// slot first, so exactly `max_sections` sections happen.
     pub reserved: std::sync::atomic::AtomicU64,
+    /// A lock library's variant (its drivers take and release the locks).
+    pub client: Option<ClientCtx>,
+}
+
+/// What the workers of a lock library's variant share.
+#[derive(Debug, Default)]
+pub(crate) struct ClientCtx {
+    /// The library's name (the driver's, and the variant's).
+    pub name: &'static str,
+    /// Its package and version, as the driver read them (`redis 8.2.0`).
+    pub library: String,
+    /// The key the library writes for lockbench's key: what comes before and after it
+    /// (`lock:` and nothing, for `lock:{key}`).
+    pub wrap: (String, String),
+    /// The wait budget each acquisition gives the library, ms (the retry policy's `max_wait`
+    /// with `busy = "retry"`, else 0).
+    pub wait_ms: u64,
+    /// The library re-arms held locks itself: a holder's lock does not expire at its TTL.
+    pub auto_renewal: bool,
+    /// The first driver failure, which stops every worker of the variant.
+    pub failed: std::sync::Mutex<Option<String>>,
+    /// Set with `failed`.
+    pub stop: std::sync::atomic::AtomicBool,
+}
+
+impl ClientCtx {
+    /// The key the library writes for lockbench's `name`.
+    pub(crate) fn lock_key(&self, name: &str) -> String {
+        format!("{}{name}{}", self.wrap.0, self.wrap.1)
+    }
+
+    /// Records a driver's failure (the first one is kept) and stops the variant's workers.
+    pub(crate) fn fail(&self, why: String) {
+        let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());
+        f.get_or_insert(why);
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl WorkerCtx {
+    /// The key a lock of `key` is written under on the server: lockbench's name, or the
+    /// library's prefix around it.
+    pub(crate) fn lock_name(&self, key: usize) -> String {
+        let name = self.key_names.name(key);
+        match &self.client {
+            Some(c) => c.lock_key(&name),
+            None => name,
+        }
+    }
 }
 
 /// The protected resource of every lock key: its key, its fence counter's key, and what it

@@ -6,6 +6,7 @@
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
 use crate::analysis::counts::Counts;
+use crate::client::driver::{Driver as Driver2, Entered};
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::context::WorkerCtx;
 use crate::engine::driver::Driver;
@@ -13,7 +14,7 @@ use crate::engine::driver::Halt;
 use crate::engine::keys::{push_decimal, push_hex16};
 use crate::engine::recorder::Recorder;
 use crate::engine::streams::Streams;
-use crate::model::error::{CmdResult, ErrorKind};
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::fault::FaultKind;
 use crate::model::release::StaleRule;
 use crate::model::variant::Fencing;
@@ -33,6 +34,7 @@ impl WorkerCtx {
     fn should_stop(&self) -> bool {
         self.deadline_us
             .is_some_and(|d| self.recorder.now_us() >= d)
+            || self.client.as_ref().is_some_and(|c| c.stop.load(Relaxed))
     }
 
     /// Reserves a section slot for one acquisition (always granted in time-limited runs);
@@ -158,6 +160,28 @@ struct Worker<C, D> {
     name_buf: String,
     /// Consecutive failed acquisitions (the pause after one grows with it).
     failures: u32,
+    /// A lock library's driver, which takes and releases this worker's locks.
+    lib: Option<Box<Library>>,
+    /// The library's `extended` and `lost` events of the section just left.
+    lib_events: (u32, u32),
+}
+
+/// A worker's lock library: its driver process and the section it holds open.
+pub(crate) struct Library {
+    driver: Driver2,
+    open: Option<u64>,
+}
+
+impl Library {
+    /// A worker's library, through `driver`.
+    pub(crate) fn new(driver: Driver2) -> Self {
+        Self { driver, open: None }
+    }
+
+    /// Says goodbye to the driver process.
+    pub(crate) async fn close(self) {
+        self.driver.bye().await;
+    }
 }
 
 impl<C: LockConn, D: Driver> Worker<C, D> {
@@ -168,6 +192,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     /// Acquire: `SET NX PX` until it succeeds or the busy policy says stop. The section's
     /// wait counts from `since_us` (a request's intended arrival) or from now.
     async fn acquire(&mut self, key: usize, since_us: Option<u64>) -> Option<Held> {
+        if self.lib.is_some() {
+            return self.acquire_by_library(key, since_us).await;
+        }
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let counts = &rec.counters.counts;
@@ -301,6 +328,141 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             };
             if ctx.should_stop() || !self.pause_us(wait_us).await {
                 return None;
+            }
+        }
+    }
+
+    /// Acquire through the lock library: one `section` of its driver, the library's own idiom
+    /// with its own retries within the wait budget. The section opens on lockbench's clock
+    /// when the driver says the lock is held. A driver that fails stops the variant.
+    async fn acquire_by_library(&mut self, key: usize, since_us: Option<u64>) -> Option<Held> {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let counts = &rec.counters.counts;
+        let client = ctx.client.as_ref()?;
+        let mut name = std::mem::take(&mut self.name_buf);
+        ctx.key_names.write(key, &mut name);
+        self.drv.will_record(rec, key);
+        counts.attempts.fetch_add(1, Relaxed);
+        counts.commands.fetch_add(1, Relaxed);
+        let set_sent_us = rec.now_us();
+        let first_attempt_us = since_us.unwrap_or(set_sent_us);
+        let lib = self.lib.as_mut()?;
+        let entered = lib.driver.section(&name, ctx.ttl_ms, client.wait_ms).await;
+        let replied_us = rec.now_us();
+        rec.record(
+            self.id,
+            Metric::SetLatency,
+            replied_us.saturating_sub(set_sent_us),
+        );
+        let (id, token) = match entered {
+            Err(e) => {
+                client.fail(e.to_string());
+                self.name_buf = name;
+                return None;
+            }
+            Ok(Entered::Held { id, token, .. }) => (id, token),
+            Ok(Entered::NotAcquired { outcome, error }) => {
+                self.name_buf = name;
+                match outcome.as_str() {
+                    "timeout" => counts.acquire_giveups.fetch_add(1, Relaxed),
+                    "fail" => counts.rejections.fetch_add(1, Relaxed),
+                    _ => {
+                        rec.error(&CmdError {
+                            kind: ErrorKind::Other,
+                            detail: format!(
+                                "{}'s acquire: {}",
+                                client.name,
+                                error.unwrap_or_else(|| outcome.clone())
+                            ),
+                        });
+                        let pause = busy::after_error(self.failures, &mut self.st.jitter);
+                        self.failures = self.failures.saturating_add(1);
+                        self.pause_us(pause).await;
+                        return None;
+                    }
+                };
+                return None;
+            }
+        };
+        rec.ok();
+        self.failures = 0;
+        lib.open = Some(id);
+        let (acquired_us, holders_at_start) = rec.open_section(key, true, replied_us);
+        Some(Held {
+            key,
+            name: client.lock_key(&name),
+            token: token.unwrap_or_default(),
+            first_attempt_us,
+            set_sent_us,
+            acquired_us,
+            attempts: 1,
+            holders_at_start,
+            fence: 0,
+            unlocked: false,
+            crash_now: false,
+            // A library that renews its locks keeps them past the TTL.
+            lock_until_us: (!client.auto_renewal).then_some(set_sent_us + ctx.ttl_ms * 1000),
+        })
+    }
+
+    /// Leave the library's section: the library releases, and says how it went. `ok` while
+    /// another section of the key was open as the leave was sent (`others`) removed that
+    /// holder's lock — its holder could only acquire once ours was gone, so a
+    /// compare-and-delete would have refused: only a plain `DEL` deletes it; `ok` without a
+    /// `DEL` sent (redis-lock past its own deadline) deleted nothing.
+    async fn release_by_library(&mut self, others: bool) -> &'static str {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let Some(client) = ctx.client.as_ref() else {
+            return ErrorKind::Other.outcome_name();
+        };
+        let Some(lib) = self.lib.as_mut() else {
+            return ErrorKind::Other.outcome_name();
+        };
+        let Some(id) = lib.open.take() else {
+            return ErrorKind::Other.outcome_name();
+        };
+        rec.counters.counts.commands.fetch_add(1, Relaxed);
+        let left = match lib.driver.leave(id).await {
+            Ok(l) => l,
+            Err(e) => {
+                client.fail(e.to_string());
+                return ErrorKind::Other.outcome_name();
+            }
+        };
+        self.lib_events = (left.extended, left.lost);
+        match left.outcome.as_str() {
+            "ok" if left
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("no DEL")) =>
+            {
+                rec.ok();
+                "nothing_deleted"
+            }
+            "ok" if others => {
+                rec.ok();
+                "wrongful_delete"
+            }
+            "ok" => {
+                rec.ok();
+                "released"
+            }
+            "not_owned" | "lost" => {
+                rec.ok();
+                "refused_unclassified"
+            }
+            other => {
+                rec.error(&CmdError {
+                    kind: ErrorKind::Other,
+                    detail: format!(
+                        "{}'s release: {}",
+                        client.name,
+                        left.error.unwrap_or_else(|| other.to_string())
+                    ),
+                });
+                ErrorKind::Other.outcome_name()
             }
         }
     }
@@ -559,6 +721,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             UNLOCKED
         } else if section.crashed {
             CRASHED
+        } else if self.lib.is_some() {
+            // Another holder in now means the lock was gone when the release was sent.
+            let others = rec.holders(h.key) > 0;
+            let outcome = self.release_by_library(others).await;
+            (section.extensions, section.extension_failed) =
+                (self.lib_events.0, self.lib_events.1 > 0);
+            outcome
         } else {
             let release = release(&mut self.conn, ctx.method, &h.name, &h.token);
             match counted(&ctx.recorder, &mut self.drv, release).await {
@@ -611,7 +780,10 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             attempts: h.attempts,
             acquire_latency_us: h.acquired_us.saturating_sub(h.first_attempt_us),
             release_latency_us,
-            release: Cow::Borrowed(ctx.method.name()),
+            release: Cow::Borrowed(match &ctx.client {
+                Some(c) => c.name,
+                None => ctx.method.name(),
+            }),
             outcome: Cow::Borrowed(outcome_name),
             interrupted: !section.completed,
             fence: h.fence,
@@ -729,6 +901,7 @@ pub(crate) fn run_worker<C: LockConn, D: Driver>(
     conn: C,
     ctx: Arc<WorkerCtx>,
     drv: D,
+    lib: Option<Library>,
 ) -> impl std::future::Future<Output = ()> {
     let mut w = Worker {
         id,
@@ -741,12 +914,17 @@ pub(crate) fn run_worker<C: LockConn, D: Driver>(
         token_buf: String::new(),
         name_buf: String::new(),
         failures: 0,
+        lib: lib.map(Box::new),
+        lib_events: (0, 0),
     };
     async move {
         if w.ctx.open_model {
             w.serve_arrivals().await;
         } else {
             w.closed_loop().await;
+        }
+        if let Some(lib) = w.lib.take() {
+            lib.close().await;
         }
     }
 }

@@ -4,10 +4,12 @@
 //! - [`units`]: durations and rates written with units (`250ms`, `1.5s`, `1000/s`), and the one
 //!   formatter of a duration.
 //! - [`release`]: release methods (`del`, `token`, `delex`) and the classification of replies.
+//! - [`client`]: the lock libraries of other languages, driven through `drivers/`.
 //! - [`variant`]: a variant — release method, fencing and lease extension — as `compare` names
 //!   it (`token+extend+fence-rw`).
 
 pub(crate) mod arrivals;
+pub mod client;
 pub(crate) mod cluster;
 pub mod error;
 pub(crate) mod fault;

@@ -2,6 +2,7 @@
 //! `token`, `token+fence`, `token+fence-rw`, `token+extend`, `token+extend+fence-rw`, `del`…
 //! `compare` runs several on the same workload and seed.
 
+use crate::model::client::Client;
 use crate::model::release::ReleaseMethod;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -57,6 +58,10 @@ pub struct Variant {
     /// When Redis does not answer, the section runs without a lock (fail-open) instead of
     /// being refused (fail-closed).
     pub fail_open: bool,
+    /// A lock library that takes and releases the lock instead of lockbench's own commands
+    /// (`release` is then not used).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client: Option<Client>,
 }
 
 impl From<ReleaseMethod> for Variant {
@@ -66,6 +71,7 @@ impl From<ReleaseMethod> for Variant {
             fencing: Fencing::Off,
             extend: false,
             fail_open: false,
+            client: None,
         }
     }
 }
@@ -74,6 +80,9 @@ impl Variant {
     /// Its name in every output: the release method, then `+extend`, then `+fence` or
     /// `+fence-rw`, then `+fail-open` (the same whatever order it was written in).
     pub fn name(&self) -> String {
+        if let Some(c) = self.client {
+            return c.name().to_string();
+        }
         let mut n = self.release.name().to_string();
         if self.extend {
             n.push_str("+extend");
@@ -92,8 +101,26 @@ impl Variant {
     /// Parses `method[+extend][+fence|+fence-rw][+fail-open|+fail-closed]`; parts not written
     /// take `default`'s.
     pub fn parse_with(s: &str, default: Variant) -> Result<Variant, String> {
+        // A lock library: its own release and extension, no fence to hand the resource.
+        if let Some(c) = Client::parse(s) {
+            return Ok(Variant {
+                client: Some(c),
+                ..Variant::from(ReleaseMethod::Token)
+            });
+        }
+        if let Some((head, _)) = s.trim().split_once('+')
+            && Client::parse(head).is_some()
+        {
+            return Err(format!(
+                "`{s}`: a lock library ({head}) runs as it is, with its own release and extension and no fence: write `{head}` alone"
+            ));
+        }
         let mut parts = s.trim().split('+');
-        let release: ReleaseMethod = parts.next().unwrap_or_default().parse()?;
+        let release: ReleaseMethod = parts
+            .next()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| format!("{e}, or a lock library: {}", Client::names()))?;
         let mut v = Variant { release, ..default };
         let mut fenced = false;
         for part in parts {
@@ -114,6 +141,16 @@ impl Variant {
             }
         }
         Ok(v)
+    }
+}
+
+impl Variant {
+    /// What releases its locks: the release method's name, or the lock library's.
+    pub fn name_of_release(&self) -> &'static str {
+        match self.client {
+            Some(c) => c.name(),
+            None => self.release.name(),
+        }
     }
 }
 

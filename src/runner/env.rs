@@ -36,6 +36,8 @@ pub(crate) struct VariantEnv<'a> {
 pub(crate) struct Prepared<C> {
     /// One per worker (or request slot); clones of the probe on a shared connection.
     pub(crate) conns: Vec<C>,
+    /// A lock library's variant: each worker's driver process.
+    pub(crate) libs: Vec<crate::engine::worker::Library>,
     pub(crate) recorder: Arc<Recorder>,
     pub(crate) collector: Collector,
     pub(crate) ctx: Arc<WorkerCtx>,

@@ -28,6 +28,7 @@ pub(crate) async fn run_real<C: LockConn>(
     ctx: &Arc<WorkerCtx>,
     recorder: &Arc<Recorder>,
     conns: Vec<C>,
+    libs: Vec<crate::engine::worker::Library>,
     events: &tokio::sync::mpsc::Sender<crate::record::EventRow>,
     env: &VariantEnv<'_>,
     arrival_tx: Option<tokio::sync::mpsc::Sender<u64>>,
@@ -59,6 +60,7 @@ pub(crate) async fn run_real<C: LockConn>(
     // Worker ids are global across agents: agent i runs workers i·W .. (i+1)·W, with the random
     // streams of the same workers in one process of N·W.
     let first = env.opts.agent.as_ref().map_or(0, |a| a.worker_first());
+    let mut libs = libs.into_iter();
     for (id, conn) in conns.into_iter().enumerate() {
         let drv = RealDriver {
             start: recorder.start,
@@ -69,7 +71,7 @@ pub(crate) async fn run_real<C: LockConn>(
             arrivals: arrivals.clone(),
             events: plan.events.then(|| events.clone()),
         };
-        set.spawn(run_worker(first + id, conn, ctx.clone(), drv));
+        set.spawn(run_worker(first + id, conn, ctx.clone(), drv, libs.next()));
     }
     // Arrivals at their intended times, until the run's length (or a stop).
     let dispatcher = arrival_tx.map(|tx| {

@@ -57,6 +57,7 @@ pub(crate) async fn run_variant<K: Connector>(
         Some(_) => run_simulated(plan, whole_plan, &mut prepared, events, &env)?,
         None => {
             let conns = std::mem::take(&mut prepared.conns);
+            let libs = std::mem::take(&mut prepared.libs);
             let (tx, rx) = (prepared.arrival_tx.take(), prepared.arrival_rx.take());
             let rx = rx.context("the arrivals' queue was taken")?;
             run_real(
@@ -64,6 +65,7 @@ pub(crate) async fn run_variant<K: Connector>(
                 &prepared.ctx,
                 &prepared.recorder,
                 conns,
+                libs,
                 events,
                 &env,
                 tx,
@@ -149,7 +151,16 @@ async fn prepare<K: Connector>(
     let new_ctx = |recorder: Arc<Recorder>, seed: u64| {
         worker_ctx(plan, &key_names, variant, env, open_model, recorder, seed)
     };
-    let ctx = new_ctx(recorder.clone(), plan.seed);
+    let mut ctx = new_ctx(recorder.clone(), plan.seed);
+    // A lock library: one driver process per worker, greeted before time zero.
+    let mut libs = Vec::new();
+    if let Some(client) = variant.client {
+        let c;
+        (libs, c) = start_drivers(connector, plan, client, slots).await?;
+        if let Some(ctx) = Arc::get_mut(&mut ctx) {
+            ctx.client = Some(c);
+        }
+    }
     let mut others = Vec::with_capacity(parts.saturating_sub(1));
     for k in 1..parts {
         others.push(
@@ -168,6 +179,7 @@ async fn prepare<K: Connector>(
     }
     Ok(Prepared {
         conns,
+        libs,
         recorder,
         collector,
         ctx,
@@ -177,6 +189,62 @@ async fn prepare<K: Connector>(
         arrival_tx,
         arrival_rx: Some(arrival_rx),
     })
+}
+
+/// Starts `client`'s driver once per worker (or request slot) against the connector's
+/// servers, and what the workers of its variant share: the key the library writes, its wait
+/// budget, whether it renews its locks.
+async fn start_drivers<K: Connector>(
+    connector: &K,
+    plan: &Plan,
+    client: crate::model::client::Client,
+    slots: usize,
+) -> anyhow::Result<(
+    Vec<crate::engine::worker::Library>,
+    crate::engine::context::ClientCtx,
+)> {
+    let name = client.name();
+    let Some(urls) = connector.driver_urls() else {
+        return Err(crate::exit::BadInput(format!(
+            "client {name} needs a Redis server it can connect to (backend spawn, or --redis URL); this run's store is {}",
+            connector.describe()
+        ))
+        .into());
+    };
+    let argv = crate::client::command(client)?;
+    // A reply may take the command timeout a few times over (a library retries), and more
+    // on a loaded machine; a driver that stays silent longer is stuck.
+    let patience = Duration::from_micros(plan.command_timeout_us * 4).max(Duration::from_secs(10));
+    let mut libs = Vec::with_capacity(slots);
+    let mut first = None;
+    for holder in 0..slots {
+        let d =
+            crate::client::driver::Driver::start(&argv, name, holder, &urls, plan.ttl_ms, patience)
+                .await?;
+        first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
+        libs.push(crate::engine::worker::Library::new(d));
+    }
+    let (format, auto_renewal, library) =
+        first.unwrap_or_else(|| ("{key}".into(), false, String::new()));
+    let wrap = match format.split_once("{key}") {
+        Some((a, b)) => (a.to_string(), b.to_string()),
+        None => (String::new(), String::new()),
+    };
+    let wait_ms = match plan.busy {
+        crate::profile::BusyPolicy::Retry { max_wait_us, .. } => max_wait_us / 1000,
+        crate::profile::BusyPolicy::FailFast => 0,
+    };
+    Ok((
+        libs,
+        crate::engine::context::ClientCtx {
+            name,
+            wrap,
+            wait_ms,
+            auto_renewal,
+            library,
+            ..Default::default()
+        },
+    ))
 }
 
 /// The workers' shared context for `variant` of `plan`, recording into `recorder`.
@@ -240,6 +308,7 @@ fn worker_ctx(
         },
         variant: env.name.into(),
         reserved: Default::default(),
+        client: None,
     })
 }
 
@@ -275,7 +344,7 @@ async fn read_back<C: LockConn>(
     // Whatever happens next, the caller deletes every key this variant may have written.
     let touched = recorder.touched_keys();
     env.written_keys
-        .extend(touched.iter().map(|&k| ctx.key_names.name(k)));
+        .extend(touched.iter().map(|&k| ctx.lock_name(k)));
     if let Some(r) = &ctx.resource {
         env.companion_keys.extend(
             touched
@@ -285,6 +354,11 @@ async fn read_back<C: LockConn>(
     }
     if let Some(p) = &executed.panicked {
         bail!("a worker panicked: {p}");
+    }
+    if let Some(c) = &ctx.client
+        && let Some(why) = c.failed.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    {
+        bail!("{why}");
     }
     let mut hists = match executed.simulated {
         Some(_) => collector.finish_at(Duration::from_micros(recorder.now_us()))?,
@@ -298,7 +372,9 @@ async fn read_back<C: LockConn>(
         measured.merge(&m);
     }
     let resource_final = resource_final(probe, &ctx, &touched, env).await;
-    let stuck_locks = if recorder.counters.counts.crashes.load(Relaxed) > 0 {
+    // A library may leave locks without an expiry too (a lock re-armed without one).
+    let stuck_locks = if recorder.counters.counts.crashes.load(Relaxed) > 0 || ctx.client.is_some()
+    {
         stuck_locks(probe, &ctx, &touched, env).await
     } else {
         0
@@ -358,7 +434,7 @@ async fn stuck_locks<C: LockConn>(
         if request_of(*env.signals.borrow()) == Request::Abandon {
             break;
         }
-        let key = &ctx.key_names.name(k);
+        let key = &ctx.lock_name(k);
         match again_after_reconnect!(conn.pttl(key)) {
             Ok(-1) => stuck += 1,
             Ok(_) => {}
@@ -401,7 +477,7 @@ fn summarise<K: Connector>(
     } = read;
     let meta = Meta {
         variant: env.name.to_string(),
-        release: variant.release.name().to_string(),
+        release: variant.name_of_release().to_string(),
         connection_mode: plan.connection.name().to_string(),
         backend: env.server.backend_detail.clone(),
         server_version: env.server.version.clone(),
@@ -458,6 +534,7 @@ fn summarise<K: Connector>(
     });
     summary.stuck_locks = stuck_locks;
     summary.redlock = connector.take_redlock_figures();
+    summary.library = ctx.client.as_ref().map(|c| c.library.clone());
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash
     // cuts a section short; a slow server lengthens its resource read).

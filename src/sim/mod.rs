@@ -380,6 +380,7 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
                     conn,
                     ctx.clone(),
                     drv,
+                    None,
                 )));
             }
             if let Some(arrivals) = plan.arrivals {

@@ -49,6 +49,10 @@ impl<K: Connector> Connector for Apart<K> {
         self.lock.take_redlock_figures()
     }
 
+    fn driver_urls(&self) -> Option<Vec<String>> {
+        self.lock.driver_urls()
+    }
+
     fn resource_store(&self) -> Option<String> {
         Some(self.resource.describe())
     }

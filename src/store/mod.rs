@@ -262,6 +262,12 @@ pub trait Connector: Send + Sync + 'static {
     fn take_redlock_figures(&self) -> Option<crate::redlock::RedlockFigures> {
         None
     }
+    /// The URLs a lock library's driver connects to (with credentials: never printed), one
+    /// per server (N for a Redlock); `None` where no library can reach it (the in-process
+    /// model, a unix socket).
+    fn driver_urls(&self) -> Option<Vec<String>> {
+        None
+    }
     /// Where the protected resource lives when it is apart from the locks
     /// ([`apart::Apart`]); `None`: on the lock's store.
     fn resource_store(&self) -> Option<String> {

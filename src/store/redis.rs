@@ -230,6 +230,33 @@ impl Admin {
 
 impl Connector for RedisConnector {
     type Conn = RedisConn;
+
+    fn driver_urls(&self) -> Option<Vec<String>> {
+        let info = self.client.get_connection_info();
+        let (scheme, host, port) = match info.addr() {
+            ConnectionAddr::Tcp(h, p) => ("redis", h.clone(), *p),
+            ConnectionAddr::TcpTls { host, port, .. } => ("rediss", host.clone(), *port),
+            _ => return None,
+        };
+        let r = info.redis_settings();
+        let enc = |s: &str| {
+            s.bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                        (b as char).to_string()
+                    }
+                    _ => format!("%{b:02X}"),
+                })
+                .collect::<String>()
+        };
+        let auth = match (r.username(), r.password()) {
+            (Some(u), Some(p)) => format!("{}:{}@", enc(u), enc(p)),
+            (None, Some(p)) => format!(":{}@", enc(p)),
+            _ => String::new(),
+        };
+        Some(vec![format!("{scheme}://{auth}{host}:{port}/{}", r.db())])
+    }
+
     async fn connect(&self) -> anyhow::Result<RedisConn> {
         let failed = |e: redis::RedisError| {
             let detail = classify(e).detail;
