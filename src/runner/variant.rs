@@ -113,6 +113,12 @@ async fn prepare<K: Connector>(
             })?,
         });
     }
+    // A lock library: one driver process per worker, started and greeted before time zero.
+    let (mut libs, mut client) = (Vec::new(), None);
+    if let Some(c) = variant.client {
+        let (l, ctx) = start_drivers(connector, plan, c, slots).await?;
+        (libs, client) = (l, Some(ctx));
+    }
     // A simulated store runs its variants on the simulator's virtual clock.
     let sim_clock = connector.virtual_clock();
     let mut recorder = match &sim_clock {
@@ -152,14 +158,8 @@ async fn prepare<K: Connector>(
         worker_ctx(plan, &key_names, variant, env, open_model, recorder, seed)
     };
     let mut ctx = new_ctx(recorder.clone(), plan.seed);
-    // A lock library: one driver process per worker, greeted before time zero.
-    let mut libs = Vec::new();
-    if let Some(client) = variant.client {
-        let c;
-        (libs, c) = start_drivers(connector, plan, client, slots).await?;
-        if let Some(ctx) = Arc::get_mut(&mut ctx) {
-            ctx.client = Some(c);
-        }
+    if let Some(ctx) = Arc::get_mut(&mut ctx) {
+        ctx.client = client;
     }
     let mut others = Vec::with_capacity(parts.saturating_sub(1));
     for k in 1..parts {

@@ -17,6 +17,7 @@ mod agents;
 mod analytic;
 mod arrivals;
 mod cli;
+mod clients;
 mod cluster;
 mod compare_servers;
 mod credentials;

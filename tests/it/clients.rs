@@ -1,0 +1,171 @@
+//! Lock libraries driven through their drivers (`drivers/`, issue 33): the same workload as the
+//! built-in methods, every figure from lockbench's own measurement; a driver that breaks is a
+//! clear error naming the client, and the rows recorded before it are kept.
+
+use crate::common;
+
+use std::path::Path;
+
+/// `compare` of `releases` on a private server with `args`, into `dir`: its exit code, its
+/// stderr, and the summaries by variant name.
+fn compare(
+    releases: &str,
+    args: &[&str],
+    dir: &Path,
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, serde_json::Value) {
+    let mut cmd = common::lockbench(&["compare", "--backend", "spawn", "--release", releases])
+        .args(args)
+        .out(dir);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let o = cmd.output();
+    let stderr = String::from_utf8_lossy(&o.stderr).into_owned();
+    let summary = std::fs::read_to_string(dir.join("summary.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_default();
+    (o.status.code(), stderr, summary)
+}
+
+/// The summary of variant `name`.
+fn variant<'a>(s: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    s["variants"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["variant"] == name))
+        .unwrap_or_else(|| panic!("no variant {name} in {s}"))
+}
+
+/// Rows of `events.csv` per variant.
+fn rows_of(dir: &Path, name: &str) -> usize {
+    common::events(dir)
+        .iter()
+        .filter(|r| &*r.variant == name)
+        .count()
+}
+
+/// A driver that dies, one that stops answering and one that writes what is not the protocol:
+/// each fails the run (exit 1) with an error naming the client, the holder and what it did
+/// (and its last stderr line), and the sections recorded before it are in events.csv.
+#[test]
+fn a_broken_driver_is_a_clear_error_and_no_row_is_lost() {
+    let _cpu = common::shared();
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
+    for (mode, says) in [
+        ("die", "died"),
+        ("garbage", "not the protocol"),
+        ("hang", "stopped answering"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (code, stderr, summary) = compare(
+            "token,redis-py",
+            &[
+                "--workers",
+                "2",
+                "--keys",
+                "2",
+                "--ttl",
+                "1s",
+                "--dist",
+                "constant(5ms)",
+                "--duration",
+                "1s",
+            ],
+            tmp.path(),
+            &[("LOCKBENCH_DRIVERS_ROOT", fake), ("FAKE_DRIVER", mode)],
+        );
+        assert_eq!(code, Some(1), "{mode}: {stderr}");
+        assert!(
+            stderr.contains("client redis-py (holder") && stderr.contains(says),
+            "{mode}: {stderr}"
+        );
+        assert!(
+            stderr.contains("breaking now"),
+            "{mode}: its stderr: {stderr}"
+        );
+        // The built-in variant before it was measured and written; the library's rows too.
+        assert!(variant(&summary, "token")["sections"].as_u64() > Some(0));
+        assert!(rows_of(tmp.path(), "redis-py") >= 2, "{mode}: rows kept");
+    }
+}
+
+/// redis-py's `Lock` on the contended workload: with sections shorter than the TTL no two
+/// holders overlap and every release is the holder's own; with sections longer than the TTL
+/// the holders overlap and the library refuses the stale releases (`LockNotOwnedError`:
+/// refused) without deleting another holder's lock, as the built-in `token` does — while the
+/// built-in `del` (the negative control, same seed) deletes other holders' locks. No key of
+/// the run is left, and events.csv has a row per section.
+#[test]
+fn redis_py_is_measured_like_the_built_in_methods() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = [
+        "--workers",
+        "4",
+        "--keys",
+        "1",
+        "--busy",
+        "retry",
+        "--duration",
+        "2s",
+        "--seed",
+        "5",
+    ];
+    let short: Vec<&str> = [&base[..], &["--ttl", "1s", "--dist", "constant(5ms)"]].concat();
+    let (code, stderr, s) = compare("redis-py", &short, tmp.path(), &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v = variant(&s, "redis-py");
+    assert!(v["library"].as_str().unwrap().starts_with("redis "), "{v}");
+    // redis-py sleeps 100 ms between tries of a busy lock: few sections, all clean.
+    assert!(v["sections"].as_u64().unwrap() > 8, "{v}");
+    assert_eq!(v["overlap_ms"], 0.0, "{v}");
+    assert_eq!(v["released"], v["sections"], "{v}");
+    assert_eq!(
+        rows_of(tmp.path(), "redis-py") as u64,
+        v["sections"].as_u64().unwrap()
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let long: Vec<&str> = [
+        &base[..],
+        &["--ttl", "30ms", "--dist", "uniform(10ms,80ms)"],
+    ]
+    .concat();
+    let (code, stderr, s) = compare("del,token,redis-py", &long, tmp.path(), &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let lib = variant(&s, "redis-py");
+    assert!(lib["overlap_ms"].as_f64().unwrap() > 0.0, "{lib}");
+    assert!(lib["refused_unclassified"].as_u64().unwrap() > 0, "{lib}");
+    assert_eq!(lib["wrongful_deletes"], 0, "{lib}");
+    assert_eq!(variant(&s, "token")["wrongful_deletes"], 0);
+    assert!(
+        variant(&s, "del")["wrongful_deletes"].as_u64().unwrap() > 0,
+        "the negative control deletes other holders' locks"
+    );
+    let rows: u64 = ["del", "token", "redis-py"]
+        .iter()
+        .map(|n| rows_of(tmp.path(), n) as u64)
+        .sum();
+    let sections: u64 = ["del", "token", "redis-py"]
+        .iter()
+        .map(|n| variant(&s, n)["sections"].as_u64().unwrap())
+        .sum();
+    assert_eq!(rows, sections);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("manifest.json")).unwrap())
+            .unwrap();
+    assert_eq!(manifest.get("leftover_keys"), None, "{manifest}");
+}
+
+/// A name that is neither a release method nor a driver says which are.
+#[test]
+fn an_unknown_client_lists_the_drivers() {
+    let o = common::lockbench(&["run", "--release", "redis-pie"]).output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("redis-py") && err.contains("redlock5"),
+        "{err}"
+    );
+}
