@@ -9,12 +9,12 @@
 //! locks.
 //!
 //! Each step is one [`cmd::Cmd`], declared once: the command sent and the redis-cli line shown
-//! both come from it. [`script`] writes the transcript, [`acts`] holds the stories told on one
-//! lock connection, [`fail_open`] the one that pauses the server; this file is the command.
+//! both come from it. `script` writes the transcript, `acts` holds the stories told on one
+//! lock connection, `fail_open` the one that pauses the server; this file is the command.
 
-pub mod acts;
+mod acts;
 pub mod cmd;
-pub mod fail_open;
+mod fail_open;
 mod script;
 pub mod side_by_side;
 
