@@ -8,6 +8,7 @@ use crate::commands::args::SweepArgs;
 use crate::model::units;
 use crate::model::variant::Variant;
 use crate::profile::Profile;
+use crate::report::charts::sweep as sweep_chart;
 use crate::runner::{RunOptions, run_with};
 use anyhow::{Context, bail};
 use std::io::Write;
@@ -31,15 +32,12 @@ pub(crate) struct SweepRow {
 impl SweepRow {
     /// Seconds of overlap per hour of operation (real, unscaled time: the scale cancels).
     pub(crate) fn overlap_s_per_hour(&self) -> Option<f64> {
-        let s = self.summary.as_ref()?;
-        (s.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.elapsed_s / 3600.0))
+        sweep_chart::overlap_s_per_hour(self.summary.as_ref()?)
     }
     /// Seconds keys stayed blocked after holder crashes, per hour of operation (the scale
     /// cancels, as for overlap).
     pub(crate) fn blocked_s_per_hour(&self) -> Option<f64> {
-        let s = self.summary.as_ref()?;
-        let total_ms = s.crash_blocked_ms.mean * s.crash_blocked_ms.count as f64;
-        (s.elapsed_s > 0.0).then(|| total_ms / 1000.0 / (s.elapsed_s / 3600.0))
+        sweep_chart::blocked_s_per_hour(self.summary.as_ref()?)
     }
     /// Mean time a key stayed blocked per crash, in real (unscaled) ms.
     pub(crate) fn blocked_per_crash_ms(&self) -> Option<f64> {
@@ -48,9 +46,7 @@ impl SweepRow {
     }
     /// Wrongful deletes per hour of real (unscaled) operation.
     pub(crate) fn wrongful_deletes_per_hour(&self) -> Option<f64> {
-        let s = self.summary.as_ref()?;
-        (s.elapsed_s > 0.0)
-            .then(|| s.counts.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
+        sweep_chart::wrongful_deletes_per_hour(self.summary.as_ref()?)
     }
 }
 
@@ -278,48 +274,6 @@ pub(crate) fn write_csv<W: Write>(w: W, rows: &[SweepRow]) -> anyhow::Result<()>
     Ok(())
 }
 
-/// The numbers `sweep.png` plots: per method, each figure against the TTL in real
-/// (unscaled) milliseconds. Cells that failed are left out.
-pub(crate) fn chart_series(rows: &[SweepRow]) -> Vec<crate::report::charts::sweep::SweepSeries> {
-    let mut out: Vec<crate::report::charts::sweep::SweepSeries> = Vec::new();
-    for r in rows {
-        let Some(s) = &r.summary else { continue };
-        let i = match out.iter().position(|x| x.method == r.release.name()) {
-            Some(i) => i,
-            None => {
-                out.push(crate::report::charts::sweep::SweepSeries {
-                    method: r.release.name(),
-                    overrun_fraction: Vec::new(),
-                    overlap_s_per_hour: Vec::new(),
-                    wrongful_per_hour: Vec::new(),
-                    blocked_s_per_hour: Vec::new(),
-                });
-                out.len() - 1
-            }
-        };
-        let x = s.unscaled_ttl_ms;
-        let e = &mut out[i];
-        e.overrun_fraction.push((x, s.overrun_fraction));
-        e.overlap_s_per_hour
-            .push((x, r.overlap_s_per_hour().unwrap_or(0.0)));
-        e.wrongful_per_hour
-            .push((x, r.wrongful_deletes_per_hour().unwrap_or(0.0)));
-        e.blocked_s_per_hour
-            .push((x, r.blocked_s_per_hour().unwrap_or(0.0)));
-    }
-    for e in &mut out {
-        for v in [
-            &mut e.overrun_fraction,
-            &mut e.overlap_s_per_hour,
-            &mut e.wrongful_per_hour,
-            &mut e.blocked_s_per_hour,
-        ] {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-        }
-    }
-    out
-}
-
 /// Checks that the sweep has something to run.
 pub(crate) fn validate(ttls: &[u64], methods: &[Variant]) -> anyhow::Result<()> {
     if ttls.is_empty() || methods.is_empty() {
@@ -399,7 +353,14 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     backend.close().await;
     let rows = rows?;
     crate::results::write_file(&dir.join("sweep.csv"), |w| write_csv(w, &rows))?;
-    crate::report::charts::sweep::draw(&dir.join("sweep.png"), &chart_series(&rows), "real units")?;
+    let cells = rows
+        .iter()
+        .filter_map(|r| Some((&r.release, r.summary.as_ref()?)));
+    sweep_chart::draw(
+        &dir.join("sweep.png"),
+        &sweep_chart::series(cells),
+        "real units",
+    )?;
     if !a.workload.quiet {
         println!();
         print_header(std::io::stdout(), first.has_crashes())?;

@@ -2,7 +2,8 @@
 //! one-time-token, on the memory model (where they can run) and on a private redis-server,
 //! through the library and through the binary; every key is gone at the end. And
 //! stale-release on several servers side by side (`--redis-server`, issue 17): Redis 7.0,
-//! Redis 8.2 and Valkey 8.1.
+//! Redis 8.2 and Valkey 8.1. And every step a story shows is the command the server ran,
+//! read back from MONITOR (issue 31, item 5).
 
 use crate::common;
 
@@ -549,4 +550,171 @@ fn demo_refuses_a_bad_redis_server() {
         err.contains("--redis-server") && err.contains("--redis"),
         "{err}"
     );
+}
+
+/// redis-cli's reading of a line (its `sdssplitargs`): bare words, and `"…"` with `\"`, `\\`,
+/// `\n`, `\r`, `\t`, `\b`, `\a` and `\xHH` escapes. `MONITOR` prints each argument that way.
+fn split_args(line: &str) -> Vec<Vec<u8>> {
+    let b = line.as_bytes();
+    let (mut out, mut i) = (Vec::new(), 0);
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == b.len() {
+            return out;
+        }
+        let mut arg = Vec::new();
+        if b[i] == b'"' {
+            i += 1;
+            while b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                    match b[i] {
+                        b'x' => {
+                            arg.push(u8::from_str_radix(&line[i + 1..i + 3], 16).unwrap());
+                            i += 2;
+                        }
+                        b'n' => arg.push(b'\n'),
+                        b'r' => arg.push(b'\r'),
+                        b't' => arg.push(b'\t'),
+                        b'b' => arg.push(8),
+                        b'a' => arg.push(7),
+                        c => arg.push(c),
+                    }
+                } else {
+                    arg.push(b[i]);
+                }
+                i += 1;
+            }
+            i += 1;
+        } else {
+            while i < b.len() && !b[i].is_ascii_whitespace() {
+                assert!(
+                    b[i] != b'"' && b[i] != b'\'',
+                    "a quote inside a bare word: {line}"
+                );
+                arg.push(b[i]);
+                i += 1;
+            }
+        }
+        out.push(arg);
+    }
+}
+
+/// The commands `server` executes from now until an `ECHO monitor-end`, each as its argv, in
+/// order (`MONITOR` on a connection of its own; the commands a script sends are left out).
+fn monitor(server: &SpawnedRedis) -> std::thread::JoinHandle<Vec<Vec<Vec<u8>>>> {
+    let mut con = sync_conn(server);
+    let _: () = redis::cmd("MONITOR").query(&mut con).unwrap();
+    std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        loop {
+            let line = match con.recv_response().unwrap() {
+                redis::Value::SimpleString(s) => s,
+                other => panic!("MONITOR sent {other:?}"),
+            };
+            let (client, args) = line.split_once("] ").expect("a MONITOR line");
+            if client.ends_with(" lua") {
+                continue;
+            }
+            let argv = split_args(args);
+            if argv == [b"ECHO".to_vec(), b"monitor-end".to_vec()] {
+                return seen;
+            }
+            seen.push(argv);
+        }
+    })
+}
+
+/// Each step's command line, read back as redis-cli reads it, is a command the server
+/// executed, in the transcript's order (the server runs more: polls, the client's setup).
+/// The canonical compare-and-delete, shown as `EVAL "<text>"`, is sent by its SHA1; a
+/// command the server does not know never reaches MONITOR. Returns how many of `seen` the
+/// story used: the next story's commands come after.
+fn assert_sent_as_shown(
+    story: &str,
+    steps: &[lockbench::commands::demo::Step],
+    seen: &[Vec<Vec<u8>>],
+) -> usize {
+    let mut at = 0;
+    for s in steps {
+        if s.reply.starts_with("(error) ERR unknown command") {
+            continue;
+        }
+        let mut argv = split_args(&s.command);
+        if argv[0] == b"EVAL" {
+            let text = String::from_utf8(argv[1].clone()).unwrap();
+            argv[0] = b"EVALSHA".to_vec();
+            argv[1] = lockbench::commands::demo::cmd::sha(&text).into_bytes();
+        }
+        let same = |c: &Vec<Vec<u8>>| {
+            c.len() == argv.len() && c[0].eq_ignore_ascii_case(&argv[0]) && c[1..] == argv[1..]
+        };
+        match seen[at..].iter().position(same) {
+            Some(i) => at += i + 1,
+            None => panic!(
+                "{story}: `{}` ({}) is not what the server executed next; it executed:\n{}",
+                s.command,
+                s.who,
+                seen[at..]
+                    .iter()
+                    .map(|c| c
+                        .iter()
+                        .map(|a| String::from_utf8_lossy(a))
+                        .collect::<Vec<_>>()
+                        .join(" "))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            ),
+        }
+    }
+    at
+}
+
+/// What each story prints is what the server received: every step's command line, read as
+/// redis-cli reads it, is found in order among the commands MONITOR saw on a private server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_step_shown_is_the_command_the_server_ran() {
+    use lockbench::commands::demo::{FencingKeys, fencing};
+    let server = redis().await;
+    let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
+    let mut c = conn.connect().await.unwrap();
+    let seen = monitor(&server);
+    let ttl = Duration::from_millis(100);
+    let base = "lockbench:test:monitor:demo";
+    let mut stories = Vec::new();
+    let key = format!("{base}:lock");
+    let steps = stale_release(&mut c, &key, ttl, Vec::new()).await.unwrap();
+    stories.push(("stale-release", steps));
+    let keys = FencingKeys::new(&format!("{base}:{{fencing}}"));
+    let steps = fencing(&mut c, &keys, ttl, Vec::new()).await.unwrap();
+    stories.push(("fencing", steps));
+    let key = format!("{base}:setnx-expire:lock");
+    let steps = setnx_expire(&mut c, &key, ttl, Vec::new()).await.unwrap();
+    c.del(&key).await.unwrap();
+    stories.push(("setnx-expire", steps));
+    let key = format!("{base}:dedup:hb:42");
+    let steps = dedup_window(&mut c, &key, ttl, Vec::new()).await.unwrap();
+    stories.push(("dedup-window", steps));
+    let key = format!("{base}:one-time-token:tok:abc");
+    let steps = one_time_token(&mut c, &key, Vec::new()).await.unwrap();
+    stories.push(("one-time-token", steps));
+    let _: () = redis::cmd("ECHO")
+        .arg("monitor-end")
+        .query(&mut sync_conn(&server))
+        .unwrap();
+    let seen = seen.join().unwrap();
+    let mut from = 0;
+    for (story, steps) in &stories {
+        assert!(steps.len() >= 4, "{story}: {steps:?}");
+        from += assert_sent_as_shown(story, steps, &seen[from..]);
+    }
+    // The check can fail: a line with an argument the server never received.
+    let mut forged = stories[0].1.clone();
+    forged[0].command = forged[0].command.replace("tokA", "tokZ");
+    let caught = std::panic::catch_unwind(|| assert_sent_as_shown("forged", &forged, &seen));
+    assert!(caught.is_err(), "a forged line passed");
+    assert_eq!(dbsize(&server), 0, "keys left behind");
+    server.stop().await;
 }

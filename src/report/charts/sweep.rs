@@ -1,9 +1,12 @@
 //! `sweep.png`: overrun fraction, overlap and wrongful deletes per hour against the TTL, one
-//! line per release method. Its numbers come from `commands::sweep` (`chart_series`).
+//! line per release method: its numbers ([`series`], from the cells' summaries) and its
+//! drawing ([`draw`]). The per-hour figures are also the sweep table's and `sweep.csv`'s.
 
 use super::{Area, WIDTH, axis_num, bold, font, prob_label, with_png};
 use super::{legend_line, series_labels};
+use crate::analysis::summary::Summary;
 use crate::model::units::{Style::Spaced, fmt_us};
+use crate::model::variant::Variant;
 use crate::report::palette::method_colour;
 use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
 use plotters::prelude::*;
@@ -22,6 +25,67 @@ pub(crate) struct SweepSeries {
     pub wrongful_per_hour: Vec<(f64, f64)>,
     /// Seconds keys stayed blocked after holder crashes, per hour of operation per TTL.
     pub blocked_s_per_hour: Vec<(f64, f64)>,
+}
+
+/// Seconds of overlap per hour of operation (real, unscaled time: the scale cancels); `None`
+/// when the cell ran for no time.
+pub(crate) fn overlap_s_per_hour(s: &Summary) -> Option<f64> {
+    (s.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.elapsed_s / 3600.0))
+}
+/// Seconds keys stayed blocked after holder crashes, per hour of operation (the scale
+/// cancels, as for overlap).
+pub(crate) fn blocked_s_per_hour(s: &Summary) -> Option<f64> {
+    let total_ms = s.crash_blocked_ms.mean * s.crash_blocked_ms.count as f64;
+    (s.elapsed_s > 0.0).then(|| total_ms / 1000.0 / (s.elapsed_s / 3600.0))
+}
+/// Wrongful deletes per hour of real (unscaled) operation.
+pub(crate) fn wrongful_deletes_per_hour(s: &Summary) -> Option<f64> {
+    (s.elapsed_s > 0.0)
+        .then(|| s.counts.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
+}
+
+/// The numbers `sweep.png` plots, from the sweep's cells that ran (their release method and
+/// summary): per method, each figure against the TTL in real (unscaled) milliseconds, in TTL
+/// order; methods in the order they first appear.
+pub(crate) fn series<'a>(
+    cells: impl IntoIterator<Item = (&'a Variant, &'a Summary)>,
+) -> Vec<SweepSeries> {
+    let mut out: Vec<SweepSeries> = Vec::new();
+    for (release, s) in cells {
+        let i = match out.iter().position(|x| x.method == release.name()) {
+            Some(i) => i,
+            None => {
+                out.push(SweepSeries {
+                    method: release.name(),
+                    overrun_fraction: Vec::new(),
+                    overlap_s_per_hour: Vec::new(),
+                    wrongful_per_hour: Vec::new(),
+                    blocked_s_per_hour: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        let x = s.unscaled_ttl_ms;
+        let e = &mut out[i];
+        e.overrun_fraction.push((x, s.overrun_fraction));
+        e.overlap_s_per_hour
+            .push((x, overlap_s_per_hour(s).unwrap_or(0.0)));
+        e.wrongful_per_hour
+            .push((x, wrongful_deletes_per_hour(s).unwrap_or(0.0)));
+        e.blocked_s_per_hour
+            .push((x, blocked_s_per_hour(s).unwrap_or(0.0)));
+    }
+    for e in &mut out {
+        for v in [
+            &mut e.overrun_fraction,
+            &mut e.overlap_s_per_hour,
+            &mut e.wrongful_per_hour,
+            &mut e.blocked_s_per_hour,
+        ] {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+    }
+    out
 }
 
 /// `sweep.png`: overrun fraction, overlap time per hour and wrongful deletes per hour against
@@ -190,4 +254,77 @@ where
     }
     series_labels(&mut chart, SeriesLabelPosition::UpperRight, 13)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::release::ReleaseMethod;
+
+    /// A cell's summary: `ttl_ms`, run for `elapsed_s` at `time_scale`, with `wrongful`
+    /// wrongful deletes and `overlap_ms` of overlap.
+    fn cell(
+        ttl_ms: f64,
+        elapsed_s: f64,
+        time_scale: f64,
+        wrongful: u64,
+        overlap_ms: f64,
+    ) -> Summary {
+        use crate::analysis::summary::{Measured, Meta, Protection, StopReason, summarize};
+        let meta = Meta {
+            variant: "v".into(),
+            release: "del".into(),
+            connection_mode: "per-worker".into(),
+            backend: "memory".into(),
+            server_version: "memory".into(),
+            workers: 1,
+            ttl_ms: (ttl_ms * time_scale) as u64,
+            time_scale,
+            unscaled_ttl_ms: ttl_ms,
+            seed: 1,
+            elapsed_s,
+            stop_reason: StopReason::Limit,
+            protect: Protection::default(),
+        };
+        let m = Measured {
+            counts: crate::analysis::counts::Counts {
+                wrongful_deletes: wrongful,
+                ..Default::default()
+            },
+            ..Measured::default()
+        };
+        let mut s = summarize(meta, &m, &crate::record::HistSet::default());
+        s.overlap_ms = overlap_ms;
+        s
+    }
+
+    /// One line per method in the order they first appear, points in TTL order, the per-hour
+    /// figures in real time (a cell that ran for no time draws 0).
+    #[test]
+    fn series_groups_by_method_and_orders_by_ttl() {
+        let (del, token) = (
+            Variant::from(ReleaseMethod::Del),
+            Variant::from(ReleaseMethod::Token),
+        );
+        let cells = [
+            (del, cell(200.0, 3600.0, 1.0, 2, 1000.0)),
+            (token, cell(100.0, 1800.0, 1.0, 0, 0.0)),
+            (del, cell(100.0, 360.0, 0.1, 1, 500.0)),
+            (del, cell(50.0, 0.0, 1.0, 1, 0.0)),
+        ];
+        let s = series(cells.iter().map(|(v, s)| (v, s)));
+        assert_eq!(
+            s.iter().map(|x| x.method.as_str()).collect::<Vec<_>>(),
+            ["del", "token"]
+        );
+        assert_eq!(
+            s[0].wrongful_per_hour,
+            [(50.0, 0.0), (100.0, 1.0), (200.0, 2.0)]
+        );
+        assert_eq!(
+            s[0].overlap_s_per_hour,
+            [(50.0, 0.0), (100.0, 5.0), (200.0, 1.0)]
+        );
+        assert_eq!(s[1].overrun_fraction.len(), 1);
+    }
 }
