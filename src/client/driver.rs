@@ -164,6 +164,19 @@ impl Driver {
         Ok(d)
     }
 
+    /// Stops (`true`: SIGSTOP) or resumes (SIGCONT) the driver's process: a holder's
+    /// stop-the-world pause reaches the library's own threads and timers.
+    pub(crate) async fn freeze(&self, on: bool) {
+        let Some(pid) = self.child.id() else {
+            return;
+        };
+        let sig = if on { "-STOP" } else { "-CONT" };
+        let _ = tokio::process::Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .await;
+    }
+
     /// The library's name and version, as its driver read them.
     pub(crate) fn library(&self) -> String {
         format!(

@@ -596,7 +596,16 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             {
                 pause_at = None;
                 let d = pause_us;
-                if !self.drv.sleep_until(now + d).await {
+                // A lock library's holder stops whole, its renewal threads and timers too, as
+                // a GC pause or a stalled VM stops a process.
+                if let Some(lib) = &self.lib {
+                    lib.driver.freeze(true).await;
+                }
+                let slept = self.drv.sleep_until(now + d).await;
+                if let Some(lib) = &self.lib {
+                    lib.driver.freeze(false).await;
+                }
+                if !slept {
                     s.completed = false;
                     break;
                 }

@@ -169,3 +169,45 @@ fn an_unknown_client_lists_the_drivers() {
         "{err}"
     );
 }
+
+/// A holder's stop-the-world pause stops its driver's process (SIGSTOP, then SIGCONT), so the
+/// library's refresh timer stops with it, as in a GC pause: redis-semaphore's lock expires
+/// under a 600 ms pause of a 200 ms TTL, another holder walks in (overlap), and the library
+/// says the lock was lost (`onLockLost`, counted as extension failures). The control, the same
+/// sections without pauses, never overlaps.
+#[test]
+fn a_paused_holder_freezes_its_library() {
+    let _cpu = common::shared();
+    let run = |pause: &str| {
+        let tmp = tempfile::tempdir().unwrap();
+        let args = [
+            "--workers",
+            "3",
+            "--keys",
+            "1",
+            "--ttl",
+            "200ms",
+            "--dist",
+            "constant(50ms)",
+            "--busy",
+            "retry",
+            "--duration",
+            "3s",
+            "--pause",
+            pause,
+        ];
+        let (code, stderr, s) = compare("redis-semaphore", &args, tmp.path(), &[]);
+        assert_eq!(code, Some(0), "{stderr}");
+        variant(&s, "redis-semaphore").clone()
+    };
+    let paused = run("mixture(0.7*constant(0ms),0.3*constant(600ms))");
+    assert!(paused["pauses"].as_u64().unwrap() > 0, "{paused}");
+    assert!(paused["overlap_ms"].as_f64().unwrap() > 0.0, "{paused}");
+    assert!(
+        paused["extension_failures"].as_u64().unwrap() > 0,
+        "{paused}"
+    );
+    let calm = run("constant(0ms)");
+    assert_eq!(calm["overlap_ms"], 0.0, "{calm}");
+    assert_eq!(calm["extension_failures"], 0, "{calm}");
+}
