@@ -39,17 +39,20 @@ impl OverlapStats {
 }
 
 /// Live state of one key: how many sections are open and since when the count last changed,
-/// and the figures so far. 56 bytes: with its mutex, one cache line per key in the recorder
+/// and the figures so far (and when the latest section opened). 56 bytes: with its mutex, one cache line per key in the recorder
 /// (a section touches its key's tracker twice, seconds apart: two cache misses, not four).
 #[derive(Debug, Clone)]
 pub struct KeyTracker {
     open: u32,
+    /// When the latest section opened, µs.
+    last_open_us: u64,
     peak_holders: u32,
+    /// Counts of one key: u32 keeps the tracker in one cache line with its mutex.
+    incidents: u32,
+    stretches: u32,
     last_change_us: u64,
     stretch_start_us: u64,
     overlap_us: u64,
-    incidents: u64,
-    stretches: u64,
     /// [`NO_OVERLAP`] until the first stretch.
     first_overlap_us: u64,
 }
@@ -61,6 +64,7 @@ impl Default for KeyTracker {
     fn default() -> Self {
         Self {
             open: 0,
+            last_open_us: 0,
             peak_holders: 0,
             last_change_us: 0,
             stretch_start_us: 0,
@@ -77,9 +81,10 @@ impl KeyTracker {
     /// Times must not go backwards (callers feed events in time order).
     pub fn open(&mut self, t_us: u64) -> u32 {
         self.advance(t_us);
+        self.last_open_us = t_us;
         let others = self.open;
         if others >= 1 {
-            self.incidents += 1;
+            self.incidents = self.incidents.saturating_add(1);
         }
         if others == 1 {
             self.stretch_start_us = t_us;
@@ -97,13 +102,18 @@ impl KeyTracker {
         self.open
     }
 
+    /// When the latest section opened, µs (0: none yet).
+    pub fn last_open_us(&self) -> u64 {
+        self.last_open_us
+    }
+
     /// A section closes at `t_us`. Returns the overlap stretch `[start, end)` this close
     /// ended, if the number of holders just fell from two to one.
     pub fn close(&mut self, t_us: u64) -> Option<(u64, u64)> {
         self.advance(t_us);
         self.open = self.open.saturating_sub(1);
         if self.open == 1 {
-            self.stretches += 1;
+            self.stretches = self.stretches.saturating_add(1);
             Some((self.stretch_start_us, t_us.max(self.stretch_start_us)))
         } else {
             None
@@ -122,9 +132,9 @@ impl KeyTracker {
     pub fn stats(&self) -> OverlapStats {
         OverlapStats {
             overlap_us: self.overlap_us,
-            incidents: self.incidents,
+            incidents: u64::from(self.incidents),
             peak_holders: self.peak_holders,
-            stretches: self.stretches,
+            stretches: u64::from(self.stretches),
             first_overlap_us: (self.first_overlap_us != NO_OVERLAP)
                 .then_some(self.first_overlap_us),
         }

@@ -97,6 +97,11 @@ pub struct CompareArgs {
     /// [profile: releases; default del,token].
     #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]
     pub release: Option<Vec<String>>,
+    /// A lock library to measure beside them, by its driver (repeatable): redis-py,
+    /// python-redis-lock, python-redis-lock-renew, pottery, redlock5, redlock4,
+    /// redis-semaphore, redis-lock. Adds it to the release methods (`--release` names it too).
+    #[arg(long = "client")]
+    pub client: Vec<String>,
 }
 
 /// `sweep`.

@@ -94,7 +94,23 @@ pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
         releases: a.release.clone(),
         ..Profile::default()
     };
-    let plan = a.workload.plan(extra)?;
+    let mut plan = a.workload.plan(extra)?;
+    // `--client NAME` adds the library to the variants, after the release methods.
+    for name in &a.client {
+        let lib = crate::model::client::Client::parse(name).ok_or_else(|| {
+            BadInput(format!(
+                "--client {name}: not a lock library lockbench drives; use one of {}",
+                crate::model::client::Client::names()
+            ))
+        })?;
+        let v = Variant {
+            client: Some(lib),
+            ..Variant::from(crate::model::release::ReleaseMethod::Token)
+        };
+        if !plan.releases.contains(&v) {
+            plan.releases.push(v);
+        }
+    }
     let methods: Vec<Variant> = plan.releases.clone();
     let opts = a.workload.options("compare");
     execute(&plan, &methods, &opts).await

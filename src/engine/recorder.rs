@@ -250,9 +250,13 @@ impl Recorder {
         pending.len() as u64
     }
 
-    /// How many sections of `key` are open now.
-    pub fn holders(&self, key: usize) -> u32 {
-        lock(&self.keys[key].0).holders()
+    /// Whether a section of `key` that opened after `since_us` (µs) may still be open: a
+    /// holder newer than the one that acquired at `since_us`, who could only acquire once that
+    /// one's lock was gone. (The latest section to open, if any is open: a newer one that
+    /// already closed beside an older one still open reads as open.)
+    pub fn newer_holder(&self, key: usize, since_us: u64) -> bool {
+        let k = lock(&self.keys[key].0);
+        k.holders() > 0 && k.last_open_us() > since_us
     }
 
     /// A section of `key` closes at `now` (µs, just read): returns its end (µs: later if the

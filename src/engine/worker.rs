@@ -406,8 +406,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         })
     }
 
-    /// Leave the library's section: the library releases, and says how it went. `ok` while
-    /// another section of the key was open as the leave was sent (`others`) removed that
+    /// Leave the library's section: the library releases, and says how it went. `ok` while a
+    /// newer section of the key was open as the leave was sent (`others`) removed that
     /// holder's lock — its holder could only acquire once ours was gone, so a
     /// compare-and-delete would have refused: only a plain `DEL` deletes it; `ok` without a
     /// `DEL` sent (redis-lock past its own deadline) deleted nothing.
@@ -688,13 +688,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }) => "unsafe_over_holder",
             // The writer's lock was gone and nobody held it.
             Ok(WriteOutcome::Accepted { .. }) => "unsafe",
-            // A resource apart from the lock: the run's own timeline tells. Another section
-            // of the key open now is the damage case; past the writer's lock expiry (from the
-            // SET's send: the earliest the server can have expired it) with nobody in, the
-            // lock was gone.
+            // A resource apart from the lock: the run's own timeline tells. A newer holder in
+            // now (one that acquired after the writer, so once its lock was gone) is the
+            // damage case; past the writer's lock expiry (from the SET's send: the earliest
+            // the server can have expired it) with nobody newer in, the lock was gone.
             Ok(WriteOutcome::Written) => {
                 let now = ctx.recorder.now_us();
-                if ctx.recorder.holders(key) > 1 {
+                if ctx.recorder.newer_holder(key, s.held.acquired_us) {
                     "unsafe_over_holder"
                 } else if s.held.lock_until_us.is_some_and(|until| now >= until) {
                     "unsafe"
@@ -731,8 +731,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         } else if section.crashed {
             CRASHED
         } else if self.lib.is_some() {
-            // Another holder in now means the lock was gone when the release was sent.
-            let others = rec.holders(h.key) > 0;
+            // A newer holder in now means the lock was gone when the release was sent.
+            let others = rec.newer_holder(h.key, h.acquired_us);
             let outcome = self.release_by_library(others).await;
             (section.extensions, section.extension_failed) =
                 (self.lib_events.0, self.lib_events.1 > 0);

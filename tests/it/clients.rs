@@ -113,7 +113,8 @@ fn redis_py_is_measured_like_the_built_in_methods() {
         "5",
     ];
     let short: Vec<&str> = [&base[..], &["--ttl", "1s", "--dist", "constant(5ms)"]].concat();
-    let (code, stderr, s) = compare("redis-py", &short, tmp.path(), &[]);
+    let short: Vec<&str> = [&short[..], &["--client", "redis-py"]].concat();
+    let (code, stderr, s) = compare("token", &short, tmp.path(), &[]);
     assert_eq!(code, Some(0), "{stderr}");
     let v = variant(&s, "redis-py");
     assert!(v["library"].as_str().unwrap().starts_with("redis "), "{v}");
@@ -166,6 +167,13 @@ fn an_unknown_client_lists_the_drivers() {
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains("redis-py") && err.contains("redlock5"),
+        "{err}"
+    );
+    let o = common::lockbench(&["compare", "--client", "redis-pie"]).output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--client redis-pie") && err.contains("redis-semaphore"),
         "{err}"
     );
 }
