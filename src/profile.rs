@@ -23,6 +23,7 @@ mod redlock;
 use crate::analysis::threshold::Threshold;
 use crate::dist::Dist;
 use crate::model::fault::{Fault, FaultProfile};
+pub use crate::model::plan::{Acquire, ExtendEvery, OnLost, OnUnavailable, Protection, Timeouts};
 use crate::model::release::ExtendCommand;
 use crate::model::release::ReleaseMethod;
 use crate::model::units;
@@ -338,17 +339,6 @@ impl OneOrMany {
     }
 }
 
-/// How a lock is taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Acquire {
-    /// `SET key token NX PX ttl`: one atomic command.
-    SetNxPx,
-    /// `SETNX key token`, then `PEXPIRE key ttl`: a holder that dies between the two leaves a
-    /// key that never expires.
-    SetnxExpire,
-}
-
 /// The `[thresholds]` table.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -368,59 +358,6 @@ pub struct RetryProfile {
     pub cap: Option<String>,
     /// Give up after waiting this long for one acquisition.
     pub max_wait: Option<String>,
-}
-
-/// How the extension interval is given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ExtendEvery {
-    /// The TTL divided by N.
-    TtlDiv(u64),
-    /// A fixed interval, µs.
-    Fixed(u64),
-}
-
-impl Default for ExtendEvery {
-    fn default() -> Self {
-        ExtendEvery::TtlDiv(3)
-    }
-}
-
-impl ExtendEvery {
-    /// The interval for a TTL, µs; checked only when some variant extends (`extends`).
-    pub fn at(self, ttl_us: u64, extends: bool) -> Result<u64, String> {
-        let us = match self {
-            ExtendEvery::TtlDiv(n) => ttl_us / n,
-            ExtendEvery::Fixed(us) => us,
-        };
-        if extends && (us < 1_000 || us >= ttl_us) {
-            return Err(format!(
-                "an extension every {} cannot keep a {} lock: use an interval from 1ms to below the TTL (e.g. ttl/3)",
-                units::fmt_us(us, units::Style::Compact),
-                units::fmt_us(ttl_us, units::Style::Compact)
-            ));
-        }
-        Ok(us)
-    }
-}
-
-/// What a holder does when an extension finds its lock gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnLost {
-    /// Work on and write as if nothing happened (what most code does).
-    Continue,
-    /// Skip the resource write and release (counted as `sections_aborted`).
-    Abort,
-}
-
-/// What a request does when Redis does not answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum OnUnavailable {
-    /// The request is refused (`refused_unavailable`).
-    FailClosed,
-    /// The section runs without a lock (`unlocked_sections`), as the article's service does.
-    FailOpen,
 }
 
 /// Where a holder's pause strikes.
@@ -522,11 +459,49 @@ pub enum Stop {
     },
 }
 
-/// A validated workload: everything a run needs, with defaults filled in.
+/// A validated workload: everything a run needs, with defaults filled in. Its parts are
+/// flattened into one object in `manifest.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Plan {
     /// Name shown in reports.
     pub name: String,
+    /// Seed.
+    pub seed: u64,
+    /// What the workers do and for how long.
+    #[serde(flatten)]
+    pub workload: Workload,
+    /// How the lock protects a section.
+    #[serde(flatten)]
+    pub protection: Protection,
+    /// Where the lock store is and how it is reached.
+    #[serde(flatten)]
+    pub backend: BackendPlan,
+    /// How long lockbench waits on a server.
+    #[serde(flatten)]
+    pub timeouts: Timeouts,
+    /// What goes wrong on purpose.
+    #[serde(flatten)]
+    pub faults: FaultPlan,
+    /// A simulated run's clock and network.
+    #[serde(flatten)]
+    pub sim: SimPlan,
+    /// Every section gets an `events.csv` row (`false`: no `events.csv`, no report; the
+    /// figures are in `summary.json` and the histograms).
+    pub events: bool,
+    /// CI gates: conditions on summary figures that fail the run with exit 99.
+    pub fail_if: Vec<Threshold>,
+    /// Things the user should know about the plan (e.g. scaled values near the clock's
+    /// resolution).
+    pub warnings: Vec<String>,
+    /// How many of the first `warnings` are about the TTL ([`Plan::with_ttl`] replaces them).
+    #[serde(skip)]
+    pub ttl_warnings: usize,
+}
+
+/// What the workers do and for how long: the load, the lock's TTL, the durations and the
+/// busy policy. (Here, not in `crate::model::plan`: it holds distributions, `crate::dist`'s.)
+#[derive(Debug, Clone, Serialize)]
+pub struct Workload {
     /// Concurrent workers.
     pub workers: usize,
     /// Lock keys.
@@ -535,6 +510,10 @@ pub struct Plan {
     pub hot_key: Option<f64>,
     /// TTL in ms (Redis `PX` is whole milliseconds).
     pub ttl_ms: u64,
+    /// The TTL before scaling, ms (what it stands for in the real system).
+    pub unscaled_ttl_ms: f64,
+    /// Factor applied to every duration of the workload (1 = unscaled).
+    pub time_scale: f64,
     /// When the run ends.
     pub stop: Stop,
     /// Section durations.
@@ -545,53 +524,23 @@ pub struct Plan {
     pub ramp_up_us: u64,
     /// Busy policy.
     pub busy: BusyPolicy,
-    /// Variant of a `run`.
-    pub release: Variant,
-    /// Variants of a `compare`.
-    pub releases: Vec<Variant>,
-    /// Sections read-modify-write a protected resource.
-    pub resource: bool,
-    /// Interval of lease extension for variants that extend, µs.
-    pub extend_us: u64,
-    /// How that interval was given (kept so a sweep cell's TTL recomputes it).
-    #[serde(skip)]
-    pub extend_every: ExtendEvery,
-    /// The extension command.
-    pub extend_with: ExtendCommand,
-    /// What a holder does when an extension finds its lock gone.
-    pub on_lost: OnLost,
-    /// What a request does when Redis does not answer.
-    pub on_unavailable: OnUnavailable,
-    /// Stop-the-world pauses of holders (constant 0 = none).
-    pub pause: Dist,
-    /// CI gates: conditions on summary figures that fail the run with exit 99.
-    pub fail_if: Vec<Threshold>,
-    /// Where a pause strikes.
-    pub pause_at: PauseAt,
-    /// The fault schedule.
-    pub faults: Vec<Fault>,
-    /// How a lock is taken.
-    pub acquire: Acquire,
-    /// Probability that a holder dies right after acquiring.
-    pub crash_between: f64,
-    /// Server binaries the spawn backend starts, one per server of a compare (empty:
-    /// `redis-server` on PATH).
-    pub redis_servers: Vec<std::path::PathBuf>,
     /// The open arrival model (`None`: a closed loop of `workers`).
     pub arrivals: Option<crate::model::arrivals::Arrivals>,
     /// With arrivals: request slots (requests in flight at most).
     pub max_in_flight: usize,
     /// How a section waits for its end.
     pub timer: Timer,
-    /// Every section gets an `events.csv` row (`false`: no `events.csv`, no report; the
-    /// figures are in `summary.json` and the histograms).
-    pub events: bool,
+}
+
+/// Where the lock store is and how it is reached. (Here, not in `crate::model::plan`: its
+/// URLs are written redacted by `crate::target`, and a redlock plan is `crate::redlock`'s.)
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendPlan {
+    /// Backend.
+    #[serde(rename = "backend")]
+    pub kind: BackendChoice,
     /// Connection mode.
     pub connection: ConnectionMode,
-    /// Seed.
-    pub seed: u64,
-    /// Backend.
-    pub backend: BackendChoice,
     /// Whether a server given by URL is a cluster node.
     pub cluster: ClusterMode,
     /// Masters of a spawned cluster.
@@ -601,8 +550,37 @@ pub struct Plan {
     /// Redis URL, only ever stored redacted.
     #[serde(serialize_with = "ser_redacted")]
     pub redis: Option<String>,
+    /// Server binaries the spawn backend starts, one per server of a compare (empty:
+    /// `redis-server` on PATH).
+    pub redis_servers: Vec<std::path::PathBuf>,
     /// Memory model round trip, µs.
     pub memory_rtt_us: u64,
+    /// Redlock over N instances (`lock = "redlock"`); `None`: one server.
+    pub redlock: Option<crate::redlock::RedlockPlan>,
+    /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
+    /// so a shared profile cannot aim lockbench at a production server.
+    pub allow_remote: bool,
+}
+
+/// What goes wrong on purpose: the fault schedule, holders' pauses and crashes. (Here, not in
+/// `crate::model::plan`: a pause is a distribution, `crate::dist`'s.)
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultPlan {
+    /// The fault schedule.
+    #[serde(rename = "faults")]
+    pub schedule: Vec<Fault>,
+    /// Stop-the-world pauses of holders (constant 0 = none).
+    pub pause: Dist,
+    /// Where a pause strikes.
+    pub pause_at: PauseAt,
+    /// Probability that a holder dies right after acquiring.
+    pub crash_between: f64,
+}
+
+/// A simulated run's clock and network (`backend = "sim"`). (Here, not in
+/// `crate::model::plan`: its round trips and timer are distributions, `crate::dist`'s.)
+#[derive(Debug, Clone, Serialize)]
+pub struct SimPlan {
     /// A simulated run's round trip per command (ms), as given and as a distribution.
     pub sim_rtt_text: String,
     /// See `sim_rtt_text`.
@@ -617,27 +595,6 @@ pub struct Plan {
     pub sim_timer_text: String,
     /// Parts a simulated run is cut into and simulated at once (1: one piece).
     pub sim_parallel: usize,
-    /// Reply timeout, µs.
-    pub command_timeout_us: u64,
-    /// Connect timeout, µs.
-    pub connect_timeout_us: u64,
-    /// Give up when commands have failed, with no success, for this long, µs.
-    pub give_up_after_us: u64,
-    /// Factor applied to every duration of the workload (1 = unscaled).
-    pub time_scale: f64,
-    /// The TTL before scaling, ms (what it stands for in the real system).
-    pub unscaled_ttl_ms: f64,
-    /// Things the user should know about the plan (e.g. scaled values near the clock's
-    /// resolution).
-    pub warnings: Vec<String>,
-    /// How many of the first `warnings` are about the TTL ([`Plan::with_ttl`] replaces them).
-    #[serde(skip)]
-    pub ttl_warnings: usize,
-    /// Redlock over N instances (`lock = "redlock"`); `None`: one server.
-    pub redlock: Option<crate::redlock::RedlockPlan>,
-    /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
-    /// so a shared profile cannot aim lockbench at a production server.
-    pub allow_remote: bool,
 }
 
 fn ser_redacted_list<S: serde::Serializer>(
@@ -1318,57 +1275,69 @@ impl Profile {
         }
         let mut plan = Plan {
             name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
-            workers,
-            keys,
-            hot_key: self.hot_key,
-            ttl_ms: ttl_us / 1000,
-            stop,
-            dist,
-            think,
-            busy,
-            release,
-            releases,
-            resource,
-            extend_us,
-            extend_every,
-            extend_with,
-            on_lost,
-            on_unavailable,
-            pause: load("pause", pause)?.scaled(scale),
-            pause_at,
-            fail_if,
-            faults,
-            acquire,
-            crash_between,
-            redis_servers,
-            arrivals,
-            max_in_flight,
-            ramp_up_us,
-            timer,
-            events,
-            connection,
             seed: self.seed.unwrap_or(1),
-            backend,
-            cluster,
-            cluster_masters,
-            cluster_replicas,
-            redis: self.redis.clone(),
-            memory_rtt_us,
-            sim_rtt_text,
-            sim_rtt,
-            sim_service_us,
-            sim_timer,
-            sim_timer_text,
-            sim_parallel,
-            command_timeout_us,
-            connect_timeout_us,
-            give_up_after_us,
-            time_scale: scale,
-            unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
+            workload: Workload {
+                workers,
+                keys,
+                hot_key: self.hot_key,
+                ttl_ms: ttl_us / 1000,
+                unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
+                time_scale: scale,
+                stop,
+                dist,
+                think,
+                ramp_up_us,
+                busy,
+                arrivals,
+                max_in_flight,
+                timer,
+            },
+            protection: Protection {
+                release,
+                releases,
+                resource,
+                extend_us,
+                extend_every,
+                extend_with,
+                on_lost,
+                on_unavailable,
+                acquire,
+            },
+            backend: BackendPlan {
+                kind: backend,
+                connection,
+                cluster,
+                cluster_masters,
+                cluster_replicas,
+                redis: self.redis.clone(),
+                redis_servers,
+                memory_rtt_us,
+                redlock: None,
+                allow_remote: false,
+            },
+            timeouts: Timeouts {
+                command_timeout_us,
+                connect_timeout_us,
+                give_up_after_us,
+            },
+            faults: FaultPlan {
+                schedule: faults,
+                pause: load("pause", pause)?.scaled(scale),
+                pause_at,
+                crash_between,
+            },
+            sim: SimPlan {
+                sim_rtt_text,
+                sim_rtt,
+                sim_service_us,
+                sim_timer,
+                sim_timer_text,
+                sim_parallel,
+            },
+            events,
+            fail_if,
             warnings,
             ttl_warnings,
-            redlock: None,
-            allow_remote: false,
         };
         self.plan_redlock(&mut plan).map_err(|(f, m)| err(f, m))?;
         Ok(plan)
@@ -1378,10 +1347,10 @@ impl Profile {
     /// variants only, so an unset `releases` defaults to `release` alone.
     fn plan_redlock(&self, plan: &mut Plan) -> Result<(), (&'static str, String)> {
         if self.lock.as_deref() == Some("redlock") && self.releases.is_none() {
-            plan.releases = vec![plan.release];
+            plan.protection.releases = vec![plan.protection.release];
         }
-        plan.redlock = redlock::plan_of(self, plan)?;
-        if let Some(r) = &plan.redlock {
+        plan.backend.redlock = redlock::plan_of(self, plan)?;
+        if let Some(r) = &plan.backend.redlock {
             plan.warnings.extend(redlock::warnings(r));
         }
         Ok(())
@@ -1457,8 +1426,8 @@ impl Plan {
     /// over the part's length, with a seed of its own (part 0 keeps the run's).
     pub fn part(&self, parts: usize, k: usize) -> Plan {
         let mut p = self.clone();
-        if let Stop::Time { duration_us } = self.stop {
-            p.stop = Stop::Time {
+        if let Stop::Time { duration_us } = self.workload.stop {
+            p.workload.stop = Stop::Time {
                 duration_us: duration_us / parts.max(1) as u64,
             };
         }
@@ -1476,9 +1445,10 @@ impl Plan {
 
     /// Whether holders may crash (holder-crash faults or `crash_between`).
     pub fn has_crashes(&self) -> bool {
-        self.crash_between > 0.0
+        self.faults.crash_between > 0.0
             || self
                 .faults
+                .schedule
                 .iter()
                 .any(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
     }
@@ -1495,7 +1465,7 @@ impl Plan {
 
     /// Run length as a duration, if the run is time-limited.
     pub fn run_time(&self) -> Option<Duration> {
-        match self.stop {
+        match self.workload.stop {
             Stop::Time { duration_us } => Some(Duration::from_micros(duration_us)),
             Stop::Sections { .. } => None,
         }
@@ -1570,25 +1540,24 @@ impl Plan {
     /// without writing the TTL back into text and re-reading the profile.
     pub fn with_ttl(&self, raw_ttl_us: u64) -> Result<Plan, ProfileError> {
         let mut warnings = Vec::new();
-        let ttl_us = scaled_ttl(raw_ttl_us, self.time_scale, &mut warnings).map_err(|(f, m)| {
-            ProfileError {
-                file: "command line".to_string(),
-                line: None,
-                message: format!(
-                    "--ttl {}: {m}",
-                    units::fmt_us(raw_ttl_us, crate::model::units::Style::Compact)
-                ),
-                field: Some(f.to_string()),
-            }
-        })?;
+        let ttl_us =
+            scaled_ttl(raw_ttl_us, self.workload.time_scale, &mut warnings).map_err(|(f, m)| {
+                ProfileError {
+                    file: "command line".to_string(),
+                    line: None,
+                    message: format!(
+                        "--ttl {}: {m}",
+                        units::fmt_us(raw_ttl_us, crate::model::units::Style::Compact)
+                    ),
+                    field: Some(f.to_string()),
+                }
+            })?;
         let ttl_warnings = warnings.len();
         warnings.extend(self.warnings[self.ttl_warnings..].iter().cloned());
-        let extends = std::iter::once(&self.release)
-            .chain(&self.releases)
-            .any(|v| v.extend);
         let extend_us = self
+            .protection
             .extend_every
-            .at(ttl_us, extends)
+            .at(ttl_us, self.protection.extends())
             .map_err(|m| ProfileError {
                 file: "command line".to_string(),
                 line: None,
@@ -1598,14 +1567,13 @@ impl Plan {
                 ),
                 field: Some("extend".to_string()),
             })?;
-        Ok(Plan {
-            ttl_ms: ttl_us / 1000,
-            extend_us,
-            unscaled_ttl_ms: raw_ttl_us as f64 / 1000.0,
-            warnings,
-            ttl_warnings,
-            ..self.clone()
-        })
+        let mut plan = self.clone();
+        plan.workload.ttl_ms = ttl_us / 1000;
+        plan.workload.unscaled_ttl_ms = raw_ttl_us as f64 / 1000.0;
+        plan.protection.extend_us = extend_us;
+        plan.warnings = warnings;
+        plan.ttl_warnings = ttl_warnings;
+        Ok(plan)
     }
 }
 
@@ -1622,15 +1590,15 @@ mod tests {
     #[test]
     fn time_scale_scales_every_duration_but_the_run_length() {
         let p = plan("ttl = \"30s\"\ndist = \"uniform(1s,3s)\"\nthink = \"constant(2s)\"\nduration = \"5s\"\ntime_scale = 0.01\n").unwrap();
-        assert_eq!(p.ttl_ms, 300);
-        assert_eq!(p.unscaled_ttl_ms, 30_000.0);
-        assert_eq!(p.dist.mean_ms(), Some(20.0));
-        assert_eq!(p.think.mean_ms(), Some(20.0));
+        assert_eq!(p.workload.ttl_ms, 300);
+        assert_eq!(p.workload.unscaled_ttl_ms, 30_000.0);
+        assert_eq!(p.workload.dist.mean_ms(), Some(20.0));
+        assert_eq!(p.workload.think.mean_ms(), Some(20.0));
         assert_eq!(p.run_time(), Some(Duration::from_secs(5)));
         assert!(p.warnings.is_empty(), "{:?}", p.warnings);
         // Near the clock's resolution: warned; below what PX can express: refused.
         let p = plan("ttl = \"1s\"\ndist = \"constant(100ms)\"\ntime_scale = 0.0125\n").unwrap();
-        assert_eq!(p.ttl_ms, 13);
+        assert_eq!(p.workload.ttl_ms, 13);
         assert!(
             p.warnings.iter().any(|w| w.contains("rounded")),
             "{:?}",
@@ -1687,8 +1655,11 @@ mod tests {
     /// `ramp_up` is a closed loop's, and shorter than a time-limited run.
     #[test]
     fn a_ramp_up_fits_in_the_run_and_has_workers_to_start() {
-        assert_eq!(plan("ramp_up = \"1s\"\n").unwrap().ramp_up_us, 1_000_000);
-        assert_eq!(plan("").unwrap().ramp_up_us, 0);
+        assert_eq!(
+            plan("ramp_up = \"1s\"\n").unwrap().workload.ramp_up_us,
+            1_000_000
+        );
+        assert_eq!(plan("").unwrap().workload.ramp_up_us, 0);
         assert!(plan("ramp_up = \"10s\"\nsections = 5\n").is_ok());
         let e = plan("ramp_up = \"5s\"\nduration = \"5s\"\n")
             .unwrap_err()
@@ -1766,10 +1737,10 @@ mod tests {
     #[test]
     fn minimal_profile_gets_defaults() {
         let p = plan("workers = 3\n").unwrap();
-        assert_eq!(p.workers, 3);
-        assert_eq!(p.ttl_ms, 100);
-        assert_eq!(p.release, ReleaseMethod::Token.into());
-        assert_eq!(p.connection, ConnectionMode::PerWorker);
+        assert_eq!(p.workload.workers, 3);
+        assert_eq!(p.workload.ttl_ms, 100);
+        assert_eq!(p.protection.release, ReleaseMethod::Token.into());
+        assert_eq!(p.backend.connection, ConnectionMode::PerWorker);
     }
 
     /// A typo in a field name is reported with its line and the valid names.
@@ -1870,7 +1841,7 @@ mod tests {
             .plan("p.toml", text, None)
             .unwrap();
         assert!(matches!(
-            plan.busy,
+            plan.workload.busy,
             BusyPolicy::Retry {
                 base_us: 200_000,
                 cap_us: 200_000,

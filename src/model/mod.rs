@@ -13,6 +13,7 @@ pub mod client;
 pub(crate) mod cluster;
 pub mod error;
 pub(crate) mod fault;
+pub mod plan;
 pub mod release;
 pub(crate) mod server;
 pub(crate) mod units;
