@@ -215,10 +215,7 @@ fn bad_values_name_line_field_and_fix() {
 fn errors_inside_tables_name_the_exact_line() {
     let text = "name = \"\"\"\nbase = 1\n[[fault]]\n\"\"\"\nbusy = \"retry\"\n\
                 [retry]\nbase = \"fast\"\n";
-    let e = Profile::parse(text, "p.toml")
-        .unwrap()
-        .plan("p.toml", text, None)
-        .unwrap_err();
+    let e = plan(text).unwrap_err();
     assert_eq!(
         (e.line, e.field.as_deref()),
         (Some(7), Some("retry.base")),
@@ -226,9 +223,7 @@ fn errors_inside_tables_name_the_exact_line() {
     );
     let text = "name = \"\"\"\n[[fault]]\n\"\"\"\n[[fault]]\nkind = \"holder-crash\"\n\
                 probability = 0.1\n\n[[fault]]\nkind = \"no-such-fault\"\n";
-    let e = Profile::parse(text, "p.toml")
-        .and_then(|p| p.plan("p.toml", text, None))
-        .unwrap_err();
+    let e = plan(text).unwrap_err();
     assert_eq!(e.line, Some(8), "{e}");
     // A value of the wrong type inside a table names the key with its table.
     let text = "ttl = \"50ms\"\n[retry]\ncap = 5\n";
@@ -245,10 +240,7 @@ fn errors_inside_tables_name_the_exact_line() {
 #[test]
 fn a_retry_cap_below_its_base_is_refused() {
     let text = "busy = \"retry\"\n[retry]\nbase = \"50ms\"\ncap = \"10ms\"\n";
-    let e = Profile::parse(text, "p.toml")
-        .unwrap()
-        .plan("p.toml", text, None)
-        .unwrap_err();
+    let e = plan(text).unwrap_err();
     assert_eq!(
         (e.line, e.field.as_deref()),
         (Some(4), Some("retry.cap")),
@@ -259,12 +251,9 @@ fn a_retry_cap_below_its_base_is_refused() {
         "{e}"
     );
     let text = "busy = \"retry\"\n[retry]\nbase = \"200ms\"\n";
-    let plan = Profile::parse(text, "p.toml")
-        .unwrap()
-        .plan("p.toml", text, None)
-        .unwrap();
+    let p = plan(text).unwrap();
     assert!(matches!(
-        plan.workload.busy,
+        p.workload.busy,
         BusyPolicy::Retry {
             base_us: 200_000,
             cap_us: 200_000,
