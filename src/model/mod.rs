@@ -7,6 +7,8 @@
 //! - [`client`]: the lock libraries of other languages, driven through `drivers/`.
 //! - [`variant`]: a variant — release method, fencing and lease extension — as `compare` names
 //!   it (`token+extend+fence-rw`).
+//! - [`plan`]: the parts of a validated plan that are plain data — its protection (variants,
+//!   extension, acquisition) and its timeouts; `crate::profile` holds the plan and its other parts.
 
 pub(crate) mod arrivals;
 pub mod client;
