@@ -64,7 +64,12 @@ impl Backend {
     /// Resolves the plan's backend choice; `auto` falls back to memory with a notice. A
     /// spawned server runs the plan's first `redis_servers` binary.
     pub async fn open(plan: &Plan, quiet: bool) -> anyhow::Result<Backend> {
-        Self::open_server(plan, quiet, plan.redis_servers.first().map(|p| p.as_path())).await
+        Self::open_server(
+            plan,
+            quiet,
+            plan.backend.redis_servers.first().map(|p| p.as_path()),
+        )
+        .await
     }
 
     /// As [`Backend::open`], spawning the server binary `exe` (`None`: `redis-server` on PATH).
@@ -74,13 +79,13 @@ impl Backend {
         exe: Option<&std::path::Path>,
     ) -> anyhow::Result<Backend> {
         let timeouts = Timeouts {
-            connect: Duration::from_micros(plan.connect_timeout_us),
-            response: Duration::from_micros(plan.command_timeout_us),
+            connect: Duration::from_micros(plan.timeouts.connect_timeout_us),
+            response: Duration::from_micros(plan.timeouts.command_timeout_us),
         };
         // A redlock is its own backend: N spawned servers (no memory fallback) or N URLs.
-        if let Some(r) = &plan.redlock {
+        if let Some(r) = &plan.backend.redlock {
             let (conn, servers) =
-                crate::store::redlock::open(r, timeouts, plan.allow_remote).await?;
+                crate::store::redlock::open(r, timeouts, plan.backend.allow_remote).await?;
             let control = FaultControl {
                 instances: servers.clone(),
                 ..FaultControl::default()
@@ -91,7 +96,7 @@ impl Backend {
                 resource: None,
             });
         }
-        let choice = match plan.backend {
+        let choice = match plan.backend.kind {
             BackendChoice::Auto if redis_server_available() => BackendChoice::Spawn,
             BackendChoice::Auto => {
                 if !quiet {
@@ -119,8 +124,8 @@ impl Backend {
             BackendChoice::SpawnCluster => {
                 let cluster = crate::store::spawn_cluster::SpawnedCluster::start(
                     exe,
-                    plan.cluster_masters,
-                    plan.cluster_replicas,
+                    plan.backend.cluster_masters,
+                    plan.backend.cluster_replicas,
                 )
                 .await?;
                 let conn = ClusterConnector::new(&cluster.urls(), timeouts, false)?
@@ -131,17 +136,22 @@ impl Backend {
             }
             BackendChoice::Url => {
                 let url = plan
+                    .backend
                     .redis
                     .as_deref()
                     .context("the url backend needs --redis URL")?;
-                let conn = RedisConnector::new(url, timeouts, plan.allow_remote)?;
-                let cluster = match plan.cluster {
+                let conn = RedisConnector::new(url, timeouts, plan.backend.allow_remote)?;
+                let cluster = match plan.backend.cluster {
                     ClusterMode::Yes => true,
                     ClusterMode::No => false,
                     ClusterMode::Auto => crate::store::cluster::is_cluster(&conn).await?,
                 };
                 if cluster {
-                    let c = ClusterConnector::new(&[url.to_string()], timeouts, plan.allow_remote)?;
+                    let c = ClusterConnector::new(
+                        &[url.to_string()],
+                        timeouts,
+                        plan.backend.allow_remote,
+                    )?;
                     c.load_shards().await?;
                     Store::Cluster(c)
                 } else {
@@ -151,19 +161,19 @@ impl Backend {
             }
             BackendChoice::Sim => Store::Sim(MemoryStore::with_net(
                 SimNet::new(
-                    plan.sim_rtt.sampler(),
-                    &plan.sim_rtt_text,
-                    plan.sim_service_us,
+                    plan.sim.sim_rtt.sampler(),
+                    &plan.sim.sim_rtt_text,
+                    plan.sim.sim_service_us,
                 ),
                 true,
             )),
             _ => Store::Memory(MemoryStore::new(
-                Duration::from_micros(plan.memory_rtt_us),
+                Duration::from_micros(plan.backend.memory_rtt_us),
                 true,
             )),
         };
         // Network faults: every connection goes through a loopback proxy the driver controls.
-        if plan.faults.iter().any(|f| f.kind.needs_proxy())
+        if plan.faults.schedule.iter().any(|f| f.kind.needs_proxy())
             && let Store::Spawned(_, c) | Store::Url(c) = &mut store
         {
             let upstream = c.tcp_addr().await?.context(
@@ -227,18 +237,18 @@ async fn resource_store(
     timeouts: Timeouts,
     quiet: bool,
 ) -> anyhow::Result<Option<ResourceStore>> {
-    if !plan.resource || plan.resource_shared() {
+    if !plan.protection.resource || plan.resource_shared() {
         return Ok(None);
     }
     Ok(match store {
         Store::Memory(_) => Some(ResourceStore::Memory(MemoryStore::new(
-            Duration::from_micros(plan.memory_rtt_us),
+            Duration::from_micros(plan.backend.memory_rtt_us),
             true,
         ))),
         Store::Spawned(..) | Store::Url(_) => match plan.resource_redis_url() {
             Some(url) => Some(ResourceStore::Redis(
                 Box::new(
-                    RedisConnector::new(url, timeouts, plan.allow_remote)
+                    RedisConnector::new(url, timeouts, plan.backend.allow_remote)
                         .context("resource_redis")?,
                 ),
                 None,
@@ -322,16 +332,16 @@ pub fn check_plan_io(
 ) -> Result<(), ProfileError> {
     let err = |field: &str, message: String| ProfileError::at_field(file, source, field, message);
     // The schedule as a whole (each fault alone was checked with the profile).
-    crate::model::fault::check_overlaps(&plan.faults).map_err(|e| err("fault", e))?;
-    if plan.backend == BackendChoice::SpawnCluster {
+    crate::model::fault::check_overlaps(&plan.faults.schedule).map_err(|e| err("fault", e))?;
+    if plan.backend.kind == BackendChoice::SpawnCluster {
         crate::model::fault::check_failovers(
-            &plan.faults,
-            plan.cluster_masters,
-            plan.cluster_replicas,
+            &plan.faults.schedule,
+            plan.backend.cluster_masters,
+            plan.backend.cluster_replicas,
         )
         .map_err(|e| err("fault", e))?;
     }
-    for path in &plan.redis_servers {
+    for path in &plan.backend.redis_servers {
         crate::store::spawn::check_server_binary(path)
             .map_err(|e| err("redis_server", format!("{e:#}")))?;
     }
@@ -346,16 +356,16 @@ pub fn check_plan_io(
     };
     let m = crate::sim::measured(&dir).map_err(|e| err("sim_from", format!("{e:#}")))?;
     if profile.sim_rtt.is_none() {
-        plan.sim_rtt_text = format!("measured by {from} ({} release round trips)", m.rtt_n);
-        plan.sim_rtt = m.rtt;
+        plan.sim.sim_rtt_text = format!("measured by {from} ({} release round trips)", m.rtt_n);
+        plan.sim.sim_rtt = m.rtt;
     }
     if profile.sim_timer.is_none() {
-        plan.sim_timer_text = format!("measured by {from} ({} sections)", m.timer_n);
-        plan.sim_timer = (!m.timer.is_zero()).then(|| m.timer.sampler());
+        plan.sim.sim_timer_text = format!("measured by {from} ({} sections)", m.timer_n);
+        plan.sim.sim_timer = (!m.timer.is_zero()).then(|| m.timer.sampler());
     }
     if profile.sim_service.is_none() {
         // The measured round trips already include the server's time.
-        plan.sim_service_us = 0;
+        plan.sim.sim_service_us = 0;
     }
     Ok(())
 }

@@ -218,7 +218,7 @@ impl WorkloadArgs {
                     _ => e,
                 }
             })?;
-        plan.allow_remote = self.allow_remote;
+        plan.backend.allow_remote = self.allow_remote;
         for expr in &self.fail_if {
             let t =
                 crate::analysis::threshold::Threshold::parse(expr).map_err(|m| ProfileError {

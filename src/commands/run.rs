@@ -32,45 +32,48 @@ pub(crate) async fn run(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(spec) = spec {
         opts.agent = Some(Arc::new(agent(spec, &mut plan, &mut opts).await?));
     }
-    execute(&plan, &[plan.release], &opts).await
+    execute(&plan, &[plan.protection.release], &opts).await
 }
 
 /// Makes this process an agent of `spec`: refuses what a multi-agent run cannot do (exit 2),
 /// takes its share of `--sections`, its default directory, and its barrier connection.
 async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyhow::Result<Agent> {
     let refuse = |m: &str| -> anyhow::Error { BadInput(format!("--agent: {m}")).into() };
-    if plan.redlock.is_some() {
+    if plan.backend.redlock.is_some() {
         return Err(refuse(
             "a redlock run (lock = \"redlock\") is not shared among agents: the agents meet at a \
              barrier on one server, and a redlock has N; run it as one process",
         ));
     }
     let Some(url) = plan
+        .backend
         .redis
         .clone()
-        .filter(|_| plan.backend == BackendChoice::Url)
+        .filter(|_| plan.backend.kind == BackendChoice::Url)
     else {
         return Err(refuse(
             "the agents of a run need one server they all reach: give --redis URL (a spawned \
              private server, like the memory model, belongs to one process)",
         ));
     };
-    if plan.arrivals.is_some() {
+    if plan.workload.arrivals.is_some() {
         return Err(refuse(
             "the open arrival model (--arrivals) is not shared among agents yet: run a closed loop \
              of --workers",
         ));
     }
-    if plan.resource || plan.release.fencing != crate::model::variant::Fencing::Off {
+    if plan.protection.resource
+        || plan.protection.release.fencing != crate::model::variant::Fencing::Off
+    {
         return Err(refuse(
             "a protected resource (--resource, fencing) is not merged across agents yet: its \
              final value is read back once per run, not per agent",
         ));
     }
-    let share = match plan.stop {
+    let share = match plan.workload.stop {
         Stop::Sections { sections } => {
             let share = spec.sections_share(sections)?;
-            plan.stop = Stop::Sections { sections: share };
+            plan.workload.stop = Stop::Sections { sections: share };
             Some(share)
         }
         Stop::Time { .. } => None,
@@ -81,11 +84,11 @@ async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyho
     // Its own connection, straight to the server: the clock readings must not go through a
     // fault proxy's added latency.
     let timeouts = Timeouts {
-        connect: Duration::from_micros(plan.connect_timeout_us),
-        response: Duration::from_micros(plan.command_timeout_us),
+        connect: Duration::from_micros(plan.timeouts.connect_timeout_us),
+        response: Duration::from_micros(plan.timeouts.command_timeout_us),
     };
-    let connector = RedisConnector::new(&url, timeouts, plan.allow_remote)?;
-    Agent::connect(spec, &connector, plan.workers, share).await
+    let connector = RedisConnector::new(&url, timeouts, plan.backend.allow_remote)?;
+    Agent::connect(spec, &connector, plan.workload.workers, share).await
 }
 
 /// `lockbench compare`.
@@ -107,11 +110,11 @@ pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
             client: Some(lib),
             ..Variant::from(crate::model::release::ReleaseMethod::Token)
         };
-        if !plan.releases.contains(&v) {
-            plan.releases.push(v);
+        if !plan.protection.releases.contains(&v) {
+            plan.protection.releases.push(v);
         }
     }
-    let methods: Vec<Variant> = plan.releases.clone();
+    let methods: Vec<Variant> = plan.protection.releases.clone();
     let opts = a.workload.options("compare");
     execute(&plan, &methods, &opts).await
 }
@@ -120,9 +123,10 @@ pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
 /// method on each, closes them, draws the report and prints the outcome; returns the exit
 /// code.
 async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow::Result<i32> {
-    let exes: Vec<Option<&std::path::Path>> = match plan.redis_servers.len() {
+    let exes: Vec<Option<&std::path::Path>> = match plan.backend.redis_servers.len() {
         0 => vec![None],
         _ => plan
+            .backend
             .redis_servers
             .iter()
             .map(|p| Some(p.as_path()))
@@ -205,7 +209,7 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
 /// How the precise timer's section ends were woken (docs/src/measurements/section-precision.md), when it ran.
 fn timer_paths(m: &crate::results::Manifest) -> String {
     let (thread, looped) = crate::engine::precise::ends_by_path();
-    if m.profile.timer != crate::profile::Timer::Precise || thread + looped == 0 {
+    if m.profile.workload.timer != crate::profile::Timer::Precise || thread + looped == 0 {
         return String::new();
     }
     let priority = match crate::engine::precise::realtime() {
@@ -233,7 +237,7 @@ fn finish(
             m.connection_mode,
             m.runtime_threads,
             m.runtime_threads_why,
-            m.profile.timer.name(),
+            m.profile.workload.timer.name(),
             timer_paths(m),
             m.seed
         );
@@ -274,15 +278,17 @@ fn finish(
                 );
             }
         }
-        let scale = outcome.manifest.profile.time_scale;
+        let scale = outcome.manifest.profile.workload.time_scale;
         if scale != 1.0 {
             let s = &outcome.summaries;
             let elapsed = s.iter().map(|v| v.elapsed_s).sum::<f64>();
             println!(
                 "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
-                outcome.manifest.profile.ttl_ms,
+                outcome.manifest.profile.workload.ttl_ms,
                 crate::model::units::fmt_us(
-                    crate::model::units::ms_to_us(outcome.manifest.profile.unscaled_ttl_ms),
+                    crate::model::units::ms_to_us(
+                        outcome.manifest.profile.workload.unscaled_ttl_ms
+                    ),
                     crate::model::units::Style::Compact
                 ),
                 elapsed,
@@ -404,7 +410,7 @@ mod tests {
             progress: false,
             ..RunOptions::default()
         };
-        let outcome = run_with(&m, "memory", &plan, &[plan.release], &opts)
+        let outcome = run_with(&m, "memory", &plan, &[plan.protection.release], &opts)
             .await
             .unwrap();
         assert!(crate::report::render_after_run(&outcome.dir).is_ok());

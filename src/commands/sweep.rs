@@ -307,7 +307,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         w.settings.ttl = Some(format!("{}us", ttls[0]));
         w.plan(extra)?
     };
-    if first.redis_servers.len() > 1 {
+    if first.backend.redis_servers.len() > 1 {
         return Err(crate::exit::BadInput(
             "sweep runs on one server: give --redis-server once (compare takes several and runs them side by side)".into(),
         )
@@ -322,7 +322,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    let methods = first.releases.clone();
+    let methods = first.protection.releases.clone();
     validate(&ttls, &methods)?;
     let backend = Backend::open(&first, a.workload.quiet).await?;
     let dir = a.workload.out.clone().unwrap_or_else(|| {

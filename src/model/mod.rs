@@ -7,12 +7,15 @@
 //! - [`client`]: the lock libraries of other languages, driven through `drivers/`.
 //! - [`variant`]: a variant — release method, fencing and lease extension — as `compare` names
 //!   it (`token+extend+fence-rw`).
+//! - [`plan`]: the parts of a validated plan that are plain data — its protection (variants,
+//!   extension, acquisition) and its timeouts; `crate::profile` holds the plan and its other parts.
 
 pub(crate) mod arrivals;
 pub mod client;
 pub(crate) mod cluster;
 pub mod error;
 pub(crate) mod fault;
+pub mod plan;
 pub mod release;
 pub(crate) mod server;
 pub(crate) mod units;

@@ -62,7 +62,7 @@ pub(super) fn plan_of(
             format!("{n} is not valid: use 1 to {MAX_INSTANCES} (5 is the usual choice)"),
         ));
     }
-    match plan.backend {
+    match plan.backend.kind {
         BackendChoice::Memory | BackendChoice::Sim => {
             return Err((
                 "backend",
@@ -83,7 +83,7 @@ pub(super) fn plan_of(
         }
         BackendChoice::Auto | BackendChoice::Spawn => {}
     }
-    if !urls.is_empty() && plan.backend == BackendChoice::Spawn {
+    if !urls.is_empty() && plan.backend.kind == BackendChoice::Spawn {
         return Err((
             "redlock_urls",
             "backend = \"spawn\" starts private instances: drop redlock_urls, or drop backend = \"spawn\" to use the URLs".to_string(),
@@ -92,13 +92,13 @@ pub(super) fn plan_of(
     for u in &urls {
         crate::target::check_url(u).map_err(|e| ("redlock_urls", format!("{e:#}")))?;
     }
-    if !plan.redis_servers.is_empty() {
+    if !plan.backend.redis_servers.is_empty() {
         return Err((
             "redis_server",
             "a redlock run spawns its instances from redis-server on PATH; one binary per compare column is not supported with lock = \"redlock\"".to_string(),
         ));
     }
-    let variants = || std::iter::once(&plan.release).chain(&plan.releases);
+    let variants = || std::iter::once(&plan.protection.release).chain(&plan.protection.releases);
     if let Some(v) = variants().find(|v| v.release != ReleaseMethod::Token) {
         return Err((
             if p.releases.is_some() {
@@ -112,13 +112,13 @@ pub(super) fn plan_of(
             ),
         ));
     }
-    if plan.resource || variants().any(|v| v.fencing != Fencing::Off) {
+    if plan.protection.resource || variants().any(|v| v.fencing != Fencing::Off) {
         return Err((
             if p.fencing.is_some() { "fencing" } else { "resource" },
             "the protected resource and fencing live in one store, and redlock has N independent ones with no shared counter: use lock = \"single\" for resource/fencing runs, or drop them".to_string(),
         ));
     }
-    if plan.acquire == Acquire::SetnxExpire {
+    if plan.protection.acquire == Acquire::SetnxExpire {
         return Err((
             "acquire",
             "redlock acquires with SET NX PX on every instance: use acquire = \"set-nx-px\""
@@ -131,12 +131,12 @@ pub(super) fn plan_of(
             let us = crate::model::units::parse_ms(t)
                 .map(crate::model::units::ms_to_us)
                 .map_err(|e| ("redlock_timeout", e.to_string()))?;
-            if us < 1_000 || us >= plan.ttl_ms * 1000 {
+            if us < 1_000 || us >= plan.workload.ttl_ms * 1000 {
                 return Err((
                     "redlock_timeout",
                     format!(
                         "{t} is not a per-instance timeout for a {} ms TTL: use 1ms to below the TTL (redsync's default, when unset, is 0.05 × TTL)",
-                        plan.ttl_ms
+                        plan.workload.ttl_ms
                     ),
                 ));
             }

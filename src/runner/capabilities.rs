@@ -277,7 +277,10 @@ pub(crate) async fn probe_targets<K: Connector>(
                 &mut probes_run,
             )
             .await;
-            if supported.is_ok() && plan.extend_with == ExtendCommand::SetIfeq && v.extend {
+            if supported.is_ok()
+                && plan.protection.extend_with == ExtendCommand::SetIfeq
+                && v.extend
+            {
                 supported =
                     check_set_ifeq(&mut probe, &server_version, prefix, &mut probes_run).await;
             }

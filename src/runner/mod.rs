@@ -129,9 +129,11 @@ pub async fn run_on<K: Connector>(
 ) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
     for t in targets {
-        t.control.check(&plan.faults, kind).map_err(BadInput)?;
         t.control
-            .check_permissions(&plan.faults)
+            .check(&plan.faults.schedule, kind)
+            .map_err(BadInput)?;
+        t.control
+            .check_permissions(&plan.faults.schedule)
             .await
             .map_err(BadInput)?;
     }
@@ -186,6 +188,7 @@ pub async fn run_on<K: Connector>(
         started,
     );
     manifest.resource_store = plan
+        .protection
         .resource
         .then(|| targets[0].connector.resource_store())
         .flatten()
@@ -205,7 +208,7 @@ pub async fn run_on<K: Connector>(
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
-        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.keys)
+        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.workload.keys)
             .tagged(targets[ti].connector.hash_tags());
         let r = run_variant(
             targets[ti].connector,

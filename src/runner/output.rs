@@ -42,7 +42,7 @@ pub(crate) fn new_manifest(
             .map(|s| s.backend_detail.clone())
             .collect::<Vec<_>>()
             .join("; "),
-        connection_mode: plan.connection.name().to_string(),
+        connection_mode: plan.backend.connection.name().to_string(),
         runtime_threads: threads.threads,
         runtime_threads_why: threads.why.to_string(),
         server_version: servers
@@ -84,7 +84,7 @@ pub(crate) fn write_results(
     };
     results::write_json(&dir.join("summary.json"), &summary_file)?;
     results::write_summary_csv_file(dir, summaries)?;
-    if !plan.faults.is_empty() {
+    if !plan.faults.schedule.is_empty() {
         let rows: Vec<(String, crate::model::fault::FaultWindow)> = summaries
             .iter()
             .flat_map(|s| s.faults.iter().map(|f| (s.variant.clone(), f.clone())))

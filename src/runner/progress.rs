@@ -12,7 +12,7 @@ pub(crate) fn progress_bar(plan: &Plan, opts: &RunOptions, name: &str) -> Progre
     if !opts.progress || opts.quiet {
         return ProgressBar::hidden();
     }
-    let (len, unit) = match plan.stop {
+    let (len, unit) = match plan.workload.stop {
         Stop::Time { duration_us } => (duration_us / 1000, "ms"),
         Stop::Sections { sections } => (sections, "sections"),
     };
@@ -31,7 +31,7 @@ pub(crate) fn progress_bar(plan: &Plan, opts: &RunOptions, name: &str) -> Progre
 pub(crate) fn update_bar(bar: &ProgressBar, plan: &Plan, rec: &Recorder) {
     let c = &rec.counters;
     let sections = c.counts.sections.load(Relaxed);
-    match plan.stop {
+    match plan.workload.stop {
         Stop::Time { duration_us } => {
             bar.set_position((rec.now_us() / 1000).min(duration_us / 1000))
         }

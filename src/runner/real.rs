@@ -67,7 +67,7 @@ pub(crate) async fn run_real<C: LockConn>(
             halt: local_rx.clone(),
             abandon: abandon.clone(),
             registered: None,
-            precise: plan.timer == crate::profile::Timer::Precise,
+            precise: plan.workload.timer == crate::profile::Timer::Precise,
             arrivals: arrivals.clone(),
             events: plan.events.then(|| events.clone()),
         };
@@ -75,7 +75,7 @@ pub(crate) async fn run_real<C: LockConn>(
     }
     // Arrivals at their intended times, until the run's length (or a stop).
     let dispatcher = arrival_tx.map(|tx| {
-        let (arrivals, ctx, mut halt) = (plan.arrivals, ctx.clone(), local_rx.clone());
+        let (arrivals, ctx, mut halt) = (plan.workload.arrivals, ctx.clone(), local_rx.clone());
         let length_us = plan.run_time().unwrap_or_default().as_micros() as u64;
         tokio::spawn(async move {
             let Some(arrivals) = arrivals else { return };
@@ -105,14 +105,14 @@ pub(crate) async fn run_real<C: LockConn>(
         ..env.control.clone()
     };
     let driver = tokio::spawn(crate::faults::drive(
-        plan.faults.clone(),
+        plan.faults.schedule.clone(),
         control,
         recorder.start,
         deadline,
         faults_done_rx,
     ));
     let bar = progress_bar(plan, env.opts, env.name);
-    let grace = end_grace(plan.ttl_ms);
+    let grace = end_grace(plan.workload.ttl_ms);
     let mut signals = env.signals.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut cut_at: Option<Instant> = None;
@@ -165,7 +165,7 @@ pub(crate) async fn run_real<C: LockConn>(
                 if stop_reason == StopReason::Limit
                     && recorder
                         .failing_for_us()
-                        .is_some_and(|f| f >= plan.give_up_after_us)
+                        .is_some_and(|f| f >= plan.timeouts.give_up_after_us)
                 {
                     stop_reason = StopReason::GaveUp;
                     halt(Halt::Stop);

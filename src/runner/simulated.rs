@@ -127,7 +127,7 @@ pub(crate) fn run_simulated<C: LockConn>(
         },
         panicked: None,
         crash_blocked_censored: censored,
-        faults: crate::sim::fault_windows(&plan.faults, end_us),
+        faults: crate::sim::fault_windows(&plan.faults.schedule, end_us),
         simulated: Some(sim),
     })
 }

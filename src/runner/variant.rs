@@ -43,7 +43,7 @@ pub(crate) async fn run_variant<K: Connector>(
     // A simulated run cut into parts (`sim_parallel`): what follows runs part 0, over the
     // first part's length, and the other parts run beside it ([`SimPart`]).
     let parts = match connector.virtual_clock() {
-        Some(_) => plan.sim_parallel.max(1),
+        Some(_) => plan.sim.sim_parallel.max(1),
         None => 1,
     };
     let whole_plan = plan;
@@ -95,14 +95,14 @@ async fn prepare<K: Connector>(
 ) -> anyhow::Result<Prepared<K::Conn>> {
     // Connections first, so connecting is not part of the measured time.
     // In the open arrival model every request slot is a worker with its connection.
-    let slots = if plan.arrivals.is_some() {
-        plan.max_in_flight
+    let slots = if plan.workload.arrivals.is_some() {
+        plan.workload.max_in_flight
     } else {
-        plan.workers
+        plan.workload.workers
     };
     let mut conns = Vec::with_capacity(slots);
     for i in 0..slots {
-        conns.push(match plan.connection {
+        conns.push(match plan.backend.connection {
             ConnectionMode::Shared => probe.clone(),
             ConnectionMode::PerWorker => connector.connect().await.with_context(|| {
                 format!(
@@ -122,8 +122,8 @@ async fn prepare<K: Connector>(
     // A simulated store runs its variants on the simulator's virtual clock.
     let sim_clock = connector.virtual_clock();
     let mut recorder = match &sim_clock {
-        Some(clock) => Recorder::new_virtual(plan.keys, clock.clone()),
-        None => Recorder::new(plan.keys, slots),
+        Some(clock) => Recorder::new_virtual(plan.workload.keys, clock.clone()),
+        None => Recorder::new(plan.workload.keys, slots),
     };
     // Agents start together: time zero is the instant every agent agreed on.
     if let Some(agent) = &env.opts.agent {
@@ -152,7 +152,7 @@ async fn prepare<K: Connector>(
     // The backlog is deep (8 bytes an arrival): an arrival that waits behind a stalled
     // server must be served late, its wait in its latency, not dropped out of the figures.
     let (arrival_tx, arrival_rx) = tokio::sync::mpsc::channel::<u64>(ARRIVAL_BACKLOG);
-    let arrival_tx = plan.arrivals.map(|_| arrival_tx);
+    let arrival_tx = plan.workload.arrivals.map(|_| arrival_tx);
     let open_model = arrival_tx.is_some();
     let new_ctx = |recorder: Arc<Recorder>, seed: u64| {
         worker_ctx(plan, &key_names, variant, env, open_model, recorder, seed)
@@ -214,13 +214,20 @@ async fn start_drivers<K: Connector>(
     let argv = crate::client::command(client)?;
     // A reply may take the command timeout a few times over (a library retries), and more
     // on a loaded machine; a driver that stays silent longer is stuck.
-    let patience = Duration::from_micros(plan.command_timeout_us * 4).max(Duration::from_secs(10));
+    let patience =
+        Duration::from_micros(plan.timeouts.command_timeout_us * 4).max(Duration::from_secs(10));
     let mut libs = Vec::with_capacity(slots);
     let mut first = None;
     for holder in 0..slots {
-        let d =
-            crate::client::driver::Driver::start(&argv, name, holder, &urls, plan.ttl_ms, patience)
-                .await?;
+        let d = crate::client::driver::Driver::start(
+            &argv,
+            name,
+            holder,
+            &urls,
+            plan.workload.ttl_ms,
+            patience,
+        )
+        .await?;
         first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
         libs.push(crate::engine::worker::Library::new(d));
     }
@@ -230,7 +237,7 @@ async fn start_drivers<K: Connector>(
         Some((a, b)) => (a.to_string(), b.to_string()),
         None => (String::new(), String::new()),
     };
-    let wait_ms = match plan.busy {
+    let wait_ms = match plan.workload.busy {
         crate::profile::BusyPolicy::Retry { max_wait_us, .. } => max_wait_us / 1000,
         crate::profile::BusyPolicy::FailFast => 0,
     };
@@ -260,41 +267,43 @@ fn worker_ctx(
     Arc::new(WorkerCtx {
         recorder,
         resource: plan
+            .protection
             .resource
             .then(|| Resource::new(key_names, variant.fencing)),
         key_names: key_names.clone(),
-        hot_key: plan.hot_key,
-        ttl_ms: plan.ttl_ms,
-        dist: plan.dist.sampler(),
-        think: plan.think.sampler(),
-        ramp_up: (plan.ramp_up_us > 0).then(|| {
+        hot_key: plan.workload.hot_key,
+        ttl_ms: plan.workload.ttl_ms,
+        dist: plan.workload.dist.sampler(),
+        think: plan.workload.think.sampler(),
+        ramp_up: (plan.workload.ramp_up_us > 0).then(|| {
             let agents = env
                 .opts
                 .agent
                 .as_ref()
                 .map_or(1, |a| a.spec().count as usize);
-            (plan.ramp_up_us, plan.workers * agents)
+            (plan.workload.ramp_up_us, plan.workload.workers * agents)
         }),
-        busy: plan.busy,
+        busy: plan.workload.busy,
         method: variant.release,
         extend: variant.extend.then_some(Extend {
-            every_us: plan.extend_us,
-            with: plan.extend_with,
-            on_lost: plan.on_lost,
+            every_us: plan.protection.extend_us,
+            with: plan.protection.extend_with,
+            on_lost: plan.protection.on_lost,
         }),
-        pause: (!plan.pause.is_zero()).then(|| Pause {
-            length: plan.pause.sampler(),
-            at: plan.pause_at,
+        pause: (!plan.faults.pause.is_zero()).then(|| Pause {
+            length: plan.faults.pause.sampler(),
+            at: plan.faults.pause_at,
         }),
         on_unavailable: if variant.fail_open {
             crate::profile::OnUnavailable::FailOpen
         } else {
             crate::profile::OnUnavailable::FailClosed
         },
-        acquire: plan.acquire,
-        crash_between: plan.crash_between,
+        acquire: plan.protection.acquire,
+        crash_between: plan.faults.crash_between,
         crashes: plan
             .faults
+            .schedule
             .iter()
             .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
             .copied()
@@ -302,7 +311,7 @@ fn worker_ctx(
         open_model,
         seed,
         deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
-        max_sections: match plan.stop {
+        max_sections: match plan.workload.stop {
             Stop::Sections { sections } => Some(sections),
             Stop::Time { .. } => None,
         },
@@ -478,22 +487,22 @@ fn summarise<K: Connector>(
     let meta = Meta {
         variant: env.name.to_string(),
         release: variant.name_of_release().to_string(),
-        connection_mode: plan.connection.name().to_string(),
+        connection_mode: plan.backend.connection.name().to_string(),
         backend: env.server.backend_detail.clone(),
         server_version: env.server.version.clone(),
-        workers: plan.workers,
-        ttl_ms: plan.ttl_ms,
-        time_scale: plan.time_scale,
-        unscaled_ttl_ms: plan.unscaled_ttl_ms,
+        workers: plan.workload.workers,
+        ttl_ms: plan.workload.ttl_ms,
+        time_scale: plan.workload.time_scale,
+        unscaled_ttl_ms: plan.workload.unscaled_ttl_ms,
         seed: plan.seed,
         elapsed_s,
         stop_reason,
         protect: Protection {
-            resource: plan.resource,
+            resource: plan.protection.resource,
             fencing: variant.fencing,
-            extend_with: variant.extend.then_some(plan.extend_with),
+            extend_with: variant.extend.then_some(plan.protection.extend_with),
             extend_every_ms: if variant.extend {
-                plan.extend_us as f64 / 1000.0
+                plan.protection.extend_us as f64 / 1000.0
             } else {
                 0.0
             },
@@ -508,7 +517,7 @@ fn summarise<K: Connector>(
         let mut name = String::new();
         summary.shards = crate::analysis::summary::shard_figures(
             &shards,
-            plan.keys,
+            plan.workload.keys,
             |k| {
                 ctx.key_names.write(k, &mut name);
                 crate::store::cluster::key_slot(name.as_bytes())
@@ -527,9 +536,9 @@ fn summarise<K: Connector>(
             events: s.ran.events,
             events_per_wall_s: s.ran.events as f64 / wall_s,
             parts,
-            round_trip: plan.sim_rtt_text.clone(),
-            service_us: plan.sim_service_us,
-            timer: plan.sim_timer_text.clone(),
+            round_trip: plan.sim.sim_rtt_text.clone(),
+            service_us: plan.sim.sim_service_us,
+            timer: plan.sim.sim_timer_text.clone(),
         }
     });
     summary.stuck_locks = stuck_locks;
@@ -538,10 +547,12 @@ fn summarise<K: Connector>(
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash
     // cuts a section short; a slow server lengthens its resource read).
-    let paused = summary.counts.pauses > 0 || !plan.faults.is_empty() || plan.crash_between > 0.0;
+    let paused = summary.counts.pauses > 0
+        || !plan.faults.schedule.is_empty()
+        || plan.faults.crash_between > 0.0;
     summary.analytic = crate::analytic::check(
-        &plan.dist,
-        plan.ttl_ms as f64,
+        &plan.workload.dist,
+        plan.workload.ttl_ms as f64,
         hists.get(crate::record::Metric::TimerError),
         summary.counts.overruns,
         summary.counts.sections,

@@ -362,7 +362,7 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
 ) -> anyhow::Result<Simulated> {
     let cut_us = plan
         .run_time()
-        .map(|d| (d + crate::engine::end_grace(plan.ttl_ms)).as_micros() as u64);
+        .map(|d| (d + crate::engine::end_grace(plan.workload.ttl_ms)).as_micros() as u64);
     let length_us = plan.run_time().unwrap_or_default().as_micros() as u64;
     let mut on_tick = on_tick;
     let t0 = std::time::Instant::now();
@@ -373,7 +373,7 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
             for (id, conn) in conns.into_iter().enumerate() {
                 let drv = SimDriver {
                     events: events.clone(),
-                    timer: plan.sim_timer.clone(),
+                    timer: plan.sim.sim_timer.clone(),
                 };
                 tasks.push(Box::pin(crate::engine::worker::run_worker(
                     id,
@@ -383,7 +383,7 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
                     None,
                 )));
             }
-            if let Some(arrivals) = plan.arrivals {
+            if let Some(arrivals) = plan.workload.arrivals {
                 let feeder = tasks.len() as u32;
                 FEED.with(|f| {
                     *f.borrow_mut() = Feed {

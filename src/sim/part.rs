@@ -65,7 +65,7 @@ impl<C: LockConn> SimPart<C> {
         for _ in 0..slots {
             conns.push(store.connect().await?);
         }
-        let recorder = Arc::new(Recorder::new_virtual(plan.keys, clock.clone()));
+        let recorder = Arc::new(Recorder::new_virtual(plan.workload.keys, clock.clone()));
         let dir = run_dir.join(format!(".part-{k}"));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;

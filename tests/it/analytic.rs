@@ -82,7 +82,7 @@ async fn cross_check_passes_for_parametric_dists_and_catches_a_wrong_ttl() {
             "timer-error.hlog holds every section"
         );
         let wrong = analytic::check(
-            &p.dist,
+            &p.workload.dist,
             ttl as f64 * 1.3,
             &timer,
             s.counts.overruns,

@@ -23,7 +23,7 @@ async fn request_latency_includes_the_wait_behind_a_paused_server() {
         faults: backend.control.clone(),
         ..common::opts(tmp.path())
     };
-    let out = lockbench::with_connector!(&backend, c => run_with(c, "spawn", &plan, &[plan.release], &opts).await)
+    let out = lockbench::with_connector!(&backend, c => run_with(c, "spawn", &plan, &[plan.protection.release], &opts).await)
         .unwrap();
     backend.close().await;
     let s = &out.summaries[0];

@@ -62,7 +62,10 @@ async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcom
         assert!(dir.join(f).is_file(), "{f} missing");
     }
     // faults.csv exactly when there is a schedule.
-    assert_eq!(dir.join("faults.csv").is_file(), !plan.faults.is_empty());
+    assert_eq!(
+        dir.join("faults.csv").is_file(),
+        !plan.faults.schedule.is_empty()
+    );
     let rows = common::events(dir).len() as u64;
     let sections: u64 = out.summaries.iter().map(|s| s.counts.sections).sum();
     assert_eq!(rows, sections, "events.csv rows vs sections");
@@ -86,7 +89,7 @@ async fn server_pause_gives_counted_timeouts_then_the_run_goes_on() {
         "workers = 4\nkeys = 4\nttl = \"200ms\"\nduration = \"2s\"\ndist = \"constant(10ms)\"\n\
          command_timeout = \"150ms\"\n[[fault]]\nkind = \"server-pause\"\nat = \"500ms\"\nlength = \"600ms\"\n",
     );
-    let out = run_faulted(&p, &[p.release], tmp.path()).await;
+    let out = run_faulted(&p, &[p.protection.release], tmp.path()).await;
     let s = &out.summaries[0];
     assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
     assert!(s.first_errors.contains_key("timeout"));
@@ -115,7 +118,7 @@ async fn server_restart_loses_locks_and_fence_counters_and_workers_reconnect() {
          busy = \"retry\"\nreleases = [\"token+fence\"]\n[retry]\ncap = \"20ms\"\n\
          [[fault]]\nkind = \"server-restart\"\nat = \"300ms\"\nlength = \"50ms\"\n",
     );
-    let v = p.releases[0];
+    let v = p.protection.releases[0];
     let out = run_faulted(&p, &[v], tmp.path()).await;
     let s = &out.summaries[0];
     assert!(s.errors_by_kind["connection"] > 0, "{:?}", s.errors_by_kind);
@@ -141,11 +144,11 @@ async fn latency_raises_round_trips_by_the_added_delay() {
     let base = "workers = 2\nkeys = 8\nttl = \"1s\"\nsections = 60\ndist = \"constant(1ms)\"\n";
     let tmp = tempfile::tempdir().unwrap();
     let quiet = plan(base);
-    let control = run_faulted(&quiet, &[quiet.release], &tmp.path().join("a")).await;
+    let control = run_faulted(&quiet, &[quiet.protection.release], &tmp.path().join("a")).await;
     let slow = plan(&format!(
         "{base}[[fault]]\nkind = \"latency\"\nat = \"0s\"\nlength = \"60s\"\ndelay = \"25ms\"\njitter = \"5ms\"\n"
     ));
-    let out = run_faulted(&slow, &[slow.release], &tmp.path().join("b")).await;
+    let out = run_faulted(&slow, &[slow.protection.release], &tmp.path().join("b")).await;
     let (c, s) = (&control.summaries[0], &out.summaries[0]);
     assert!(s.backend.contains("fault proxy"), "{}", s.backend);
     for (name, with, without) in [
@@ -173,7 +176,7 @@ async fn partition_gives_timeouts_then_recovery() {
         "workers = 3\nkeys = 3\nttl = \"300ms\"\nduration = \"2s\"\ndist = \"constant(5ms)\"\n\
          command_timeout = \"150ms\"\n[[fault]]\nkind = \"partition\"\nat = \"400ms\"\nlength = \"600ms\"\n",
     );
-    let out = run_faulted(&p, &[p.release], tmp.path()).await;
+    let out = run_faulted(&p, &[p.protection.release], tmp.path()).await;
     let s = &out.summaries[0];
     assert!(s.errors_by_kind["timeout"] > 0, "{:?}", s.errors_by_kind);
     let w = &s.faults[0];
@@ -207,7 +210,7 @@ async fn fail_open_and_fail_closed_trade_refusals_for_unlocked_sections() {
          command_timeout = \"100ms\"\nreleases = [\"token+fail-open\", \"token+fail-closed\"]\n\
          [[fault]]\nkind = \"server-pause\"\nat = \"300ms\"\nlength = \"600ms\"\n",
     );
-    let out = run_faulted(&p, &p.releases, tmp.path()).await;
+    let out = run_faulted(&p, &p.protection.releases, tmp.path()).await;
     let (open, closed) = (&out.summaries[0], &out.summaries[1]);
     assert_eq!(
         (open.variant.as_str(), closed.variant.as_str()),
@@ -234,7 +237,7 @@ async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
     let mut stuck = Vec::new();
     for acquire in ["setnx-expire", "set-nx-px"] {
         let p = plan(&format!("acquire = \"{acquire}\"\n{base}"));
-        let out = run_faulted(&p, &[p.release], &tmp.path().join(acquire)).await;
+        let out = run_faulted(&p, &[p.protection.release], &tmp.path().join(acquire)).await;
         let s = &out.summaries[0];
         assert!(s.counts.crashes > 0, "{acquire}: no crash happened");
         let crashed = common::events(&tmp.path().join(acquire))
@@ -262,7 +265,7 @@ async fn crash_blocked_time_is_the_rest_of_the_ttl() {
          busy = \"retry\"\n[retry]\nbase = \"1ms\"\ncap = \"4ms\"\n\
          [[fault]]\nkind = \"holder-crash\"\nprobability = 1\n",
     );
-    let out = run_faulted(&p, &[p.release], tmp.path()).await;
+    let out = run_faulted(&p, &[p.protection.release], tmp.path()).await;
     let s = &out.summaries[0];
     let mut rows = common::events(tmp.path());
     rows.sort_by_key(|r| r.acquired_us);
@@ -368,7 +371,9 @@ async fn a_url_server_pause_ends_with_the_run() {
         ..common::opts(tmp.path())
     };
     let t0 = std::time::Instant::now();
-    let out = run_with(&c, "url", &p, &[p.release], &opts).await.unwrap();
+    let out = run_with(&c, "url", &p, &[p.protection.release], &opts)
+        .await
+        .unwrap();
     let took = t0.elapsed();
     let s = &out.summaries[0];
     let w = &s.faults[0];
@@ -428,7 +433,7 @@ async fn a_request_sent_into_a_pause_waits_until_the_window_ends() {
     // Spawned.
     let tmp = tempfile::tempdir().unwrap();
     let p = plan(PROFILE);
-    let spawned = run_faulted(&p, &[p.release], tmp.path()).await;
+    let spawned = run_faulted(&p, &[p.protection.release], tmp.path()).await;
     silent_throughout(&spawned, tmp.path(), 30.0, "SIGSTOP");
     // Given by URL.
     let server = common::redis().await;
@@ -448,7 +453,9 @@ async fn a_request_sent_into_a_pause_waits_until_the_window_ends() {
         faults,
         ..common::opts(tmp.path())
     };
-    let url = run_with(&c, "url", &p, &[p.release], &opts).await.unwrap();
+    let url = run_with(&c, "url", &p, &[p.protection.release], &opts)
+        .await
+        .unwrap();
     silent_throughout(
         &url,
         tmp.path(),
@@ -674,7 +681,7 @@ async fn a_lock_server_restart_loses_no_update_of_a_resource_apart() {
          resource = true\nbusy = \"retry\"\n[retry]\ncap = \"5ms\"\n\
          [[fault]]\nkind = \"server-restart\"\nat = \"600ms\"\nlength = \"100ms\"\n",
     );
-    let rw = Variant::parse_with("token+fence-rw", p.release).unwrap();
+    let rw = Variant::parse_with("token+fence-rw", p.protection.release).unwrap();
     // Apart: the backend starts the resource's own server.
     let tmp = tempfile::tempdir().unwrap();
     let apart = run_faulted(&p, &[rw], tmp.path()).await;

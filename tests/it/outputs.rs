@@ -106,7 +106,7 @@ async fn same_seed_same_intended_durations_and_compare_is_paired() {
     let r1 = events(d1.path());
     let r2 = events(d2.path());
     let (del, token, again) = (seqs(&r1, "del"), seqs(&r1, "token"), seqs(&r2, "token"));
-    let sampler = p.dist.sampler();
+    let sampler = p.workload.dist.sampler();
     let mut compared = 0;
     for (w, a) in &del {
         let expected = intended_sequence(&sampler, 99, *w, a.len());

@@ -219,9 +219,10 @@ fn off_by_default() {
     let p = Profile::parse("workers = 2\n", "t.toml")
         .and_then(|p| p.plan("t.toml", "", None))
         .unwrap();
-    assert!(!p.resource);
+    assert!(!p.protection.resource);
     assert!(
-        p.releases
+        p.protection
+            .releases
             .iter()
             .all(|v| !v.extend && v.fencing == Default::default())
     );

@@ -26,7 +26,7 @@ async fn run_plan(plan: &Plan, dir: &Path) -> RunOutcome {
     };
     let kind = backend.kind();
     let out = lockbench::with_connector!(backend, c => {
-        run_with(c, kind, plan, &plan.releases, &opts).await
+        run_with(c, kind, plan, &plan.protection.releases, &opts).await
     })
     .expect("run");
     backend.close().await;
@@ -483,11 +483,11 @@ fn bad_input_is_refused_with_exit_2() {
     let p = common::plan("lock = \"redlock\"\n");
     assert!(p.warnings.is_empty(), "{:?}", p.warnings);
     assert_eq!(
-        p.redlock.as_ref().map(|r| (r.instances, r.quorum)),
+        p.backend.redlock.as_ref().map(|r| (r.instances, r.quorum)),
         Some((5, 3))
     );
     assert_eq!(
-        p.releases.len(),
+        p.protection.releases.len(),
         1,
         "a redlock compare defaults to its token variant"
     );

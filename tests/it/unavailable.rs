@@ -21,11 +21,18 @@ async fn paused_run(policy: &str) -> lockbench::analysis::summary::Summary {
     let run = tokio::spawn(async move {
         let t = Timeouts {
             connect: Duration::from_secs(5),
-            response: Duration::from_micros(plan.command_timeout_us),
+            response: Duration::from_micros(plan.timeouts.command_timeout_us),
         };
         let c = RedisConnector::new(&url, t, false).unwrap();
         // The plan's variant carries its policy (from on_unavailable).
-        run_with(&c, "url", &plan, &[plan.release], &common::opts(&out)).await
+        run_with(
+            &c,
+            "url",
+            &plan,
+            &[plan.protection.release],
+            &common::opts(&out),
+        )
+        .await
     });
     let mut conn = common::sync_conn(&server);
     tokio::task::block_in_place(|| {

@@ -108,17 +108,17 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
             }
             e
         })?;
-    plan.allow_remote = a.allow_remote;
-    if plan.backend == BackendChoice::Url && plan.redis.is_none() {
+    plan.backend.allow_remote = a.allow_remote;
+    if plan.backend.kind == BackendChoice::Url && plan.backend.redis.is_none() {
         anyhow::bail!("--backend url needs --redis URL");
     }
-    if plan.redis_servers.is_empty() {
+    if plan.backend.redis_servers.is_empty() {
         play(&a, &plan, ttl, None).await?;
         return Ok(0);
     }
-    let of = plan.redis_servers.len();
+    let of = plan.backend.redis_servers.len();
     let mut transcripts = Vec::with_capacity(of);
-    for (i, exe) in plan.redis_servers.iter().enumerate() {
+    for (i, exe) in plan.backend.redis_servers.iter().enumerate() {
         let heading = Heading {
             number: i + 1,
             of,
@@ -170,7 +170,7 @@ async fn play(
         )),
         None => e,
     };
-    if plan.backend == crate::profile::BackendChoice::SpawnCluster {
+    if plan.backend.kind == crate::profile::BackendChoice::SpawnCluster {
         return Err(crate::exit::BadInput(
             "a demo tells its story on one server: use --backend spawn, url or memory, not \
              spawn-cluster"
@@ -178,7 +178,7 @@ async fn play(
         )
         .into());
     }
-    if plan.backend == crate::profile::BackendChoice::Sim {
+    if plan.backend.kind == crate::profile::BackendChoice::Sim {
         return Err(crate::exit::BadInput(
             "a demo is a story told in real time, step by step: use --backend spawn, url or memory, \
              not sim"
@@ -216,7 +216,7 @@ async fn play(
         // The story needs a server to pause; the model has no clients to hold.
         let url = match &backend.store {
             Store::Spawned(server, _) => Some(server.lock().await.url()),
-            Store::Url(_) => plan.redis.clone(),
+            Store::Url(_) => plan.backend.redis.clone(),
             Store::Memory(_) | Store::Sim(_) | Store::Cluster(_) | Store::Redlock(..) => None,
         };
         match url {

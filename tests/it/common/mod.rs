@@ -85,7 +85,7 @@ pub async fn run_memory(
     dir: &Path,
 ) -> (RunOutcome, MemoryStore) {
     let _cpu = shared();
-    let m = MemoryStore::new(Duration::from_micros(plan.memory_rtt_us), true);
+    let m = MemoryStore::new(Duration::from_micros(plan.backend.memory_rtt_us), true);
     let out = run_with(&m, "memory", plan, methods, &opts(dir))
         .await
         .expect("run");

@@ -1,0 +1,234 @@
+//! The backend part of a profile's validation: which store, how it is reached (URL, cluster,
+//! connection mode) and the binaries of private servers, checked into a [`BackendPlan`].
+
+use super::check::Check;
+use super::{Profile, ProfileError, ser_redacted};
+use crate::model::units;
+use serde::Serialize;
+
+/// Where the lock store is and how it is reached. (Here, not in `crate::model::plan`: its
+/// URLs are written redacted by `crate::target`, and a redlock plan is `crate::redlock`'s.)
+#[derive(Debug, Clone, Serialize)]
+pub struct BackendPlan {
+    /// Backend.
+    #[serde(rename = "backend")]
+    pub kind: BackendChoice,
+    /// Connection mode.
+    pub connection: ConnectionMode,
+    /// Whether a server given by URL is a cluster node.
+    pub cluster: ClusterMode,
+    /// Masters of a spawned cluster.
+    pub cluster_masters: usize,
+    /// Replicas per master of a spawned cluster.
+    pub cluster_replicas: usize,
+    /// Redis URL, only ever stored redacted.
+    #[serde(serialize_with = "ser_redacted")]
+    pub redis: Option<String>,
+    /// Server binaries the spawn backend starts, one per server of a compare (empty:
+    /// `redis-server` on PATH).
+    pub redis_servers: Vec<std::path::PathBuf>,
+    /// Memory model round trip, µs.
+    pub memory_rtt_us: u64,
+    /// Redlock over N instances (`lock = "redlock"`); `None`: one server.
+    pub redlock: Option<crate::redlock::RedlockPlan>,
+    /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
+    /// so a shared profile cannot aim lockbench at a production server.
+    pub allow_remote: bool,
+}
+
+/// One connection per worker, or one multiplexed connection shared by all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectionMode {
+    /// Independent clients, each with its own socket.
+    PerWorker,
+    /// One service process: all workers pipeline over one socket.
+    Shared,
+}
+
+impl ConnectionMode {
+    /// Name used in profiles and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PerWorker => "per-worker",
+            Self::Shared => "shared",
+        }
+    }
+}
+
+/// Where the lock store is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendChoice {
+    /// `spawn` if `redis-server` is on PATH, else `memory` with a notice.
+    Auto,
+    /// A private `redis-server` child.
+    Spawn,
+    /// An existing server.
+    Url,
+    /// The in-process model.
+    Memory,
+    /// The in-process model on a virtual clock: a discrete-event simulation.
+    Sim,
+    /// A private Redis Cluster lockbench starts (`cluster_masters` × (1 + `cluster_replicas`)
+    /// servers).
+    SpawnCluster,
+}
+
+/// Whether a server given by URL is a Redis Cluster node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClusterMode {
+    /// Asked of the server (`INFO cluster`).
+    Auto,
+    /// A cluster node: lockbench connects to the cluster it belongs to.
+    Yes,
+    /// One server, even if it runs in cluster mode.
+    No,
+}
+
+impl Profile {
+    /// The backend's fields, checked (the redlock part is [`Profile::plan_redlock`]'s).
+    pub(super) fn plan_backend(&self, cx: &Check<'_>) -> Result<BackendPlan, ProfileError> {
+        let connection = match self.connection.as_deref().unwrap_or("per-worker") {
+            "per-worker" => ConnectionMode::PerWorker,
+            "shared" => ConnectionMode::Shared,
+            other => {
+                return Err(cx.err(
+                    "connection",
+                    format!("`{other}` is not a mode: use \"per-worker\" or \"shared\""),
+                ));
+            }
+        };
+        let backend = match self.backend.as_deref() {
+            None if self.redis_server.is_some() => BackendChoice::Spawn,
+            None if self.redis.is_some() => BackendChoice::Url,
+            None | Some("auto") => BackendChoice::Auto,
+            Some("spawn") => BackendChoice::Spawn,
+            Some("url") => BackendChoice::Url,
+            Some("memory") => BackendChoice::Memory,
+            Some("sim") => BackendChoice::Sim,
+            Some("spawn-cluster") => BackendChoice::SpawnCluster,
+            Some(other) => {
+                return Err(cx.err(
+                    "backend",
+                    format!(
+                        "`{other}` is not a backend: use auto, spawn, url, memory, sim or spawn-cluster"
+                    ),
+                ));
+            }
+        };
+        // A URL names the server to measure; any other backend measures one lockbench starts
+        // (or none), and would leave the URL unused without a word.
+        if self.redis.is_some() && backend != BackendChoice::Url {
+            return Err(match self.backend.as_deref() {
+                Some(b) => cx.err(
+                    "backend",
+                    format!(
+                        "`{b}` does not measure the server the `redis` URL names (it would be ignored): give one of them (a URL alone implies backend = \"url\")"
+                    ),
+                ),
+                None => cx.err(
+                    "redis_server",
+                    "starts a private server, so the `redis` URL would be ignored: give one of them".to_string(),
+                ),
+            });
+        }
+        let cluster = match self.cluster.as_deref() {
+            None | Some("auto") => ClusterMode::Auto,
+            Some("yes") => ClusterMode::Yes,
+            Some("no") => ClusterMode::No,
+            Some(other) => {
+                return Err(cx.err(
+                    "cluster",
+                    format!("`{other}` is not a cluster mode: use auto, yes or no"),
+                ));
+            }
+        };
+        if cluster == ClusterMode::Yes && backend != BackendChoice::Url {
+            return Err(cx.err(
+                "cluster",
+                "says the `redis` URL is a cluster node: it needs backend = \"url\" (a private cluster is backend = \"spawn-cluster\")".to_string(),
+            ));
+        }
+        let cluster_masters = self.cluster_masters.unwrap_or(3);
+        let cluster_replicas = self.cluster_replicas.unwrap_or(1);
+        if !(3..=16).contains(&cluster_masters) {
+            return Err(cx.err(
+                "cluster_masters",
+                format!("{cluster_masters} is not valid: a cluster needs 3 to 16 masters here"),
+            ));
+        }
+        if cluster_replicas > 4 {
+            return Err(cx.err(
+                "cluster_replicas",
+                format!("{cluster_replicas} is not valid: use 0 to 4 replicas per master"),
+            ));
+        }
+        if (self.cluster_masters.is_some() || self.cluster_replicas.is_some())
+            && backend != BackendChoice::SpawnCluster
+        {
+            let f = if self.cluster_masters.is_some() {
+                "cluster_masters"
+            } else {
+                "cluster_replicas"
+            };
+            return Err(cx.err(
+                f,
+                "sizes a cluster lockbench starts: it needs backend = \"spawn-cluster\""
+                    .to_string(),
+            ));
+        }
+        if backend == BackendChoice::Url && self.redis.is_none() {
+            return Err(cx.err(
+                "redis",
+                "the url backend needs a Redis URL (e.g. redis://127.0.0.1:6379)".to_string(),
+            ));
+        }
+        if let Some(url) = &self.redis {
+            crate::target::check_url(url).map_err(|e| cx.err("redis", format!("{e:#}")))?;
+        }
+        let memory_rtt_us = cx.dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
+        if memory_rtt_us > 10_000_000 {
+            return Err(cx.err(
+                "memory_rtt",
+                format!(
+                    "{} is not a round trip: use 0 to 10s",
+                    units::fmt_us(memory_rtt_us, units::Style::Compact)
+                ),
+            ));
+        }
+        let mut redis_servers = Vec::new();
+        for path in self.redis_server.iter().flat_map(|r| r.to_vec()) {
+            if !matches!(backend, BackendChoice::Spawn | BackendChoice::SpawnCluster) {
+                return Err(cx.err(
+                    "redis_server",
+                    "names the binary of a private server: it needs backend = \"spawn\" (not url or memory)".to_string(),
+                ));
+            }
+            // The binary itself is checked by the command (`backend::check_plan_io`).
+            let path = std::path::PathBuf::from(path);
+            if !redis_servers.contains(&path) {
+                redis_servers.push(path);
+            }
+        }
+        if backend == BackendChoice::SpawnCluster && redis_servers.len() > 1 {
+            return Err(cx.err(
+                "redis_server",
+                "a spawned cluster runs one server binary on every node: give one".to_string(),
+            ));
+        }
+        Ok(BackendPlan {
+            kind: backend,
+            connection,
+            cluster,
+            cluster_masters,
+            cluster_replicas,
+            redis: self.redis.clone(),
+            redis_servers,
+            memory_rtt_us,
+            redlock: None,
+            allow_remote: false,
+        })
+    }
+}

@@ -1,0 +1,89 @@
+//! The faults part of a profile's validation: the `[[fault]]` schedule, holders' pauses and
+//! crashes, checked into a [`FaultPlan`].
+
+use super::check::{Check, locate};
+use super::{Profile, ProfileError};
+use crate::dist::Dist;
+use crate::model::fault::Fault;
+use serde::Serialize;
+
+/// What goes wrong on purpose: the fault schedule, holders' pauses and crashes. (Here, not in
+/// `crate::model::plan`: a pause is a distribution, `crate::dist`'s.)
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultPlan {
+    /// The fault schedule.
+    #[serde(rename = "faults")]
+    pub schedule: Vec<Fault>,
+    /// Stop-the-world pauses of holders (constant 0 = none).
+    pub pause: Dist,
+    /// Where a pause strikes.
+    pub pause_at: PauseAt,
+    /// Probability that a holder dies right after acquiring.
+    pub crash_between: f64,
+}
+
+/// Where a holder's pause strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseAt {
+    /// At a uniformly random point of the section's work.
+    Random,
+    /// After the work, right before the resource write.
+    BeforeWrite,
+}
+
+impl Profile {
+    /// The faults' fields, checked. The pause is parsed, not loaded: [`load_files`] reads the
+    /// file it names.
+    pub(super) fn plan_faults(&self, cx: &Check<'_>) -> Result<FaultPlan, ProfileError> {
+        let pause = cx.dist("pause", &self.pause, "constant(0ms)")?;
+        let pause_at = match self.pause_at.as_deref().unwrap_or("random") {
+            "random" => PauseAt::Random,
+            "before-write" => PauseAt::BeforeWrite,
+            other => {
+                return Err(cx.err(
+                    "pause_at",
+                    format!("`{other}` is not a place: use \"random\" or \"before-write\""),
+                ));
+            }
+        };
+        let mut faults = Vec::new();
+        for (i, f) in self.fault.iter().flatten().enumerate() {
+            let fault = f.validate().map_err(|m| ProfileError {
+                file: cx.file.to_string(),
+                // The i-th `[[fault]]` entry, when it came from the file.
+                line: locate(cx.source, &["fault", &i.to_string()]),
+                field: Some("fault".to_string()),
+                message: format!(
+                    "fault {} ({}): {m}",
+                    i + 1,
+                    f.kind.as_deref().unwrap_or("?")
+                ),
+            })?;
+            faults.push(fault);
+        }
+        let crash_between = self.crash_between.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&crash_between) {
+            return Err(cx.err(
+                "crash_between",
+                format!("{crash_between} is not a probability: use a number from 0 to 1"),
+            ));
+        }
+        Ok(FaultPlan {
+            schedule: faults,
+            pause,
+            pause_at,
+            crash_between,
+        })
+    }
+}
+
+/// Reads the file the pause's distribution names, and scales it by `scale`.
+pub(super) fn load_files(
+    f: &mut FaultPlan,
+    cx: &Check<'_>,
+    scale: f64,
+) -> Result<(), ProfileError> {
+    f.pause = cx.load("pause", f.pause.clone())?.scaled(scale);
+    Ok(())
+}

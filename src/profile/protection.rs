@@ -1,0 +1,156 @@
+//! The protection part of a profile's validation: the variants (release method, fencing,
+//! extension, fail-open), the extension's interval and command, what a holder does when its
+//! lock is gone, and how a lock is taken, checked into a [`Protection`].
+
+use super::check::Check;
+use super::{Profile, ProfileError};
+use crate::model::plan::{Acquire, ExtendEvery, OnLost, OnUnavailable, Protection};
+use crate::model::release::{ExtendCommand, ReleaseMethod};
+use crate::model::variant::{Fencing, Variant};
+
+impl Profile {
+    /// The protection's fields, checked; `ttl_us` (the TTL sent, µs) sets the extension's
+    /// interval.
+    pub(super) fn plan_protection(
+        &self,
+        cx: &Check<'_>,
+        ttl_us: u64,
+    ) -> Result<Protection, ProfileError> {
+        let fencing: Fencing = self
+            .fencing
+            .as_deref()
+            .unwrap_or("off")
+            .parse()
+            .map_err(|m| cx.err("fencing", m))?;
+        let extend_all = match self.extend.as_deref().map(str::trim) {
+            None | Some("off") => false,
+            Some(_) => true,
+        };
+        let on_unavailable = match self.on_unavailable.as_deref().unwrap_or("fail-closed") {
+            "fail-closed" => OnUnavailable::FailClosed,
+            "fail-open" => OnUnavailable::FailOpen,
+            other => {
+                return Err(cx.err(
+                    "on_unavailable",
+                    format!("`{other}` is not a policy: use \"fail-closed\" or \"fail-open\""),
+                ));
+            }
+        };
+        let default_variant = Variant {
+            release: ReleaseMethod::Token,
+            fencing,
+            extend: extend_all,
+            fail_open: on_unavailable == OnUnavailable::FailOpen,
+            client: None,
+        };
+        let method = |field: &str, s: &str| {
+            Variant::parse_with(s, default_variant).map_err(|m| cx.err(field, m))
+        };
+        let release = method("release", self.release.as_deref().unwrap_or("token"))?;
+        let releases = match &self.releases {
+            Some(list) if list.is_empty() => {
+                return Err(cx.err(
+                    "releases",
+                    "list at least one of del, token, delex".to_string(),
+                ));
+            }
+            Some(list) => {
+                let mut out = Vec::new();
+                for s in list {
+                    let m = method("releases", s)?;
+                    if !out.contains(&m) {
+                        out.push(m);
+                    }
+                }
+                out
+            }
+            None => vec![
+                Variant {
+                    release: ReleaseMethod::Del,
+                    ..default_variant
+                },
+                default_variant,
+            ],
+        };
+        let extend_every = match self.extend.as_deref().map(str::trim) {
+            None | Some("off") => ExtendEvery::TtlDiv(3),
+            Some(t) => match t.strip_prefix("ttl/") {
+                Some(n) => match n.parse::<u64>() {
+                    Ok(n) if n >= 2 => ExtendEvery::TtlDiv(n),
+                    _ => {
+                        return Err(cx.err(
+                            "extend",
+                            format!(
+                                "`{t}`: write ttl/N with N ≥ 2 (e.g. ttl/3, Redisson's default)"
+                            ),
+                        ));
+                    }
+                },
+                None => ExtendEvery::Fixed(cx.dur_us("extend", &self.extend, "0ms")?),
+            },
+        };
+        let extends = std::iter::once(&release).chain(&releases).any(|v| v.extend);
+        let extend_us = extend_every
+            .at(ttl_us, extends)
+            .map_err(|m| cx.err("extend", m))?;
+        let extend_with = match self.extend_with.as_deref().unwrap_or("script") {
+            "script" => ExtendCommand::Script,
+            "set-ifeq" => ExtendCommand::SetIfeq,
+            other => {
+                return Err(cx.err(
+                    "extend_with",
+                    format!(
+                        "`{other}` is not an extension command: use \"script\" or \"set-ifeq\""
+                    ),
+                ));
+            }
+        };
+        let on_lost = match self.on_lost.as_deref().unwrap_or("continue") {
+            "continue" => OnLost::Continue,
+            "abort" => OnLost::Abort,
+            other => {
+                return Err(cx.err(
+                    "on_lost",
+                    format!("`{other}` is not a choice: use \"continue\" or \"abort\""),
+                ));
+            }
+        };
+        let resource = self.resource.unwrap_or(false)
+            || std::iter::once(&release)
+                .chain(&releases)
+                .any(|v| v.fencing != Fencing::Off);
+        let acquire = match self.acquire.as_deref().unwrap_or("set-nx-px") {
+            "set-nx-px" => Acquire::SetNxPx,
+            "setnx-expire" => Acquire::SetnxExpire,
+            other => {
+                return Err(cx.err(
+                    "acquire",
+                    format!(
+                        "`{other}` is not a way to acquire: use \"set-nx-px\" or \"setnx-expire\""
+                    ),
+                ));
+            }
+        };
+        if acquire == Acquire::SetnxExpire
+            && std::iter::once(&release)
+                .chain(&releases)
+                .any(|v| v.fencing != Fencing::Off)
+        {
+            return Err(cx.err(
+                "acquire",
+                "setnx-expire is the two-command anti-pattern; fenced variants acquire with one script (use set-nx-px, or variants without +fence)".to_string(),
+            ));
+        }
+        Ok(Protection {
+            release,
+            releases,
+            resource,
+            extend_us,
+            extend_every,
+            extend_with,
+            on_lost,
+            on_unavailable,
+            acquire,
+        })
+    }
+}
