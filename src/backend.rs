@@ -240,6 +240,13 @@ async fn resource_store(
     if !plan.protection.resource || plan.resource_shared() {
         return Ok(None);
     }
+    let given = plan.resource_redis_url().is_some();
+    if given && !matches!(store, Store::Spawned(..) | Store::Url(_)) {
+        return Err(crate::exit::BadInput(
+            "resource_redis (--resource-redis URL) needs the locks on one Redis server (backend spawn, or --redis URL); on a cluster, a Redlock, the memory model or in virtual time the resource lives beside the locks".to_string(),
+        )
+        .into());
+    }
     Ok(match store {
         Store::Memory(_) => Some(ResourceStore::Memory(MemoryStore::new(
             Duration::from_micros(plan.backend.memory_rtt_us),

@@ -192,11 +192,17 @@ pub struct Profile {
     /// [default 10s].
     #[arg(long)]
     pub give_up_after: Option<String>,
-    /// Sections read-modify-write a protected resource (one per lock key, in the same store),
+    /// Sections read-modify-write a protected resource (one per lock key, on a store of its own),
     /// counting accepted, fenced and unsafe writes and lost updates
     /// [default off; on when a variant fences].
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub resource: Option<bool>,
+    /// Where the protected resource lives: a Redis URL of its own, or "shared" (on the lock's
+    /// store, where a restart of the lock's server erases it too) [default: a private server
+    /// lockbench starts beside a spawned or URL lock server].
+    #[serde(serialize_with = "ser_redacted")]
+    #[arg(long)]
+    pub resource_redis: Option<String>,
     /// Fencing of variants that do not name one: off, write or read-write
     /// [default off].
     #[arg(long)]

@@ -722,3 +722,76 @@ async fn a_lock_server_restart_loses_no_update_of_a_resource_apart() {
         s.counts
     );
 }
+
+/// `--resource-redis`: `shared` puts the resource back on the lock's server (the old layout:
+/// a restart erases it, lost updates, and the run says why); a URL puts it on that server,
+/// which ends the run with none of the run's keys; anything else is refused by name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resource_goes_where_resource_redis_says() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str], out: &str| {
+        let o = common::Lockbench::new()
+            .args([
+                "run",
+                "--backend",
+                "spawn",
+                "--resource",
+                "--release",
+                "token+fence-rw",
+                "--workers",
+                "4",
+                "--keys",
+                "1",
+                "--ttl",
+                "200ms",
+                "--dist",
+                "constant(5ms)",
+                "--busy",
+                "retry",
+                "--duration",
+                "1500ms",
+                "--fault",
+                "server-restart@600ms+100ms",
+            ])
+            .args(extra)
+            .out(tmp.path().join(out))
+            .output();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let summary: serde_json::Value =
+            std::fs::read_to_string(tmp.path().join(out).join("summary.json"))
+                .ok()
+                .and_then(|s| serde_json::from_str(&s).ok())
+                .unwrap_or_default();
+        (o.status.code(), text, summary["variants"][0].clone())
+    };
+    let (code, text, v) = run(&["--resource-redis", "shared"], "shared");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(v["lost_updates"].as_u64().unwrap() > 0, "{v}");
+    assert!(text.contains("the restart erased it too"), "{text}");
+    let server = common::redis().await;
+    let url = server.url();
+    let (code, text, v) = run(&["--resource-redis", &url], "given");
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(v["lost_updates"], 0, "{v}");
+    assert!(v["writes_accepted"].as_u64().unwrap() > 10, "{v}");
+    let manifest = std::fs::read_to_string(tmp.path().join("given/manifest.json")).unwrap();
+    assert!(
+        manifest.contains(&format!("127.0.0.1:{}", server.port())),
+        "{manifest}"
+    );
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("lockbench:*")
+        .query(&mut common::sync_conn(&server))
+        .unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+    let (code, text, _) = run(&["--resource-redis", "postgres://db"], "bad");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("--resource-redis") && text.contains("shared"),
+        "{text}"
+    );
+}
