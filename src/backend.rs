@@ -338,16 +338,6 @@ pub fn check_plan_io(
     base: Option<&Path>,
 ) -> Result<(), ProfileError> {
     let err = |field: &str, message: String| ProfileError::at_field(file, source, field, message);
-    // The schedule as a whole (each fault alone was checked with the profile).
-    crate::model::fault::check_overlaps(&plan.faults.schedule).map_err(|e| err("fault", e))?;
-    if plan.backend.kind == BackendChoice::SpawnCluster {
-        crate::model::fault::check_failovers(
-            &plan.faults.schedule,
-            plan.backend.cluster_masters,
-            plan.backend.cluster_replicas,
-        )
-        .map_err(|e| err("fault", e))?;
-    }
     for path in &plan.backend.redis_servers {
         crate::store::spawn::check_server_binary(path)
             .map_err(|e| err("redis_server", format!("{e:#}")))?;

@@ -511,6 +511,7 @@ impl Profile {
             ttl_warnings,
         };
         self.check_sim_parallel(&cx, &plan)?;
+        faults::check_schedule(&plan, &cx)?;
         // Every field is valid: only now read the files the distributions name.
         let scale = plan.workload.time_scale;
         workload::load_files(&mut plan.workload, &cx, &mut plan.warnings)?;

@@ -2,7 +2,7 @@
 //! crashes, checked into a [`FaultPlan`].
 
 use super::check::{Check, locate};
-use super::{Profile, ProfileError};
+use super::{Plan, Profile, ProfileError};
 use crate::dist::Dist;
 use crate::model::fault::Fault;
 use serde::Serialize;
@@ -85,5 +85,20 @@ pub(super) fn load_files(
     scale: f64,
 ) -> Result<(), ProfileError> {
     f.pause = cx.load("pause", f.pause.clone())?.scaled(scale);
+    Ok(())
+}
+
+/// The schedule as a whole, each fault alone being valid: no two windows of one kind overlap,
+/// and a spawned cluster can carry out its failovers (the shard exists, a replica is there).
+pub(super) fn check_schedule(plan: &Plan, cx: &Check<'_>) -> Result<(), ProfileError> {
+    crate::model::fault::check_overlaps(&plan.faults.schedule).map_err(|e| cx.err("fault", e))?;
+    if plan.backend.kind == crate::profile::BackendChoice::SpawnCluster {
+        crate::model::fault::check_failovers(
+            &plan.faults.schedule,
+            plan.backend.cluster_masters,
+            plan.backend.cluster_replicas,
+        )
+        .map_err(|e| cx.err("fault", e))?;
+    }
     Ok(())
 }
