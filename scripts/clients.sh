@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# scripts/clients.sh: the table people link to (issue 33) — every lock library lockbench drives,
+# and the built-in `token` and `del` for reference, through a fixed set of scenarios on a
+# private redis-server, each with the protected resource on a store of its own:
+#
+#   long      sections longer than the TTL: TTL 1 s, sections uniform(500ms, 1500ms)
+#   restart   the lock's server restarts (empty) while sections are held: TTL 2 s, sections
+#             800 ms, server-restart@2s+200ms
+#   pause     a holder stops the world for 2 × TTL: TTL 1 s, sections 200 ms, 20 % of them
+#             paused 2 s (a library's driver gets SIGSTOP, so its renewal stops too)
+#
+# Four holders contend for one key (busy = retry, each library's own wait budget of 10 s), the
+# same seed for every library. Per library × scenario it reports what lockbench measured
+# (overlap, lost updates, wrongful deletes, stuck locks) and what the library said (refused
+# releases, lost-lock signals, errors), and writes the page docs/src/measurements/clients.md
+# with the versions and the date. (A holder crash as SIGKILL of a driver and a cluster
+# failover are not scenarios yet: see the guide "Your lock library".)
+#
+# USAGE
+#   scripts/clients.sh [--seconds 8] [--only LIB,...] [--no-build]
+#   LOCKBENCH=path/to/lockbench to use a given binary (default target/release/lockbench).
+
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SECONDS_PER_RUN=8
+ONLY=""
+BUILD=1
+while (($# > 0)); do
+    case "$1" in
+    --seconds) SECONDS_PER_RUN="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "clients.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+BIN=${LOCKBENCH:-target/release/lockbench}
+if [[ -z ${LOCKBENCH:-} && $BUILD == 1 ]]; then
+    cargo build --release --quiet
+fi
+[[ -x $BIN ]] || { echo "clients.sh: no lockbench binary at $BIN" >&2; exit 1; }
+bash scripts/drivers.sh >/dev/null
+
+LIBS=(redis-py python-redis-lock python-redis-lock-renew pottery redlock5 redlock4 redis-semaphore redis-lock)
+[[ -n $ONLY ]] && IFS=, read -r -a LIBS <<<"$ONLY"
+OUT=$(mktemp -d)
+trap 'rm -rf "$OUT"' EXIT
+
+common=(--backend spawn --resource --workers 4 --keys 1 --busy retry --seed 33
+    --duration "${SECONDS_PER_RUN}s" --quiet)
+declare -A SCEN=(
+    [long]="--ttl 1s --dist uniform(500ms,1500ms)"
+    [restart]="--ttl 2s --dist constant(800ms) --fault server-restart@2s+200ms"
+    [pause]="--ttl 1s --dist constant(200ms) --pause mixture(0.8*constant(0ms),0.2*constant(2s))"
+)
+for s in long restart pause; do
+    # shellcheck disable=SC2206
+    extra=(${SCEN[$s]})
+    args=(compare "${common[@]}" "${extra[@]}" --release del,token)
+    for l in "${LIBS[@]}"; do args+=(--client "$l"); done
+    echo "clients.sh: $s (${LIBS[*]})" >&2
+    "$BIN" "${args[@]}" --out "$OUT/$s" || true # a crossed gate or a failed library still reports
+done
+
+python3 - "$OUT" "${LIBS[@]}" <<'EOF'
+import datetime, json, os, sys
+out, libs = sys.argv[1], sys.argv[2:]
+scen = ["long", "restart", "pause"]
+runs = {}
+for s in scen:
+    p = os.path.join(out, s, "summary.json")
+    runs[s] = {v["variant"]: v for v in json.load(open(p))["variants"]} if os.path.exists(p) else {}
+def cell(v):
+    if v is None:
+        return "—"
+    noticed = []
+    if v.get("refused_releases"):
+        noticed.append(f'{v["refused_releases"]} refused')
+    if v.get("extension_failures"):
+        noticed.append(f'{v["extension_failures"]} lost')
+    if v.get("errors"):
+        noticed.append(f'{v["errors"]} errors')
+    return (f'{v["overlap_ms"]:.0f} ms / {v["lost_updates"]} / {v["wrongful_deletes"]} / '
+            f'{v.get("stuck_locks", 0)} · {", ".join(noticed) or "nothing"}')
+rows = ["del", "token"] + libs
+lines = [
+    "# Lock libraries under the same faults",
+    "",
+    f"Written by `scripts/clients.sh` on {datetime.date.today()}: four holders on one key, the",
+    "resource on a store of its own, the same seed for every row. Each cell is *overlap / lost",
+    "updates / wrongful deletes / stuck locks*, measured by lockbench, then what the library",
+    "itself said (refused releases, lost-lock signals, errors). Scenarios: `long` sections",
+    "longer than the TTL; `restart` of the lock's server while locks are held; `pause` of a",
+    "holder for 2 × TTL (its process stopped). See [Your lock library](../guides/lock-libraries.md).",
+    "",
+    "| variant | library | " + " | ".join(scen) + " |",
+    "|---|---|" + "---|" * len(scen),
+]
+for r in rows:
+    lib = next((runs[s][r].get("library") for s in scen if r in runs[s]), None) or "built-in"
+    lines.append(f"| `{r}` | {lib} | " + " | ".join(cell(runs[s].get(r)) for s in scen) + " |")
+lines += [
+    "",
+    "Reading it: overlap is what any TTL lock allows once a holder outlives its TTL (or its",
+    "process stops); lost updates are what the resource suffered from it; wrongful deletes are",
+    "a release that removed another holder's lock (only a plain `DEL` can). `refused` counts",
+    "releases the library itself reported as not owned; `lost` the lost-lock signals of the",
+    "libraries that have them.",
+    "",
+    "Wrongful deletes are told from the timeline and the library's word (a release it reports",
+    "as done while a newer holder is in): redis-semaphore reports every release as done, even",
+    "when its compare-and-delete removed nothing, so its count is an upper bound; npm",
+    "`redis-lock` sends a plain `DEL` while its own deadline lasts, and a restart that empties",
+    "the server inside that deadline lets it delete the next holder's lock.",
+]
+page = "docs/src/measurements/clients.md"
+open(page, "w").write("\n".join(lines) + "\n")
+print("\n".join(lines[9:]))
+print(f"\nwrote {page}", file=sys.stderr)
+EOF
