@@ -125,6 +125,21 @@ pub(crate) fn check_set(agents: &[(String, AgentRecord)]) -> Result<(), BadInput
             )));
         }
     }
+    // One `--run-id` used for two executions: the same run id, but each execution's agents
+    // agreed on their own start. Their clocks cannot be placed on one run's.
+    for (d, a) in agents {
+        if a.start_server_us != a0.start_server_us {
+            let at = |s: Option<u64>| s.map_or("never".to_string(), |us| format!("{us} µs"));
+            return Err(BadInput(format!(
+                "{d0} and {d} are agents of two executions of run {} (they agreed on different \
+                 starts, `start_server_us` {} vs {} in their summary.json): the run id was \
+                 reused. Merge the agents of one execution",
+                a0.run_id,
+                at(a0.start_server_us),
+                at(a.start_server_us)
+            )));
+        }
+    }
     for (i, (d, a)) in agents.iter().enumerate() {
         if let Some((e, _)) = agents[..i].iter().find(|(_, b)| b.index == a.index) {
             let what = if e == d {
@@ -765,6 +780,15 @@ mod tests {
         );
         let e = set(&[("a0", agent("r", 0, 2)), ("x", agent("r", 1, 3))]).unwrap_err();
         assert!(e.contains("of 2 and x of 3"), "{e}");
+        // One run id, two executions: each pair agreed on its own start.
+        let mut other = agent("r", 1, 2);
+        other.start_server_us = Some(2);
+        let e = set(&[("a0", agent("r", 0, 2)), ("b1", other)]).unwrap_err();
+        assert!(
+            e.contains("a0 and b1 are agents of two executions of run r")
+                && e.contains("start_server_us"),
+            "{e}"
+        );
     }
 
     /// Shifts move timestamps both ways and never below 0.
