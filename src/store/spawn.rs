@@ -368,15 +368,18 @@ const PID_LINE: &str = "lockbench-redis-pid ";
 /// background reader waits on the pipe from lockbench (fd 3; a background job's own stdin is
 /// /dev/null) and kills the server when it closes; the watcher waits for the server, then
 /// removes the reader and the directory. Its own stderr goes nowhere: lockbench may be gone,
-/// and the shell's "Killed" notice would end it with SIGPIPE before the cleanup. A server that exits by itself (a port taken) ends
+/// and the shell's "Killed" notice would end it with SIGPIPE before the cleanup. SIGPIPE is
+/// ignored from the first line: lockbench may give a start-up up (Ctrl-C) and close the
+/// watcher's stdout before its first `echo`, which would otherwise end the watcher there and
+/// leave the server's directory behind. A server that exits by itself (a port taken) ends
 /// the watcher too, so its output closes and the start-up loop sees it.
 const WATCHER: &str = r#"dir=$1; shift
+trap '' PIPE
 exec 3<&0
 "$@" </dev/null 2>&1 3<&- &
 pid=$!
 echo "lockbench-redis-pid $pid"
 exec 2>/dev/null
-trap '' PIPE
 { read -r _ <&3; kill -9 "$pid"; } >/dev/null 2>&1 &
 reader=$!
 exec 3<&-
