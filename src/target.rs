@@ -86,14 +86,19 @@ fn stray_at(u: &url::Url) -> bool {
     has(u.path()) || u.query().is_some_and(has) || u.fragment().is_some_and(has)
 }
 
+/// A non-loopback host without `--allow-remote`: bad input (exit 2, `cli::code_of_error`).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refusing to load-test {0}: it is not a loopback address. lockbench only targets \
+         127.0.0.0/8, ::1 or localhost unless you pass --allow-remote"
+)]
+pub(crate) struct RemoteRefused(String);
+
 pub(crate) fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
     if allow_remote || is_loopback_host(host) {
         Ok(())
     } else {
-        anyhow::bail!(
-            "refusing to load-test {host}: it is not a loopback address. lockbench only targets \
-             127.0.0.0/8, ::1 or localhost unless you pass --allow-remote"
-        )
+        Err(RemoteRefused(host.to_string()).into())
     }
 }
 

@@ -80,11 +80,13 @@ impl SpawnedRedis {
     /// RESP server that becomes ready is a one-line error naming it.
     pub async fn start_exe(exe: &std::path::Path) -> anyhow::Result<Self> {
         check_server_binary(exe)?;
+        // The binary the user named is no server: bad input (exit 2).
         Self::start_from(exe.to_path_buf(), None, &[])
             .await
             .map_err(|e| {
-                anyhow::anyhow!(
-                    "{} did not start as a Redis server: {}",
+                anyhow::Error::new(crate::exit::BadInput(format!(
+                    "{} did not start as a Redis server (give the path of a redis-server or \
+                     valkey-server binary): {}",
                     exe.display(),
                     // One line, keeping the server's own last words (its reason).
                     format!("{e:#}")
@@ -93,7 +95,7 @@ impl SpawnedRedis {
                         .filter(|l| !l.is_empty())
                         .collect::<Vec<_>>()
                         .join(" ")
-                )
+                )))
             })
     }
 

@@ -142,7 +142,8 @@ fn unreachable_redis_is_a_clear_error() {
     );
 }
 
-/// A remote host is refused without --allow-remote (and nothing is sent to it).
+/// A remote host is refused without --allow-remote (and nothing is sent to it): bad input,
+/// exit 2 naming the host (issue 32: it was 1, a failed run).
 #[test]
 fn remote_host_needs_allow_remote() {
     let o = lockbench(&[
@@ -153,8 +154,8 @@ fn remote_host_needs_allow_remote() {
         "5",
     ])
     .output();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).1.contains("--allow-remote"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    assert!(text(&o).1.contains("--allow-remote") && text(&o).1.contains("192.0.2.1"));
 }
 
 /// With a password-protected server, the run authenticates and the password appears in no

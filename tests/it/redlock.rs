@@ -428,7 +428,7 @@ fn bad_input_is_refused_with_exit_2() {
         ]),
         &["--redlock-timeout", "below the TTL"],
     );
-    // As for --redis: refused before anything is sent, exit 1 (tests/it/cli.rs).
+    // As for --redis: refused before anything is sent, exit 2 (tests/it/cli.rs).
     let args = run(&[
         "--lock",
         "redlock",
@@ -436,7 +436,7 @@ fn bad_input_is_refused_with_exit_2() {
         "redis://192.0.2.1:6379",
     ]);
     let o = common::lockbench(&args).output();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-remote"));
     // Fault checks need the backend: five servers start and stop again.
     bad(

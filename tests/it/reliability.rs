@@ -420,7 +420,7 @@ fn a_signal_during_start_up_ends_the_run_as_interrupted() {
     for (sig, backend) in cases {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r");
-        let mut child = common::Lockbench::new()
+        let child = common::Lockbench::new()
             .arg("run")
             .args(backend)
             .args(["--sections", "100000", "--quiet"])

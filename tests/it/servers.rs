@@ -296,8 +296,9 @@ fn a_bad_server_binary_is_one_line_naming_it() {
         (&plain, Some(2), "not an executable file"),
         // Executable on some systems, not on others: either way it is refused.
         ("/etc/hostname".as_ref(), None, ""),
-        ("/bin/true".as_ref(), None, "printed nothing"),
-        (&talker, None, "no RESP spoken here"),
+        // Bad input, exit 2, with what would be valid (issue 32: it was 1).
+        ("/bin/true".as_ref(), Some(2), "printed nothing"),
+        (&talker, Some(2), "give the path of a redis-server"),
     ];
     for (path, code, says) in cases {
         let (got, err, took) = run_cli(path, &["--duration", "300ms"]);
@@ -475,7 +476,7 @@ fn a_wrapper_that_never_listens_is_stopped_with_its_children() {
     let o = child.wait_with_output();
     let took = t0.elapsed();
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.code().is_some_and(|c| c != 0), "{err}");
+    assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(
         err.contains(&wrapper.display().to_string())
             && err.contains("did not accept connections within 10 s"),
