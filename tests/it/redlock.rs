@@ -394,6 +394,26 @@ fn bad_input_is_refused_with_exit_2() {
         &["--instances", "1 to 31"],
     );
     bad(&run(&["--lock", "paxos"]), &["single", "redlock"]);
+    // One server named twice, or two databases of it, is not two instances (issue 32: they
+    // were accepted, and one server's failure took two votes).
+    for (a, b) in [
+        ("redis://127.0.0.1:6390", "redis://127.0.0.1:6390"),
+        ("redis://127.0.0.1:6390/0", "redis://localhost:6390/3"),
+    ] {
+        bad(
+            &run(&[
+                "--lock",
+                "redlock",
+                "--redlock-url",
+                a,
+                "--redlock-url",
+                b,
+                "--redlock-url",
+                "redis://127.0.0.1:6391",
+            ]),
+            &[a, b, "one server", "independent", "--redlock-url:"],
+        );
+    }
     bad(&run(&["--instances", "5"]), &["lock = \"redlock\""]);
     bad(
         &run(&["--lock", "redlock", "--redis", "redis://127.0.0.1:6379"]),
