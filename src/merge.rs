@@ -284,6 +284,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     let errors: Vec<u64> = agents.iter().map(|a| a.clock_error_us).collect();
     let clock_error_us = pair_error(&errors);
 
+    let out_existed = out.exists();
     results::prepare_dir(out, force)?;
     let variants = sources[0].run.variants();
     let keys = sources[0]
@@ -297,11 +298,14 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     let mut intervals: Vec<BTreeMap<usize, Vec<(u64, u64)>>> =
         vec![BTreeMap::new(); variants.len()];
     let path = out.join("events.csv");
-    results::write_file(&path, |w| {
+    // An agent's events.csv that cannot be read (truncated, edited) is the input's fault: it
+    // is named with its line, and the partial output removed.
+    let mut unreadable: Option<anyhow::Error> = None;
+    let written = results::write_file(&path, |w| {
         let mut csv = csv::Writer::from_writer(w);
         for (s, a) in sources.iter().zip(&agents) {
             let mut failed: Option<csv::Error> = None;
-            results::for_each_event(&s.dir.join("events.csv"), |r| {
+            let read = results::for_each_event(&s.dir.join("events.csv"), |r| {
                 if failed.is_some() {
                     return;
                 }
@@ -321,14 +325,29 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
                 if let Err(e) = csv.serialize(&row) {
                     failed = Some(e);
                 }
-            })?;
+            });
+            if let Err(e) = read {
+                unreadable = Some(e);
+                anyhow::bail!("an agent's events.csv cannot be read");
+            }
             if let Some(e) = failed {
                 return Err(e.into());
             }
         }
         csv.flush()?;
         Ok(())
-    })?;
+    });
+    if let Some(e) = unreadable {
+        let _ = std::fs::remove_file(&path);
+        if !out_existed {
+            let _ = std::fs::remove_dir(out);
+        }
+        return Err(bad(format!(
+            "{e:#}: nothing was merged into {} (give that agent's directory as its run wrote it)",
+            show(out)
+        )));
+    }
+    written?;
 
     // Overlap on the server's clock, per variant and key, and the stretches' lengths.
     let mut per_key: Vec<Vec<OverlapStats>> = Vec::new();

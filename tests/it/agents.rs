@@ -326,6 +326,29 @@ async fn merging_twice_or_across_runs_is_refused() {
         &["results/ra/agent-0", "plain"],
         &["plain is not an agent's directory"],
     );
+    // An agent's events.csv cut in the middle of a row (issue 32: "cannot write
+    // merged/events.csv", exit 1, a partial file left): the input named with its line.
+    let cut = cwd.join("cut/agent-1");
+    std::fs::create_dir_all(&cut).unwrap();
+    for f in std::fs::read_dir(cwd.join("results/ra/agent-1"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::copy(f.path(), cut.join(f.file_name())).unwrap();
+    }
+    let rows = std::fs::read_to_string(cut.join("events.csv")).unwrap();
+    let keep = rows.trim_end().rfind(',').unwrap();
+    std::fs::write(cut.join("events.csv"), &rows[..keep]).unwrap();
+    let last_line = rows[..keep].lines().count().to_string();
+    refused(
+        &["results/ra/agent-0", "cut/agent-1"],
+        &[
+            "cut/agent-1/events.csv line ",
+            &last_line,
+            "truncated",
+            "nothing was merged",
+        ],
+    );
     refused(
         &["results/ra/agent-0", "nowhere"],
         &["nowhere is not a finished lockbench run"],
