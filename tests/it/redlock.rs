@@ -48,6 +48,25 @@ async fn contended_quorum_is_safe_and_counted() {
     let s = &out.summaries[0];
     check_redlock(s);
     common::follows_schema(tmp.path());
+    // The block is in summary.csv too, and in report's recount (issue 32, item 6): a summary
+    // whose held rounds disagree with the rows is a mismatch (exit 2); the true one agrees.
+    let mut csv = csv::Reader::from_path(tmp.path().join("summary.csv")).unwrap();
+    let head = csv.headers().unwrap().clone();
+    let row = csv.records().next().unwrap().unwrap();
+    let cell = |name: &str| &row[head.iter().position(|h| h == name).expect(name)];
+    assert_eq!(cell("redlock_acquired"), "200");
+    assert_eq!(cell("redlock_quorum"), "3");
+    assert_eq!(cell("redlock_instance_errors").split(';').count(), 5);
+    common::report_agrees(tmp.path());
+    let path = tmp.path().join("summary.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["variants"][0]["redlock"]["acquired"] = 199.into();
+    std::fs::write(&path, v.to_string()).unwrap();
+    let o = common::lockbench(&["report"]).arg(tmp.path()).output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("redlock.acquired"), "{err}");
     assert!(
         out.manifest
             .backend_detail
