@@ -117,6 +117,7 @@ pub fn code_of_error(e: &anyhow::Error) -> i32 {
             || c.is::<crate::recommend::LoadError>()
             || c.is::<crate::recommend::ParamError>()
             || c.is::<crate::report::load::ReportError>()
+            || c.is::<crate::target::RemoteRefused>()
     });
     if bad { BAD_INPUT } else { FAILED }
 }

@@ -125,6 +125,21 @@ pub(crate) fn check_set(agents: &[(String, AgentRecord)]) -> Result<(), BadInput
             )));
         }
     }
+    // One `--run-id` used for two executions: the same run id, but each execution's agents
+    // agreed on their own start. Their clocks cannot be placed on one run's.
+    for (d, a) in agents {
+        if a.start_server_us != a0.start_server_us {
+            let at = |s: Option<u64>| s.map_or("never".to_string(), |us| format!("{us} µs"));
+            return Err(BadInput(format!(
+                "{d0} and {d} are agents of two executions of run {} (they agreed on different \
+                 starts, `start_server_us` {} vs {} in their summary.json): the run id was \
+                 reused. Merge the agents of one execution",
+                a0.run_id,
+                at(a0.start_server_us),
+                at(a.start_server_us)
+            )));
+        }
+    }
     for (i, (d, a)) in agents.iter().enumerate() {
         if let Some((e, _)) = agents[..i].iter().find(|(_, b)| b.index == a.index) {
             let what = if e == d {
@@ -269,6 +284,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     let errors: Vec<u64> = agents.iter().map(|a| a.clock_error_us).collect();
     let clock_error_us = pair_error(&errors);
 
+    let out_existed = out.exists();
     results::prepare_dir(out, force)?;
     let variants = sources[0].run.variants();
     let keys = sources[0]
@@ -282,11 +298,14 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     let mut intervals: Vec<BTreeMap<usize, Vec<(u64, u64)>>> =
         vec![BTreeMap::new(); variants.len()];
     let path = out.join("events.csv");
-    results::write_file(&path, |w| {
+    // An agent's events.csv that cannot be read (truncated, edited) is the input's fault: it
+    // is named with its line, and the partial output removed.
+    let mut unreadable: Option<anyhow::Error> = None;
+    let written = results::write_file(&path, |w| {
         let mut csv = csv::Writer::from_writer(w);
         for (s, a) in sources.iter().zip(&agents) {
             let mut failed: Option<csv::Error> = None;
-            results::for_each_event(&s.dir.join("events.csv"), |r| {
+            let read = results::for_each_event(&s.dir.join("events.csv"), |r| {
                 if failed.is_some() {
                     return;
                 }
@@ -306,14 +325,29 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
                 if let Err(e) = csv.serialize(&row) {
                     failed = Some(e);
                 }
-            })?;
+            });
+            if let Err(e) = read {
+                unreadable = Some(e);
+                anyhow::bail!("an agent's events.csv cannot be read");
+            }
             if let Some(e) = failed {
                 return Err(e.into());
             }
         }
         csv.flush()?;
         Ok(())
-    })?;
+    });
+    if let Some(e) = unreadable {
+        let _ = std::fs::remove_file(&path);
+        if !out_existed {
+            let _ = std::fs::remove_dir(out);
+        }
+        return Err(bad(format!(
+            "{e:#}: nothing was merged into {} (give that agent's directory as its run wrote it)",
+            show(out)
+        )));
+    }
+    written?;
 
     // Overlap on the server's clock, per variant and key, and the stretches' lengths.
     let mut per_key: Vec<Vec<OverlapStats>> = Vec::new();
@@ -765,6 +799,15 @@ mod tests {
         );
         let e = set(&[("a0", agent("r", 0, 2)), ("x", agent("r", 1, 3))]).unwrap_err();
         assert!(e.contains("of 2 and x of 3"), "{e}");
+        // One run id, two executions: each pair agreed on its own start.
+        let mut other = agent("r", 1, 2);
+        other.start_server_us = Some(2);
+        let e = set(&[("a0", agent("r", 0, 2)), ("b1", other)]).unwrap_err();
+        assert!(
+            e.contains("a0 and b1 are agents of two executions of run r")
+                && e.contains("start_server_us"),
+            "{e}"
+        );
     }
 
     /// Shifts move timestamps both ways and never below 0.

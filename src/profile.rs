@@ -304,6 +304,14 @@ pub struct Profile {
 }
 }
 
+/// The name of the single-table header (`[name]`, not `[[name]]`) on the line of `at`.
+fn single_table_at(text: &str, at: usize) -> Option<String> {
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[line_start..].lines().next()?.trim();
+    let name = line.strip_prefix('[')?.split(']').next()?.trim();
+    (!name.starts_with('[') && !name.is_empty()).then(|| name.to_string())
+}
+
 /// `redis_server` written as one path or a list of them.
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<String>>, D::Error> {
     Ok(Option::<OneOrMany>::deserialize(d)?.map(|o| o.to_vec()))
@@ -421,8 +429,22 @@ impl Profile {
             let start = e.span().map(|s| s.start.min(text.len()));
             let line = start.map(|s| 1 + text[..s].matches('\n').count());
             // Name the key whose value the error is about, found in the syntax tree.
-            let field = start.and_then(|s| key_at(text, s));
-            let message = e.message().trim().to_string();
+            let mut field = start.and_then(|s| key_at(text, s));
+            let mut message = e.message().trim().to_string();
+            // Serde's words for two mistakes, put in the profile's (issue 32).
+            if let Some(name) = start.and_then(|s| single_table_at(text, s))
+                && message.contains("expected a sequence")
+            {
+                message = format!(
+                    "`[{name}]` is one table, but `{name}` is a list: write each entry under \
+                     `[[{name}]]`"
+                );
+                field = Some(name);
+            } else if message.contains("untagged enum OneOrMany") {
+                message = "expected a path or a list of paths, e.g. `\"/usr/bin/redis-server\"` \
+                           or `[\"/usr/bin/redis-server\", \"/opt/valkey/bin/valkey-server\"]`"
+                    .to_string();
+            }
             ProfileError {
                 file: file.to_string(),
                 line,

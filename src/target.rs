@@ -86,20 +86,44 @@ fn stray_at(u: &url::Url) -> bool {
     has(u.path()) || u.query().is_some_and(has) || u.fragment().is_some_and(has)
 }
 
+/// A non-loopback host without `--allow-remote`: bad input (exit 2, `cli::code_of_error`).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "refusing to load-test {0}: it is not a loopback address. lockbench only targets \
+         127.0.0.0/8, ::1 or localhost unless you pass --allow-remote"
+)]
+pub(crate) struct RemoteRefused(String);
+
 pub(crate) fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
     if allow_remote || is_loopback_host(host) {
         Ok(())
     } else {
-        anyhow::bail!(
-            "refusing to load-test {host}: it is not a loopback address. lockbench only targets \
-             127.0.0.0/8, ::1 or localhost unless you pass --allow-remote"
-        )
+        Err(RemoteRefused(host.to_string()).into())
     }
 }
 
 /// Whether `host`, as redis-rs hands it to the resolver, is this machine: `localhost` in any
 /// case, `::1`, 127.0.0.0/8 in every numeric form the resolver accepts (`127.1`,
 /// `0x7f.0.0.1`, `2130706433`), and IPv4-mapped loopback (`::ffff:127.0.0.1`).
+/// The server a URL reaches, to tell two URLs of one server apart from two servers: host and
+/// port (every name of this machine one host, case ignored) or the socket's path — never the
+/// database, the user or the TLS settings, which do not make another server.
+pub(crate) fn server_of(info: &redis::ConnectionInfo) -> String {
+    use redis::ConnectionAddr::*;
+    let host = |h: &str| {
+        if is_loopback_host(h) {
+            "this machine".to_string()
+        } else {
+            h.to_ascii_lowercase()
+        }
+    };
+    match info.addr() {
+        Tcp(h, port) | TcpTls { host: h, port, .. } => format!("{}, port {port}", host(h)),
+        Unix(path) => format!("unix socket {}", path.display()),
+        other => format!("{other:?}"),
+    }
+}
+
 pub(crate) fn is_loopback_host(host: &str) -> bool {
     let h = host.trim_start_matches('[').trim_end_matches(']');
     if h.eq_ignore_ascii_case("localhost") {

@@ -66,13 +66,21 @@ impl Threshold {
             ("<", Op::Lt),
             (">", Op::Gt),
         ];
-        let Some((at, sym, op)) = ops
-            .iter()
-            .filter_map(|(sym, op)| expr.find(sym).map(|i| (i, *sym, *op)))
-            .min_by_key(|(i, sym, _)| (*i, std::cmp::Reverse(sym.len())))
-        else {
+        // The operator is the first run of `< > = !`, whole: `=>` or `=` is no comparison,
+        // not a figure `overlap_ms =` before a `>`.
+        let is_op = |c: char| "<>=!".contains(c);
+        let Some(at) = expr.find(is_op) else {
             return Err(format!(
                 "`{expr}`: write FIGURE OP NUMBER, e.g. `overlap_ms > 0` (OP one of < <= > >= == !=)"
+            ));
+        };
+        let run = expr[at..]
+            .find(|c: char| !is_op(c))
+            .map_or(&expr[at..], |n| &expr[at..at + n]);
+        let Some(&(sym, op)) = ops.iter().find(|(sym, _)| *sym == run) else {
+            return Err(format!(
+                "`{expr}`: `{run}` is not a comparison; use one of < <= > >= == != (e.g. \
+                 `overlap_ms > 0`)"
             ));
         };
         let figure = expr[..at].trim().to_string();
@@ -119,12 +127,14 @@ fn figure_value(s: &Summary, path: &str) -> Option<f64> {
 }
 
 fn known_figure(path: &str) -> bool {
-    // An empty summary has every field: enough to know the names.
-    let probe = crate::analysis::summary::summarize(
+    // An empty summary has every field: enough to know the names. The blocks only some runs
+    // have (Redlock's) are added, so their figures are known too.
+    let mut probe = crate::analysis::summary::summarize(
         crate::analysis::summary::Meta::default(),
         &Default::default(),
         &Default::default(),
     );
+    probe.redlock.get_or_insert_with(Default::default);
     figure_value(&probe, path).is_some()
 }
 
@@ -157,6 +167,26 @@ mod tests {
                 .unwrap_err()
                 .contains("FIGURE OP NUMBER")
         );
+        // A wrong operator is named as such, whole, with the valid ones (issue 32: it said
+        // "`overlap_ms =` is not a figure").
+        for (expr, run) in [
+            ("overlap_ms => 0", "=>"),
+            ("overlap_ms = 0", "="),
+            ("errors <> 0", "<>"),
+        ] {
+            let e = Threshold::parse(expr).unwrap_err();
+            assert!(
+                e.contains(&format!("`{run}` is not a comparison"))
+                    && e.contains("< <= > >= == !=")
+                    && !e.contains("not a figure"),
+                "{e}"
+            );
+        }
+        // Redlock's figures are fields of summary.json too (issue 32: refused).
+        let t = Threshold::parse("redlock.failed_quorums > 0").unwrap();
+        assert_eq!(t.figure, "redlock.failed_quorums");
+        assert!(Threshold::parse("redlock.acquired >= 1").is_ok());
+        assert!(Threshold::parse("redlock.nonsense > 0").is_err());
     }
 
     /// A condition crosses exactly when it holds for the variant.
@@ -178,5 +208,13 @@ mod tests {
                 .check(&s)
                 .crossed
         );
+        let q = Threshold::parse("redlock.failed_quorums > 0").unwrap();
+        s.redlock = Some(crate::redlock::RedlockFigures {
+            failed_quorums: 3,
+            ..Default::default()
+        });
+        assert!(q.check(&s).crossed);
+        s.redlock.as_mut().unwrap().failed_quorums = 0;
+        assert!(!q.check(&s).crossed);
     }
 }

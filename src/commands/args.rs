@@ -207,11 +207,7 @@ impl WorkloadArgs {
                         message: if f == "fault" {
                             format!("--{}", e.message)
                         } else {
-                            e.message.replacen(
-                                &format!("field `{f}`"),
-                                &format!("--{}", f.replace('_', "-")),
-                                1,
-                            )
+                            e.message.replacen(&format!("field `{f}`"), &flag_of(f), 1)
                         },
                         field: e.field.clone(),
                     },
@@ -248,6 +244,16 @@ impl WorkloadArgs {
             force: self.force,
             ..RunOptions::default()
         }
+    }
+}
+
+/// The flag that sets a profile field: its name with dashes, but for the fields a repeated
+/// flag fills (`redlock_urls` ← `--redlock-url`, `releases` ← `--release`).
+fn flag_of(field: &str) -> String {
+    match field {
+        "redlock_urls" => "--redlock-url".to_string(),
+        "releases" => "--release".to_string(),
+        f => format!("--{}", f.replace('_', "-")),
     }
 }
 

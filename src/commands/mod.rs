@@ -13,3 +13,20 @@ pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod sweep;
+
+/// Runs a backend's start-up (`open`: servers spawned, a cluster created, Redlock's instances
+/// started), counting Ctrl-C and SIGTERM from its first moment: the first signal gives the
+/// start-up up at once — the servers started so far are stopped as their handles drop — and
+/// ends the command as an interrupted run (exit 130). Nothing ran, so nothing is written.
+/// Without this a signal during a start-up of seconds met its default action (SIGTERM ended
+/// the process with 143) or, inherited as ignored (SIGINT of a background job), was lost.
+pub(crate) async fn opening<T>(
+    open: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let mut signals = crate::signals::subscribe();
+    tokio::select! {
+        r = open => r,
+        _ = signals.wait_for(|n| *n > 0) => Err(anyhow::Error::new(crate::exit::Interrupted)
+            .context("the servers' start-up given up: nothing ran, no file was written")),
+    }
+}

@@ -132,11 +132,15 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
             .map(|p| Some(p.as_path()))
             .collect(),
     };
-    let mut backends = Vec::new();
-    for exe in exes {
-        // An error drops the ones already open, which stops their servers.
-        backends.push(Backend::open_server(plan, opts.quiet, exe).await?);
-    }
+    let backends = super::opening(async {
+        let mut backends = Vec::new();
+        for exe in exes {
+            // An error drops the ones already open, which stops their servers.
+            backends.push(Backend::open_server(plan, opts.quiet, exe).await?);
+        }
+        Ok(backends)
+    })
+    .await?;
     if opts.agent.is_some() && matches!(backends[0].store, Store::Cluster(_)) {
         return Err(BadInput(
             "--agent: the agents' start barrier and clock readings go to one server, and --redis \

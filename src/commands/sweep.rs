@@ -324,7 +324,7 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
     }
     let methods = first.protection.releases.clone();
     validate(&ttls, &methods)?;
-    let backend = Backend::open(&first, a.workload.quiet).await?;
+    let backend = super::opening(Backend::open(&first, a.workload.quiet)).await?;
     let dir = a.workload.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
             "{}-sweep",

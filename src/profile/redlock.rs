@@ -89,8 +89,23 @@ pub(super) fn plan_of(
             "backend = \"spawn\" starts private instances: drop redlock_urls, or drop backend = \"spawn\" to use the URLs".to_string(),
         ));
     }
+    // Independent instances: two URLs of one server (or two databases of it) are one instance.
+    let mut servers: Vec<(String, &String)> = Vec::new();
     for u in &urls {
-        crate::target::check_url(u).map_err(|e| ("redlock_urls", format!("{e:#}")))?;
+        let info = crate::target::check_url(u).map_err(|e| ("redlock_urls", format!("{e:#}")))?;
+        let server = crate::target::server_of(&info);
+        if let Some((_, first)) = servers.iter().find(|(s, _)| *s == server) {
+            return Err((
+                "redlock_urls",
+                format!(
+                    "{} and {} are one server ({server}): Redlock's instances must be independent \
+                 servers (a database number does not make another one); give one URL per server",
+                    crate::target::redact_url(first),
+                    crate::target::redact_url(u)
+                ),
+            ));
+        }
+        servers.push((server, u));
     }
     if !plan.backend.redis_servers.is_empty() {
         return Err((

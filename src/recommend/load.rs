@@ -161,6 +161,8 @@ pub fn load_durations(path: &Path, opts: &LoadOptions) -> Result<Loaded, LoadErr
         .extension()
         .and_then(|e| e.to_str())
         .map(str::to_ascii_lowercase);
+    // A path that is not there is named as such, whatever its extension.
+    std::fs::metadata(path).map_err(io_err)?;
     match ext.as_deref() {
         Some("csv") => {
             let f = std::fs::File::open(path).map_err(io_err)?;
@@ -561,6 +563,28 @@ pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A missing file says it does not exist, with or without an extension (issue 32: without
+    /// one it said "unknown kind of file"); an existing file of an unknown kind still says so.
+    #[test]
+    fn a_missing_file_is_named_missing() {
+        for p in [
+            "/nonexistent-lockbench-input",
+            "/nonexistent-lockbench-input.csv",
+        ] {
+            let e = load_durations(Path::new(p), &LoadOptions::default()).unwrap_err();
+            let text = format!("{:#}", anyhow::Error::new(e));
+            assert!(
+                text.contains(p) && text.contains("No such file") && !text.contains("unknown kind"),
+                "{text}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let txt = dir.path().join("d.txt");
+        std::fs::write(&txt, "1\n").unwrap();
+        let e = load_durations(&txt, &LoadOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("unknown kind of file"), "{e}");
+    }
 
     /// A garbage line in an .hgrm is refused with its line and column.
     #[test]

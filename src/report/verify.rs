@@ -182,6 +182,14 @@ fn compare_variant(
         v.counts.refused_releases().to_string(),
         s.refused_releases.to_string(),
     );
+    // Every section is a round that held Redlock's quorum.
+    if let Some(r) = &s.redlock {
+        check(
+            "redlock.acquired",
+            v.counts.sections.to_string(),
+            r.acquired.to_string(),
+        );
+    }
     if v.ttl_us != 0 && v.ttl_us != s.ttl_ms * 1000 {
         check(
             "ttl_ms",

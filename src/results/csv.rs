@@ -47,13 +47,49 @@ const QUANTILE_COLUMNS: &[Column<f64>] = &[
     ("crash_blocked_max_ms", |s| s.crash_blocked_ms.max),
 ];
 
+/// The `redlock` block of summary.json, last: empty cells for a variant on one server. The
+/// per-instance counts are joined with `;` (instance 0 first).
+const REDLOCK_COLUMNS: &[Column<String>] = &[
+    ("redlock_instances", |s| red(s, |r| r.instances.to_string())),
+    ("redlock_quorum", |s| red(s, |r| r.quorum.to_string())),
+    ("redlock_instance_timeout_ms", |s| {
+        red(s, |r| num(r.instance_timeout_ms))
+    }),
+    ("redlock_drift_ms", |s| red(s, |r| num(r.drift_ms))),
+    ("redlock_acquisitions_attempted", |s| {
+        red(s, |r| r.acquisitions_attempted.to_string())
+    }),
+    ("redlock_acquired", |s| red(s, |r| r.acquired.to_string())),
+    ("redlock_failed_quorums", |s| {
+        red(s, |r| r.failed_quorums.to_string())
+    }),
+    ("redlock_validity_expired", |s| {
+        red(s, |r| r.validity_expired.to_string())
+    }),
+    ("redlock_instance_errors", |s| {
+        red(s, |r| joined(&r.instance_errors))
+    }),
+    ("redlock_instance_timeouts", |s| {
+        red(s, |r| joined(&r.instance_timeouts))
+    }),
+];
+
+fn red(s: &Summary, f: impl Fn(&crate::redlock::RedlockFigures) -> String) -> String {
+    s.redlock.as_ref().map(f).unwrap_or_default()
+}
+
+fn joined(v: &[u64]) -> String {
+    v.iter().map(u64::to_string).collect::<Vec<_>>().join(";")
+}
+
 /// Columns of `summary.csv` (one row per variant): the run's facts, every figure of
-/// [`figures()`], then percentiles.
+/// [`figures()`], percentiles, then Redlock's block.
 pub fn csv_columns() -> Vec<&'static str> {
     let meta = META_COLUMNS.iter().map(|(n, _)| *n);
     let figs = figures().into_iter().map(|f| f.name);
     let quant = QUANTILE_COLUMNS.iter().map(|(n, _)| *n);
-    meta.chain(figs).chain(quant).collect()
+    let redlock = REDLOCK_COLUMNS.iter().map(|(n, _)| *n);
+    meta.chain(figs).chain(quant).chain(redlock).collect()
 }
 
 /// The `summary.csv` cells of one summary, in [`csv_columns`] order.
@@ -61,7 +97,8 @@ pub fn csv_row(s: &Summary) -> Vec<String> {
     let meta = META_COLUMNS.iter().map(|(_, f)| f(s));
     let figs = figures().into_iter().map(|f| f.value(s));
     let quant = QUANTILE_COLUMNS.iter().map(|(_, f)| num(f(s)));
-    meta.chain(figs).chain(quant).collect()
+    let redlock = REDLOCK_COLUMNS.iter().map(|(_, f)| f(s));
+    meta.chain(figs).chain(quant).chain(redlock).collect()
 }
 
 /// Writes `<dir>/summary.csv` (errors name the file).

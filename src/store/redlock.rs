@@ -461,7 +461,7 @@ pub async fn open(
         for (i, u) in plan.urls.iter().enumerate() {
             connectors.push(
                 RedisConnector::new(u, timeouts, allow_remote)
-                    .map_err(|e| anyhow::anyhow!("redlock instance {i}: {e:#}"))?,
+                    .map_err(|e| e.context(format!("redlock instance {i}")))?,
             );
         }
     }

@@ -80,11 +80,13 @@ impl SpawnedRedis {
     /// RESP server that becomes ready is a one-line error naming it.
     pub async fn start_exe(exe: &std::path::Path) -> anyhow::Result<Self> {
         check_server_binary(exe)?;
+        // The binary the user named is no server: bad input (exit 2).
         Self::start_from(exe.to_path_buf(), None, &[])
             .await
             .map_err(|e| {
-                anyhow::anyhow!(
-                    "{} did not start as a Redis server: {}",
+                anyhow::Error::new(crate::exit::BadInput(format!(
+                    "{} did not start as a Redis server (give the path of a redis-server or \
+                     valkey-server binary): {}",
                     exe.display(),
                     // One line, keeping the server's own last words (its reason).
                     format!("{e:#}")
@@ -93,7 +95,7 @@ impl SpawnedRedis {
                         .filter(|l| !l.is_empty())
                         .collect::<Vec<_>>()
                         .join(" ")
-                )
+                )))
             })
     }
 
@@ -127,15 +129,33 @@ impl SpawnedRedis {
         remove_stale_dirs();
         // The port is picked by the OS; another process could grab it before redis binds it,
         // in which case redis exits and we try a fresh one.
+        // A server that stays silent is no port race: it is not tried again (five tries of a
+        // wrapper that never becomes ready waited 50 s).
         let mut last_err = None;
         let extra: Vec<String> = extra.iter().map(|a| a.to_string()).collect();
-        for _ in 0..5 {
+        let t0 = std::time::Instant::now();
+        let mut tries = 0;
+        while tries < 5 {
+            tries += 1;
             match Self::try_start(&exe, tls.as_ref(), &extra, None).await {
                 Ok(s) => return Ok(s),
-                Err(e) => last_err = Some(e),
+                Err(e) => {
+                    let silent = e.is::<Silent>();
+                    last_err = Some(e);
+                    if silent {
+                        break;
+                    }
+                }
             }
         }
-        Err(last_err.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
+        let e = last_err.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start"));
+        Err(match tries {
+            1 => e,
+            n => e.context(format!(
+                "{n} tries on fresh ports, {:.1} s in all",
+                t0.elapsed().as_secs_f64()
+            )),
+        })
     }
 
     async fn try_start(
@@ -224,7 +244,7 @@ impl SpawnedRedis {
         // Ready when the server says so; the log line is the synchronisation, not a sleep.
         // `Ok(false)`: its output ended (it exited) before it was ready; `Err`: still silent
         // after 10 s.
-        let ready = tokio::time::timeout(Duration::from_secs(10), async {
+        let ready = tokio::time::timeout(READY_WITHIN, async {
             while let Ok(Some(line)) = lines.next_line().await {
                 if let Some(p) = line.strip_prefix(PID_LINE) {
                     pid = p.trim().parse().unwrap_or(0);
@@ -258,17 +278,21 @@ impl SpawnedRedis {
                 .collect::<Vec<_>>()
                 .join("\n");
             drop(server);
-            let how = match ready {
-                Ok(_) => "exited before it accepted connections",
-                Err(_) => "did not accept connections within 10 s",
-            };
             let tail = if tail.trim().is_empty() {
                 "(it printed nothing)".to_string()
             } else {
                 tail
             };
             let name = exe.file_name().unwrap_or(exe.as_os_str()).to_string_lossy();
-            bail!("{name} {how} on port {port}:\n{tail}");
+            if ready.is_err() {
+                return Err(Silent(format!(
+                    "{name} did not accept connections within {} s on port {port} (stopped \
+                     with every process it started):\n{tail}",
+                    READY_WITHIN.as_secs()
+                ))
+                .into());
+            }
+            bail!("{name} exited before it accepted connections on port {port}:\n{tail}");
         }
         // Keep draining its log so the pipe never fills and blocks the server.
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
@@ -347,6 +371,22 @@ impl Drop for SpawnedRedis {
     }
 }
 
+/// How long a starting server may take to say it accepts connections.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// A server that neither became ready nor exited within [`READY_WITHIN`]: not a port taken
+/// under it, so not tried again.
+#[derive(Debug)]
+struct Silent(String);
+
+impl std::fmt::Display for Silent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Silent {}
+
 /// Refuses a server binary that does not exist or is not an executable file, naming it.
 pub fn check_server_binary(exe: &std::path::Path) -> anyhow::Result<()> {
     let meta = std::fs::metadata(exe)
@@ -364,24 +404,34 @@ pub fn check_server_binary(exe: &std::path::Path) -> anyhow::Result<()> {
 /// The first line the watcher prints: the server's process id.
 const PID_LINE: &str = "lockbench-redis-pid ";
 
-/// The watcher: `$1` is the server's directory, the rest is the server's command line. A
-/// background reader waits on the pipe from lockbench (fd 3; a background job's own stdin is
+/// The watcher: `$1` is the server's directory, the rest is the server's command line. The
+/// server runs in a session and process group of its own (`setsid`, where installed), and
+/// every kill goes to the group: a wrapper script given as `--redis-server` takes its children
+/// with it. A background reader waits on the pipe from lockbench (fd 3; a background job's own stdin is
 /// /dev/null) and kills the server when it closes; the watcher waits for the server, then
-/// removes the reader and the directory. Its own stderr goes nowhere: lockbench may be gone,
-/// and the shell's "Killed" notice would end it with SIGPIPE before the cleanup. A server that exits by itself (a port taken) ends
+/// kills what is left of its group, removes the reader and the directory. Its own stderr goes nowhere: lockbench may be gone,
+/// and the shell's "Killed" notice would end it with SIGPIPE before the cleanup. SIGPIPE is
+/// ignored from the first line: lockbench may give a start-up up (Ctrl-C) and close the
+/// watcher's stdout before its first `echo`, which would otherwise end the watcher there and
+/// leave the server's directory behind. A server that exits by itself (a port taken) ends
 /// the watcher too, so its output closes and the start-up loop sees it.
 const WATCHER: &str = r#"dir=$1; shift
+trap '' PIPE
 exec 3<&0
-"$@" </dev/null 2>&1 3<&- &
+if command -v setsid >/dev/null 2>&1; then
+  group=-; setsid "$@" </dev/null 2>&1 3<&- &
+else
+  group=; "$@" </dev/null 2>&1 3<&- &
+fi
 pid=$!
 echo "lockbench-redis-pid $pid"
 exec 2>/dev/null
-trap '' PIPE
-{ read -r _ <&3; kill -9 "$pid"; } >/dev/null 2>&1 &
+{ read -r _ <&3; kill -9 "$group$pid"; } >/dev/null 2>&1 &
 reader=$!
 exec 3<&-
-trap 'kill -9 "$pid" 2>/dev/null' HUP INT TERM
+trap 'kill -9 "$group$pid" 2>/dev/null' HUP INT TERM
 wait "$pid"; wait "$pid" 2>/dev/null
+kill -9 "$group$pid" 2>/dev/null
 kill "$reader" 2>/dev/null
 rm -rf "$dir""#;
 

@@ -223,8 +223,8 @@ async fn two_agents_merge_like_one_process_of_twice_the_workers() {
     }
 }
 
-/// Merging an agent twice, agents of different runs, an incomplete run or a directory that is
-/// not an agent's is refused with exit 2 and a message naming the directories, and writes
+/// Merging an agent twice, agents of different runs, agents of two executions that reused one
+/// run id, an incomplete run or a directory that is not an agent's is refused with exit 2 and a message naming the directories, and writes
 /// nothing; the whole run merges. With the agents' environment of a Kubernetes Indexed Job
 /// (`JOB_COMPLETION_INDEX`, `LOCKBENCH_AGENTS`) instead of `--agent`, an agent is the same;
 /// agent i's workers draw the intended durations of the same workers in one process.
@@ -266,6 +266,16 @@ async fn merging_twice_or_across_runs_is_refused() {
     for (i, c) in children.into_iter().enumerate() {
         finished(c, 0, &format!("agent process {i}"));
     }
+    // Run `ra` again elsewhere, reusing its id (issue 32): a second execution, its own start.
+    let again = cwd.join("again");
+    std::fs::create_dir(&again).unwrap();
+    let pair = [
+        agent(&again, &url, "ra", "0/2", &workload),
+        agent(&again, &url, "ra", "1/2", &workload),
+    ];
+    for (i, c) in pair.into_iter().enumerate() {
+        finished(c, 0, &format!("agent {i} of the second execution of ra"));
+    }
     let o = lockbench(cwd)
         .args([
             "run",
@@ -306,8 +316,38 @@ async fn merging_twice_or_across_runs_is_refused() {
         &["agent 1 is missing", "results/ra/agent-0"],
     );
     refused(
+        &["results/ra/agent-0", "again/results/ra/agent-1"],
+        &[
+            "results/ra/agent-0 and again/results/ra/agent-1 are agents of two executions of run ra",
+            "start_server_us",
+        ],
+    );
+    refused(
         &["results/ra/agent-0", "plain"],
         &["plain is not an agent's directory"],
+    );
+    // An agent's events.csv cut in the middle of a row (issue 32: "cannot write
+    // merged/events.csv", exit 1, a partial file left): the input named with its line.
+    let cut = cwd.join("cut/agent-1");
+    std::fs::create_dir_all(&cut).unwrap();
+    for f in std::fs::read_dir(cwd.join("results/ra/agent-1"))
+        .unwrap()
+        .flatten()
+    {
+        std::fs::copy(f.path(), cut.join(f.file_name())).unwrap();
+    }
+    let rows = std::fs::read_to_string(cut.join("events.csv")).unwrap();
+    let keep = rows.trim_end().rfind(',').unwrap();
+    std::fs::write(cut.join("events.csv"), &rows[..keep]).unwrap();
+    let last_line = rows[..keep].lines().count().to_string();
+    refused(
+        &["results/ra/agent-0", "cut/agent-1"],
+        &[
+            "cut/agent-1/events.csv line ",
+            &last_line,
+            "truncated",
+            "nothing was merged",
+        ],
     );
     refused(
         &["results/ra/agent-0", "nowhere"],

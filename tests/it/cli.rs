@@ -142,7 +142,8 @@ fn unreachable_redis_is_a_clear_error() {
     );
 }
 
-/// A remote host is refused without --allow-remote (and nothing is sent to it).
+/// A remote host is refused without --allow-remote (and nothing is sent to it): bad input,
+/// exit 2 naming the host (issue 32: it was 1, a failed run).
 #[test]
 fn remote_host_needs_allow_remote() {
     let o = lockbench(&[
@@ -153,8 +154,8 @@ fn remote_host_needs_allow_remote() {
         "5",
     ])
     .output();
-    assert_eq!(o.status.code(), Some(1));
-    assert!(text(&o).1.contains("--allow-remote"));
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+    assert!(text(&o).1.contains("--allow-remote") && text(&o).1.contains("192.0.2.1"));
 }
 
 /// With a password-protected server, the run authenticates and the password appears in no
@@ -437,4 +438,39 @@ fn bad_ttls_and_non_run_directories_are_bad_input() {
     );
     let o = lockbench(&["report", tmp.path().to_str().unwrap()]).output();
     assert_eq!(o.status.code(), Some(2), "{}", text(&o).1);
+}
+
+/// Two profile mistakes are named in the profile's words, not serde's (issue 32): a list field
+/// written as one table (`[fault]` for `[[fault]]`, with or without fields: it said "invalid
+/// type: map, expected a sequence"), and `redis_server` neither a path nor a list (it said
+/// "untagged enum OneOrMany"). Negative control: the right forms parse.
+#[test]
+fn profile_mistakes_are_named_in_the_profiles_words() {
+    use lockbench::profile::Profile;
+    for text in [
+        "[fault]\n",
+        "sections = 5\n\n[fault]\nkind = \"server-pause\"\nat = \"1s\"\n",
+    ] {
+        let e = Profile::parse(text, "p.toml").unwrap_err().to_string();
+        assert!(
+            e.contains("`[fault]` is one table") && e.contains("`[[fault]]`"),
+            "{text}: {e}"
+        );
+        assert!(!e.contains("expected a sequence"), "{e}");
+    }
+    let e = Profile::parse("redis_server = 5\n", "p.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("redis_server") && e.contains("a path or a list of paths"),
+        "{e}"
+    );
+    assert!(!e.contains("OneOrMany"), "{e}");
+    for ok in [
+        "[[fault]]\nkind = \"server-pause\"\nat = \"1s\"\nlength = \"100ms\"\n",
+        "redis_server = \"/usr/bin/redis-server\"\n",
+        "redis_server = [\"/a\", \"/b\"]\n",
+    ] {
+        assert!(Profile::parse(ok, "p.toml").is_ok(), "{ok}");
+    }
 }

@@ -89,6 +89,28 @@ async fn contended_run_on_a_cluster_gives_the_single_server_figures() {
     }
     assert_eq!(keys_on(&urls), 0, "the run left keys on the cluster");
     common::report_agrees(&out);
+    // A failover of a cluster lockbench did not start (its nodes are not its to kill) is
+    // refused by name before anything runs (issue 32, item 6).
+    let o = lockbench(&[
+        "run",
+        "--redis",
+        &urls[0],
+        "--fault",
+        "failover@200ms+100ms",
+        "--sections",
+        "5",
+        "--quiet",
+        "--out",
+        dir.path().join("failover").to_str().unwrap(),
+    ])
+    .output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("failover") && err.contains("spawn-cluster"),
+        "{err}"
+    );
+    assert!(!dir.path().join("failover").join("summary.json").exists());
     cluster.stop().await;
 }
 

@@ -48,6 +48,25 @@ async fn contended_quorum_is_safe_and_counted() {
     let s = &out.summaries[0];
     check_redlock(s);
     common::follows_schema(tmp.path());
+    // The block is in summary.csv too, and in report's recount (issue 32, item 6): a summary
+    // whose held rounds disagree with the rows is a mismatch (exit 2); the true one agrees.
+    let mut csv = csv::Reader::from_path(tmp.path().join("summary.csv")).unwrap();
+    let head = csv.headers().unwrap().clone();
+    let row = csv.records().next().unwrap().unwrap();
+    let cell = |name: &str| &row[head.iter().position(|h| h == name).expect(name)];
+    assert_eq!(cell("redlock_acquired"), "200");
+    assert_eq!(cell("redlock_quorum"), "3");
+    assert_eq!(cell("redlock_instance_errors").split(';').count(), 5);
+    common::report_agrees(tmp.path());
+    let path = tmp.path().join("summary.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v["variants"][0]["redlock"]["acquired"] = 199.into();
+    std::fs::write(&path, v.to_string()).unwrap();
+    let o = common::lockbench(&["report"]).arg(tmp.path()).output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("redlock.acquired"), "{err}");
     assert!(
         out.manifest
             .backend_detail
@@ -394,6 +413,26 @@ fn bad_input_is_refused_with_exit_2() {
         &["--instances", "1 to 31"],
     );
     bad(&run(&["--lock", "paxos"]), &["single", "redlock"]);
+    // One server named twice, or two databases of it, is not two instances (issue 32: they
+    // were accepted, and one server's failure took two votes).
+    for (a, b) in [
+        ("redis://127.0.0.1:6390", "redis://127.0.0.1:6390"),
+        ("redis://127.0.0.1:6390/0", "redis://localhost:6390/3"),
+    ] {
+        bad(
+            &run(&[
+                "--lock",
+                "redlock",
+                "--redlock-url",
+                a,
+                "--redlock-url",
+                b,
+                "--redlock-url",
+                "redis://127.0.0.1:6391",
+            ]),
+            &[a, b, "one server", "independent", "--redlock-url:"],
+        );
+    }
     bad(&run(&["--instances", "5"]), &["lock = \"redlock\""]);
     bad(
         &run(&["--lock", "redlock", "--redis", "redis://127.0.0.1:6379"]),
@@ -428,7 +467,7 @@ fn bad_input_is_refused_with_exit_2() {
         ]),
         &["--redlock-timeout", "below the TTL"],
     );
-    // As for --redis: refused before anything is sent, exit 1 (tests/it/cli.rs).
+    // As for --redis: refused before anything is sent, exit 2 (tests/it/cli.rs).
     let args = run(&[
         "--lock",
         "redlock",
@@ -436,7 +475,7 @@ fn bad_input_is_refused_with_exit_2() {
         "redis://192.0.2.1:6379",
     ]);
     let o = common::lockbench(&args).output();
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-remote"));
     // Fault checks need the backend: five servers start and stop again.
     bad(

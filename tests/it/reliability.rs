@@ -404,3 +404,50 @@ fn set_up_is_not_counted_as_run_time() {
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     assert!(s["variants"][0]["sections"].as_u64().unwrap() > 0, "{s}");
 }
+
+/// Ctrl-C or SIGTERM while the servers start (a spawned cluster being created, Redlock's
+/// instances being started one by one) ends lockbench as an interrupted run at once: exit 130
+/// saying nothing ran, no run directory, and every server started so far stopped with its
+/// directory (issue 32). Before, the signal met its default action (SIGTERM: 143, SIGINT of a
+/// background job: ignored, the run went on to exit 0).
+#[test]
+fn a_signal_during_start_up_ends_the_run_as_interrupted() {
+    common::need_redis_server();
+    let cases: [(&str, &[&str]); 2] = [
+        ("-INT", &["--backend", "spawn-cluster"]),
+        ("-TERM", &["--lock", "redlock", "--instances", "31"]),
+    ];
+    for (sig, backend) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let child = common::Lockbench::new()
+            .arg("run")
+            .args(backend)
+            .args(["--sections", "100000", "--quiet"])
+            .out(&out)
+            .stderr(Stdio::piped())
+            .spawn();
+        let lb = child.id();
+        // Mid start-up: some servers run, the run has not begun.
+        common::wait_until("two servers started", Duration::from_secs(30), || {
+            descendants_named(lb, "redis-server").len() >= 2
+        });
+        assert!(!out.exists(), "{sig}: the run began before the signal");
+        common::signal(sig, lb);
+        let o = child.wait_with_output();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(130), "{sig} {backend:?}: {err}");
+        assert!(err.contains("start-up given up"), "{sig}: {err}");
+        assert!(!out.exists(), "{sig}: files written though nothing ran");
+        common::wait_until("the servers to stop", Duration::from_secs(10), || {
+            std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .flatten()
+                .all(|e| {
+                    !e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("lockbench-redis-{lb}-"))
+                })
+        });
+    }
+}

@@ -296,8 +296,9 @@ fn a_bad_server_binary_is_one_line_naming_it() {
         (&plain, Some(2), "not an executable file"),
         // Executable on some systems, not on others: either way it is refused.
         ("/etc/hostname".as_ref(), None, ""),
-        ("/bin/true".as_ref(), None, "printed nothing"),
-        (&talker, None, "no RESP spoken here"),
+        // Bad input, exit 2, with what would be valid (issue 32: it was 1).
+        ("/bin/true".as_ref(), Some(2), "printed nothing"),
+        (&talker, Some(2), "give the path of a redis-server"),
     ];
     for (path, code, says) in cases {
         let (got, err, took) = run_cli(path, &["--duration", "300ms"]);
@@ -429,4 +430,66 @@ async fn counters_are_the_figures_plus_the_probes_on_redis_8_2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counters_are_the_figures_plus_the_probes_on_valkey_8_1() {
     counters_are_the_figures_plus_the_probes(Server::Valkey81).await;
+}
+
+/// A `--redis-server` wrapper that never becomes ready (it starts a child and never listens)
+/// is given up after the readiness limit, once — not five times over 50 s — with the real wait
+/// in the message and the wrapper named; the wrapper's child dies with it (the server runs in
+/// a process group of its own, killed as a whole). Before (issue 32) each of the five tries
+/// left a `sleep` orphaned. Negative control: the child is alive while lockbench waits.
+#[test]
+fn a_wrapper_that_never_listens_is_stopped_with_its_children() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let tries = dir.path().join("tries");
+    let wrapper = dir.path().join("wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsleep 1000 &\necho $! >> {}\nwait\n",
+            tries.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let t0 = Instant::now();
+    let child = common::Lockbench::new()
+        .args(["run", "-q", "--sections", "1", "--redis-server"])
+        .arg(&wrapper)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rfind(')').is_some_and(|c| !s[c + 2..].starts_with('Z')))
+    };
+    common::wait_until("the wrapper's child", Duration::from_secs(10), || {
+        tries.exists()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let first = std::fs::read_to_string(&tries).unwrap();
+    assert!(
+        alive(first.trim()),
+        "the child is not running while lockbench waits"
+    );
+    let o = child.wait_with_output();
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&wrapper.display().to_string())
+            && err.contains("did not accept connections within 10 s"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(20), "took {took:?}: {err}");
+    let children: Vec<String> = std::fs::read_to_string(&tries)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(children.len(), 1, "tried again: {children:?}");
+    common::wait_until("the wrapper's child to die", Duration::from_secs(5), || {
+        !alive(&children[0])
+    });
 }
