@@ -167,9 +167,7 @@ impl<C: LockConn> LockConn for ApartConn<C> {
         fence: Option<u64>,
         value: u64,
     ) -> CmdResult<WriteOutcome> {
-        self.resource
-            .resource_write_apart(res_key, fence, value)
-            .await
+        self.resource_write_apart(res_key, fence, value).await
     }
 
     async fn resource_write_apart(

@@ -580,11 +580,7 @@ async fn faults_that_cannot_work_are_refused_or_shown_failed() {
             .args(args)
             .out(tmp.path().join(out))
             .output();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let text = common::text_of(&o);
         (o.status.code(), text)
     };
     // Overlapping pauses: refused, naming both.
@@ -756,11 +752,7 @@ async fn the_resource_goes_where_resource_redis_says() {
             .args(extra)
             .out(tmp.path().join(out))
             .output();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
+        let text = common::text_of(&o);
         let summary: serde_json::Value =
             std::fs::read_to_string(tmp.path().join(out).join("summary.json"))
                 .ok()

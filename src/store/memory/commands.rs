@@ -18,6 +18,26 @@ impl<N: Net> MemoryStore<N> {
         }
     }
 
+    /// The resource write's fence check, then the write: `Some(highest)` when the fence is
+    /// below the highest the resource has seen (nothing written), `None` when written.
+    fn write_fenced(
+        ks: &mut Keyspace,
+        res_key: &str,
+        fence: Option<u64>,
+        value: u64,
+        now: u64,
+    ) -> CmdResult<Option<u64>> {
+        let (_, mut highest) = Self::resource(ks, res_key, now)?;
+        if let Some(f) = fence {
+            if f < highest {
+                return Ok(Some(highest));
+            }
+            highest = f;
+        }
+        Self::set_resource(ks, res_key, value, highest);
+        Ok(None)
+    }
+
     /// Stores the resource's `(value, fence)`; the key has no TTL, like the `HSET` it models.
     fn set_resource(ks: &mut Keyspace, key: &str, value: u64, fence: u64) {
         ks.insert(
@@ -272,14 +292,9 @@ impl<N: Net> LockConn for MemoryStore<N> {
         value: u64,
     ) -> CmdResult<WriteOutcome> {
         self.call(|ks, now| {
-            let (_, mut highest) = Self::resource(ks, res_key, now)?;
-            if let Some(f) = fence {
-                if f < highest {
-                    return Ok(WriteOutcome::Fenced { highest });
-                }
-                highest = f;
+            if let Some(highest) = Self::write_fenced(ks, res_key, fence, value, now)? {
+                return Ok(WriteOutcome::Fenced { highest });
             }
-            Self::set_resource(ks, res_key, value, highest);
             let (holder, other_holder) = match ks.live(lock_key, now) {
                 None => (false, false),
                 Some(e) => {
@@ -302,15 +317,10 @@ impl<N: Net> LockConn for MemoryStore<N> {
         value: u64,
     ) -> CmdResult<WriteOutcome> {
         self.call(|ks, now| {
-            let (_, mut highest) = Self::resource(ks, res_key, now)?;
-            if let Some(f) = fence {
-                if f < highest {
-                    return Ok(WriteOutcome::Fenced { highest });
-                }
-                highest = f;
-            }
-            Self::set_resource(ks, res_key, value, highest);
-            Ok(WriteOutcome::Written)
+            Ok(match Self::write_fenced(ks, res_key, fence, value, now)? {
+                Some(highest) => WriteOutcome::Fenced { highest },
+                None => WriteOutcome::Written,
+            })
         })
         .await
     }

@@ -290,3 +290,12 @@ pub fn follows_schema(dir: &Path) {
     let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{}: {errors:#?}", dir.display());
 }
+
+/// A command's stdout then stderr, as one text (for messages that may go to either).
+pub fn text_of(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
