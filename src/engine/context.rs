@@ -13,7 +13,10 @@ use crate::profile::BusyPolicy;
 use crate::profile::OnLost;
 use crate::profile::OnUnavailable;
 use crate::profile::PauseAt;
+use rand::RngExt;
+use rand::rngs::SmallRng;
 use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
 /// Everything the workers of one variant share.
 pub(crate) struct WorkerCtx {
     /// Where results go.
@@ -152,4 +155,41 @@ pub(crate) struct Pause {
     pub length: Sampler,
     /// Where it strikes.
     pub at: PauseAt,
+}
+
+impl WorkerCtx {
+    /// Whether no attempt may start any more: the deadline passed, or a lock library's driver
+    /// failed.
+    pub(crate) fn should_stop(&self) -> bool {
+        self.deadline_us
+            .is_some_and(|d| self.recorder.now_us() >= d)
+            || self.client.as_ref().is_some_and(|c| c.stop.load(Relaxed))
+    }
+
+    /// Reserves a section slot for one acquisition (always granted in time-limited runs);
+    /// `false` once every slot is taken by a begun section or an acquisition in flight.
+    pub(crate) fn reserve(&self) -> bool {
+        let Some(n) = self.max_sections else {
+            return true;
+        };
+        self.reserved
+            .fetch_update(Relaxed, Relaxed, |r| (r < n).then_some(r + 1))
+            .is_ok()
+    }
+
+    /// Gives back the slot of an acquisition that did not happen.
+    pub(crate) fn unreserve(&self) {
+        if self.max_sections.is_some() {
+            self.reserved.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// The key of the next attempt: key 0 with the hot-key probability, else uniform.
+    pub(crate) fn choose_key(&self, rng: &mut SmallRng) -> usize {
+        let n = self.key_names.len();
+        match self.hot_key {
+            Some(p) if rng.random::<f64>() < p => 0,
+            _ => rng.random_range(0..n),
+        }
+    }
 }

@@ -6,7 +6,6 @@
 //! whatever the release method, busy replies or timing: that is what makes `compare` paired.
 
 use crate::analysis::counts::Counts;
-use crate::client::driver::{Driver as Driver2, Entered};
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::context::WorkerCtx;
 use crate::engine::driver::Driver;
@@ -14,7 +13,7 @@ use crate::engine::driver::Halt;
 use crate::engine::keys::{push_decimal, push_hex16};
 use crate::engine::recorder::Recorder;
 use crate::engine::streams::Streams;
-use crate::model::error::{CmdError, CmdResult, ErrorKind};
+use crate::model::error::{CmdResult, ErrorKind};
 use crate::model::fault::FaultKind;
 use crate::model::release::StaleRule;
 use crate::model::variant::Fencing;
@@ -25,44 +24,13 @@ use crate::store::LockConn;
 use crate::store::release;
 use crate::store::{ReadOutcome, WriteOutcome};
 use rand::RngExt;
-use rand::rngs::SmallRng;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-impl WorkerCtx {
-    fn should_stop(&self) -> bool {
-        self.deadline_us
-            .is_some_and(|d| self.recorder.now_us() >= d)
-            || self.client.as_ref().is_some_and(|c| c.stop.load(Relaxed))
-    }
+mod library;
 
-    /// Reserves a section slot for one acquisition (always granted in time-limited runs);
-    /// `false` once every slot is taken by a begun section or an acquisition in flight.
-    fn reserve(&self) -> bool {
-        let Some(n) = self.max_sections else {
-            return true;
-        };
-        self.reserved
-            .fetch_update(Relaxed, Relaxed, |r| (r < n).then_some(r + 1))
-            .is_ok()
-    }
-
-    /// Gives back the slot of an acquisition that did not happen.
-    fn unreserve(&self) {
-        if self.max_sections.is_some() {
-            self.reserved.fetch_sub(1, Relaxed);
-        }
-    }
-
-    fn choose_key(&self, rng: &mut SmallRng) -> usize {
-        let n = self.key_names.len();
-        match self.hot_key {
-            Some(p) if rng.random::<f64>() < p => 0,
-            _ => rng.random_range(0..n),
-        }
-    }
-}
+pub(crate) use library::Library;
 
 /// Awaits a command's reply through the driver (unless the run is abandoned first: then an
 /// `abandoned` error, so its section still gets its row). Not an `async fn`: that would be one
@@ -164,24 +132,6 @@ struct Worker<C, D> {
     lib: Option<Box<Library>>,
     /// The library's `extended` and `lost` events of the section just left.
     lib_events: (u32, u32),
-}
-
-/// A worker's lock library: its driver process and the section it holds open.
-pub(crate) struct Library {
-    driver: Driver2,
-    open: Option<u64>,
-}
-
-impl Library {
-    /// A worker's library, through `driver`.
-    pub(crate) fn new(driver: Driver2) -> Self {
-        Self { driver, open: None }
-    }
-
-    /// Says goodbye to the driver process.
-    pub(crate) async fn close(self) {
-        self.driver.bye().await;
-    }
 }
 
 impl<C: LockConn, D: Driver> Worker<C, D> {
@@ -328,141 +278,6 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             };
             if ctx.should_stop() || !self.pause_us(wait_us).await {
                 return None;
-            }
-        }
-    }
-
-    /// Acquire through the lock library: one `section` of its driver, the library's own idiom
-    /// with its own retries within the wait budget. The section opens on lockbench's clock
-    /// when the driver says the lock is held. A driver that fails stops the variant.
-    async fn acquire_by_library(&mut self, key: usize, since_us: Option<u64>) -> Option<Held> {
-        let ctx = self.ctx.clone();
-        let rec = &ctx.recorder;
-        let counts = &rec.counters.counts;
-        let client = ctx.client.as_ref()?;
-        let mut name = std::mem::take(&mut self.name_buf);
-        ctx.key_names.write(key, &mut name);
-        self.drv.will_record(rec, key);
-        counts.attempts.fetch_add(1, Relaxed);
-        counts.commands.fetch_add(1, Relaxed);
-        let set_sent_us = rec.now_us();
-        let first_attempt_us = since_us.unwrap_or(set_sent_us);
-        let lib = self.lib.as_mut()?;
-        let entered = lib.driver.section(&name, ctx.ttl_ms, client.wait_ms).await;
-        let replied_us = rec.now_us();
-        rec.record(
-            self.id,
-            Metric::SetLatency,
-            replied_us.saturating_sub(set_sent_us),
-        );
-        let (id, token) = match entered {
-            Err(e) => {
-                client.fail(e.to_string());
-                self.name_buf = name;
-                return None;
-            }
-            Ok(Entered::Held { id, token, .. }) => (id, token),
-            Ok(Entered::NotAcquired { outcome, error }) => {
-                self.name_buf = name;
-                match outcome.as_str() {
-                    "timeout" => counts.acquire_giveups.fetch_add(1, Relaxed),
-                    "fail" => counts.rejections.fetch_add(1, Relaxed),
-                    _ => {
-                        rec.error(&CmdError {
-                            kind: ErrorKind::Other,
-                            detail: format!(
-                                "{}'s acquire: {}",
-                                client.name,
-                                error.unwrap_or_else(|| outcome.clone())
-                            ),
-                        });
-                        let pause = busy::after_error(self.failures, &mut self.st.jitter);
-                        self.failures = self.failures.saturating_add(1);
-                        self.pause_us(pause).await;
-                        return None;
-                    }
-                };
-                return None;
-            }
-        };
-        rec.ok();
-        self.failures = 0;
-        lib.open = Some(id);
-        let (acquired_us, holders_at_start) = rec.open_section(key, true, replied_us);
-        Some(Held {
-            key,
-            name: client.lock_key(&name),
-            token: token.unwrap_or_default(),
-            first_attempt_us,
-            set_sent_us,
-            acquired_us,
-            attempts: 1,
-            holders_at_start,
-            fence: 0,
-            unlocked: false,
-            crash_now: false,
-            // A library that renews its locks keeps them past the TTL.
-            lock_until_us: (!client.auto_renewal).then_some(set_sent_us + ctx.ttl_ms * 1000),
-        })
-    }
-
-    /// Leave the library's section: the library releases, and says how it went. `ok` while a
-    /// newer section of the key was open as the leave was sent (`others`) removed that
-    /// holder's lock — its holder could only acquire once ours was gone, so a
-    /// compare-and-delete would have refused: only a plain `DEL` deletes it; `ok` without a
-    /// `DEL` sent (redis-lock past its own deadline) deleted nothing.
-    async fn release_by_library(&mut self, others: bool) -> &'static str {
-        let ctx = self.ctx.clone();
-        let rec = &ctx.recorder;
-        let Some(client) = ctx.client.as_ref() else {
-            return ErrorKind::Other.outcome_name();
-        };
-        let Some(lib) = self.lib.as_mut() else {
-            return ErrorKind::Other.outcome_name();
-        };
-        let Some(id) = lib.open.take() else {
-            return ErrorKind::Other.outcome_name();
-        };
-        rec.counters.counts.commands.fetch_add(1, Relaxed);
-        let left = match lib.driver.leave(id).await {
-            Ok(l) => l,
-            Err(e) => {
-                client.fail(e.to_string());
-                return ErrorKind::Other.outcome_name();
-            }
-        };
-        self.lib_events = (left.extended, left.lost);
-        match left.outcome.as_str() {
-            "ok" if left
-                .detail
-                .as_deref()
-                .is_some_and(|d| d.starts_with("no DEL")) =>
-            {
-                rec.ok();
-                "nothing_deleted"
-            }
-            "ok" if others => {
-                rec.ok();
-                "wrongful_delete"
-            }
-            "ok" => {
-                rec.ok();
-                "released"
-            }
-            "not_owned" | "lost" => {
-                rec.ok();
-                "refused_unclassified"
-            }
-            other => {
-                rec.error(&CmdError {
-                    kind: ErrorKind::Other,
-                    detail: format!(
-                        "{}'s release: {}",
-                        client.name,
-                        left.error.unwrap_or_else(|| other.to_string())
-                    ),
-                });
-                ErrorKind::Other.outcome_name()
             }
         }
     }

@@ -1,0 +1,169 @@
+//! A worker whose locks a lock library takes and releases, through its driver process: the
+//! acquisition and the release of [`Worker`] for a library's variant.
+
+use super::{Held, Worker, busy};
+use crate::client::driver::{Driver as Process, Entered};
+use crate::engine::driver::Driver;
+use crate::model::error::{CmdError, ErrorKind};
+use crate::record::Metric;
+use crate::store::LockConn;
+use std::sync::atomic::Ordering::Relaxed;
+
+/// A worker's lock library: its driver process and the section it holds open.
+pub(crate) struct Library {
+    pub(super) driver: Process,
+    open: Option<u64>,
+}
+
+impl Library {
+    /// A worker's library, through `driver`.
+    pub(crate) fn new(driver: Process) -> Self {
+        Self { driver, open: None }
+    }
+
+    /// Says goodbye to the driver process.
+    pub(crate) async fn close(self) {
+        self.driver.bye().await;
+    }
+}
+
+impl<C: LockConn, D: Driver> Worker<C, D> {
+    /// Acquire through the lock library: one `section` of its driver, the library's own idiom
+    /// with its own retries within the wait budget. The section opens on lockbench's clock
+    /// when the driver says the lock is held. A driver that fails stops the variant.
+    pub(super) async fn acquire_by_library(
+        &mut self,
+        key: usize,
+        since_us: Option<u64>,
+    ) -> Option<Held> {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let counts = &rec.counters.counts;
+        let client = ctx.client.as_ref()?;
+        let mut name = std::mem::take(&mut self.name_buf);
+        ctx.key_names.write(key, &mut name);
+        self.drv.will_record(rec, key);
+        counts.attempts.fetch_add(1, Relaxed);
+        counts.commands.fetch_add(1, Relaxed);
+        let set_sent_us = rec.now_us();
+        let first_attempt_us = since_us.unwrap_or(set_sent_us);
+        let lib = self.lib.as_mut()?;
+        let entered = lib.driver.section(&name, ctx.ttl_ms, client.wait_ms).await;
+        let replied_us = rec.now_us();
+        rec.record(
+            self.id,
+            Metric::SetLatency,
+            replied_us.saturating_sub(set_sent_us),
+        );
+        let (id, token) = match entered {
+            Err(e) => {
+                client.fail(e.to_string());
+                self.name_buf = name;
+                return None;
+            }
+            Ok(Entered::Held { id, token, .. }) => (id, token),
+            Ok(Entered::NotAcquired { outcome, error }) => {
+                self.name_buf = name;
+                match outcome.as_str() {
+                    "timeout" => counts.acquire_giveups.fetch_add(1, Relaxed),
+                    "fail" => counts.rejections.fetch_add(1, Relaxed),
+                    _ => {
+                        rec.error(&CmdError {
+                            kind: ErrorKind::Other,
+                            detail: format!(
+                                "{}'s acquire: {}",
+                                client.name,
+                                error.unwrap_or_else(|| outcome.clone())
+                            ),
+                        });
+                        let pause = busy::after_error(self.failures, &mut self.st.jitter);
+                        self.failures = self.failures.saturating_add(1);
+                        self.pause_us(pause).await;
+                        return None;
+                    }
+                };
+                return None;
+            }
+        };
+        rec.ok();
+        self.failures = 0;
+        lib.open = Some(id);
+        let (acquired_us, holders_at_start) = rec.open_section(key, true, replied_us);
+        Some(Held {
+            key,
+            name: client.lock_key(&name),
+            token: token.unwrap_or_default(),
+            first_attempt_us,
+            set_sent_us,
+            acquired_us,
+            attempts: 1,
+            holders_at_start,
+            fence: 0,
+            unlocked: false,
+            crash_now: false,
+            // A library that renews its locks keeps them past the TTL.
+            lock_until_us: (!client.auto_renewal).then_some(set_sent_us + ctx.ttl_ms * 1000),
+        })
+    }
+
+    /// Leave the library's section: the library releases, and says how it went. `ok` while a
+    /// newer section of the key was open as the leave was sent (`others`) removed that
+    /// holder's lock — its holder could only acquire once ours was gone, so a
+    /// compare-and-delete would have refused: only a plain `DEL` deletes it; `ok` without a
+    /// `DEL` sent (redis-lock past its own deadline) deleted nothing.
+    pub(super) async fn release_by_library(&mut self, others: bool) -> &'static str {
+        let ctx = self.ctx.clone();
+        let rec = &ctx.recorder;
+        let Some(client) = ctx.client.as_ref() else {
+            return ErrorKind::Other.outcome_name();
+        };
+        let Some(lib) = self.lib.as_mut() else {
+            return ErrorKind::Other.outcome_name();
+        };
+        let Some(id) = lib.open.take() else {
+            return ErrorKind::Other.outcome_name();
+        };
+        rec.counters.counts.commands.fetch_add(1, Relaxed);
+        let left = match lib.driver.leave(id).await {
+            Ok(l) => l,
+            Err(e) => {
+                client.fail(e.to_string());
+                return ErrorKind::Other.outcome_name();
+            }
+        };
+        self.lib_events = (left.extended, left.lost);
+        match left.outcome.as_str() {
+            "ok" if left
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("no DEL")) =>
+            {
+                rec.ok();
+                "nothing_deleted"
+            }
+            "ok" if others => {
+                rec.ok();
+                "wrongful_delete"
+            }
+            "ok" => {
+                rec.ok();
+                "released"
+            }
+            "not_owned" | "lost" => {
+                rec.ok();
+                "refused_unclassified"
+            }
+            other => {
+                rec.error(&CmdError {
+                    kind: ErrorKind::Other,
+                    detail: format!(
+                        "{}'s release: {}",
+                        client.name,
+                        left.error.unwrap_or_else(|| other.to_string())
+                    ),
+                });
+                ErrorKind::Other.outcome_name()
+            }
+        }
+    }
+}
