@@ -68,7 +68,18 @@ pub(crate) fn run(a: &MergeArgs) -> anyhow::Result<i32> {
 }
 
 fn print(m: &Merged) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
     let stdout = std::io::stdout();
+    // The verdict table first, as `run` prints it (colour only on a terminal).
+    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let failure = (!m.failures.is_empty()).then(|| m.failures.join("; "));
+    let table = crate::analysis::verdict_table::VerdictTable::new(
+        &m.record.run_id,
+        &m.summaries,
+        false,
+        failure.as_deref(),
+    );
+    crate::report::terminal::print_verdict(stdout.lock(), &table, colour)?;
     crate::report::terminal::print_table(stdout.lock(), &m.summaries)?;
     let r = &m.record;
     println!(
