@@ -215,4 +215,84 @@ mod tests {
         assert_eq!(xml("a<b>&\"c'\n\u{1}"), "a&lt;b&gt;&amp;&quot;c&apos;&#10;");
         assert_eq!(md_cell("a|b\nc"), "a\\|b c");
     }
+
+    fn summary(variant: &str, sections: u64, overlap_ms: f64) -> crate::analysis::summary::Summary {
+        let mut s = crate::analysis::summary::summarize(
+            Default::default(),
+            &Default::default(),
+            &Default::default(),
+        );
+        s.variant = variant.to_string();
+        s.counts.sections = sections;
+        s.overlap_ms = overlap_ms;
+        s.thresholds = vec![crate::analysis::summary::Crossing {
+            expr: "overlap_ms > 0".into(),
+            value: overlap_ms,
+            crossed: overlap_ms > 0.0,
+        }];
+        s
+    }
+
+    /// A crossed threshold is a failure, a held one passes, a failed variant adds an error case
+    /// `run` beside its thresholds, and the run's own failure one of class `lockbench`; the
+    /// counts on the suite are the cases'.
+    #[test]
+    fn junit_cases_and_counts() {
+        let t = VerdictTable::new(
+            "r1",
+            &[summary("del", 10, 2.5), summary("token", 0, 0.0)],
+            false,
+            Some("variant `delex` failed: unknown command"),
+        );
+        let x = junit(&t, None);
+        assert!(
+            x.contains("<testsuite name=\"lockbench r1\" tests=\"4\" failures=\"1\" errors=\"2\""),
+            "{x}"
+        );
+        assert!(
+            x.contains("<failure type=\"threshold\" message=\"overlap_ms = 2.5 &gt; 0\">"),
+            "{x}"
+        );
+        assert!(
+            x.contains("<testcase classname=\"token\" name=\"overlap_ms &gt; 0\" time=\"0.000\"/>"),
+            "{x}"
+        );
+        assert!(
+            x.contains("<testcase classname=\"token\" name=\"run\""),
+            "{x}"
+        );
+        assert!(x.contains("completed no section"), "{x}");
+        assert!(
+            x.contains("<testcase classname=\"lockbench\" name=\"run\""),
+            "{x}"
+        );
+        let md = markdown(&t);
+        assert!(md.contains("| del | 🔴 2.5 / 0 |"), "{md}");
+        assert!(
+            md.contains("- variant `delex` failed: unknown command"),
+            "{md}"
+        );
+    }
+
+    /// The terminal's table is coloured only when asked (stdout a terminal), the text the same.
+    #[test]
+    fn terminal_colour_only_when_asked() {
+        let t = VerdictTable::new("r1", &[summary("del", 10, 2.5)], false, None);
+        let (mut plain, mut colour) = (Vec::new(), Vec::new());
+        crate::report::terminal::print_verdict(&mut plain, &t, false).unwrap();
+        crate::report::terminal::print_verdict(&mut colour, &t, true).unwrap();
+        let (plain, colour) = (
+            String::from_utf8(plain).unwrap(),
+            String::from_utf8(colour).unwrap(),
+        );
+        assert!(
+            !plain.contains('\x1b') && colour.contains("\x1b[31m"),
+            "{colour}"
+        );
+        let stripped = colour
+            .replace("\x1b[31m", "")
+            .replace("\x1b[32m", "")
+            .replace("\x1b[0m", "");
+        assert_eq!(stripped, plain);
+    }
 }
