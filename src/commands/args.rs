@@ -57,6 +57,35 @@ pub struct CiArgs {
     pub junit: Option<PathBuf>,
 }
 
+impl CiArgs {
+    /// Writes the files asked for; a file that cannot be written is an error naming the flag
+    /// and the file, on stderr. Whether every file was written.
+    pub(crate) fn write(
+        &self,
+        table: &crate::analysis::verdict_table::VerdictTable,
+        timestamp: Option<&str>,
+    ) -> bool {
+        let mut files = Vec::new();
+        if let Some(p) = &self.summary_md {
+            files.push(("--summary-md", p, crate::report::ci::markdown(table)));
+        }
+        if let Some(p) = &self.junit {
+            files.push(("--junit", p, crate::report::ci::junit(table, timestamp)));
+        }
+        let mut all = true;
+        for (flag, path, text) in files {
+            if let Err(e) = std::fs::write(path, text) {
+                eprintln!(
+                    "error: cannot write the {flag} file {}: {e}",
+                    path.display()
+                );
+                all = false;
+            }
+        }
+        all
+    }
+}
+
 /// `run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {

@@ -129,39 +129,8 @@ fn ci_after_error(result: anyhow::Result<i32>, ci: &CiArgs) -> anyhow::Result<i3
     };
     let why = format!("{e:#}");
     let table = crate::analysis::verdict_table::VerdictTable::new("", &[], false, Some(&why));
-    for (flag, path, text) in ci_files(ci, &table, None) {
-        if let Err(w) = std::fs::write(&path, text) {
-            eprintln!(
-                "error: cannot write the {flag} file {}: {w}",
-                path.display()
-            );
-        }
-    }
+    ci.write(&table, None);
     Err(e)
-}
-
-/// The files `--summary-md` and `--junit` ask for, with their text.
-fn ci_files(
-    ci: &CiArgs,
-    table: &crate::analysis::verdict_table::VerdictTable,
-    timestamp: Option<&str>,
-) -> Vec<(&'static str, std::path::PathBuf, String)> {
-    let mut files = Vec::new();
-    if let Some(p) = &ci.summary_md {
-        files.push((
-            "--summary-md",
-            p.clone(),
-            crate::report::ci::markdown(table),
-        ));
-    }
-    if let Some(p) = &ci.junit {
-        files.push((
-            "--junit",
-            p.clone(),
-            crate::report::ci::junit(table, timestamp),
-        ));
-    }
-    files
 }
 
 /// Opens the plan's backend (one private server per `--redis-server` binary), runs every
@@ -447,16 +416,7 @@ fn finish(
         eprintln!("results so far: {}", outcome.dir.display());
     }
     // The CI files, after the run's own: also when a threshold was crossed or the run failed.
-    let mut unwritten = false;
-    for (flag, path, text) in ci_files(ci, &table, Some(&outcome.manifest.started_at)) {
-        if let Err(e) = std::fs::write(&path, text) {
-            eprintln!(
-                "error: cannot write the {flag} file {}: {e}",
-                path.display()
-            );
-            unwritten = true;
-        }
-    }
+    let mut unwritten = !ci.write(&table, Some(&outcome.manifest.started_at));
     // Shown even with --quiet: a missing report is a failed output, not a notice.
     if let Some(e) = &report_error {
         eprintln!("error: the run's data files are written, but the report is not: {e:#}");

@@ -287,3 +287,60 @@ fn the_terminal_shows_the_verdict_above_the_full_table() {
     assert!(lines[header + 2].starts_with("token "), "{out}");
     assert!(!out.contains('\x1b'), "no colour when piped: {out}");
 }
+
+/// `lockbench merge` of two agents writes the same files for the merged run: the thresholds
+/// the agents were given, one case per variant × threshold, and validates.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn merge_writes_them_for_the_merged_run() {
+    let server = common::redis().await;
+    let url = server.url();
+    let tmp = tempfile::tempdir().unwrap();
+    let cwd = tmp.path();
+    let agent = |i: &str| {
+        common::Lockbench::new()
+            .current_dir(cwd)
+            .env_remove("JOB_COMPLETION_INDEX")
+            .env_remove("LOCKBENCH_AGENTS")
+            .args(["run", "--redis", &url, "--run-id", "ci", "--agent", i, "-q"])
+            .args(["--workers", "2", "--sections", "20", "--ttl", "30s"])
+            .args(["--dist", "constant(1ms)", "--fail-if", "overlap_ms > 0"])
+            .spawn()
+    };
+    let (a0, a1) = (agent("0/2"), agent("1/2"));
+    for a in [a0, a1] {
+        let o = a.wait_with_output();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let o = common::Lockbench::new()
+        .current_dir(cwd)
+        .args(["merge", "results/ci/agent-0", "results/ci/agent-1"])
+        .args(["--junit", "junit.xml", "--summary-md", "summary.md"])
+        .output();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.starts_with("verdict: passed\n"), "{out}");
+    let junit = cwd.join("junit.xml");
+    validates(&junit);
+    let x = read(junit);
+    assert_eq!(attr(&x, "testsuite", "name"), "lockbench ci", "{x}");
+    assert_eq!(attr(&x, "testsuite", "tests"), "1", "{x}");
+    assert!(
+        !case(&x, "token", "overlap_ms &gt; 0").contains("<failure"),
+        "{x}"
+    );
+    let md = read(cwd.join("summary.md"));
+    assert!(
+        md.contains("| token | 🟢 0 / 0 |") && md.contains("✅ held (0)"),
+        "{md}"
+    );
+}
