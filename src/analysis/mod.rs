@@ -7,6 +7,8 @@
 //! - [`summary`]: a variant's summary from its counts, overlap and histograms.
 //! - [`threshold`]: `fail_if` conditions on any figure, the CI gate (exit 99).
 //! - [`verdict`]: the exit code a finished run's summaries call for, and why.
+//! - [`verdict_table`]: per variant, the key figures and each threshold held or crossed: what
+//!   heads the terminal output and `report.html`, and what `--summary-md` and `--junit` write.
 
 pub mod counts;
 pub mod figures;
@@ -14,3 +16,4 @@ pub mod overlap;
 pub mod summary;
 pub(crate) mod threshold;
 pub mod verdict;
+pub mod verdict_table;

@@ -35,28 +35,7 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
         reasons.push(f.to_string());
     }
     for s in summaries {
-        let v = &s.variant;
-        if s.stop_reason == StopReason::GaveUp {
-            reasons.push(format!(
-                "variant `{v}` gave up: its commands kept failing with none succeeding (give_up_after)"
-            ));
-        } else if s.counts.sections == 0 && s.stop_reason != StopReason::Interrupted {
-            reasons.push(format!("variant `{v}` completed no section"));
-        }
-        // A fault that could not be applied: the run did not test what it said it would.
-        for f in s.faults.iter().filter(|f| !f.error.is_empty()) {
-            reasons.push(format!(
-                "variant `{v}`: fault `{}` at {:.0} ms could not be applied: {}",
-                f.kind, f.start_ms, f.error
-            ));
-        }
-        if errors_dominate(s) {
-            reasons.push(format!(
-                "variant `{v}`: {} of its {} commands failed",
-                s.errors,
-                commands(s)
-            ));
-        }
+        reasons.extend(variant_failures(s));
     }
     let crossed: Vec<String> = summaries
         .iter()
@@ -82,6 +61,35 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
         OK
     };
     Verdict { code, reasons }
+}
+
+/// Why one variant failed the run, one line each (empty when it did not): it gave up,
+/// completed no section, a fault could not be applied, or its errors dominated.
+pub fn variant_failures(s: &Summary) -> Vec<String> {
+    let mut reasons = Vec::new();
+    let v = &s.variant;
+    if s.stop_reason == StopReason::GaveUp {
+        reasons.push(format!(
+            "variant `{v}` gave up: its commands kept failing with none succeeding (give_up_after)"
+        ));
+    } else if s.counts.sections == 0 && s.stop_reason != StopReason::Interrupted {
+        reasons.push(format!("variant `{v}` completed no section"));
+    }
+    // A fault that could not be applied: the run did not test what it said it would.
+    for f in s.faults.iter().filter(|f| !f.error.is_empty()) {
+        reasons.push(format!(
+            "variant `{v}`: fault `{}` at {:.0} ms could not be applied: {}",
+            f.kind, f.start_ms, f.error
+        ));
+    }
+    if errors_dominate(s) {
+        reasons.push(format!(
+            "variant `{v}`: {} of its {} commands failed",
+            s.errors,
+            commands(s)
+        ));
+    }
+    reasons
 }
 
 /// The first error of each kind, one line each, e.g. `connection (1200×): Connection refused`.

@@ -41,12 +41,60 @@ pub struct WorkloadArgs {
     pub quiet: bool,
 }
 
+/// The verdict table for CI systems, written by `run` and `compare` after the run's own files,
+/// also when a threshold is crossed (exit 99) or the run failed (exit 1).
+#[derive(Debug, Args, Default, Clone)]
+pub struct CiArgs {
+    /// Write the verdict table as Markdown to FILE for a CI job summary page (e.g.
+    /// "$GITHUB_STEP_SUMMARY"): per variant, overlap, lost updates, wrongful deletes, stuck
+    /// locks, unsafe writes, errors, and each --fail-if threshold held or crossed.
+    #[arg(long, value_name = "FILE")]
+    pub summary_md: Option<PathBuf>,
+    /// Write JUnit XML to FILE: one test case per variant × --fail-if threshold, failed where
+    /// the threshold was crossed (without thresholds, one case `run` per variant); a failed
+    /// variant or run is an error case.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+}
+
+impl CiArgs {
+    /// Writes the files asked for; a file that cannot be written is an error naming the flag
+    /// and the file, on stderr. Whether every file was written.
+    pub(crate) fn write(
+        &self,
+        table: &crate::analysis::verdict_table::VerdictTable,
+        timestamp: Option<&str>,
+    ) -> bool {
+        let mut files = Vec::new();
+        if let Some(p) = &self.summary_md {
+            files.push(("--summary-md", p, crate::report::ci::markdown(table)));
+        }
+        if let Some(p) = &self.junit {
+            files.push(("--junit", p, crate::report::ci::junit(table, timestamp)));
+        }
+        let mut all = true;
+        for (flag, path, text) in files {
+            if let Err(e) = std::fs::write(path, text) {
+                eprintln!(
+                    "error: cannot write the {flag} file {}: {e}",
+                    path.display()
+                );
+                all = false;
+            }
+        }
+        all
+    }
+}
+
 /// `run`.
 #[derive(Debug, Args, Clone)]
 pub struct RunArgs {
     #[command(flatten)]
     /// Workload.
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    /// CI summaries.
+    pub ci: CiArgs,
     /// Release method: del (unconditional, the bug), token (Lua compare-and-delete), delex
     /// (DELEX IFEQ, Redis ≥ 8.4) [profile: release; default token].
     #[arg(long)]
@@ -93,6 +141,9 @@ pub struct CompareArgs {
     #[command(flatten)]
     /// Workload.
     pub workload: WorkloadArgs,
+    #[command(flatten)]
+    /// CI summaries.
+    pub ci: CiArgs,
     /// Release methods to compare, comma-separated, e.g. del,token (`--releases` is an alias)
     /// [profile: releases; default del,token].
     #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]

@@ -22,6 +22,9 @@ pub struct MergeArgs {
     /// No table (files are still written).
     #[arg(long, short)]
     pub quiet: bool,
+    #[command(flatten)]
+    /// CI summaries of the merged run.
+    pub ci: crate::commands::args::CiArgs,
 }
 
 /// Where the merged run goes without `-o`: `merged` in the directory that holds every agent's.
@@ -47,28 +50,43 @@ pub(crate) fn run(a: &MergeArgs) -> anyhow::Result<i32> {
     };
     let merged = crate::merge::merge(&a.dirs, &out, a.force)?;
     let report = crate::report::render_after_run(&merged.dir).err();
+    let failure = (!merged.failures.is_empty()).then(|| merged.failures.join("; "));
+    let table = crate::analysis::verdict_table::VerdictTable::new(
+        &merged.record.run_id,
+        &merged.summaries,
+        false,
+        failure.as_deref(),
+    );
     if !a.quiet {
-        print(&merged)?;
+        print(&merged, &table)?;
     }
     for i in &merged.interrupted {
         eprintln!("warning: agent {i} was interrupted (Ctrl-C or SIGTERM): its sections end early");
     }
-    let failure = (!merged.failures.is_empty()).then(|| merged.failures.join("; "));
     let verdict = crate::analysis::verdict::verdict(&merged.summaries, false, failure.as_deref());
     if verdict.code != crate::exit::OK {
         for r in &verdict.reasons {
             eprintln!("error: {r}");
         }
     }
+    // The CI files, after the merged run's own.
+    let written = a.ci.write(&table, None);
     if let Some(e) = report {
         eprintln!("error: the merged data files are written, but the report is not: {e:#}");
+        return Ok(crate::exit::FAILED.max(verdict.code));
+    }
+    if !written {
         return Ok(crate::exit::FAILED.max(verdict.code));
     }
     Ok(verdict.code)
 }
 
-fn print(m: &Merged) -> anyhow::Result<()> {
+fn print(m: &Merged, table: &crate::analysis::verdict_table::VerdictTable) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
     let stdout = std::io::stdout();
+    // The verdict table first, as `run` prints it (colour only on a terminal).
+    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    crate::report::terminal::print_verdict(stdout.lock(), table, colour)?;
     crate::report::terminal::print_table(stdout.lock(), &m.summaries)?;
     let r = &m.record;
     println!(

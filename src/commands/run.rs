@@ -5,7 +5,7 @@
 use crate::agent::AgentSpec;
 use crate::agent::barrier::Agent;
 use crate::backend::{Backend, ResourceStore, Store};
-use crate::commands::args::{CompareArgs, RunArgs};
+use crate::commands::args::{CiArgs, CompareArgs, RunArgs};
 use crate::exit::BadInput;
 use crate::model::variant::Variant;
 use crate::profile::{BackendChoice, Plan, Profile, Stop};
@@ -32,7 +32,8 @@ pub(crate) async fn run(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(spec) = spec {
         opts.agent = Some(Arc::new(agent(spec, &mut plan, &mut opts).await?));
     }
-    execute(&plan, &[plan.protection.release], &opts).await
+    let result = execute(&plan, &[plan.protection.release], &opts, &a.ci).await;
+    ci_after_error(result, &a.ci)
 }
 
 /// Makes this process an agent of `spec`: refuses what a multi-agent run cannot do (exit 2),
@@ -116,13 +117,31 @@ pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     }
     let methods: Vec<Variant> = plan.protection.releases.clone();
     let opts = a.workload.options("compare");
-    execute(&plan, &methods, &opts).await
+    let result = execute(&plan, &methods, &opts, &a.ci).await;
+    ci_after_error(result, &a.ci)
+}
+
+/// A run that ended in an error before it had an outcome still leaves a JUnit file (one error
+/// case) and a Markdown line saying why, so the CI page shows the failure.
+fn ci_after_error(result: anyhow::Result<i32>, ci: &CiArgs) -> anyhow::Result<i32> {
+    let Err(e) = result else {
+        return result;
+    };
+    let why = format!("{e:#}");
+    let table = crate::analysis::verdict_table::VerdictTable::new("", &[], false, Some(&why));
+    ci.write(&table, None);
+    Err(e)
 }
 
 /// Opens the plan's backend (one private server per `--redis-server` binary), runs every
 /// method on each, closes them, draws the report and prints the outcome; returns the exit
 /// code.
-async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow::Result<i32> {
+async fn execute(
+    plan: &Plan,
+    methods: &[Variant],
+    opts: &RunOptions,
+    ci: &CiArgs,
+) -> anyhow::Result<i32> {
     let exes: Vec<Option<&std::path::Path>> = match plan.backend.redis_servers.len() {
         0 => vec![None],
         _ => plan
@@ -207,7 +226,7 @@ async fn execute(plan: &Plan, methods: &[Variant], opts: &RunOptions) -> anyhow:
         );
     }
     let report = crate::report::render_after_run(&outcome.dir).err();
-    finish(outcome, report, opts.quiet)
+    finish(outcome, report, opts.quiet, ci)
 }
 
 /// How the precise timer's section ends were woken (docs/src/measurements/section-precision.md), when it ran.
@@ -230,10 +249,21 @@ fn finish(
     outcome: RunOutcome,
     report_error: Option<anyhow::Error>,
     quiet: bool,
+    ci: &CiArgs,
 ) -> anyhow::Result<i32> {
+    let table = crate::analysis::verdict_table::VerdictTable::new(
+        &outcome.manifest.run_id,
+        &outcome.summaries,
+        outcome.manifest.interrupted,
+        outcome.manifest.failure.as_deref(),
+    );
     if !quiet {
+        use std::io::IsTerminal as _;
         let stdout = std::io::stdout();
+        // Colour only on a terminal (and not under NO_COLOR): piped output stays plain.
+        let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
         let mut w = stdout.lock();
+        crate::report::terminal::print_verdict(&mut w, &table, colour)?;
         crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
         let m = &outcome.manifest;
         println!(
@@ -385,12 +415,15 @@ fn finish(
         }
         eprintln!("results so far: {}", outcome.dir.display());
     }
+    // The CI files, after the run's own: also when a threshold was crossed or the run failed.
+    let mut unwritten = !ci.write(&table, Some(&outcome.manifest.started_at));
     // Shown even with --quiet: a missing report is a failed output, not a notice.
     if let Some(e) = &report_error {
         eprintln!("error: the run's data files are written, but the report is not: {e:#}");
-        if verdict.code == crate::exit::OK || verdict.code == crate::exit::THRESHOLD {
-            return Ok(crate::exit::FAILED);
-        }
+        unwritten = true;
+    }
+    if unwritten && (verdict.code == crate::exit::OK || verdict.code == crate::exit::THRESHOLD) {
+        return Ok(crate::exit::FAILED);
     }
     Ok(verdict.code)
 }
@@ -419,7 +452,10 @@ mod tests {
             .unwrap();
         assert!(crate::report::render_after_run(&outcome.dir).is_ok());
         let report = Some(anyhow::anyhow!("cannot write report.html"));
-        assert_eq!(finish(outcome, report, true).unwrap(), 1);
+        assert_eq!(
+            finish(outcome, report, true, &CiArgs::default()).unwrap(),
+            1
+        );
 
         let bad = anyhow::Error::from(crate::results::OutDirError::NotADirectory("x".into()));
         assert_eq!(

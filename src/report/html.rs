@@ -58,7 +58,8 @@ table{border-collapse:collapse;margin:.5em 0}td,th{padding:.25em .8em;border-bot
 text-align:right}th:first-child,td:first-child{text-align:left}thead th{color:#fff}\
 .cfg td{text-align:left;font-family:monospace}figure{margin:1em 0}img{max-width:100%;\
 border:1px solid #ddd}figcaption{color:#555;font-size:.92em}.ok{color:#1a7f37}.bad{color:#b00}\
-ul.files{columns:3}code{background:#f4f4f4;padding:0 .2em}";
+ul.files{columns:3}code{background:#f4f4f4;padding:0 .2em}td.zero{background:#dafbe1}\
+td.nonzero{background:#ffd8d3}td.na{color:#888}";
 
 fn q3(q: &Quantiles) -> String {
     format!("{:.2} / {:.2} / {:.2} / {:.2}", q.p50, q.p99, q.p999, q.max)
@@ -286,6 +287,61 @@ fn shards_table(summaries: &[Summary]) -> String {
     h
 }
 
+/// The verdict table: one row per variant, its key figures green where zero and red where
+/// not, each threshold held (green) or crossed (red). The page's first table.
+fn verdict_table(p: &Page<'_>) -> String {
+    use crate::analysis::verdict_table::{State, VerdictTable};
+    let failure = p.manifest.get("failure").and_then(|v| v.as_str());
+    let interrupted = p.manifest.get("interrupted") == Some(&serde_json::Value::Bool(true));
+    let t = VerdictTable::new(p.run_id, p.summaries, interrupted, failure);
+    let mut h = String::new();
+    let _ = writeln!(
+        h,
+        "<h2>Verdict: {}</h2>\n<table class=\"verdict\">",
+        esc(&t.outcome())
+    );
+    h.push_str("<thead><tr>");
+    for c in t.header() {
+        let _ = write!(h, "<th style=\"background:#444\">{}</th>", esc(&c));
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for r in &t.rows {
+        let _ = write!(h, "<tr><td>{}</td>", esc(&r.variant));
+        for f in &r.figures {
+            let class = match f.state {
+                State::Zero => "zero",
+                State::NonZero => "nonzero",
+                State::NotMeasured => "na",
+            };
+            let _ = write!(h, "<td class=\"{class}\">{}</td>", esc(&f.text));
+        }
+        for m in &r.thresholds {
+            match m {
+                Some(m) => {
+                    let class = if m.crossed { "nonzero" } else { "zero" };
+                    let _ = write!(
+                        h,
+                        "<td class=\"{class}\" title=\"{}\">{}</td>",
+                        esc(&m.message),
+                        esc(&m.text())
+                    );
+                }
+                None => h.push_str("<td class=\"na\">-</td>"),
+            }
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody>\n</table>\n");
+    if !t.verdict.reasons.is_empty() {
+        h.push_str("<ul class=\"bad\">\n");
+        for r in &t.verdict.reasons {
+            let _ = writeln!(h, "<li>{}</li>", esc(r));
+        }
+        h.push_str("</ul>\n");
+    }
+    h
+}
+
 /// The page.
 pub(crate) fn page(p: &Page<'_>) -> String {
     let mut h = String::new();
@@ -322,6 +378,7 @@ pub(crate) fn page(p: &Page<'_>) -> String {
     );
 
     h.push_str(&agents_note(p.manifest));
+    h.push_str(&verdict_table(p));
     h.push_str("<h2>Summary</h2>\n<table>\n<thead><tr><th style=\"background:#444\">figure</th>");
     for s in p.summaries {
         let _ = write!(

@@ -30,6 +30,7 @@
 //! [`palette`] (one colour per release method).
 
 pub mod charts;
+pub(crate) mod ci;
 pub(crate) mod html;
 pub mod load;
 pub(crate) mod palette;

@@ -1,9 +1,78 @@
-//! The summary table printed at the end of a run, one column per variant, its rows from the
-//! one table of figures.
+//! What a run prints at its end: the verdict table (one row per variant: the key figures and
+//! the thresholds), then the summary table, one column per variant, its rows from the one table
+//! of figures.
 
 use crate::analysis::figures::{cell, figures};
 use crate::analysis::summary::{Quantiles, Summary};
+use crate::analysis::verdict_table::{State, VerdictTable};
 use std::io::{self, Write};
+
+/// Prints the verdict table, one row per variant, and a blank line. With `colour` (stdout is a
+/// terminal), key figures are green where zero and red where not, thresholds green where held
+/// and red where crossed; without it the text is the same, uncoloured.
+pub(crate) fn print_verdict<W: Write>(mut w: W, t: &VerdictTable, colour: bool) -> io::Result<()> {
+    const GREEN: &str = "\x1b[32m";
+    const RED: &str = "\x1b[31m";
+    const RESET: &str = "\x1b[0m";
+    let header = t.header();
+    // (text, colour) per cell.
+    let rows: Vec<Vec<(String, Option<&str>)>> = t
+        .rows
+        .iter()
+        .map(|r| {
+            let mut cells = vec![(r.variant.clone(), None)];
+            for f in &r.figures {
+                let c = match f.state {
+                    State::Zero => Some(GREEN),
+                    State::NonZero => Some(RED),
+                    State::NotMeasured => None,
+                };
+                cells.push((f.text.clone(), c));
+            }
+            for m in &r.thresholds {
+                cells.push(match m {
+                    Some(m) => (m.text(), Some(if m.crossed { RED } else { GREEN })),
+                    None => ("-".to_string(), None),
+                });
+            }
+            cells
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].0.chars().count())
+                .chain([header[i].chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    writeln!(w, "verdict: {}", t.outcome())?;
+    for (i, (h, cw)) in header.iter().zip(&widths).enumerate() {
+        let sep = if i == 0 { "" } else { "  " };
+        if i == 0 {
+            write!(w, "{h:<cw$}")?;
+        } else {
+            write!(w, "{sep}{h:>cw$}")?;
+        }
+    }
+    writeln!(w)?;
+    for r in &rows {
+        for (i, ((text, c), cw)) in r.iter().zip(&widths).enumerate() {
+            let cell = if i == 0 {
+                format!("{text:<cw$}")
+            } else {
+                format!("  {text:>cw$}")
+            };
+            match c {
+                Some(c) if colour => write!(w, "{c}{cell}{RESET}")?,
+                _ => write!(w, "{cell}")?,
+            }
+        }
+        writeln!(w)?;
+    }
+    writeln!(w)
+}
 
 /// Prints the summary table, one column per variant.
 pub(crate) fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Result<()> {

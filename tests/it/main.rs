@@ -16,6 +16,7 @@ mod acl;
 mod agents;
 mod analytic;
 mod arrivals;
+mod ci_summaries;
 mod cli;
 mod clients;
 mod cluster;
