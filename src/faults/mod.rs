@@ -206,12 +206,14 @@ pub async fn drive(
                 return (i, window);
             }
             if let Some(admin) = admin {
-                let ended;
-                (window.error, window.applied, ended) = pause_once(admin, end, until).await;
-                window.end_ms = ms(ended);
+                let (began, ended);
+                (window.error, window.applied, began, ended) = pause_once(admin, end, until).await;
+                (window.start_ms, window.end_ms) = (ms(began), ms(ended));
                 return (i, window);
             }
             let error = apply(&control, &f, true).await.err().unwrap_or_default();
+            // In effect from here (a SIGSTOP is a `kill` process away from the window's due time).
+            window.start_ms = ms(Instant::now());
             match end {
                 Some(e) => {
                     wait_until(e, &mut done).await;
@@ -220,6 +222,8 @@ pub async fn drive(
                     let _ = done.wait_for(|d| *d).await;
                 }
             }
+            // A pause ends as its SIGCONT goes out; a restart once the server is back.
+            let ending = Instant::now();
             let undo = apply(&control, &f, false).await.err().unwrap_or_default();
             window.error = [error, undo]
                 .into_iter()
@@ -227,7 +231,10 @@ pub async fn drive(
                 .collect::<Vec<_>>()
                 .join("; ");
             window.applied = applied(&control, &f);
-            window.end_ms = ms(Instant::now());
+            window.end_ms = match f.kind {
+                FaultKind::ServerPause => ms(ending),
+                _ => ms(Instant::now()),
+            };
             (i, window)
         });
     }
@@ -275,26 +282,29 @@ impl PauseAdmin {
 /// an `UNPAUSE` too, so the length is fixed when the pause is sent: the window, cut to the
 /// variant's planned end `until` where the run has one. The server lifts the pause in its
 /// cron, up to 1000/hz ms late: a `PING` sent at the window's end returns when it did, which
-/// is the window's end. Returns the error (empty if none), how it was applied, and the end.
+/// is the window's end. Returns the error (empty if none), how it was applied, and when the
+/// window began (the pause's reply) and ended.
 async fn pause_once(
     admin: PauseAdmin,
     end: Option<Instant>,
     until: Option<Instant>,
-) -> (String, String, Instant) {
+) -> (String, String, Instant, Instant) {
     let hz = admin.hz;
     let mut admin = match admin.admin {
         Ok(a) => a,
-        Err(e) => return (e, String::new(), Instant::now()),
+        Err(e) => return (e, String::new(), Instant::now(), Instant::now()),
     };
     let now = Instant::now();
     let Some(stop) = [end, until].into_iter().flatten().min() else {
-        return ("a pause needs a length".into(), String::new(), now);
+        return ("a pause needs a length".into(), String::new(), now, now);
     };
     let length_ms = stop.saturating_duration_since(now).as_millis().max(1) as u64;
     let pause = ["CLIENT", "PAUSE", &length_ms.to_string(), "ALL"];
     if let Err(e) = admin.query::<()>(&pause).await {
-        return (format!("{e:#}"), String::new(), Instant::now());
+        return (format!("{e:#}"), String::new(), now, Instant::now());
     }
+    // In effect once its reply is here (the server paused as it answered).
+    let began = Instant::now();
     let scheduled = now + Duration::from_millis(length_ms);
     tokio::time::sleep_until(scheduled).await;
     let lifted = admin.query::<()>(&["PING"]).await;
@@ -319,7 +329,7 @@ async fn pause_once(
             "; the PING at its end failed ({e:#}): end as scheduled"
         ));
     }
-    (String::new(), applied, ended)
+    (String::new(), applied, began, ended)
 }
 
 /// Sleeps until `t`; `false` when `done` came first.
