@@ -106,6 +106,9 @@ impl Driver {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
+            // A group of its own: a Ctrl-C at the terminal reaches lockbench, which ends the
+            // run and says goodbye to its drivers, not the drivers behind its back.
+            .process_group(0)
             .spawn()
             .map_err(|e| fail(&who, format!("cannot start {}: {e}", argv.join(" "))))?;
         if let Some(pid) = child.id() {

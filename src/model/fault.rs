@@ -316,22 +316,23 @@ pub struct FaultWindow {
     pub failover: Option<Lost>,
 }
 
-/// Refuses a schedule whose windows of one kind on one target overlap: the inner window's end
-/// would undo the outer one early (a pause resumed, a restarted server started again while the
+/// Refuses a schedule whose windows of one kind on one target overlap or touch: the inner (or
+/// first) window's end would undo the outer (or next) one (a pause resumed, a restarted server started again while the
 /// outer window still says it is down). Holder crashes may overlap: each window only adds a
 /// probability. Faults are numbered from 1 in the order given.
 pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), String> {
     for (i, a) in faults.iter().enumerate() {
         for (j, b) in faults.iter().enumerate().skip(i + 1) {
             let same = a.kind == b.kind && a.instance == b.instance && a.shard == b.shard;
+            // Back to back counts too: the first's end would undo the second as it begins.
             if same
                 && a.kind != FaultKind::HolderCrash
-                && a.at_us < b.end_us()
-                && b.at_us < a.end_us()
+                && a.at_us <= b.end_us()
+                && b.at_us <= a.end_us()
             {
                 let c = |us: u64| units::fmt_us(us, units::Style::Compact);
                 return Err(format!(
-                    "faults {} and {} are both `{}` and overlap ({}+{} and {}+{}): the end of one would undo the other early; join them into one window or move one",
+                    "faults {} and {} are both `{}` and overlap or touch ({}+{} and {}+{}): the end of one would undo the other; join them into one window or leave a gap between them",
                     i + 1,
                     j + 1,
                     a.kind.name(),

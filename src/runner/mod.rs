@@ -117,6 +117,46 @@ pub async fn run_with<K: Connector>(
     run_on(&[target], kind, plan, variants, opts).await
 }
 
+/// Refuses, before anything runs, a lock library's variant the run cannot carry out: a store
+/// no library can reach (the model, virtual time), and what a driver does not do yet (a holder
+/// that dies mid-section, the two-command acquisition, which is lockbench's own).
+fn check_clients<K: Connector>(
+    targets: &[Target<'_, K>],
+    plan: &Plan,
+    variants: &[Variant],
+) -> anyhow::Result<()> {
+    let Some(c) = variants.iter().find_map(|v| v.client) else {
+        return Ok(());
+    };
+    let name = c.name();
+    let refuse = |why: String| Err(BadInput(format!("client {name}: {why}")).into());
+    for t in targets {
+        if t.connector.driver_urls().is_none() {
+            return refuse(format!(
+                "a lock library needs a Redis server it can connect to (backend spawn, or --redis URL); this run's store is {}",
+                t.connector.describe()
+            ));
+        }
+    }
+    let crashes = plan.faults.crash_between > 0.0
+        || plan
+            .faults
+            .schedule
+            .iter()
+            .any(|f| f.kind == crate::model::fault::FaultKind::HolderCrash);
+    if crashes {
+        return refuse(
+            "a holder crash (holder-crash faults, crash_between) is not carried out on a lock library's driver yet; run the library without it".into(),
+        );
+    }
+    if plan.protection.acquire == crate::profile::Acquire::SetnxExpire {
+        return refuse(
+            "acquire = \"setnx-expire\" is lockbench's own two-command acquisition; a lock library acquires its own way".into(),
+        );
+    }
+    Ok(())
+}
+
 /// Runs every variant on every target (same seed and workload on each; with several servers a
 /// variant's name gets `@<server>`). A method a server lacks is refused before anything runs
 /// — with one server, as bad input; with several, as a skipped cell while the others run.
@@ -128,6 +168,7 @@ pub async fn run_on<K: Connector>(
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
+    check_clients(targets, plan, &variants)?;
     for t in targets {
         t.control
             .check(&plan.faults.schedule, kind)

@@ -221,3 +221,65 @@ fn a_paused_holder_freezes_its_library() {
     assert_eq!(calm["overlap_ms"], 0.0, "{calm}");
     assert_eq!(calm["extension_failures"], 0, "{calm}");
 }
+
+/// Ctrl-C at a terminal reaches the whole foreground group: lockbench and, before, its drivers,
+/// which died of it (the variant failed, exit 1, its figures lost). The drivers now run in a
+/// group of their own, so the interrupt is lockbench's: it ends the run, says goodbye to its
+/// drivers, and exits 130 with every file, the library's variant included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_at_the_terminal_ends_a_library_run_with_its_files() {
+    let server = common::redis().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let child = common::lockbench(&["compare", "--redis", &server.url(), "--release", "redis-py"])
+        .args(["--workers", "2", "--keys", "1", "--ttl", "1s", "--dist", "constant(5ms)"])
+        .args(["--duration", "60s", "--quiet"])
+        .out(tmp.path())
+        .own_group()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut conn = common::sync_conn(&server);
+    common::wait_until("the library's SETs", std::time::Duration::from_secs(30), || {
+        common::set_calls(&mut conn) >= 20
+    });
+    let group = format!("-{}", child.id());
+    let ok = std::process::Command::new("kill")
+        .args(["-INT", "--", &group])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let o = child.wait_with_output();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
+            .unwrap();
+    let v = variant(&s, "redis-py");
+    assert_eq!(rows_of(tmp.path(), "redis-py") as u64, v["sections"].as_u64().unwrap());
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    assert!(keys.is_empty(), "{keys:?}");
+}
+
+/// A library the run cannot carry out is refused before anything runs (it used to fail after
+/// the other variants had run, exit 1): a store no library reaches, a holder crash.
+#[test]
+fn a_library_the_run_cannot_carry_out_is_refused_first() {
+    for (args, says) in [
+        (&["--backend", "memory"][..], "needs a Redis server"),
+        (
+            &["--backend", "spawn", "--fault", "holder-crash,probability=0.2"][..],
+            "holder crash",
+        ),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = common::lockbench(&["compare", "--release", "del,token", "--client", "redis-py"])
+            .args(args)
+            .out(tmp.path())
+            .output();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("client redis-py") && err.contains(says), "{err}");
+        assert!(!tmp.path().join("summary.json").exists(), "nothing ran");
+    }
+}

@@ -600,7 +600,8 @@ async fn faults_that_cannot_work_are_refused_or_shown_failed() {
         text.contains("faults 1 and 2") && text.contains("overlap"),
         "{text}"
     );
-    // Back to back is not overlapping (the negative control).
+    // Back to back: the first's end would resume the second as it begins (it did: 37 sections
+    // acquired inside the second "pause").
     let (code, text) = run(
         &[
             "--backend",
@@ -611,6 +612,20 @@ async fn faults_that_cannot_work_are_refused_or_shown_failed() {
             "server-pause@400ms+100ms",
         ],
         "adjacent",
+    );
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("overlap or touch"), "{text}");
+    // With a gap between them (the negative control) both run.
+    let (code, text) = run(
+        &[
+            "--backend",
+            "spawn",
+            "--fault",
+            "server-pause@200ms+200ms",
+            "--fault",
+            "server-pause@450ms+100ms",
+        ],
+        "apart",
     );
     assert_eq!(code, Some(0), "{text}");
     // A window the run ends before: recorded as not reached, shown, exit 0.

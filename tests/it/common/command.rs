@@ -61,6 +61,14 @@ impl Lockbench {
         self
     }
 
+    /// The child in a process group of its own (as a shell starts a foreground job), so that a
+    /// signal to the group is a terminal's Ctrl-C to it and its children, not to the tests.
+    pub fn own_group(mut self) -> Self {
+        use std::os::unix::process::CommandExt;
+        self.cmd.process_group(0);
+        self
+    }
+
     /// The child's working directory (never this process's).
     pub fn current_dir(mut self, dir: impl AsRef<Path>) -> Self {
         self.cmd.current_dir(dir);
