@@ -231,7 +231,16 @@ async fn ctrl_c_at_the_terminal_ends_a_library_run_with_its_files() {
     let server = common::redis().await;
     let tmp = tempfile::tempdir().unwrap();
     let child = common::lockbench(&["compare", "--redis", &server.url(), "--release", "redis-py"])
-        .args(["--workers", "2", "--keys", "1", "--ttl", "1s", "--dist", "constant(5ms)"])
+        .args([
+            "--workers",
+            "2",
+            "--keys",
+            "1",
+            "--ttl",
+            "1s",
+            "--dist",
+            "constant(5ms)",
+        ])
         .args(["--duration", "60s", "--quiet"])
         .out(tmp.path())
         .own_group()
@@ -239,9 +248,11 @@ async fn ctrl_c_at_the_terminal_ends_a_library_run_with_its_files() {
         .stderr(std::process::Stdio::piped())
         .spawn();
     let mut conn = common::sync_conn(&server);
-    common::wait_until("the library's SETs", std::time::Duration::from_secs(30), || {
-        common::set_calls(&mut conn) >= 20
-    });
+    common::wait_until(
+        "the library's SETs",
+        std::time::Duration::from_secs(30),
+        || common::set_calls(&mut conn) >= 20,
+    );
     let group = format!("-{}", child.id());
     let ok = std::process::Command::new("kill")
         .args(["-INT", "--", &group])
@@ -256,7 +267,10 @@ async fn ctrl_c_at_the_terminal_ends_a_library_run_with_its_files() {
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
             .unwrap();
     let v = variant(&s, "redis-py");
-    assert_eq!(rows_of(tmp.path(), "redis-py") as u64, v["sections"].as_u64().unwrap());
+    assert_eq!(
+        rows_of(tmp.path(), "redis-py") as u64,
+        v["sections"].as_u64().unwrap()
+    );
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert!(keys.is_empty(), "{keys:?}");
 }
@@ -268,7 +282,12 @@ fn a_library_the_run_cannot_carry_out_is_refused_first() {
     for (args, says) in [
         (&["--backend", "memory"][..], "needs a Redis server"),
         (
-            &["--backend", "spawn", "--fault", "holder-crash,probability=0.2"][..],
+            &[
+                "--backend",
+                "spawn",
+                "--fault",
+                "holder-crash,probability=0.2",
+            ][..],
             "holder crash",
         ),
     ] {
@@ -279,7 +298,10 @@ fn a_library_the_run_cannot_carry_out_is_refused_first() {
             .output();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
-        assert!(err.contains("client redis-py") && err.contains(says), "{err}");
+        assert!(
+            err.contains("client redis-py") && err.contains(says),
+            "{err}"
+        );
         assert!(!tmp.path().join("summary.json").exists(), "nothing ran");
     }
 }
