@@ -107,11 +107,13 @@ impl Threshold {
 
     /// Its verdict on `s`.
     pub fn check(&self, s: &Summary) -> Crossing {
+        // A figure the run did not measure (not recorded, or a block this run has not) crosses
+        // nothing: NaN, which a verdict of its own reports where it matters.
         let value = figure_value(s, &self.figure).unwrap_or(f64::NAN);
         Crossing {
             expr: self.expr.clone(),
             value,
-            crossed: self.op.holds(value, self.value),
+            crossed: !value.is_nan() && self.op.holds(value, self.value),
         }
     }
 }
@@ -122,6 +124,9 @@ fn figure_value(s: &Summary, path: &str) -> Option<f64> {
     let mut at = &v;
     for part in path.split('.') {
         at = at.get(part)?;
+    }
+    if at.as_u64() == Some(crate::analysis::counts::NOT_RECORDED) {
+        return None;
     }
     at.as_f64()
 }
@@ -216,5 +221,16 @@ mod tests {
         assert!(q.check(&s).crossed);
         s.redlock.as_mut().unwrap().failed_quorums = 0;
         assert!(!q.check(&s).crossed);
+        // A figure not measured crosses nothing (it read as 18446744073709551615 > 0), not even
+        // `!=`; a measured one still does (the control).
+        let lost = Threshold::parse("lost_updates > 0").unwrap();
+        s.lost_updates = crate::analysis::counts::NOT_RECORDED;
+        let c = lost.check(&s);
+        assert!(!c.crossed && c.value.is_nan(), "{c:?}");
+        s.lost_updates = 2;
+        assert!(lost.check(&s).crossed);
+        s.redlock = None;
+        let absent = Threshold::parse("redlock.failed_quorums != 0").unwrap();
+        assert!(!absent.check(&s).crossed);
     }
 }

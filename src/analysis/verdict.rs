@@ -64,7 +64,8 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
 }
 
 /// Why one variant failed the run, one line each (empty when it did not): it gave up,
-/// completed no section, a fault could not be applied, or its errors dominated.
+/// completed no section, its resource could not be read back, a fault could not be applied,
+/// or its errors dominated.
 pub fn variant_failures(s: &Summary) -> Vec<String> {
     let mut reasons = Vec::new();
     let v = &s.variant;
@@ -74,6 +75,12 @@ pub fn variant_failures(s: &Summary) -> Vec<String> {
         ));
     } else if s.counts.sections == 0 && s.stop_reason != StopReason::Interrupted {
         reasons.push(format!("variant `{v}` completed no section"));
+    }
+    // A resource that could not be read back: its lost updates are not known.
+    if s.protect.resource && s.lost_updates == crate::analysis::counts::NOT_RECORDED {
+        reasons.push(format!(
+            "variant `{v}`: the protected resource could not be read back at the end: its lost updates are not known"
+        ));
     }
     // A fault that could not be applied: the run did not test what it said it would.
     for f in s.faults.iter().filter(|f| !f.error.is_empty()) {
@@ -150,6 +157,20 @@ mod tests {
         );
         // Exactly half is not "dominate".
         assert!(!errors_dominate(&summary(100, 40, 70, StopReason::Limit)));
+    }
+
+    /// A protected resource that could not be read back fails the run (its lost updates are
+    /// not known: the run passed, with a sentinel in their place); one read back does not.
+    #[test]
+    fn an_unread_resource_fails_the_run() {
+        let mut s = summary(100, 90, 0, StopReason::Limit);
+        s.protect.resource = true;
+        s.lost_updates = 0;
+        assert_eq!(verdict(std::slice::from_ref(&s), false, None).code, OK);
+        s.lost_updates = crate::analysis::counts::NOT_RECORDED;
+        let v = verdict(&[s], false, None);
+        assert_eq!(v.code, FAILED);
+        assert!(v.reasons[0].contains("could not be read back"), "{v:?}");
     }
 
     /// Giving up and completing nothing are failures; an interrupt beats them all.
