@@ -255,8 +255,11 @@ async fn resource_store(
         Store::Spawned(..) | Store::Url(_) => match plan.resource_redis_url() {
             Some(url) => Some(ResourceStore::Redis(
                 Box::new(
-                    RedisConnector::new(url, timeouts, plan.backend.allow_remote)
-                        .context("resource_redis")?,
+                    RedisConnector::new(url, timeouts, plan.backend.allow_remote).map_err(|e| {
+                        crate::exit::BadInput(format!(
+                            "--resource-redis (the protected resource's server): {e:#}"
+                        ))
+                    })?,
                 ),
                 None,
             )),

@@ -158,6 +158,12 @@ impl Profile {
                 ));
             }
         };
+        if resource_redis.is_some() && !resource {
+            return Err(cx.err(
+                "resource_redis",
+                "says where the protected resource lives, but this run has none: add resource = true (--resource), or drop it".to_string(),
+            ));
+        }
         Ok(Protection {
             release,
             releases,

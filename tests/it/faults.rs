@@ -795,6 +795,13 @@ async fn the_resource_goes_where_resource_redis_says() {
         .query(&mut common::sync_conn(&server))
         .unwrap();
     assert!(keys.is_empty(), "{keys:?}");
+    let (code, text, _) = run(&["--resource-redis", "redis://127.0.0.1:notaport"], "port");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("--resource-redis"), "{text}");
+    let o = common::lockbench(&["run", "--resource-redis", "shared"]).output();
+    let err = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--resource"), "{err}");
     let (code, text, _) = run(&["--resource-redis", "postgres://db"], "bad");
     assert_eq!(code, Some(2), "{text}");
     assert!(
