@@ -204,13 +204,10 @@ async fn start_drivers<K: Connector>(
     crate::engine::context::ClientCtx,
 )> {
     let name = client.name();
-    let Some(urls) = connector.driver_urls() else {
-        return Err(crate::exit::BadInput(format!(
-            "client {name} needs a Redis server it can connect to (backend spawn, or --redis URL); this run's store is {}",
-            connector.describe()
-        ))
-        .into());
-    };
+    // `run_on` refused, before anything ran, a store no driver can reach (`check_clients`).
+    let urls = connector
+        .driver_urls()
+        .context("a lock library's variant on a store no driver can reach")?;
     let argv = crate::client::command(client)?;
     // A reply may take the command timeout a few times over (a library retries), and more
     // on a loaded machine; a driver that stays silent longer is stuck.
