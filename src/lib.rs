@@ -29,7 +29,7 @@
 //! 14. `redlock`, `analytic`, `record` — quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
 //! 15. `dist` — latency distributions: grammar, sampler, analytic tails
 //! 16. `inputs` — the one reader of duration columns in CSV files
-//! 17. `model`, `exit`, `math`, `target`, `signals`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted; the calling thread's kernel id and class
+//! 17. `model`, `exit`, `math`, `target`, `signals`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; the calling thread's kernel id and class
 //!
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it
 // (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.

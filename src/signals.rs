@@ -1,4 +1,4 @@
-//! SIGINT and SIGTERM, counted process-wide.
+//! SIGINT and SIGTERM, counted process-wide; and [`send`], a signal to another process.
 //!
 //! The first signal asks a run to stop the way its own end does (sections finish or are cut
 //! short, keys are removed, every file is written); the second abandons what is still waiting
@@ -68,5 +68,19 @@ pub(crate) fn request_of(count: u32) -> Request {
         0 => Request::Continue,
         1 => Request::Stop,
         _ => Request::Abandon,
+    }
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`) to process `pid` with `kill`.
+pub(crate) async fn send(pid: u32, sig: &str) -> Result<(), String> {
+    let status = tokio::process::Command::new("kill")
+        .args([sig, &pid.to_string()])
+        .status()
+        .await
+        .map_err(|e| format!("cannot run kill {sig} {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill {sig} {pid} failed ({status})"))
     }
 }

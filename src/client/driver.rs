@@ -173,11 +173,8 @@ impl Driver {
         let Some(pid) = self.child.id() else {
             return;
         };
-        let sig = if on { "-STOP" } else { "-CONT" };
-        let _ = tokio::process::Command::new("kill")
-            .args([sig, &pid.to_string()])
-            .status()
-            .await;
+        // A driver already gone has nothing to stop: its end is the next reply's error.
+        let _ = crate::signals::send(pid, if on { "-STOP" } else { "-CONT" }).await;
     }
 
     /// The library's name and version, as its driver read them.

@@ -397,7 +397,9 @@ fn port_of(addr: &str) -> anyhow::Result<u16> {
 }
 
 async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
-    super::signal(pid, sig).await.map_err(anyhow::Error::msg)
+    crate::signals::send(pid, sig)
+        .await
+        .map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

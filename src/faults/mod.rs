@@ -395,25 +395,11 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
                     // Down for a restart: its old pid may belong to another process by now.
                     return Err("the server is down (restarting): nothing to pause".into());
                 }
-                return signal(s.pid(), if on { "-STOP" } else { "-CONT" }).await;
+                return crate::signals::send(s.pid(), if on { "-STOP" } else { "-CONT" }).await;
             }
             // A server given by URL is paused in slices by the driver (see `pause_in_slices`).
             Err("no spawned server to pause".into())
         }
-    }
-}
-
-/// Sends `sig` (`-STOP`, `-CONT`) to process `pid` with `kill`.
-async fn signal(pid: u32, sig: &str) -> Result<(), String> {
-    let status = tokio::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .await
-        .map_err(|e| format!("cannot run kill {sig} {pid}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill {sig} {pid} failed ({status})"))
     }
 }
 
