@@ -52,6 +52,9 @@ pub(crate) struct WorkerCtx {
     pub crash_between: f64,
     /// The holder-crash windows of the fault schedule.
     pub crashes: Vec<Fault>,
+    /// Each worker has a connection of its own (`per-worker`): a crashed holder's socket
+    /// closes with it, and it comes back as a new client.
+    pub own_connection: bool,
     /// The open arrival model: workers are request slots serving arrivals.
     pub open_model: bool,
     /// Base seed.

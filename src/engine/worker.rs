@@ -534,6 +534,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         // The section ends as its release is sent, or as its holder dies.
         let sent_us = rec.now_us();
         section.released_us = if section.crashed {
+            if ctx.own_connection {
+                self.conn.renew_own_socket().await;
+            }
             let h = &section.held;
             rec.crash(self.id, h.key, h.lock_until_us, !h.unlocked, sent_us)
         } else {

@@ -305,6 +305,7 @@ fn worker_ctx(
             .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
             .copied()
             .collect(),
+        own_connection: plan.backend.connection == ConnectionMode::PerWorker,
         open_model,
         seed,
         deadline_us: plan.run_time().map(|d| d.as_micros() as u64),

@@ -66,6 +66,12 @@ pub struct ApartConn<C> {
 }
 
 impl<C: LockConn> LockConn for ApartConn<C> {
+    /// Closes both: a holder's process dies with its connection to the resource too.
+    async fn renew_own_socket(&mut self) -> bool {
+        let lock = self.lock.renew_own_socket().await;
+        self.resource.renew_own_socket().await | lock
+    }
+
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
         self.lock.set_nx_px(key, value, ttl_ms).await
     }

@@ -52,6 +52,14 @@ pub(crate) use again_after_reconnect;
 /// One client's view of the lock store. Cheap to clone: a clone of a multiplexed Redis
 /// connection shares the socket (the "shared" connection mode).
 pub trait LockConn: Clone + Send + Sync + 'static {
+    /// Closes this connection's own socket and opens another, as a process that dies loses its
+    /// socket and connects again when it restarts: the server sees a new client. `false` where
+    /// there is no socket of its own (the memory and simulated stores, redis-rs's TLS/RESP3
+    /// connection, a cluster's), and the same socket goes on. A failed connect is left to the
+    /// next command. Only a connection no other worker shares may be renewed.
+    fn renew_own_socket(&mut self) -> impl Future<Output = bool> + Send {
+        async { false }
+    }
     /// `SET key value NX PX ttl_ms`: `true` when the key was set (lock acquired).
     fn set_nx_px(
         &mut self,

@@ -152,6 +152,36 @@ impl PipeLink {
         Ok(Some(link))
     }
 
+    /// Closes the socket, as a process that dies closes its own (commands in flight fail, the
+    /// connection's task ends and drops it), then connects again; a failed connect is left to
+    /// the next command. `false` when there was no socket to close.
+    pub async fn renew(&self) -> bool {
+        if !self.close() {
+            return false;
+        }
+        let _ = self.ensure_connected().await;
+        true
+    }
+
+    fn close(&self) -> bool {
+        let mut st = lock(&self.inner.state);
+        if st.sock.take().is_none() {
+            return false;
+        }
+        // The task sees another generation and ends without touching the state again.
+        st.generation += 1;
+        st.out.clear();
+        st.queued = 0;
+        for w in st.waiters.drain(..) {
+            let closed = io::Error::new(io::ErrorKind::NotConnected, "the socket was closed");
+            let _ = w.send(Err(closed.into()));
+        }
+        if let Some(w) = st.io.take() {
+            w.wake();
+        }
+        true
+    }
+
     fn connected(&self) -> bool {
         lock(&self.inner.state).sock.is_some()
     }

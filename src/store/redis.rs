@@ -100,6 +100,11 @@ pub trait Link: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
         &mut self,
         cmd: &redis::Cmd,
     ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send;
+    /// Closes the socket and opens another (see [`LockConn::renew_own_socket`]); `false` when
+    /// it cannot.
+    fn renew(&self) -> impl std::future::Future<Output = bool> + Send {
+        async { false }
+    }
 }
 
 /// One server's connection: lockbench's pipelined link ([`PipeLink`]) for plain TCP and Unix
@@ -143,6 +148,13 @@ impl redis::aio::ConnectionLike for ServerLink {
 }
 
 impl Link for ServerLink {
+    async fn renew(&self) -> bool {
+        match self {
+            Self::Pipe(c) => c.renew().await,
+            Self::Managed(_) => false,
+        }
+    }
+
     async fn query_node<T: redis::FromRedisValue>(
         &mut self,
         cmd: &redis::Cmd,
@@ -372,6 +384,10 @@ fn auth_hint(e: &redis::RedisError) -> Option<&'static str> {
 }
 
 impl<K: Link> LockConn for RedisConn<K> {
+    async fn renew_own_socket(&mut self) -> bool {
+        self.conn.renew().await
+    }
+
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
         self.cmd.clear();
         self.cmd

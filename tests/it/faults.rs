@@ -254,6 +254,50 @@ async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
     assert_eq!(stuck[1].0, 0, "set-nx-px: nothing stuck");
 }
 
+/// A crashed holder's socket dies with it: with a connection per worker, the worker comes back
+/// as a new client, so the server accepts exactly one connection more per crash than in the
+/// same run without crashes (`INFO stats`, `total_connections_received`). Negative control:
+/// with the shared connection no socket is the holder's own, and crashes add none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_holder_comes_back_on_a_new_socket() {
+    let server = common::redis().await;
+    let mut admin = common::sync_conn(&server);
+    let accepted = |c: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+        info.lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("INFO stats has total_connections_received")
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for connection in ["per-worker", "shared"] {
+        let mut added = Vec::new();
+        for crash in ["0", "0.2"] {
+            let p = common::plan(&format!(
+                "workers = 3\nkeys = 6\nttl = \"50ms\"\nsections = 60\n\
+                 dist = \"constant(1ms)\"\nconnection = \"{connection}\"\n\
+                 crash_between = {crash}\nseed = 5\n"
+            ));
+            let before = accepted(&mut admin);
+            let dir = tmp.path().join(format!("{connection}-{crash}"));
+            let out = common::run_redis_data(&server, &p, &[p.protection.release], &dir).await;
+            added.push((accepted(&mut admin) - before, out.summaries[0].counts.crashes));
+        }
+        let [(calm, none), (crashing, crashes)] = added[..] else {
+            unreachable!()
+        };
+        assert_eq!(none, 0);
+        assert!(crashes > 0, "{connection}: no crash happened");
+        let per_crash = if connection == "per-worker" { crashes } else { 0 };
+        assert_eq!(
+            crashing,
+            calm + per_crash,
+            "{connection}: {crashes} crashes, connections accepted {calm} → {crashing}"
+        );
+    }
+    server.stop().await;
+}
+
 /// A crashed holder's key stays blocked until its lock expires: with TTL T, the next
 /// acquisition comes T after the crashed holder's SET, so the blocked time per crash is
 /// T − (time into the section at the crash), within the retry granularity and timer error.

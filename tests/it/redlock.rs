@@ -290,6 +290,35 @@ async fn kleppmann(restart_2: bool) -> (lockbench::analysis::overlap::OverlapSta
     (tracker.stats(), a_release)
 }
 
+/// A holder's own connections outlive an instance's restart: the connection to the restarted
+/// instance reconnects on its next command, so the holder's release through the same
+/// connection finds its key gone there and deleted on the other four — released, and no
+/// instance error (the release used to fail on the dead socket and count an error). Its
+/// extension likewise re-arms on a majority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holders_connection_outlives_an_instance_restart() {
+    let (servers, rl) = five().await;
+    let mut a = rl.connect().await.unwrap();
+    assert!(a.set_nx_px(KEY, "A", TTL_MS).await.unwrap());
+    servers[2].lock().await.restart().await.unwrap();
+    assert_eq!(get(&servers, 2, KEY).await, None, "instance 2 lost A's key");
+    assert!(
+        a.extend(KEY, "A", TTL_MS, lockbench::model::release::ExtendCommand::Script)
+            .await
+            .unwrap(),
+        "re-armed on 4 of 5"
+    );
+    assert_eq!(a.release_script(KEY, "A").await.unwrap(), 1, "released");
+    for i in 0..5 {
+        assert_eq!(get(&servers, i, KEY).await, None);
+    }
+    let f = rl.take_redlock_figures().unwrap();
+    assert_eq!(f.instance_errors, vec![0; 5], "{f:?}");
+    for s in servers {
+        s.lock().await.kill().await;
+    }
+}
+
 /// A bare majority with one of it restarted empty: B acquires on 2, 3, 4 while A still
 /// works — two holders. A's release then finds its key on two instances only and B's token
 /// elsewhere: refused, held by other (`-1`).
