@@ -40,9 +40,14 @@ class Busy extends Error {}
 const errText = (e) => `${(e && (e.name || (e.constructor && e.constructor.name))) || 'Error'}: ${e && e.message !== undefined ? e.message : e}`;
 // A Redis timeout leaves the command's effect unknown.
 const isTimeout = (e) => !!e && /Command timed out|ETIMEDOUT|Connection timeout/i.test(String(e.message));
+// The server could not be reached, or the connection broke.
+const isConnection = (e) => !!e && /ECONNREFUSED|ECONNRESET|EPIPE|Connection is closed|The client is closed|Socket closed/i.test(String(e.message));
 function errorReply(id, e, extra = {}) {
   const r = { id, outcome: 'error', error: errText(e) };
-  if (isTimeout(e)) r.unknown = true;
+  if (isTimeout(e)) {
+    r.unknown = true;
+    r.kind = 'timeout';
+  } else if (isConnection(e)) r.kind = 'connection';
   return Object.assign(r, extra);
 }
 

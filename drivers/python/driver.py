@@ -64,10 +64,19 @@ def is_timeout(e: BaseException) -> bool:
     return isinstance(e, (rex.TimeoutError, TimeoutError))
 
 
+def is_connection(e: BaseException) -> bool:
+    import redis.exceptions as rex
+
+    return isinstance(e, (rex.ConnectionError, ConnectionError)) and not is_timeout(e)
+
+
 def error_reply(rid, e: BaseException, **extra) -> dict:
     r = {"id": rid, "outcome": "error", "error": err_text(e)}
     if is_timeout(e):
         r["unknown"] = True
+        r["kind"] = "timeout"
+    elif is_connection(e):
+        r["kind"] = "connection"
     r.update(extra)
     return r
 
@@ -110,7 +119,8 @@ class Adapter:
         if not servers:
             raise Refused("no servers")
         self.options = options
-        timeout = options.get("socket_timeout_ms")
+        # lockbench sends its command timeout; socket_timeout_ms, when given, wins.
+        timeout = options.get("socket_timeout_ms", options.get("command_timeout_ms"))
         kw = {}
         if timeout is not None:
             kw["socket_timeout"] = timeout / 1000
@@ -381,7 +391,7 @@ class Driver:
             self.adapter.close()
             self.adapter = None  # a failed hello leaves no connection behind
         cls = ADAPTERS[self.lib]
-        ignored = sorted(k for k in options if k not in cls.option_names and k != "ttl_ms")
+        ignored = sorted(k for k in options if k not in cls.option_names and k not in ("ttl_ms", "command_timeout_ms"))
         adapter = cls(servers, options)
         ttls = options.get("ttl_ms")
         try:

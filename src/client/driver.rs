@@ -32,6 +32,18 @@ fn stderr_tail(lines: &[String]) -> String {
     }
 }
 
+/// How a library's error counts: a timeout or a broken connection is the server's
+/// unavailability (it opens an outage, as lockbench's own commands' do), anything else is
+/// the library's.
+pub(crate) fn error_kind(kind: Option<&str>) -> crate::model::error::ErrorKind {
+    use crate::model::error::ErrorKind;
+    match kind {
+        Some("timeout") => ErrorKind::Timeout,
+        Some("connection") => ErrorKind::Connection,
+        _ => ErrorKind::Other,
+    }
+}
+
 /// What a `section` request gave.
 #[derive(Debug)]
 pub(crate) enum Entered {
@@ -46,6 +58,8 @@ pub(crate) enum Entered {
     NotAcquired {
         outcome: String,
         error: Option<String>,
+        /// `timeout` or `connection` when the library's error was one (the driver says).
+        kind: Option<String>,
     },
 }
 
@@ -56,6 +70,8 @@ pub(crate) struct Left {
     pub(crate) outcome: String,
     /// The library's exception text, if any.
     pub(crate) error: Option<String>,
+    /// `timeout` or `connection` when the library's error was one (the driver says).
+    pub(crate) kind: Option<String>,
     /// redis-lock: what its release did (`DEL returned 1`…).
     pub(crate) detail: Option<String>,
     /// `lost` events while held: the library said the lock was lost.
@@ -85,13 +101,15 @@ pub(crate) struct Driver {
 
 impl Driver {
     /// Starts `argv` as holder `holder` of `client` and greets it with the lock servers'
-    /// URLs and the run's TTL (a library that cannot take it refuses here, before the run).
+    /// URLs, the run's TTL (a library that cannot take it refuses here, before the run) and
+    /// the run's command timeout, which the library's connections take as theirs.
     pub(crate) async fn start(
         argv: &[String],
         client: &str,
         holder: usize,
         servers: &[String],
         ttl_ms: u64,
+        command_timeout: Duration,
         patience: Duration,
     ) -> Result<Driver, DriverError> {
         let mut who = format!("{client} (holder {holder})");
@@ -153,7 +171,8 @@ impl Driver {
         let id = d
             .send(
                 json!({"op": "hello", "protocol": PROTOCOL, "servers": servers,
-                          "options": {"ttl_ms": ttl_ms}}),
+                          "options": {"ttl_ms": ttl_ms,
+                                      "command_timeout_ms": command_timeout.as_millis() as u64}}),
             )
             .await?;
         let reply = d.reply(id, Duration::from_secs(30)).await?;
@@ -223,6 +242,7 @@ impl Driver {
         Ok(Entered::NotAcquired {
             outcome: m["outcome"].as_str().unwrap_or("error").to_string(),
             error: m["error"].as_str().map(str::to_string),
+            kind: m["kind"].as_str().map(str::to_string),
         })
     }
 
@@ -233,6 +253,7 @@ impl Driver {
         Ok(Left {
             outcome: m["outcome"].as_str().unwrap_or("error").to_string(),
             error: m["error"].as_str().map(str::to_string),
+            kind: m["kind"].as_str().map(str::to_string),
             detail: m["detail"].as_str().map(str::to_string),
             lost: self.lost,
             extended: self.extended,

@@ -16,6 +16,11 @@ pub struct Protection {
     pub release: Variant,
     /// Variants of a `compare`.
     pub releases: Vec<Variant>,
+    /// What the profile's `fencing`, `extend` and `on_unavailable` made of a variant that
+    /// does not say (the variants above already carry it): kept to tell whether a setting
+    /// reached any variant run.
+    #[serde(skip)]
+    pub defaults: Variant,
     /// Sections read-modify-write a protected resource.
     pub resource: bool,
     /// Where it lives, as given: a Redis URL, `shared` (on the lock's store), or `None` (a

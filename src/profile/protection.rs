@@ -167,6 +167,7 @@ impl Profile {
         Ok(Protection {
             release,
             releases,
+            defaults: default_variant,
             resource,
             resource_redis,
             extend_us,

@@ -149,6 +149,48 @@ fn check_clients<K: Connector>(
             "a holder crash (holder-crash faults, crash_between) is not carried out on a lock library's driver yet; run the library without it".into(),
         );
     }
+    // Settings of lockbench's own lock that no variant of the run takes: a library releases,
+    // extends, fences (it does not) and reacts to an unavailable Redis its own way, and each
+    // holder is a driver process with connections of its own.
+    let all_clients = variants.iter().all(|v| v.client.is_some());
+    let p = &plan.protection;
+    let unused = [
+        (
+            p.defaults.fencing != crate::model::variant::Fencing::Off,
+            "fencing (--fencing)",
+            "a library hands the resource no fencing token",
+        ),
+        (
+            p.defaults.extend,
+            "extend (--extend)",
+            "a library extends its locks its own way, or not at all",
+        ),
+        (
+            p.extend_with != crate::model::release::ExtendCommand::Script,
+            "extend_with (--extend-with)",
+            "a library extends its locks with its own command",
+        ),
+        (
+            p.on_lost != crate::model::plan::OnLost::Continue,
+            "on_lost (--on-lost)",
+            "a library decides what a holder does when its lock is lost",
+        ),
+        (
+            p.on_unavailable != crate::model::plan::OnUnavailable::FailClosed,
+            "on_unavailable (--on-unavailable)",
+            "a library decides what happens when Redis does not answer",
+        ),
+    ];
+    if all_clients && let Some((_, what, why)) = unused.iter().find(|(set, ..)| *set) {
+        return refuse(format!(
+            "{what} is a setting of lockbench's own lock and no variant of this run takes it ({why}): drop it, or compare the library with a built-in variant that does"
+        ));
+    }
+    if plan.backend.connection == crate::profile::ConnectionMode::Shared {
+        return refuse(
+            "connection = \"shared\" (--connection shared): each holder of a lock library is a driver process with connections of its own; drop it, or run the built-in variants apart".into(),
+        );
+    }
     if plan.protection.acquire == crate::profile::Acquire::SetnxExpire {
         return refuse(
             "acquire = \"setnx-expire\" is lockbench's own two-command acquisition; a lock library acquires its own way".into(),

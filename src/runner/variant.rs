@@ -222,6 +222,7 @@ async fn start_drivers<K: Connector>(
             holder,
             &urls,
             plan.workload.ttl_ms,
+            Duration::from_micros(plan.timeouts.command_timeout_us),
             patience,
         )
         .await?;

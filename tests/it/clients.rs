@@ -305,3 +305,98 @@ fn a_library_the_run_cannot_carry_out_is_refused_first() {
         assert!(!tmp.path().join("summary.json").exists(), "nothing ran");
     }
 }
+
+/// Settings of lockbench's own lock that no variant takes when every variant is a library are
+/// refused by name (exit 2, nothing run) — they used to be ignored — and so is a shared
+/// connection, which no driver process can share. With a built-in variant beside the library
+/// the same fencing runs (it is the built-in variant's).
+#[test]
+fn settings_no_library_takes_are_refused_by_name() {
+    for (args, says) in [
+        (&["--fencing", "read-write"][..], "fencing (--fencing)"),
+        (&["--extend", "ttl/3"][..], "extend (--extend)"),
+        (
+            &["--extend-with", "set-ifeq"][..],
+            "extend_with (--extend-with)",
+        ),
+        (
+            &["--on-unavailable", "fail-open"][..],
+            "on_unavailable (--on-unavailable)",
+        ),
+        (&["--on-lost", "abort"][..], "on_lost (--on-lost)"),
+        (&["--connection", "shared"][..], "connection = \"shared\""),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+            .args(["--duration", "1s"])
+            .args(args)
+            .out(tmp.path())
+            .output();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("client redis-py") && err.contains(says),
+            "{args:?}: {err}"
+        );
+        assert!(!tmp.path().join("summary.json").exists(), "nothing ran");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (code, err, s) = compare(
+        "token,redis-py",
+        &[
+            "--fencing",
+            "read-write",
+            "--sections",
+            "20",
+            "--workers",
+            "2",
+        ],
+        tmp.path(),
+        &[],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(variant(&s, "token+fence-rw")["sections"], 20, "{s}");
+}
+
+/// A partition under a library: its connections take the run's command timeout, so each call
+/// into the partition fails after it (the library's own timeout error, counted as a timeout
+/// that opens an outage) and the run ends on time — it used to wait for the driver's reply
+/// until lockbench gave the driver up, with no outage counted.
+#[test]
+fn a_partition_under_a_library_is_an_outage_and_the_run_ends_on_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let started = std::time::Instant::now();
+    let o = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+        .args([
+            "--workers",
+            "2",
+            "--keys",
+            "2",
+            "--ttl",
+            "2s",
+            "--dist",
+            "constant(20ms)",
+        ])
+        .args(["--duration", "3s", "--command-timeout", "300ms"])
+        .args(["--fault", "partition@1s+1s"])
+        .out(tmp.path())
+        .output();
+    let took = started.elapsed();
+    let err = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
+            .unwrap();
+    let v = &s["variants"][0];
+    assert_eq!(v["variant"], "redis-py");
+    assert!(v["outages"].as_u64() >= Some(1), "{v}");
+    assert!(v["errors_by_kind"]["timeout"].as_u64() >= Some(1), "{v}");
+    assert_eq!(v["errors_by_kind"]["other"], 0, "{v}");
+    // Planned 3 s; the slowest call ends one command timeout after the window's end.
+    assert_eq!(v["stop_reason"], "limit", "{v}");
+    assert!(
+        v["elapsed_s"].as_f64().unwrap() < 3.0 + 0.3 + 0.5,
+        "the run ended late: {v}"
+    );
+    assert!(took.as_secs_f64() < 30.0, "{took:?}");
+}

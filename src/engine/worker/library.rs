@@ -2,7 +2,7 @@
 //! acquisition and the release of [`Worker`] for a library's variant.
 
 use super::{Held, Worker, busy};
-use crate::client::driver::{Driver as Process, Entered};
+use crate::client::driver::{Driver as Process, Entered, error_kind};
 use crate::engine::driver::Driver;
 use crate::model::error::{CmdError, ErrorKind};
 use crate::record::Metric;
@@ -62,14 +62,18 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 return None;
             }
             Ok(Entered::Held { id, token, .. }) => (id, token),
-            Ok(Entered::NotAcquired { outcome, error }) => {
+            Ok(Entered::NotAcquired {
+                outcome,
+                error,
+                kind,
+            }) => {
                 self.name_buf = name;
                 match outcome.as_str() {
                     "timeout" => counts.acquire_giveups.fetch_add(1, Relaxed),
                     "fail" => counts.rejections.fetch_add(1, Relaxed),
                     _ => {
                         rec.error(&CmdError {
-                            kind: ErrorKind::Other,
+                            kind: error_kind(kind.as_deref()),
                             detail: format!(
                                 "{}'s acquire: {}",
                                 client.name,
@@ -154,15 +158,16 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 "refused_unclassified"
             }
             other => {
+                let kind = error_kind(left.kind.as_deref());
                 rec.error(&CmdError {
-                    kind: ErrorKind::Other,
+                    kind,
                     detail: format!(
                         "{}'s release: {}",
                         client.name,
                         left.error.unwrap_or_else(|| other.to_string())
                     ),
                 });
-                ErrorKind::Other.outcome_name()
+                kind.outcome_name()
             }
         }
     }
