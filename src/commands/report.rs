@@ -30,6 +30,12 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     for f in &r.files {
         println!("wrote {}", f.display());
     }
+    let run = crate::report::load::RunFiles::open(&args.dir)?;
+    if let Some(name) = run.manifest["failed_variant"].as_str() {
+        println!(
+            "not checked: variant `{name}` failed during the run (manifest.json `failure`); its rows in events.csv are drawn, and have no summary to agree with"
+        );
+    }
     Ok(print_mismatches(
         r.mismatches.as_deref().unwrap_or_default(),
     ))

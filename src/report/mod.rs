@@ -494,7 +494,8 @@ pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
             dir.display()
         );
     }
-    verify::check(&run.summary, &events)
+    let failed = run.manifest["failed_variant"].as_str();
+    verify::check(&run.summary, &events, failed)
 }
 
 /// Renders at the end of a run, once every other file is written, without the check against

@@ -86,8 +86,13 @@ impl KeyIntervals {
     }
 }
 
-/// Reads `events` once and compares every variant of `summary` with its rows.
-pub(crate) fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<Mismatch>> {
+/// Reads `events` once and compares every variant of `summary` with its rows; the rows of
+/// `failed` (the variant the run failed in, which has no summary) are not compared.
+pub(crate) fn check(
+    summary: &SummaryFile,
+    events: &Path,
+    failed: Option<&str>,
+) -> anyhow::Result<Vec<Mismatch>> {
     // Recount each variant with the rule its summary was counted with.
     let mut scan = EventScan {
         rules: summary
@@ -102,14 +107,15 @@ pub(crate) fn check(summary: &SummaryFile, events: &Path) -> anyhow::Result<Vec<
         scan.add(r);
         intervals.add(r);
     })?;
-    Ok(compare(summary, &scan, &intervals))
+    Ok(compare(summary, &scan, &intervals, failed))
 }
 
-/// Compares every variant of the summary with its rows.
+/// Compares every variant of the summary with its rows (but `failed`'s, which has none).
 pub(crate) fn compare(
     summary: &SummaryFile,
     scan: &EventScan,
     intervals: &KeyIntervals,
+    failed: Option<&str>,
 ) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for s in &summary.variants {
@@ -125,7 +131,7 @@ pub(crate) fn compare(
         }
     }
     for v in &scan.variants {
-        if !summary.variants.iter().any(|s| s.variant == v.name) {
+        if !summary.variants.iter().any(|s| s.variant == v.name) && failed != Some(&v.name) {
             out.push(Mismatch {
                 variant: v.name.clone(),
                 figure: "variant".into(),

@@ -100,6 +100,9 @@ pub struct Manifest {
     /// summary).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
+    /// The variant that failed, whose rows `events.csv` keeps without a summary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_variant: Option<String>,
     /// Where the protected resource lived when apart from the locks (a private server, the
     /// one given by `resource_redis`, a second model); absent: on the lock's store.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -322,6 +322,7 @@ pub async fn run_on<K: Connector>(
             Ok(summary) => summaries.push(summary),
             Err(e) => {
                 failure = Some(e.context(format!("variant `{name}` failed")));
+                manifest.failed_variant = Some(name.clone());
                 break;
             }
         }

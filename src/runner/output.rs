@@ -58,6 +58,7 @@ pub(crate) fn new_manifest(
         ended_at: None,
         interrupted: false,
         failure: None,
+        failed_variant: None,
         resource_store: None,
         leftover_keys: None,
         cleanup_removed_locks: 0,

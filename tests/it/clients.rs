@@ -88,6 +88,18 @@ fn a_broken_driver_is_a_clear_error_and_no_row_is_lost() {
         // The built-in variant before it was measured and written; the library's rows too.
         assert!(variant(&summary, "token")["sections"].as_u64() > Some(0));
         assert!(rows_of(tmp.path(), "redis-py") >= 2, "{mode}: rows kept");
+        if mode == "die" {
+            // `report` recounts the variants that have a summary, and says which has none
+            // (it used to refuse the run: "variant is absent in summary.json").
+            let o = common::lockbench(&["report"]).arg(tmp.path()).output();
+            let text = common::text_of(&o);
+            assert_eq!(o.status.code(), Some(0), "{text}");
+            assert!(
+                text.contains("summary.json agrees with events.csv")
+                    && text.contains("not checked: variant `redis-py` failed during the run"),
+                "{text}"
+            );
+        }
     }
 }
 
