@@ -58,6 +58,75 @@ pub struct CiArgs {
 }
 
 impl CiArgs {
+    /// Refuses, before anything runs (bad input), CI files that would overwrite each other,
+    /// the profile, or a file of the run's own directory (`dirs`: `--out`, a merge's agents'
+    /// and merged directories), and a path that cannot be written: each is opened for
+    /// appending now (an absent one is created empty, with its directories, and written at
+    /// the end).
+    pub(crate) fn check(&self, dirs: &[&Path], profile: Option<&Path>) -> anyhow::Result<()> {
+        let bad = |m: String| -> anyhow::Result<()> { Err(crate::exit::BadInput(m).into()) };
+        // Where a path points, as far as it can be told before the file exists.
+        let resolve = |p: &Path| -> PathBuf {
+            let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            match (abs.parent().map(std::fs::canonicalize), abs.file_name()) {
+                (Some(Ok(dir)), Some(name)) => dir.join(name),
+                _ => abs,
+            }
+        };
+        let files: Vec<(&str, &PathBuf)> =
+            [("--summary-md", &self.summary_md), ("--junit", &self.junit)]
+                .into_iter()
+                .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
+                .collect();
+        if let [(_, a), (_, b)] = files[..]
+            && resolve(a) == resolve(b)
+        {
+            return bad(format!(
+                "--summary-md and --junit name one file ({}): give each its own",
+                a.display()
+            ));
+        }
+        for (flag, path) in files {
+            let at = resolve(path);
+            if profile.is_some_and(|p| resolve(p) == at) {
+                return bad(format!(
+                    "{flag} {}: that is the profile this run reads; write the CI file elsewhere",
+                    path.display()
+                ));
+            }
+            if let Some(d) = dirs
+                .iter()
+                .find(|d| at.parent() == Some(resolve(d).as_path()))
+            {
+                return bad(format!(
+                    "{flag} {}: that is inside the run's directory {}, whose files are lockbench's own; write the CI file elsewhere",
+                    path.display(),
+                    d.display()
+                ));
+            }
+            if at.is_dir() {
+                return bad(format!(
+                    "{flag} {}: is a directory; name a file",
+                    path.display()
+                ));
+            }
+            let opened = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(parent) => std::fs::create_dir_all(parent),
+                None => Ok(()),
+            }
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .append(true)
+                    .create(true)
+                    .open(path)
+            });
+            if let Err(e) = opened {
+                return bad(format!("{flag} {}: cannot be written: {e}", path.display()));
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the files asked for; a file that cannot be written is an error naming the flag
     /// and the file, on stderr. Whether every file was written.
     pub(crate) fn write(

@@ -48,6 +48,13 @@ pub(crate) fn run(a: &MergeArgs) -> anyhow::Result<i32> {
         Some(o) => o.clone(),
         None => default_out(&a.dirs)?,
     };
+    let dirs: Vec<&Path> = a
+        .dirs
+        .iter()
+        .map(PathBuf::as_path)
+        .chain([out.as_path()])
+        .collect();
+    a.ci.check(&dirs, None)?;
     let merged = crate::merge::merge(&a.dirs, &out, a.force)?;
     let report = crate::report::render_after_run(&merged.dir).err();
     let failure = (!merged.failures.is_empty()).then(|| merged.failures.join("; "));

@@ -22,6 +22,7 @@ const LATE_SECTIONS_MS: f64 = 5.0;
 
 /// `lockbench run`, alone or as one agent of a multi-agent run.
 pub(crate) async fn run(a: RunArgs) -> anyhow::Result<i32> {
+    a.ci.check(&outs(&a.workload), a.workload.profile.as_deref())?;
     let spec = AgentSpec::resolve(&a.agent_flags(), |k| std::env::var(k).ok())?;
     let extra = Profile {
         release: a.release.clone(),
@@ -94,6 +95,7 @@ async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyho
 
 /// `lockbench compare`.
 pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
+    a.ci.check(&outs(&a.workload), a.workload.profile.as_deref())?;
     let extra = Profile {
         releases: a.release.clone(),
         ..Profile::default()
@@ -119,6 +121,11 @@ pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     let opts = a.workload.options("compare");
     let result = execute(&plan, &methods, &opts, &a.ci).await;
     ci_after_error(result, &a.ci)
+}
+
+/// The run's directory when `--out` names it (a CI file may not go there).
+fn outs(w: &super::args::WorkloadArgs) -> Vec<&std::path::Path> {
+    w.out.as_deref().into_iter().collect()
 }
 
 /// A run that ended in an error before it had an outcome still leaves a JUnit file (one error

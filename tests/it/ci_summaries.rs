@@ -220,24 +220,62 @@ fn a_failed_run_is_an_error_case() {
     );
 }
 
-/// A file that cannot be written is an error naming the flag and the file (exit 1, not 0).
+/// CI files that cannot be written, or would overwrite each other, the profile or the run's
+/// own files, are refused before anything runs (exit 2, naming the flag and the file) — they
+/// used to be found only after the run, or to overwrite silently; the profile is untouched.
 #[test]
-fn an_unwritable_file_is_an_error_naming_it() {
+fn a_ci_file_that_cannot_be_written_or_would_overwrite_is_refused_first() {
     let dir = tempfile::tempdir().unwrap();
-    let missing = dir.path().join("no-such-dir/junit.xml");
-    let o = common::Lockbench::new()
-        .args(["run", "--backend", "memory", "--sections", "20", "-q"])
-        .arg("--out")
-        .arg(dir.path().join("run"))
-        .arg("--junit")
-        .arg(&missing)
-        .output();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("cannot write the --junit file") && err.contains(&*missing.to_string_lossy()),
-        "{err}"
-    );
+    let d = dir.path();
+    let profile = d.join("p.toml");
+    std::fs::write(&profile, "workers = 2\n").unwrap();
+    let run_dir = d.join("run");
+    // Under a plain file: no directory can be made there.
+    let missing = profile.join("junit.xml");
+    let cases: Vec<(Vec<std::ffi::OsString>, String)> = vec![
+        (
+            vec!["--junit".into(), missing.clone().into()],
+            format!("--junit {}: cannot be written", missing.display()),
+        ),
+        (
+            vec![
+                "--junit".into(),
+                d.join("x.md").into(),
+                "--summary-md".into(),
+                d.join("./x.md").into(),
+            ],
+            "--summary-md and --junit name one file".into(),
+        ),
+        (
+            vec![
+                profile.clone().into(),
+                "--junit".into(),
+                profile.clone().into(),
+            ],
+            "that is the profile this run reads".into(),
+        ),
+        (
+            vec!["--summary-md".into(), run_dir.join("summary.json").into()],
+            "inside the run's directory".into(),
+        ),
+        (vec!["--junit".into(), d.into()], "is a directory".into()),
+    ];
+    for (args, says) in cases {
+        let o = common::Lockbench::new()
+            .args(["run", "--backend", "memory", "--sections", "20", "-q"])
+            .args(&args)
+            .arg("--out")
+            .arg(&run_dir)
+            .output();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(&says), "{args:?}: {err}");
+        assert!(
+            !run_dir.join("summary.json").exists(),
+            "{args:?}: nothing ran"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&profile).unwrap(), "workers = 2\n");
 }
 
 /// `report.html`'s first table is the verdict table: a row per variant, the key figures
