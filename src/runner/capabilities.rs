@@ -221,6 +221,33 @@ pub(super) async fn check_support<C: LockConn>(
     }
 }
 
+/// Refuses, before the run, a resource whose store does not let this user run the resource's
+/// scripts on the run's keys (asked with `ACL DRYRUN`, which runs nothing; a server that
+/// cannot be asked is not checked): its writes would all fail, and the run would show 0 lost
+/// updates for a resource nobody wrote.
+async fn check_resource<C: LockConn>(
+    probe: &mut C,
+    prefix: &str,
+    store: Option<String>,
+) -> anyhow::Result<()> {
+    let key = format!("{prefix}:probe:res");
+    for c in ["EVALSHA", "SCRIPT LOAD"] {
+        if let Ok(Err(why)) = probe.resource_dry_run(&probe_args(c, &key)).await {
+            let at = store
+                .as_deref()
+                .map_or("on the lock's server".to_string(), |s| {
+                    format!("at {}", redact_url(s))
+                });
+            return Err(BadInput(format!(
+                "the protected resource {at} needs EVALSHA and SCRIPT LOAD on the run's keys ({prefix}:*), which this Redis user is not permitted: {why}. \
+                 Grant them (e.g. ACL SETUSER <user> +evalsha +script|load ~lockbench:*)"
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// What asking every target before a run gave.
 pub(crate) struct Probed<C> {
     /// A connection to each target, for the probes, the read-backs and the cleanup.
@@ -253,6 +280,9 @@ pub(crate) async fn probe_targets<K: Connector>(
             anyhow::anyhow!("{} did not answer INFO server: {e}", t.connector.describe())
         })?;
         let capabilities = probe_capabilities(&mut probe, prefix).await;
+        if plan.protection.resource {
+            check_resource(&mut probe, prefix, t.connector.resource_store()).await?;
+        }
         let mut probes_run = Probes::new();
         // Two servers of the same version still get distinct names (`redis-7.0.15#2`).
         let mut label = server_label(&server_version);

@@ -27,10 +27,14 @@ impl<K: Connector> Connector for Apart<K> {
     type Conn = ApartConn<K::Conn>;
 
     async fn connect(&self) -> anyhow::Result<Self::Conn> {
-        Ok(ApartConn {
-            lock: self.lock.connect().await?,
-            resource: self.resource.connect().await?,
-        })
+        let lock = self.lock.connect().await?;
+        let resource = self.resource.connect().await.map_err(|e| {
+            anyhow::anyhow!(
+                "the protected resource's store ({}): {e:#}",
+                self.resource.describe()
+            )
+        })?;
+        Ok(ApartConn { lock, resource })
     }
 
     fn describe(&self) -> String {
@@ -136,6 +140,10 @@ impl<C: LockConn> LockConn for ApartConn<C> {
 
     async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
         self.lock.dry_run(args).await
+    }
+
+    async fn resource_dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        self.resource.dry_run(args).await
     }
 
     async fn load_release_script(&mut self) -> CmdResult<()> {

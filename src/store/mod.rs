@@ -118,6 +118,13 @@ pub trait LockConn: Clone + Send + Sync + 'static {
         &mut self,
         args: &[&str],
     ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send;
+    /// [`LockConn::dry_run`] on the protected resource's store (the lock's, unless apart).
+    fn resource_dry_run(
+        &mut self,
+        args: &[&str],
+    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send {
+        self.dry_run(args)
+    }
     /// `SCRIPT LOAD` of the release script, so that an `EVALSHA` of it finds it cached.
     fn load_release_script(&mut self) -> impl Future<Output = CmdResult<()>> + Send;
 

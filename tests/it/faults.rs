@@ -846,6 +846,46 @@ async fn the_resource_goes_where_resource_redis_says() {
         .query(&mut common::sync_conn(&server))
         .unwrap();
     assert!(keys.is_empty(), "{keys:?}");
+    // A user the resource's store does not let run its scripts: refused before the run,
+    // naming the resource (the writes all failed, and the run showed 0 lost updates).
+    let _: () = redis::cmd("ACL")
+        .arg(
+            &[
+                "SETUSER",
+                "noscript",
+                "on",
+                ">pw",
+                "~lockbench:*",
+                "+@all",
+                "-evalsha",
+            ][..],
+        )
+        .query(&mut common::sync_conn(&server))
+        .unwrap();
+    let limited = format!("redis://noscript:pw@127.0.0.1:{}", server.port());
+    let (code, text, _) = run(&["--resource-redis", &limited], "noperm");
+    assert_eq!(code, Some(2), "{text}");
+    assert!(
+        text.contains("the protected resource at redis at 127.0.0.1")
+            && text.contains("not permitted")
+            && !text.contains("pw@"),
+        "{text}"
+    );
+    // A resource store nobody listens at: the error names the resource's store.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let (code, text, _) = run(
+        &["--resource-redis", &format!("redis://127.0.0.1:{port}")],
+        "unreachable",
+    );
+    assert_ne!(code, Some(0), "{text}");
+    assert!(
+        text.contains(&format!(
+            "the protected resource's store (redis at 127.0.0.1:{port})"
+        )),
+        "{text}"
+    );
     let (code, text, _) = run(&["--resource-redis", "redis://127.0.0.1:notaport"], "port");
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("--resource-redis"), "{text}");
