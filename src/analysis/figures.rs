@@ -222,7 +222,10 @@ pub const DERIVED: &[Derived] = &[
         Unit::Count,
         Check::No("read at the server: keys without an expiry at the variant's end"),
         "locks left without an expiry (PTTL −1) at the variant's end: holders that died between SETNX and EXPIRE",
-        |s, _| s.stuck_locks.to_string(),
+        |s, _| match s.stuck_locks {
+            NOT_RECORDED => "n/a".to_string(),
+            n => n.to_string(),
+        },
     ),
     (
         "crash_blocked_censored",

@@ -82,6 +82,12 @@ pub fn variant_failures(s: &Summary) -> Vec<String> {
             "variant `{v}`: the protected resource could not be read back at the end: its lost updates are not known"
         ));
     }
+    // Expiries that could not be read: its stuck locks are not known.
+    if s.stuck_locks == crate::analysis::counts::NOT_RECORDED {
+        reasons.push(format!(
+            "variant `{v}`: the locks' expiries could not be read at the end: its stuck locks are not known"
+        ));
+    }
     // A fault that could not be applied: the run did not test what it said it would.
     for f in s.faults.iter().filter(|f| !f.error.is_empty()) {
         reasons.push(format!(
@@ -171,6 +177,19 @@ mod tests {
         let v = verdict(&[s], false, None);
         assert_eq!(v.code, FAILED);
         assert!(v.reasons[0].contains("could not be read back"), "{v:?}");
+    }
+
+    /// Stuck locks that could not be read fail the run (a partial count used to read as 0
+    /// and pass a `stuck_locks > 0` gate); read ones, even many, are the thresholds' business.
+    #[test]
+    fn unread_stuck_locks_fail_the_run() {
+        let mut s = summary(100, 90, 0, StopReason::Limit);
+        s.stuck_locks = 3;
+        assert_eq!(verdict(std::slice::from_ref(&s), false, None).code, OK);
+        s.stuck_locks = crate::analysis::counts::NOT_RECORDED;
+        let v = verdict(&[s], false, None);
+        assert_eq!(v.code, FAILED);
+        assert!(v.reasons[0].contains("stuck locks are not known"), "{v:?}");
     }
 
     /// Giving up and completing nothing are failures; an interrupt beats them all.

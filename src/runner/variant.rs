@@ -429,7 +429,9 @@ async fn resource_final<C: LockConn>(
     total
 }
 
-/// Locks a crashed holder left without an expiry, read at the server before the cleanup.
+/// Locks a crashed holder left without an expiry, read at the server before the cleanup;
+/// `NOT_RECORDED` when a key's expiry could not be read (a partial count would read as a
+/// pass), or the run was abandoned before every key was read.
 async fn stuck_locks<C: LockConn>(
     probe: &C,
     ctx: &WorkerCtx,
@@ -440,7 +442,7 @@ async fn stuck_locks<C: LockConn>(
     let mut conn = probe.clone();
     for &k in touched {
         if request_of(*env.signals.borrow()) == Request::Abandon {
-            break;
+            return NOT_RECORDED;
         }
         let key = &ctx.lock_name(k);
         match again_after_reconnect!(conn.pttl(key)) {
@@ -448,9 +450,9 @@ async fn stuck_locks<C: LockConn>(
             Ok(_) => {}
             Err(e) => {
                 eprintln!(
-                    "warning: cannot read the expiry of {key}: {e}; stuck_locks counts only the keys read before it"
+                    "warning: cannot read the expiry of {key}: {e}; stuck locks are not known"
                 );
-                break;
+                return NOT_RECORDED;
             }
         }
     }
