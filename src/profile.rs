@@ -495,6 +495,12 @@ impl Profile {
         let ttl_warnings = warnings.len();
         let protection = self.plan_protection(&cx, workload.ttl_ms * 1000)?;
         let backend = self.plan_backend(&cx)?;
+        if backend.resource_redis.is_some() && !protection.resource {
+            return Err(cx.err(
+                "resource_redis",
+                "says where the protected resource lives, but this run has none: add resource = true (--resource), or drop it".to_string(),
+            ));
+        }
         let timeouts = self.plan_timeouts(&cx)?;
         let faults = self.plan_faults(&cx)?;
         let sim = self.plan_sim(&cx)?;

@@ -339,7 +339,8 @@ fn finish(
                 )
             );
         }
-        if outcome.manifest.resource_store.is_none()
+        let shared = outcome.manifest.resource_store.as_deref();
+        if shared.is_some_and(|r| r.starts_with("shared"))
             && outcome
                 .summaries
                 .iter()

@@ -23,11 +23,6 @@ pub struct Protection {
     pub defaults: Variant,
     /// Sections read-modify-write a protected resource.
     pub resource: bool,
-    /// Where it lives, as given: a Redis URL, `shared` (on the lock's store), or `None` (a
-    /// store of its own that lockbench starts). Not serialised: the URL may hold a password;
-    /// the manifest records the store, redacted.
-    #[serde(skip)]
-    pub resource_redis: Option<String>,
     /// Interval of lease extension for variants that extend, µs.
     pub extend_us: u64,
     /// How that interval was given (kept so a sweep cell's TTL recomputes it).

@@ -24,6 +24,10 @@ pub struct BackendPlan {
     /// Redis URL, only ever stored redacted.
     #[serde(serialize_with = "ser_redacted")]
     pub redis: Option<String>,
+    /// Where the protected resource lives, as given: a Redis URL (stored redacted), `shared`
+    /// (on the lock's store), or `None` (a store of its own that lockbench starts).
+    #[serde(serialize_with = "ser_redacted")]
+    pub resource_redis: Option<String>,
     /// Server binaries the spawn backend starts, one per server of a compare (empty:
     /// `redis-server` on PATH).
     pub redis_servers: Vec<std::path::PathBuf>,
@@ -218,7 +222,25 @@ impl Profile {
                 "a spawned cluster runs one server binary on every node: give one".to_string(),
             ));
         }
+        let resource_redis = match self.resource_redis.as_deref().map(str::trim) {
+            None => None,
+            Some("shared") => Some("shared".to_string()),
+            Some(url)
+                if ["redis://", "rediss://", "unix://"]
+                    .iter()
+                    .any(|s| url.starts_with(s)) =>
+            {
+                Some(url.to_string())
+            }
+            Some(_) => {
+                return Err(cx.err(
+                    "resource_redis",
+                    "where the resource lives: a Redis URL (redis://, rediss://, unix://) or \"shared\" (on the lock's store)".to_string(),
+                ));
+            }
+        };
         Ok(BackendPlan {
+            resource_redis,
             kind: backend,
             connection,
             cluster,

@@ -82,12 +82,12 @@ impl Plan {
 
     /// The protected resource shares the lock's store (`resource_redis = "shared"`).
     pub fn resource_shared(&self) -> bool {
-        self.protection.resource_redis.as_deref() == Some("shared")
+        self.backend.resource_redis.as_deref() == Some("shared")
     }
 
     /// The server given for the protected resource (`resource_redis = URL`).
     pub fn resource_redis_url(&self) -> Option<&str> {
-        self.protection
+        self.backend
             .resource_redis
             .as_deref()
             .filter(|r| *r != "shared")

@@ -141,35 +141,11 @@ impl Profile {
                 "setnx-expire is the two-command anti-pattern; fenced variants acquire with one script (use set-nx-px, or variants without +fence)".to_string(),
             ));
         }
-        let resource_redis = match self.resource_redis.as_deref().map(str::trim) {
-            None => None,
-            Some("shared") => Some("shared".to_string()),
-            Some(url)
-                if ["redis://", "rediss://", "unix://"]
-                    .iter()
-                    .any(|s| url.starts_with(s)) =>
-            {
-                Some(url.to_string())
-            }
-            Some(_) => {
-                return Err(cx.err(
-                    "resource_redis",
-                    "where the resource lives: a Redis URL (redis://, rediss://, unix://) or \"shared\" (on the lock's store)".to_string(),
-                ));
-            }
-        };
-        if resource_redis.is_some() && !resource {
-            return Err(cx.err(
-                "resource_redis",
-                "says where the protected resource lives, but this run has none: add resource = true (--resource), or drop it".to_string(),
-            ));
-        }
         Ok(Protection {
             release,
             releases,
             defaults: default_variant,
             resource,
-            resource_redis,
             extend_us,
             extend_every,
             extend_with,

@@ -103,8 +103,9 @@ pub struct Manifest {
     /// The variant that failed, whose rows `events.csv` keeps without a summary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_variant: Option<String>,
-    /// Where the protected resource lived when apart from the locks (a private server, the
-    /// one given by `resource_redis`, a second model); absent: on the lock's store.
+    /// Where the protected resource lived: apart from the locks (a private server, the one
+    /// given by `resource_redis`, a second model), or `shared: on the lock's store`; absent:
+    /// the run had no resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_store: Option<String>,
     /// Keys that may remain on the server (cleanup failed or was abandoned), listed in

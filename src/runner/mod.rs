@@ -270,12 +270,13 @@ pub async fn run_on<K: Connector>(
         cells.iter().map(|c| c.2.clone()).collect(),
         started,
     );
-    manifest.resource_store = plan
-        .protection
-        .resource
-        .then(|| targets[0].connector.resource_store())
-        .flatten()
-        .map(|r| crate::target::redact_url(&r));
+    manifest.resource_store = plan.protection.resource.then(|| {
+        targets[0]
+            .connector
+            .resource_store()
+            .map(|r| crate::target::redact_url(&r))
+            .unwrap_or_else(|| "shared: on the lock's store".to_string())
+    });
     results::write_json(&dir.join("manifest.json"), &manifest)?;
 
     // Without rows (`events = "none"`) the writer goes to a sink: no events.csv at all.

@@ -776,7 +776,10 @@ async fn a_lock_server_restart_loses_no_update_of_a_resource_apart() {
     };
     let shared = run_with(lock, "spawn", &p, &[rw], &opts).await.unwrap();
     backend.close().await;
-    assert_eq!(shared.manifest.resource_store, None);
+    assert_eq!(
+        shared.manifest.resource_store.as_deref(),
+        Some("shared: on the lock's store")
+    );
     let s = &shared.summaries[0];
     assert!(
         s.lost_updates > 0,
@@ -834,6 +837,11 @@ async fn the_resource_goes_where_resource_redis_says() {
     let url = server.url();
     let (code, text, v) = run(&["--resource-redis", &url], "given");
     assert_eq!(code, Some(0), "{text}");
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("given/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["profile"]["resource_redis"], url.as_str());
     assert_eq!(v["lost_updates"], 0, "{v}");
     assert!(v["writes_accepted"].as_u64().unwrap() > 10, "{v}");
     let manifest = std::fs::read_to_string(tmp.path().join("given/manifest.json")).unwrap();
