@@ -324,7 +324,7 @@ impl WorkloadArgs {
                     Some(f) if flag_was_set(&flags, f) => ProfileError {
                         file: "command line".to_string(),
                         line: None,
-                        message: if f == "fault" {
+                        message: if f == "fault" && !e.message.starts_with("field `fault`") {
                             format!("--{}", e.message)
                         } else {
                             e.message.replacen(&format!("field `{f}`"), &flag_of(f), 1)

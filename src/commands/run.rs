@@ -283,10 +283,15 @@ fn finish(
             m.seed
         );
         for s in &m.servers {
+            // `redis 7.0.15 at 127.0.0.1:6379`, `redis 7.0.15, redlock over 3 instances …`.
+            let detail = &s.backend_detail;
+            let at = match detail.strip_prefix("redis at ") {
+                Some(addr) => format!(" at {addr}"),
+                None => format!(", {detail}"),
+            };
             println!(
-                "server: {} at {}{}",
+                "server: {}{at}{}",
                 s.version,
-                s.backend_detail,
                 s.binary
                     .as_ref()
                     .map(|b| format!(", binary {b}"))

@@ -407,7 +407,9 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
 pub fn write_csv(path: &std::path::Path, rows: &[(String, FaultWindow)]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_path(path)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    w.write_record(["variant", "kind", "start_ms", "end_ms", "detail", "error"])?;
+    w.write_record([
+        "variant", "kind", "start_ms", "end_ms", "detail", "error", "reached", "applied",
+    ])?;
     for (variant, f) in rows {
         w.write_record([
             variant.as_str(),
@@ -416,6 +418,8 @@ pub fn write_csv(path: &std::path::Path, rows: &[(String, FaultWindow)]) -> anyh
             &crate::analysis::figures::num(f.end_ms),
             &f.detail,
             &f.error,
+            if f.reached { "true" } else { "false" },
+            &f.applied,
         ])?;
     }
     w.flush()?;

@@ -235,11 +235,11 @@ async fn check_resource<C: LockConn>(
         if let Ok(Err(why)) = probe.resource_dry_run(&probe_args(c, &key)).await {
             let at = store
                 .as_deref()
-                .map_or("on the lock's server".to_string(), |s| {
-                    format!("at {}", redact_url(s))
+                .map_or("the lock's server".to_string(), |s| {
+                    format!("the protected resource's store ({})", redact_url(s))
                 });
             return Err(BadInput(format!(
-                "the protected resource {at} needs EVALSHA and SCRIPT LOAD on the run's keys ({prefix}:*), which this Redis user is not permitted: {why}. \
+                "the protected resource needs EVALSHA and SCRIPT LOAD on the run's keys ({prefix}:*), which {at} does not permit this Redis user: {why}. \
                  Grant them (e.g. ACL SETUSER <user> +evalsha +script|load ~lockbench:*)"
             ))
             .into());

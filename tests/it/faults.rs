@@ -666,6 +666,10 @@ async fn faults_that_cannot_work_are_refused_or_shown_failed() {
     );
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("overlap or touch"), "{text}");
+    assert!(
+        text.contains("command line: --fault: faults 1 and 2"),
+        "named as the flag: {text}"
+    );
     // With a gap between them (the negative control) both run.
     let (code, text) = run(
         &[
@@ -689,6 +693,9 @@ async fn faults_that_cannot_work_are_refused_or_shown_failed() {
     assert!(text.contains("0/0/1"), "{text}");
     let summary = std::fs::read_to_string(tmp.path().join("late/summary.json")).unwrap();
     assert!(summary.contains("\"reached\": false"), "{summary}");
+    let csv = std::fs::read_to_string(tmp.path().join("late/faults.csv")).unwrap();
+    assert!(csv.starts_with("variant,kind,start_ms,end_ms,detail,error,reached,applied\n"));
+    assert!(csv.contains(",server-pause,10000,11000,,,false,"), "{csv}");
     // A server given by URL whose user may not pause it: refused before the run where ACL
     // DRYRUN can tell; where it cannot (no ACL either), the failed window fails the run.
     let server = common::redis().await;
@@ -874,8 +881,8 @@ async fn the_resource_goes_where_resource_redis_says() {
     let (code, text, _) = run(&["--resource-redis", &limited], "noperm");
     assert_eq!(code, Some(2), "{text}");
     assert!(
-        text.contains("the protected resource at redis at 127.0.0.1")
-            && text.contains("not permitted")
+        text.contains("which the protected resource's store (redis at 127.0.0.1:")
+            && text.contains("does not permit this Redis user")
             && !text.contains("pw@"),
         "{text}"
     );
