@@ -80,6 +80,24 @@ pub(crate) struct Left {
     pub(crate) extended: u32,
 }
 
+/// How to start a driver process: the same for every holder of a variant, and for a holder
+/// started again after its crash.
+#[derive(Debug, Clone)]
+pub(crate) struct Recipe {
+    /// The command line (`scripts/drivers.sh --command NAME`).
+    pub(crate) argv: Vec<String>,
+    /// The client's name.
+    pub(crate) client: &'static str,
+    /// The lock servers' URLs (through the fault proxy when the schedule has one).
+    pub(crate) servers: Vec<String>,
+    /// The run's TTL, ms.
+    pub(crate) ttl_ms: u64,
+    /// The run's command timeout: the library's connections take it as theirs.
+    pub(crate) command_timeout: Duration,
+    /// How long a reply may take beyond the request's own wait.
+    pub(crate) patience: Duration,
+}
+
 /// A running driver process.
 pub(crate) struct Driver {
     who: String,
@@ -100,18 +118,19 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    /// Starts `argv` as holder `holder` of `client` and greets it with the lock servers'
+    /// Starts holder `holder`'s driver as `recipe` says and greets it with the lock servers'
     /// URLs, the run's TTL (a library that cannot take it refuses here, before the run) and
     /// the run's command timeout, which the library's connections take as theirs.
-    pub(crate) async fn start(
-        argv: &[String],
-        client: &str,
-        holder: usize,
-        servers: &[String],
-        ttl_ms: u64,
-        command_timeout: Duration,
-        patience: Duration,
-    ) -> Result<Driver, DriverError> {
+    pub(crate) async fn start(recipe: &Recipe, holder: usize) -> Result<Driver, DriverError> {
+        let Recipe {
+            argv,
+            client,
+            servers,
+            ttl_ms,
+            command_timeout,
+            patience,
+        } = recipe;
+        let (client, ttl_ms, patience) = (*client, *ttl_ms, *patience);
         let mut who = format!("{client} (holder {holder})");
         let fail = |who: &str, what: String| DriverError {
             who: who.to_string(),
@@ -184,6 +203,19 @@ impl Driver {
         }
         d.hello = reply;
         Ok(d)
+    }
+
+    /// Kills the driver's process now (SIGKILL: no `finally`, no release, no goodbye — a
+    /// holder's process that crashes); [`Driver::kill`] reaps it.
+    pub(crate) async fn kill_now(&self) {
+        if let Some(pid) = self.child.id() {
+            let _ = crate::signals::send(pid, "-KILL").await;
+        }
+    }
+
+    /// Kills the driver's process (SIGKILL) and waits until it is gone.
+    pub(crate) async fn kill(mut self) {
+        let _ = self.child.kill().await;
     }
 
     /// Stops (`true`: SIGSTOP) or resumes (SIGCONT) the driver's process: a holder's

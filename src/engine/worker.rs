@@ -534,7 +534,15 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         // The section ends as its release is sent, or as its holder dies.
         let sent_us = rec.now_us();
         section.released_us = if section.crashed {
-            if ctx.own_connection {
+            // The holder's process dies: a library's driver is killed and started again, a
+            // worker's own socket closes and opens again.
+            if let Some(lib) = self.lib.as_mut() {
+                if let Err(e) = lib.crash_and_restart().await
+                    && let Some(client) = &ctx.client
+                {
+                    client.fail(e.to_string());
+                }
+            } else if ctx.own_connection {
                 self.conn.renew_own_socket().await;
             }
             let h = &section.held;

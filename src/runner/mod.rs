@@ -138,17 +138,6 @@ fn check_clients<K: Connector>(
             ));
         }
     }
-    let crashes = plan.faults.crash_between > 0.0
-        || plan
-            .faults
-            .schedule
-            .iter()
-            .any(|f| f.kind == crate::model::fault::FaultKind::HolderCrash);
-    if crashes {
-        return refuse(
-            "a holder crash (holder-crash faults, crash_between) is not carried out on a lock library's driver yet; run the library without it".into(),
-        );
-    }
     // Settings of lockbench's own lock that no variant of the run takes: a library releases,
     // extends, fences (it does not) and reacts to an unavailable Redis its own way, and each
     // holder is a driver process with connections of its own.

@@ -213,21 +213,24 @@ async fn start_drivers<K: Connector>(
     // on a loaded machine; a driver that stays silent longer is stuck.
     let patience =
         Duration::from_micros(plan.timeouts.command_timeout_us * 4).max(Duration::from_secs(10));
+    let recipe = std::sync::Arc::new(crate::client::driver::Recipe {
+        argv,
+        client: name,
+        servers: urls,
+        ttl_ms: plan.workload.ttl_ms,
+        command_timeout: Duration::from_micros(plan.timeouts.command_timeout_us),
+        patience,
+    });
     let mut libs = Vec::with_capacity(slots);
     let mut first = None;
     for holder in 0..slots {
-        let d = crate::client::driver::Driver::start(
-            &argv,
-            name,
-            holder,
-            &urls,
-            plan.workload.ttl_ms,
-            Duration::from_micros(plan.timeouts.command_timeout_us),
-            patience,
-        )
-        .await?;
+        let d = crate::client::driver::Driver::start(&recipe, holder).await?;
         first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
-        libs.push(crate::engine::worker::Library::new(d));
+        libs.push(crate::engine::worker::Library::new(
+            d,
+            recipe.clone(),
+            holder,
+        ));
     }
     let (format, auto_renewal, library) =
         first.unwrap_or_else(|| ("{key}".into(), false, String::new()));

@@ -2,23 +2,45 @@
 //! acquisition and the release of [`Worker`] for a library's variant.
 
 use super::{Held, Worker, busy};
-use crate::client::driver::{Driver as Process, Entered, error_kind};
+use crate::client::driver::{Driver as Process, DriverError, Entered, Recipe, error_kind};
 use crate::engine::driver::Driver;
 use crate::model::error::{CmdError, ErrorKind};
 use crate::record::Metric;
 use crate::store::LockConn;
+use rand::RngExt;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// A worker's lock library: its driver process and the section it holds open.
+/// A worker's lock library: its driver process, the section it holds open, and how to start
+/// the process again after a crash.
 pub(crate) struct Library {
     pub(super) driver: Process,
     open: Option<u64>,
+    recipe: Arc<Recipe>,
+    holder: usize,
 }
 
 impl Library {
-    /// A worker's library, through `driver`.
-    pub(crate) fn new(driver: Process) -> Self {
-        Self { driver, open: None }
+    /// Holder `holder`'s library, through `driver`, started by `recipe`.
+    pub(crate) fn new(driver: Process, recipe: Arc<Recipe>, holder: usize) -> Self {
+        Self {
+            driver,
+            open: None,
+            recipe,
+            holder,
+        }
+    }
+
+    /// The holder's process crashes mid-section: SIGKILL (its lock is neither released nor
+    /// renewed again), then a new process is started and greeted, as a supervisor restarts a
+    /// crashed service.
+    pub(super) async fn crash_and_restart(&mut self) -> Result<(), DriverError> {
+        self.open = None;
+        self.driver.kill_now().await;
+        let fresh = Process::start(&self.recipe, self.holder).await?;
+        // The dead process, reaped.
+        std::mem::replace(&mut self.driver, fresh).kill().await;
+        Ok(())
     }
 
     /// Says goodbye to the driver process.
@@ -104,7 +126,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             holders_at_start,
             fence: 0,
             unlocked: false,
-            crash_now: false,
+            // The holder dies right after acquiring, as with lockbench's own lock.
+            crash_now: ctx.crash_between > 0.0
+                && self.st.crashes.random::<f64>() < ctx.crash_between,
             // A library that renews its locks keeps them past the TTL.
             lock_until_us: (!client.auto_renewal).then_some(set_sent_us + ctx.ttl_ms * 1000),
         })
