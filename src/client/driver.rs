@@ -23,6 +23,8 @@ pub(crate) struct DriverError {
     pub(crate) what: String,
     /// Its last stderr lines.
     pub(crate) stderr: Vec<String>,
+    /// The library refused the run's settings at `hello` (bad input, not a broken driver).
+    pub(crate) refused: bool,
 }
 
 fn stderr_tail(lines: &[String]) -> String {
@@ -136,6 +138,7 @@ impl Driver {
             who: who.to_string(),
             what,
             stderr: Vec::new(),
+            refused: false,
         };
         let mut child = tokio::process::Command::new(&argv[0])
             .args(&argv[1..])
@@ -196,10 +199,13 @@ impl Driver {
             .await?;
         let reply = d.reply(id, Duration::from_secs(30)).await?;
         if reply["outcome"] != "ok" {
-            return Err(d.error(format!(
-                "refused the run's settings at hello: {}",
-                reply["error"].as_str().unwrap_or("no reason given")
-            )));
+            return Err(DriverError {
+                refused: true,
+                ..d.error(format!(
+                    "refused the run's settings at hello: {}",
+                    reply["error"].as_str().unwrap_or("no reason given")
+                ))
+            });
         }
         d.hello = reply;
         Ok(d)
@@ -408,6 +414,7 @@ impl Driver {
             who: self.who.clone(),
             what,
             stderr,
+            refused: false,
         }
     }
 }

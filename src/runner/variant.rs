@@ -224,7 +224,17 @@ async fn start_drivers<K: Connector>(
     let mut libs = Vec::with_capacity(slots);
     let mut first = None;
     for holder in 0..slots {
-        let d = crate::client::driver::Driver::start(&recipe, holder).await?;
+        // A library that refuses the run's settings (a TTL it cannot take, N servers for a
+        // library of one) is bad input, as lockbench's own refusals are.
+        let d = crate::client::driver::Driver::start(&recipe, holder)
+            .await
+            .map_err(|e| -> anyhow::Error {
+                if e.refused {
+                    crate::exit::BadInput(e.to_string()).into()
+                } else {
+                    e.into()
+                }
+            })?;
         first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
         libs.push(crate::engine::worker::Library::new(
             d,
@@ -546,7 +556,9 @@ fn summarise<K: Connector>(
         }
     });
     summary.stuck_locks = stuck_locks;
-    summary.redlock = connector.take_redlock_figures();
+    // A library takes its quorum itself: lockbench's Redlock counted nothing of it.
+    let redlock = connector.take_redlock_figures();
+    summary.redlock = redlock.filter(|_| ctx.client.is_none());
     summary.library = ctx.client.as_ref().map(|c| c.library.clone());
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash

@@ -108,6 +108,15 @@ impl Connector for RedlockConnector {
         )
     }
 
+    /// Every instance's URL: a quorum library takes the lock on all of them, as lockbench's
+    /// own Redlock does.
+    fn driver_urls(&self) -> Option<Vec<String>> {
+        self.instances
+            .iter()
+            .map(|c| c.driver_urls().and_then(|v| v.into_iter().next()))
+            .collect()
+    }
+
     fn take_redlock_figures(&self) -> Option<RedlockFigures> {
         let s = &self.shared.stats;
         let take = |a: &AtomicU64| a.swap(0, Relaxed);

@@ -474,3 +474,67 @@ async fn a_crashed_holder_s_process_is_killed_and_started_again() {
     assert_eq!(s["stuck_locks"], 0, "{s}");
     server.stop().await;
 }
+
+/// Quorum libraries take their lock on every instance of a Redlock (`--lock redlock`), as
+/// lockbench's own Redlock does: contended sections shorter than the TTL never overlap, every
+/// section has its row, and the summary has no lockbench Redlock block (the library counted
+/// its quorums, not lockbench). A library of one server is refused by name (exit 2).
+#[test]
+fn quorum_libraries_lock_every_instance_of_a_redlock() {
+    for lib in ["pottery", "redlock5"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let o = common::lockbench(&[
+            "run",
+            "--lock",
+            "redlock",
+            "--instances",
+            "3",
+            "--release",
+            lib,
+        ])
+        .args([
+            "--workers",
+            "3",
+            "--keys",
+            "1",
+            "--ttl",
+            "1s",
+            "--dist",
+            "constant(10ms)",
+        ])
+        .args(["--busy", "retry", "--sections", "30"])
+        .out(tmp.path())
+        .output();
+        assert_eq!(o.status.code(), Some(0), "{lib}: {}", common::text_of(&o));
+        let s = &common::summaries(tmp.path())[0];
+        assert_eq!(s["sections"], 30, "{lib}: {s}");
+        assert_eq!(s["overlap_ms"], 0.0, "{lib}: {s}");
+        assert_eq!(s["released"], 30, "{lib}: {s}");
+        assert!(s.get("redlock").is_none_or(|r| r.is_null()), "{lib}: {s}");
+        assert_eq!(rows_of(tmp.path(), lib), 30);
+        let m: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(tmp.path().join("manifest.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m["leftover_keys"], serde_json::Value::Null, "{lib}: {m}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let o = common::lockbench(&[
+        "run",
+        "--lock",
+        "redlock",
+        "--instances",
+        "3",
+        "--release",
+        "redis-py",
+    ])
+    .args(["--sections", "5"])
+    .out(tmp.path())
+    .output();
+    let err = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("redis-py takes exactly one server, got 3"),
+        "{err}"
+    );
+}
