@@ -538,3 +538,51 @@ fn quorum_libraries_lock_every_instance_of_a_redlock() {
         "{err}"
     );
 }
+
+/// Every acquisition of a library that takes its lock with one `SET NX PX` is one `SET` at
+/// the server: with no wait budget (fail-fast), the server's `SET` calls equal the run's
+/// attempts exactly (redis-py's `Lock`, redis-semaphore's `Mutex`). Negative control: with a
+/// wait budget (`--busy retry`) the library retries inside one attempt, and the server counts
+/// more `SET`s than lockbench's attempts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempts_are_the_server_s_set_calls() {
+    let server = common::redis().await;
+    let mut admin = common::sync_conn(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    for (lib, busy) in [
+        ("redis-py", "fail-fast"),
+        ("redis-semaphore", "fail-fast"),
+        ("redis-py", "retry"),
+    ] {
+        let dir = tmp.path().join(format!("{lib}-{busy}"));
+        let before = common::set_calls(&mut admin);
+        let o = common::lockbench(&["run", "--release", lib, "--redis", &server.url()])
+            .args([
+                "--workers",
+                "3",
+                "--keys",
+                "1",
+                "--ttl",
+                "2s",
+                "--dist",
+                "constant(20ms)",
+            ])
+            .args(["--busy", busy, "--duration", "1s", "--seed", "2"])
+            .out(&dir)
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{lib}: {}", common::text_of(&o));
+        let sets = common::set_calls(&mut admin) - before;
+        let s = &common::summaries(&dir)[0];
+        let attempts = s["attempts"].as_u64().unwrap();
+        if busy == "fail-fast" {
+            assert!(s["rejections"].as_u64() > Some(0), "{lib}: contended: {s}");
+            assert_eq!(sets, attempts, "{lib}: SET calls = attempts");
+        } else {
+            assert!(
+                sets > attempts,
+                "{lib} {busy}: {sets} SETs, {attempts} attempts"
+            );
+        }
+    }
+    server.stop().await;
+}
