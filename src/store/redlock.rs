@@ -227,9 +227,14 @@ impl RedlockConn {
 impl LockConn for RedlockConn {
     /// Renews the socket to every instance (a dead holder's connections all close).
     async fn renew_own_socket(&mut self) -> bool {
-        join_all(self.conns.iter_mut().map(|c| c.renew_own_socket()).collect())
-            .await
-            .contains(&true)
+        join_all(
+            self.conns
+                .iter_mut()
+                .map(|c| c.renew_own_socket())
+                .collect(),
+        )
+        .await
+        .contains(&true)
     }
 
     /// Redlock's acquisition: `true` only with a majority and validity left; otherwise the

@@ -281,14 +281,21 @@ async fn a_crashed_holder_comes_back_on_a_new_socket() {
             let before = accepted(&mut admin);
             let dir = tmp.path().join(format!("{connection}-{crash}"));
             let out = common::run_redis_data(&server, &p, &[p.protection.release], &dir).await;
-            added.push((accepted(&mut admin) - before, out.summaries[0].counts.crashes));
+            added.push((
+                accepted(&mut admin) - before,
+                out.summaries[0].counts.crashes,
+            ));
         }
         let [(calm, none), (crashing, crashes)] = added[..] else {
             unreachable!()
         };
         assert_eq!(none, 0);
         assert!(crashes > 0, "{connection}: no crash happened");
-        let per_crash = if connection == "per-worker" { crashes } else { 0 };
+        let per_crash = if connection == "per-worker" {
+            crashes
+        } else {
+            0
+        };
         assert_eq!(
             crashing,
             calm + per_crash,

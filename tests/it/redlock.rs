@@ -303,9 +303,14 @@ async fn a_holders_connection_outlives_an_instance_restart() {
     servers[2].lock().await.restart().await.unwrap();
     assert_eq!(get(&servers, 2, KEY).await, None, "instance 2 lost A's key");
     assert!(
-        a.extend(KEY, "A", TTL_MS, lockbench::model::release::ExtendCommand::Script)
-            .await
-            .unwrap(),
+        a.extend(
+            KEY,
+            "A",
+            TTL_MS,
+            lockbench::model::release::ExtendCommand::Script
+        )
+        .await
+        .unwrap(),
         "re-armed on 4 of 5"
     );
     assert_eq!(a.release_script(KEY, "A").await.unwrap(), 1, "released");
