@@ -104,6 +104,9 @@ pub struct Manifest {
     /// one given by `resource_redis`, a second model); absent: on the lock's store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_store: Option<String>,
+    /// Where live metrics were served (`--metrics`), e.g. `http://127.0.0.1:9464/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
     /// Keys that may remain on the server (cleanup failed or was abandoned), listed in
     /// `leftover-keys.txt`.
     #[serde(skip_serializing_if = "Option::is_none")]

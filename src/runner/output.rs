@@ -59,6 +59,7 @@ pub(crate) fn new_manifest(
         interrupted: false,
         failure: None,
         resource_store: None,
+        metrics_url: None,
         leftover_keys: None,
         cleanup_removed_locks: 0,
         agent: opts.agent.as_ref().map(|a| a.record()),
