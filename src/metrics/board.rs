@@ -41,9 +41,9 @@ pub struct Live {
     pub counts: crate::analysis::counts::Counts,
     /// Failed commands by kind (`timeout`, …).
     pub errors: Vec<(&'static str, u64)>,
-    /// Outages ended so far, and their time (µs, one still open included).
+    /// Outages ended so far.
     pub outages: u64,
-    /// Total outage time, µs.
+    /// Total outage time, µs (one still open counted up to now).
     pub outage_us: u64,
     /// Overlap time summed over keys, µs.
     pub overlap_us: u64,
