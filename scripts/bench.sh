@@ -460,7 +460,7 @@ print(f"{srv}	{mode}	{rnd}	bare	{rate:.1f}	{c * 1e6 / (rate * dur):.2f}	{sc / w:
 # "server<TAB>mode<TAB>round<TAB>lockbench<TAB>sections/s<TAB>cmd-cycles/s<TAB>rejection%"
 # to $WORK/samples.tsv and "server<TAB>mode<TAB>round<TAB>cpu µs/cmd-cycle<TAB>server busy"
 # to $WORK/lbcpu.tsv. With `metrics`: served with --metrics and scraped every second while it
-# runs; the row says `metrics` instead of `lockbench`, and no CPU row is written.
+# runs; the row says `metrics` instead of `lockbench`, and its CPU row goes to $WORK/mxcpu.tsv.
 run_lockbench() {
     local s="$1" mode="$2" round="$3" served="${4:-}" out="$WORK/lb-$1-$2-$3-${4:-plain}"
     local who=lockbench cpu_out="$WORK/lbcpu.tsv" scraper=""
@@ -473,7 +473,7 @@ run_lockbench() {
         mport="$(free_port)"
         cmd+=(--metrics "127.0.0.1:$mport")
         who=metrics
-        cpu_out=/dev/null
+        cpu_out="$WORK/mxcpu.tsv"
         # A scrape a second, over bash's /dev/tcp (no HTTP client needed).
         (
             while sleep 1; do
@@ -640,11 +640,12 @@ mkdir -p -- results
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 CSV_OUT="results/bench-$STAMP.csv"
 python3 - "$WORK/samples.tsv" "$CSV_OUT" "$CONCURRENCY" "$KEYS" "$DURATION" "$ROUNDS" \
-    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" "$WORK/lbcpu.tsv" <<'PY'
-import csv, sys
+    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" "$WORK/lbcpu.tsv" "$WORK/mxcpu.tsv" <<'PY'
+import csv, os, sys
 from statistics import median
 
-tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server, lbcpu_tsv = sys.argv[1:11]
+tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server, lbcpu_tsv, mxcpu_tsv = \
+    sys.argv[1:12]
 per_server = per_server == "1"
 servers = []  # (label, path), in the order given
 for line in open(servers_tsv):
@@ -658,10 +659,11 @@ for line in open(tsv):
     side = {"lockbench": lb, "peer": peer, "bare": bare, "metrics": served}[who]
     side.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
 # (server, mode) -> {round: (cpu µs per cmd-cycle, server busy whole life, at saturation)}
-lbcpu = {}
-for line in open(lbcpu_tsv):
-    srv, mode, rnd, *vals = line.rstrip("\n").split("\t")
-    lbcpu.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
+lbcpu, mxcpu = {}, {}
+for path, side in ((lbcpu_tsv, lbcpu), (mxcpu_tsv, mxcpu)):
+    for line in open(path) if os.path.exists(path) else ():
+        srv, mode, rnd, *vals = line.rstrip("\n").split("\t")
+        side.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
 
 
 def vs_first(side, srv, mode):
@@ -721,11 +723,14 @@ for mode in ("per-worker", "shared"):
         if (srv, mode) in served:
             m = served[(srv, mode)]
             pm = sorted(m[r][0] / l[r][0] for r in m)
+            mc, lc = mxcpu[(srv, mode)], lbcpu[(srv, mode)]
             row.update({
                 "metrics_cycles_per_s": round(median(x[0] for x in m.values()), 1),
                 "metrics_ratio": round(median(pm), 4),
                 "metrics_ratio_min": round(pm[0], 4),
                 "metrics_ratio_max": round(pm[-1], 4),
+                "metrics_cpu_us_per_cycle": round(median(x[0] for x in mc.values()), 2),
+                "metrics_cpu_ratio": round(median(mc[r][0] / lc[r][0] for r in mc), 4),
             })
         rows.append(row)
 
@@ -787,14 +792,18 @@ if per_server:
         print(f"  {label:<{width}}  {path}")
 if served:
     print("\nlive metrics (--metrics, scraped every 1 s) beside plain runs, same rounds:")
-    print("{:<11} {:<16} {:>15} {:>16} {:>13} {:>13}".format(
-        "mode", "server", "plain cyc/s", "served cyc/s", "served/plain", "paired range"))
+    mfmt = "{:<11} {:<16} {:>12} {:>13} {:>13} {:>13} {:>14} {:>14} {:>9}"
+    print(mfmt.format("mode", "server", "plain cyc/s", "served cyc/s", "served/plain",
+                      "paired range", "plain µs/cyc", "served µs/cyc", "cpu ratio"))
     for r in rows:
         if "metrics_ratio" in r:
-            print("{:<11} {:<16} {:>15} {:>16} {:>13} {:>13}".format(
+            print(mfmt.format(
                 r["mode"], r.get("server", version), f"{r['lockbench_cycles_per_s']:,.0f}",
                 f"{r['metrics_cycles_per_s']:,.0f}", f"{r['metrics_ratio']:.3f}",
-                f"{r['metrics_ratio_min']:.2f}-{r['metrics_ratio_max']:.2f}"))
-    print("served/plain = median of the per-round ratios (1 = no cost; target >= 0.97).")
+                f"{r['metrics_ratio_min']:.2f}-{r['metrics_ratio_max']:.2f}",
+                f"{r['lockbench_cpu_us_per_cycle']:.2f}", f"{r['metrics_cpu_us_per_cycle']:.2f}",
+                f"{r['metrics_cpu_ratio']:.3f}"))
+    print("served/plain = median of the per-round ratios of cycles/s (1 = no cost; target "
+          ">= 0.97); cpu ratio = the same for client CPU per cmd-cycle (1 = no cost).")
 PY
 echo "csv: $CSV_OUT"
