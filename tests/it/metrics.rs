@@ -407,8 +407,22 @@ fn bad_metrics_addresses_are_bad_input() {
     );
 }
 
-/// Every metric the Grafana dashboard queries is one lockbench serves (so it cannot drift),
-/// and the served text holds every name the table lists.
+/// The `lockbench_…` names in `text` (a name ends at the first character that cannot be in
+/// one).
+fn names_in(text: &str) -> Vec<String> {
+    text.match_indices("lockbench_")
+        .map(|(i, _)| {
+            text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect::<String>()
+        })
+        .collect()
+}
+
+/// Every metric the Grafana dashboard queries, and every one the guide names, is one
+/// lockbench serves (so neither can drift), and the served text holds every name the table
+/// lists.
 #[test]
 fn grafana_dashboard_queries_served_metrics() {
     let dash: Value =
@@ -429,17 +443,7 @@ fn grafana_dashboard_queries_served_metrics() {
         }
     }
     walk(&dash, &mut exprs);
-    let names: Vec<String> = exprs
-        .iter()
-        .flat_map(|e| {
-            e.match_indices("lockbench_").map(|(i, _)| {
-                e[i..]
-                    .chars()
-                    .take_while(|c| c.is_ascii_lowercase() || *c == '_')
-                    .collect::<String>()
-            })
-        })
-        .collect();
+    let names: Vec<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert!(names.len() >= 15, "{names:?}");
     let served = table::exposed_names();
     let board = std::sync::Arc::new(lockbench::metrics::Board::default());
