@@ -365,7 +365,8 @@ fn port_0_is_a_free_port_printed_and_recorded() {
 }
 
 /// Bad `--metrics` addresses fail before the run starts, exit 2, naming the flag and what
-/// would be valid: garbage, a non-loopback address without --allow-remote, a taken port.
+/// would be valid: garbage, a non-loopback address without --allow-remote, a taken port; and
+/// `sweep`, which does not serve them.
 #[test]
 fn bad_metrics_addresses_are_bad_input() {
     let tmp = tempfile::tempdir().unwrap();
@@ -395,6 +396,22 @@ fn bad_metrics_addresses_are_bad_input() {
         assert!(!text.contains("panicked"), "{text}");
         assert!(!out.join("summary.json").exists(), "{addr}: nothing ran");
     }
+    // sweep does not serve metrics: refused by name, not ignored.
+    let o = lockbench(&[
+        "sweep",
+        "--backend=memory",
+        "--ttl=1ms,2ms",
+        "--metrics",
+        "0",
+    ])
+    .out(tmp.path().join("s"))
+    .output();
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--metrics") && text.contains("sweep"),
+        "{text}"
+    );
     // A profile key is checked like the flag.
     let p = tmp.path().join("p.toml");
     std::fs::write(&p, "metrics = \"here\"\n").unwrap();
