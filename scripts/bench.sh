@@ -102,9 +102,16 @@
 #   Three servers at the default settings take about 5 minutes; --quick (2 s runs,
 #   3 rounds) about 2.
 #
+# LIVE METRICS (--metrics, issue 34)
+#   With --metrics every round also runs lockbench with `--metrics 127.0.0.1:PORT` while a
+#   scraper fetches /metrics once a second (as Prometheus at a 1 s interval would), right
+#   beside the plain lockbench run (plain first in odd rounds, served first in even ones).
+#   A second table gives both cycle rates and `served/plain`, the median of the paired
+#   per-round ratios: the cost of serving metrics (target: within 3 %).
+#
 # USAGE
 #   scripts/bench.sh [-c C] [-d SECONDS] [-r ROUNDS] [-k KEYS] [--quick]
-#                    [--redis-server PATH]... [--no-build]
+#                    [--redis-server PATH]... [--metrics] [--no-build]
 #   Environment: BENCH_CONCURRENCY (50), BENCH_DURATION (5, or 2 with --quick; seconds
 #   per run, each redis-benchmark command is sized to run about that long),
 #   BENCH_ROUNDS (3, >= 2), BENCH_KEYS (default C; e.g. 100*C makes lockbench's
@@ -121,6 +128,7 @@ ROUNDS="${BENCH_ROUNDS:-}"
 KEYS="${BENCH_KEYS:-}"
 BUILD=1
 QUICK=0
+METRICS=0 # 1: also runs lockbench --metrics, scraped every second (--metrics)
 SERVER_ARGS=() # --redis-server values, as given
 
 usage() {
@@ -170,6 +178,10 @@ while (($# > 0)); do
         ;;
     --no-build)
         BUILD=0
+        shift
+        ;;
+    --metrics)
+        METRICS=1
         shift
         ;;
     -h | --help)
@@ -444,24 +456,48 @@ print(f"{srv}	{mode}	{rnd}	bare	{rate:.1f}	{c * 1e6 / (rate * dur):.2f}	{sc / w:
 }
 
 # --- one lockbench run --------------------------------------------------------------
-# run_lockbench S MODE ROUND: appends
+# run_lockbench S MODE ROUND [metrics]: appends
 # "server<TAB>mode<TAB>round<TAB>lockbench<TAB>sections/s<TAB>cmd-cycles/s<TAB>rejection%"
 # to $WORK/samples.tsv and "server<TAB>mode<TAB>round<TAB>cpu µs/cmd-cycle<TAB>server busy"
-# to $WORK/lbcpu.tsv.
+# to $WORK/lbcpu.tsv. With `metrics`: served with --metrics and scraped every second while it
+# runs; the row says `metrics` instead of `lockbench`, and its CPU row goes to $WORK/mxcpu.tsv.
 run_lockbench() {
-    local s="$1" mode="$2" round="$3" out="$WORK/lb-$1-$2-$3"
+    local s="$1" mode="$2" round="$3" served="${4:-}" out="$WORK/lb-$1-$2-$3-${4:-plain}"
+    local who=lockbench cpu_out="$WORK/lbcpu.tsv" scraper=""
     local -a cmd=("$LOCKBENCH" run --redis "redis://127.0.0.1:${PORTS[s]}"
         --workers "$CONCURRENCY" --keys "$KEYS" --ttl 10s --dist 'constant(0ms)'
         --think 'constant(0ms)' --busy fail-fast --release token
         --connection "$mode" --duration "${DURATION}s" --quiet --out "$out")
+    if [[ "$served" == metrics ]]; then
+        local mport
+        mport="$(free_port)"
+        cmd+=(--metrics "127.0.0.1:$mport")
+        who=metrics
+        cpu_out="$WORK/mxcpu.tsv"
+        # A scrape a second, over bash's /dev/tcp (no HTTP client needed).
+        (
+            while sleep 1; do
+                exec 3<>"/dev/tcp/127.0.0.1/$mport" 2>/dev/null || continue
+                printf 'GET /metrics HTTP/1.0\r\n\r\n' >&3
+                cat <&3 >/dev/null
+                exec 3<&-
+            done
+        ) &
+        scraper=$!
+    fi
     if ! run_timed "$WORK/lb.cpu" "${PIDS[s]}" "${cmd[@]}" >"$WORK/lb.log" 2>&1; then
+        [[ -n "$scraper" ]] && kill "$scraper" 2>/dev/null
         cat "$WORK/lb.log" >&2
         die "lockbench failed against ${LABELS[s]}: ${cmd[*]}"
     fi
-    python3 - "$out/summary.json" "$s" "$mode" "$round" "$(cat "$WORK/lb.cpu")" "$WORK/lbcpu.tsv" \
+    if [[ -n "$scraper" ]]; then
+        kill "$scraper" 2>/dev/null || true
+        wait "$scraper" 2>/dev/null || true
+    fi
+    python3 - "$out/summary.json" "$s" "$mode" "$round" "$(cat "$WORK/lb.cpu")" "$cpu_out" "$who" \
         >>"$WORK/samples.tsv" <<'PY'
 import json, sys
-path, srv, mode, rnd, cpu, cpu_out = sys.argv[1:7]
+path, srv, mode, rnd, cpu, cpu_out, who = sys.argv[1:8]
 v = json.load(open(path))["variants"][0]
 if v["errors"] != 0:
     sys.exit(f"lockbench {mode} round {rnd}: {v['errors']} errors {v.get('errors_by_kind')} "
@@ -471,7 +507,7 @@ if v["sections"] == 0 or v["elapsed_s"] <= 0:
 # Commands actually sent: one SET per attempt, one EVALSHA per section.
 cmd_cycles = (v["attempts"] + v["sections"]) / 2 / v["elapsed_s"]
 rej = 100.0 * v["rejections"] / v["attempts"] if v["attempts"] else 0.0
-print(f"{srv}\t{mode}\t{rnd}\tlockbench\t{v['throughput_per_s']:.1f}\t{cmd_cycles:.1f}\t{rej:.2f}")
+print(f"{srv}\t{mode}\t{rnd}\t{who}\t{v['throughput_per_s']:.1f}\t{cmd_cycles:.1f}\t{rej:.2f}")
 c, w, sc, steady = map(float, cpu.split())
 with open(cpu_out, "a") as f:
     f.write(f"{srv}\t{mode}\t{rnd}\t{c * 1e6 / (cmd_cycles * v['elapsed_s']):.2f}\t{sc / w:.3f}"
@@ -577,11 +613,13 @@ for ((round = 1; round <= ROUNDS; round++)); do
             fi
             if ((round % 2)); then
                 run_lockbench "$s" "$mode" "$round"
+                ((METRICS)) && run_lockbench "$s" "$mode" "$round" metrics
                 run_bare "$s" "$mode" "$round"
                 run_peer "$s" "$mode" "$round"
             else
                 run_peer "$s" "$mode" "$round"
                 run_bare "$s" "$mode" "$round"
+                ((METRICS)) && run_lockbench "$s" "$mode" "$round" metrics
                 run_lockbench "$s" "$mode" "$round"
             fi
         done
@@ -602,11 +640,12 @@ mkdir -p -- results
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 CSV_OUT="results/bench-$STAMP.csv"
 python3 - "$WORK/samples.tsv" "$CSV_OUT" "$CONCURRENCY" "$KEYS" "$DURATION" "$ROUNDS" \
-    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" "$WORK/lbcpu.tsv" <<'PY'
-import csv, sys
+    "$SERVER_VERSION" "$WORK/servers.tsv" "$PER_SERVER" "$WORK/lbcpu.tsv" "$WORK/mxcpu.tsv" <<'PY'
+import csv, os, sys
 from statistics import median
 
-tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server, lbcpu_tsv = sys.argv[1:11]
+tsv, out, conc, keys, dur, rounds, version, servers_tsv, per_server, lbcpu_tsv, mxcpu_tsv = \
+    sys.argv[1:12]
 per_server = per_server == "1"
 servers = []  # (label, path), in the order given
 for line in open(servers_tsv):
@@ -614,16 +653,17 @@ for line in open(servers_tsv):
     servers.append((label, path))
 
 # (server, mode) -> {round: the row's numbers: rates, CPU, busy shares, as each side writes them}
-lb, peer, bare = {}, {}, {}
+lb, peer, bare, served = {}, {}, {}, {}
 for line in open(tsv):
     srv, mode, rnd, who, *vals = line.rstrip("\n").split("\t")
-    side = {"lockbench": lb, "peer": peer, "bare": bare}[who]
+    side = {"lockbench": lb, "peer": peer, "bare": bare, "metrics": served}[who]
     side.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
 # (server, mode) -> {round: (cpu µs per cmd-cycle, server busy whole life, at saturation)}
-lbcpu = {}
-for line in open(lbcpu_tsv):
-    srv, mode, rnd, *vals = line.rstrip("\n").split("\t")
-    lbcpu.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
+lbcpu, mxcpu = {}, {}
+for path, side in ((lbcpu_tsv, lbcpu), (mxcpu_tsv, mxcpu)):
+    for line in open(path) if os.path.exists(path) else ():
+        srv, mode, rnd, *vals = line.rstrip("\n").split("\t")
+        side.setdefault((int(srv), mode), {})[int(rnd)] = tuple(map(float, vals))
 
 
 def vs_first(side, srv, mode):
@@ -680,6 +720,18 @@ for mode in ("per-worker", "shared"):
             "server_busy_steady_bare": round(median(x[3] for x in b.values()), 3),
             "server_busy_steady_peer": round(median(x[3] for x in p.values()), 3),
         })
+        if (srv, mode) in served:
+            m = served[(srv, mode)]
+            pm = sorted(m[r][0] / l[r][0] for r in m)
+            mc, lc = mxcpu[(srv, mode)], lbcpu[(srv, mode)]
+            row.update({
+                "metrics_cycles_per_s": round(median(x[0] for x in m.values()), 1),
+                "metrics_ratio": round(median(pm), 4),
+                "metrics_ratio_min": round(pm[0], 4),
+                "metrics_ratio_max": round(pm[-1], 4),
+                "metrics_cpu_us_per_cycle": round(median(x[0] for x in mc.values()), 2),
+                "metrics_cpu_ratio": round(median(mc[r][0] / lc[r][0] for r in mc), 4),
+            })
         rows.append(row)
 
 with open(out, "w", newline="") as f:
@@ -738,5 +790,20 @@ if per_server:
           "round. Servers:")
     for label, path in servers:
         print(f"  {label:<{width}}  {path}")
+if served:
+    print("\nlive metrics (--metrics, scraped every 1 s) beside plain runs, same rounds:")
+    mfmt = "{:<11} {:<16} {:>12} {:>13} {:>13} {:>13} {:>14} {:>14} {:>9}"
+    print(mfmt.format("mode", "server", "plain cyc/s", "served cyc/s", "served/plain",
+                      "paired range", "plain µs/cyc", "served µs/cyc", "cpu ratio"))
+    for r in rows:
+        if "metrics_ratio" in r:
+            print(mfmt.format(
+                r["mode"], r.get("server", version), f"{r['lockbench_cycles_per_s']:,.0f}",
+                f"{r['metrics_cycles_per_s']:,.0f}", f"{r['metrics_ratio']:.3f}",
+                f"{r['metrics_ratio_min']:.2f}-{r['metrics_ratio_max']:.2f}",
+                f"{r['lockbench_cpu_us_per_cycle']:.2f}", f"{r['metrics_cpu_us_per_cycle']:.2f}",
+                f"{r['metrics_cpu_ratio']:.3f}"))
+    print("served/plain = median of the per-round ratios of cycles/s (1 = no cost; target "
+          ">= 0.97); cpu ratio = the same for client CPU per cmd-cycle (1 = no cost).")
 PY
 echo "csv: $CSV_OUT"

@@ -118,6 +118,7 @@ pub fn code_of_error(e: &anyhow::Error) -> i32 {
             || c.is::<crate::recommend::ParamError>()
             || c.is::<crate::report::load::ReportError>()
             || c.is::<crate::target::RemoteRefused>()
+            || c.is::<crate::metrics::MetricsError>()
     });
     if bad { BAD_INPUT } else { FAILED }
 }

@@ -25,11 +25,12 @@
 //! 10. `store`, `client` — the `LockConn` trait (the commands lockbench sends) and its implementations: a real Redis, a cluster, Redlock's N servers, the in-process model; private servers that never outlive lockbench; lock libraries of other languages driven as child processes (the driver protocol)
 //! 11. `results` — the run directory's format: run ids, manifest, summaries, `events.csv`, `.hgrm`, `.hlog`
 //! 12. `profile` — the TOML profile and its validation into a `Plan`, one function per part of the plan
-//! 13. `analysis` — pure figures: counts, the one table of figures, overlap, summaries, thresholds, the verdict
-//! 14. `redlock`, `analytic`, `record` — quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
-//! 15. `dist` — latency distributions: grammar, sampler, analytic tails
-//! 16. `inputs` — the one reader of duration columns in CSV files
-//! 17. `model`, `exit`, `math`, `target`, `signals`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; the calling thread's kernel id and class
+//! 13. `metrics` — live metrics for Prometheus: the address, which metric each figure becomes, the served values (set from the summary at a variant's end) and the HTTP endpoint
+//! 14. `analysis` — pure figures: counts, the one table of figures, overlap, summaries, thresholds, the verdict
+//! 15. `redlock`, `analytic`, `record` — quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
+//! 16. `dist` — latency distributions: grammar, sampler, analytic tails
+//! 17. `inputs` — the one reader of duration columns in CSV files
+//! 18. `model`, `exit`, `math`, `target`, `signals`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; the calling thread's kernel id and class
 //!
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it
 // (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.
@@ -52,6 +53,7 @@ pub mod faults;
 pub mod inputs;
 pub(crate) mod math;
 pub(crate) mod merge;
+pub mod metrics;
 pub mod model;
 pub mod profile;
 pub mod recommend;

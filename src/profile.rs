@@ -301,6 +301,13 @@ pub struct Profile {
     /// [default 0.05 × TTL, as redsync].
     #[arg(long)]
     pub redlock_timeout: Option<String>,
+    /// Serve live metrics for Prometheus at this address while `run` or `compare` goes
+    /// (`/metrics`; OpenMetrics when asked): a port alone (9464, :9464) binds 127.0.0.1, port 0
+    /// any free port (printed on stderr and recorded in manifest.json); a non-loopback address
+    /// needs --allow-remote. The endpoint closes once the run's files are written
+    /// [default off].
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
 }
 }
 
@@ -524,8 +531,13 @@ impl Profile {
                 ));
             }
         };
+        let metrics = match &self.metrics {
+            Some(a) => Some(crate::metrics::addr::parse_addr(a).map_err(|m| cx.err("metrics", m))?),
+            None => None,
+        };
         let mut plan = Plan {
             name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
+            metrics,
             seed: self.seed.unwrap_or(1),
             workload,
             protection,

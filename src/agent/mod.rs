@@ -236,6 +236,7 @@ pub(crate) fn workload_fingerprint(plan: &serde_json::Value) -> serde_json::Valu
             "name",
             "redis",
             "allow_remote",
+            "metrics",
             "warnings",
             "backend",
             "redis_servers",

@@ -21,7 +21,8 @@ pub struct WorkloadArgs {
     /// holder-crash,probability=0.05,restart=100ms. Times are from each variant's start.
     #[arg(long = "fault")]
     pub fault: Vec<String>,
-    /// Allow a non-loopback Redis host (never settable from a profile).
+    /// Allow a non-loopback Redis host, and a non-loopback --metrics address (never settable
+    /// from a profile).
     #[arg(long)]
     pub allow_remote: bool,
     /// Fail the run with exit code 99 when this condition on a summary figure holds for a

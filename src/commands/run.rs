@@ -149,6 +149,37 @@ async fn execute(
     opts: &RunOptions,
     ci: &CiArgs,
 ) -> anyhow::Result<i32> {
+    // Bound before anything runs: a taken port or a bad address is bad input (exit 2).
+    let endpoint = match plan.metrics {
+        Some(addr) => {
+            let e = crate::metrics::Endpoint::start(addr, plan.backend.allow_remote)?;
+            if !opts.quiet {
+                eprintln!("metrics: {}", e.url());
+            }
+            Some(e)
+        }
+        None => None,
+    };
+    let opts = &RunOptions {
+        metrics: endpoint.as_ref().map(|e| e.board.clone()),
+        metrics_url: endpoint.as_ref().map(|e| e.url()),
+        ..opts.clone()
+    };
+    let result = execute_on(plan, methods, opts, ci).await;
+    // Up until every file is written, then closed (after a last scrape, when scraped).
+    if let Some(e) = endpoint {
+        e.close().await;
+    }
+    result
+}
+
+/// [`execute`] once the metrics endpoint, if any, is up.
+async fn execute_on(
+    plan: &Plan,
+    methods: &[Variant],
+    opts: &RunOptions,
+    ci: &CiArgs,
+) -> anyhow::Result<i32> {
     let exes: Vec<Option<&std::path::Path>> = match plan.backend.redis_servers.len() {
         0 => vec![None],
         _ => plan

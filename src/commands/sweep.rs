@@ -307,6 +307,14 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         w.settings.ttl = Some(format!("{}us", ttls[0]));
         w.plan(extra)?
     };
+    if first.metrics.is_some() {
+        return Err(crate::exit::BadInput(
+            "--metrics: sweep does not serve live metrics; run or compare do (one cell at a time: \
+             lockbench run --ttl T --metrics ADDR)"
+                .into(),
+        )
+        .into());
+    }
     if first.backend.redis_servers.len() > 1 {
         return Err(crate::exit::BadInput(
             "sweep runs on one server: give --redis-server once (compare takes several and runs them side by side)".into(),

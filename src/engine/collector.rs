@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Sees a collector's totals after each interval, on its thread.
+pub type Observer = Box<dyn FnMut(&HistSet) + Send>;
+
 /// Drains a recorder's histogram stripes once per interval into tagged interval logs and the
 /// totals, from a dedicated thread.
 pub struct Collector {
@@ -54,6 +57,20 @@ impl Collector {
         offset: Duration,
         interval: Duration,
     ) -> anyhow::Result<Self> {
+        Self::start_observed(rec, dir, tag, base, offset, interval, None)
+    }
+
+    /// As [`Collector::start`]; `observer` sees the totals after each interval (live metrics).
+    #[allow(clippy::too_many_arguments)]
+    pub fn start_observed(
+        rec: Arc<Recorder>,
+        dir: &Path,
+        tag: &str,
+        base: SystemTime,
+        offset: Duration,
+        interval: Duration,
+        observer: Option<Observer>,
+    ) -> anyhow::Result<Self> {
         let (stop, stop_rx) = std_mpsc::channel::<()>();
         Self::spawn(
             rec,
@@ -63,6 +80,7 @@ impl Collector {
             offset,
             PaceTx::Wall(stop),
             PaceRx::Wall(stop_rx, interval),
+            observer,
         )
     }
 
@@ -84,6 +102,7 @@ impl Collector {
             offset,
             PaceTx::Virtual(tx),
             PaceRx::Virtual(rx),
+            None,
         )
     }
 
@@ -108,6 +127,7 @@ impl Collector {
         self.finish()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn spawn(
         rec: Arc<Recorder>,
         dir: &Path,
@@ -116,6 +136,7 @@ impl Collector {
         offset: Duration,
         pace: PaceTx,
         pace_rx: PaceRx,
+        mut observer: Option<Observer>,
     ) -> anyhow::Result<Self> {
         let mut files = Vec::new();
         for m in Metric::ALL {
@@ -187,6 +208,9 @@ impl Collector {
                         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
                 }
                 totals.add(&interval_set);
+                if let Some(o) = &mut observer {
+                    o(&totals);
+                }
                 last = now;
                 if stopped {
                     break;

@@ -14,7 +14,7 @@
 //! - One row per section goes through a bounded channel to a thread that streams `events.csv`.
 
 use crate::analysis::counts::LiveCounts;
-use crate::analysis::overlap::KeyTracker;
+use crate::analysis::overlap::{KeyTracker, OverlapStats};
 use crate::analysis::summary::Measured;
 use crate::model::error::{CmdError, ErrorKind};
 use crate::record::{HistSet, Metric, Outages};
@@ -335,6 +335,20 @@ impl Recorder {
     /// The first error message of each kind seen.
     pub fn first_errors(&self) -> Vec<(ErrorKind, String)> {
         lock(&self.first_errors).clone()
+    }
+
+    /// The keys now, for live metrics: their overlap figures so far (merged), the holders open
+    /// now summed over the keys, and the most open on one key. Takes each key's mutex in turn
+    /// (a key at a time, as a section does), so the caller keeps it to about once a second.
+    pub fn keys_now(&self) -> (OverlapStats, u64, u32) {
+        let (mut stats, mut holders, mut most) = (OverlapStats::default(), 0, 0);
+        for k in &self.keys {
+            let k = lock(&k.0);
+            stats.merge(&k.stats());
+            holders += u64::from(k.holders());
+            most = most.max(k.holders());
+        }
+        (stats, holders, most)
     }
 
     /// What the variant measured, as plain values for [`crate::analysis::summary::summarize`].

@@ -38,6 +38,8 @@ pub struct Plan {
     /// Every section gets an `events.csv` row (`false`: no `events.csv`, no report; the
     /// figures are in `summary.json` and the histograms).
     pub events: bool,
+    /// Where live metrics are served (`metrics`; `None`: not served).
+    pub metrics: Option<std::net::SocketAddr>,
     /// CI gates: conditions on summary figures that fail the run with exit 99.
     pub fail_if: Vec<Threshold>,
     /// Things the user should know about the plan (e.g. scaled values near the clock's

@@ -108,6 +108,9 @@ pub struct Manifest {
     /// the run had no resource.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_store: Option<String>,
+    /// Where live metrics were served (`--metrics`), e.g. `http://127.0.0.1:9464/metrics`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_url: Option<String>,
     /// Keys that may remain on the server (cleanup failed or was abandoned), listed in
     /// `leftover-keys.txt`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -29,6 +29,8 @@ pub(crate) struct VariantEnv<'a> {
     pub(crate) written_keys: &'a mut Vec<String>,
     /// The resource and fence keys of those, when the run has a resource.
     pub(crate) companion_keys: &'a mut Vec<String>,
+    /// Live metrics: the board and this variant's series on it.
+    pub(crate) metrics: Option<(Arc<crate::metrics::Board>, usize)>,
 }
 
 /// A variant ready to run: its connections open (connecting is not measured time), the

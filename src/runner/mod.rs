@@ -60,6 +60,10 @@ pub struct RunOptions {
     /// This process is one agent of a multi-agent run: its run id, global worker ids, the
     /// start and end barriers through the target.
     pub agent: Option<Arc<crate::agent::barrier::Agent>>,
+    /// Live metrics are served from this board (`--metrics`).
+    pub metrics: Option<Arc<crate::metrics::Board>>,
+    /// Where they are served (recorded in `manifest.json`).
+    pub metrics_url: Option<String>,
 }
 
 impl Default for RunOptions {
@@ -75,6 +79,8 @@ impl Default for RunOptions {
             force: false,
             faults: Default::default(),
             agent: None,
+            metrics: None,
+            metrics_url: None,
         }
     }
 }
@@ -259,6 +265,7 @@ pub async fn run_on<K: Connector>(
         cells.iter().map(|c| c.2.clone()).collect(),
         started,
     );
+    manifest.metrics_url = opts.metrics_url.clone();
     manifest.resource_store = plan.protection.resource.then(|| {
         targets[0]
             .connector
@@ -283,6 +290,20 @@ pub async fn run_on<K: Connector>(
         }
         let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.workload.keys)
             .tagged(targets[ti].connector.hash_tags());
+        let metrics = opts.metrics.as_ref().map(|board| {
+            let labels = crate::metrics::Labels {
+                variant: name.clone(),
+                server: servers[ti].version.clone(),
+                run_id: run_id.clone(),
+                agent: opts.agent.as_ref().map(|a| a.spec().index as usize),
+            };
+            let kinds: Vec<&'static str> =
+                plan.faults.schedule.iter().map(|f| f.kind.name()).collect();
+            (
+                board.clone(),
+                board.begin(&labels, plan.workload.ttl_ms, &kinds),
+            )
+        });
         let r = run_variant(
             targets[ti].connector,
             &probes[ti],
@@ -300,10 +321,15 @@ pub async fn run_on<K: Connector>(
                 server: &servers[ti],
                 written_keys: &mut written_keys[ti],
                 companion_keys: &mut companion_keys[ti],
+                metrics: metrics.clone(),
             },
         )
         .await;
         let r = r.and_then(|(summary, hists)| {
+            // The served values become the summary's before any file is written.
+            if let Some((board, i)) = &metrics {
+                board.publish(*i, &summary, &hists);
+            }
             let suffix = (cells.len() > 1).then_some(name.as_str());
             results::write_hgrms(&dir, &hists, suffix)?;
             Ok(summary)

@@ -60,6 +60,7 @@ pub(crate) fn new_manifest(
         failure: None,
         failed_variant: None,
         resource_store: None,
+        metrics_url: None,
         leftover_keys: None,
         cleanup_removed_locks: 0,
         agent: opts.agent.as_ref().map(|a| a.record()),

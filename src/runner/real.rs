@@ -20,6 +20,34 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+/// What the recorder has counted so far, for the metrics endpoint.
+fn live_metrics(plan: &Plan, rec: &Recorder) -> crate::metrics::Live {
+    let (stats, holders, holders_max) = rec.keys_now();
+    let outages = rec.outages();
+    let now = rec.now_us();
+    crate::metrics::Live {
+        counts: rec.counters.counts.snapshot(),
+        errors: crate::model::error::ErrorKind::ALL
+            .iter()
+            .map(|k| (k.name(), rec.counters.errors(*k)))
+            .collect(),
+        outages: outages.ended,
+        outage_us: outages.total_us,
+        overlap_us: stats.overlap_us,
+        overlap_incidents: stats.incidents,
+        peak_holders: stats.peak_holders,
+        holders,
+        holders_max,
+        open_faults: plan
+            .faults
+            .schedule
+            .iter()
+            .filter(|f| f.covers(now))
+            .map(|f| f.kind.name())
+            .collect(),
+    }
+}
+
 /// Runs a variant's workers in real time: tokio tasks, the arrivals' dispatcher, the fault
 /// schedule, the progress bar, Ctrl-C, the end-of-run grace and the give-up rule.
 #[allow(clippy::too_many_arguments)]
@@ -115,6 +143,7 @@ pub(crate) async fn run_real<C: LockConn>(
     let grace = end_grace(plan.workload.ttl_ms);
     let mut signals = env.signals.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let mut ticks = 0u64;
     let mut cut_at: Option<Instant> = None;
     let mut panicked: Option<String> = None;
     let mut stop_reason = StopReason::Limit;
@@ -155,6 +184,13 @@ pub(crate) async fn run_real<C: LockConn>(
             }
             _ = tick.tick() => {
                 update_bar(&bar, plan, recorder);
+                // Live metrics once a second: reading every key's figures takes its mutex.
+                ticks += 1;
+                if ticks % 5 == 1
+                    && let Some((board, i)) = &env.metrics
+                {
+                    board.live(*i, &live_metrics(plan, recorder));
+                }
                 if let Some(d) = deadline {
                     let cut = *cut_at.get_or_insert(d + grace);
                     if Instant::now() >= cut {

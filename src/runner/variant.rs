@@ -140,13 +140,17 @@ async fn prepare<K: Connector>(
     }
     let collector = match sim_clock {
         Some(_) => Collector::start_virtual(recorder.clone(), env.dir, env.name, env.base, offset)?,
-        None => Collector::start(
+        None => Collector::start_observed(
             recorder.clone(),
             env.dir,
             env.name,
             env.base,
             offset,
             env.opts.log_interval,
+            env.metrics.clone().map(|(board, i)| {
+                Box::new(move |h: &HistSet| board.histograms(i, h))
+                    as crate::engine::collector::Observer
+            }),
         )?,
     };
     // The backlog is deep (8 bytes an arrival): an arrival that waits behind a stalled

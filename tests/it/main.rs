@@ -31,6 +31,7 @@ mod golden;
 mod harness;
 mod layers;
 mod link;
+mod metrics;
 mod outputs;
 mod precision;
 mod protection;
