@@ -112,6 +112,8 @@
 # USAGE
 #   scripts/bench.sh [-c C] [-d SECONDS] [-r ROUNDS] [-k KEYS] [--quick]
 #                    [--redis-server PATH]... [--metrics] [--no-build]
+#   scripts/bench.sh --client NAME [--client NAME]... [-c WORKERS] [-d S] [-r R] [--no-build]
+#                    (a lock library through its driver beside `token`: scripts/bench_clients.py)
 #   Environment: BENCH_CONCURRENCY (50), BENCH_DURATION (5, or 2 with --quick; seconds
 #   per run, each redis-benchmark command is sized to run about that long),
 #   BENCH_ROUNDS (3, >= 2), BENCH_KEYS (default C; e.g. 100*C makes lockbench's
@@ -121,6 +123,14 @@
 #   Prints the table and writes it as CSV to results/bench-<UTC timestamp>.csv.
 
 set -euo pipefail
+
+# --client NAME: a lock library through its driver beside the built-in token method
+# (issue 33); scripts/bench_clients.py says what it measures.
+for arg in "$@"; do
+    if [[ "$arg" == --client || "$arg" == --client=* ]]; then
+        exec python3 "$(dirname -- "${BASH_SOURCE[0]}")/bench_clients.py" "$@"
+    fi
+done
 
 CONCURRENCY="${BENCH_CONCURRENCY:-50}"
 DURATION="${BENCH_DURATION:-}"

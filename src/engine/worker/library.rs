@@ -129,8 +129,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             // The holder dies right after acquiring, as with lockbench's own lock.
             crash_now: ctx.crash_between > 0.0
                 && self.st.crashes.random::<f64>() < ctx.crash_between,
-            // A library that renews its locks keeps them past the TTL.
-            lock_until_us: (!client.auto_renewal).then_some(set_sent_us + ctx.ttl_ms * 1000),
+            // A library that renews its locks keeps them past the TTL. One that retried within
+            // its wait budget set the key with its last SET, which went out at most a round
+            // trip before its reply: the expiry is counted from the reply (from the request,
+            // a lock taken after a second of retries would expire a second early).
+            lock_until_us: (!client.auto_renewal).then_some(replied_us + ctx.ttl_ms * 1000),
         })
     }
 
