@@ -32,6 +32,7 @@ mod harness;
 mod layers;
 mod link;
 mod outputs;
+mod own_scripts;
 mod precision;
 mod protection;
 mod recommend;
