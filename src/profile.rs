@@ -131,7 +131,8 @@ pub struct Profile {
     /// CI gates (`[thresholds]`).
     #[arg(skip)]
     pub thresholds: Option<ThresholdsProfile>,
-    /// Release method for `run`.
+    /// Release method for `run`: del, token, delex or script (your release_script), with
+    /// +extend, +fence… [default token].
     #[arg(skip)]
     pub release: Option<String>,
     /// Release methods for `compare`.
