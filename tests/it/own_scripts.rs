@@ -246,3 +246,48 @@ fn bad_scripts_are_named() {
         }
     }
 }
+
+/// A Redis user who may not run EVALSHA, or SCRIPT LOAD, is refused before a `script` run
+/// with the grant to add (asked with ACL DRYRUN: nothing runs); with both, the same run works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn your_script_needs_evalsha_and_script_load() {
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let p = plan(&format!(
+        "workers = 2\nsections = 20\ndist = \"constant(1ms)\"\nrelease = \"script\"\n\
+         release_script = \"{}\"\n",
+        script("release-compare-and-delete.lua")
+    ));
+    let mut outcomes = Vec::new();
+    for (user, rules) in [("u1", "-evalsha"), ("u2", "-script"), ("u3", "-eval")] {
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", user, "on", ">pw", "~lockbench:*", "+@all", rules])
+            .query(&mut conn)
+            .unwrap();
+        let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+        let c = lockbench::store::redis::RedisConnector::new(
+            &url,
+            lockbench::store::Timeouts::default(),
+            false,
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let _cpu = shared();
+        outcomes.push(
+            lockbench::runner::run_with(&c, "url", &p, &[Script], &opts(dir.path()))
+                .await
+                .map_err(|e| format!("{e:#}")),
+        );
+    }
+    for msg in [&outcomes[0], &outcomes[1]] {
+        let msg = msg.as_ref().err().expect("refused");
+        assert!(
+            msg.contains("not permitted") && msg.contains("+evalsha +script|load"),
+            "{msg}"
+        );
+    }
+    // Negative control: EVAL itself is not needed.
+    let out = outcomes[2].as_ref().expect("a script run as u3");
+    assert_eq!(out.summaries[0].counts.released, 20);
+    server.stop().await;
+}
