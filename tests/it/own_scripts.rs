@@ -280,7 +280,9 @@ async fn your_script_needs_evalsha_and_script_load() {
         );
     }
     for msg in [&outcomes[0], &outcomes[1]] {
-        let msg = msg.as_ref().err().expect("refused");
+        let Err(msg) = msg else {
+            panic!("a user without EVALSHA or SCRIPT LOAD ran the script")
+        };
         assert!(
             msg.contains("not permitted") && msg.contains("+evalsha +script|load"),
             "{msg}"
