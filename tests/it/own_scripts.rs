@@ -110,6 +110,8 @@ async fn your_release_script_is_judged_by_the_same_measurement() {
         releases(broken),
         "EVALSHA calls = the script's releases"
     );
+    // `lockbench report` recounts the script's figures from events.csv and agrees.
+    report_agrees(&out.dir);
     for s in [del, broken] {
         assert!(s.counts.sections >= 20, "{}: too few sections", s.variant);
         assert!(
