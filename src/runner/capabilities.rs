@@ -279,8 +279,14 @@ async fn check_user_scripts<C: LockConn>(
                 ))
                 .into());
             }
+            // The in-process model (`auto` without redis-server installed).
             Err(e) if e.kind == crate::model::error::ErrorKind::Other => {
-                return Err(BadInput(format!("{}: {}", s.label(), e.detail)).into());
+                return Err(BadInput(format!(
+                    "{}: {}; install redis-server (backend = \"spawn\") or give --redis URL",
+                    s.label(),
+                    e.detail
+                ))
+                .into());
             }
             Err(e) => bail!("cannot load {}: {e}", s.label()),
         }

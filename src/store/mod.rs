@@ -392,7 +392,7 @@ return 0";
 fn no_lua() -> CmdError {
     CmdError {
         kind: ErrorKind::Other,
-        detail: "your own Lua scripts run only on a Redis server, not on this store".to_string(),
+        detail: "this store cannot run Lua scripts, only a Redis server can".to_string(),
     }
 }
 

@@ -156,7 +156,8 @@ async fn your_acquire_and_extend_scripts_take_and_keep_the_lock() {
 
 /// Bad input is refused before anything runs (exit 2), naming the field or flag and what is
 /// valid: a missing file, Lua that does not compile (the server's words), a script no variant
-/// runs, `script` without its release script, an in-process backend. A script that answers
+/// runs, `script` without its release script, an in-process backend (asked for, or fallen back
+/// to without redis-server). A script that answers
 /// outside the convention stops the run (exit 1), naming itself and its reply.
 #[test]
 fn bad_scripts_are_named() {
@@ -247,6 +248,19 @@ fn bad_scripts_are_named() {
             assert!(text.contains(w), "{args:?}: no `{w}` in: {text}");
         }
     }
+    // Without redis-server, `auto` falls back to the in-process model, which refuses the
+    // script before the run.
+    let o = lockbench(&["run", "--release", "script", "--quiet", "--release-script"])
+        .arg(script("release-compare-and-delete.lua"))
+        .out(dir.path().join("model"))
+        .env("PATH", "/nonexistent")
+        .output();
+    let text = text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("cannot run Lua scripts, only a Redis server"),
+        "{text}"
+    );
 }
 
 /// A Redis user who may not run EVALSHA, or SCRIPT LOAD, is refused before a `script` run
