@@ -309,3 +309,31 @@ async fn your_script_needs_evalsha_and_script_load() {
     assert_eq!(out.summaries[0].counts.released, 20);
     server.stop().await;
 }
+
+/// Stuck locks are read at the server with PTTL, as for every variant: an acquire script that
+/// forgets the expiry (`SET … NX` without `PX`) leaves every crashed holder's lock for ever;
+/// the shipped one, with `PX`, leaves none (the negative control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_script_without_an_expiry_leaves_stuck_locks() {
+    let server = redis().await;
+    let dir = tempfile::tempdir().unwrap();
+    let no_px = dir.path().join("acquire-no-px.lua");
+    std::fs::write(&no_px, "return redis.call('SET', KEYS[1], ARGV[1], 'NX')\n").unwrap();
+    let mut stuck = Vec::new();
+    for acquire in [no_px.display().to_string(), script("acquire-set-nx-px.lua")] {
+        let p = plan(&format!(
+            "workers = 4\nkeys = 4\nttl = \"50ms\"\ndist = \"constant(5ms)\"\nduration = \"600ms\"\n\
+             crash_between = 0.2\nrelease = \"script\"\nrelease_script = \"{}\"\n\
+             acquire_script = \"{acquire}\"\n",
+            script("release-compare-and-delete.lua")
+        ));
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = run_redis_data(&server, &p, &[Script], out_dir.path()).await;
+        let s = &out.summaries[0];
+        assert!(s.counts.crashes > 0, "no holder crashed");
+        stuck.push(s.stuck_locks);
+    }
+    assert!(stuck[0] > 0, "no stuck lock without PX: {stuck:?}");
+    assert_eq!(stuck[1], 0, "a stuck lock with PX: {stuck:?}");
+    server.stop().await;
+}
