@@ -536,20 +536,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 (self.lib_events.0, self.lib_events.1 > 0);
             outcome
         } else {
-            // The user's script is judged by the timeline: a newer holder in as it is sent
-            // means any lock it deletes is another's.
+            // A user's script is judged by the timeline (`script::classify_release`).
             let newer = ctx.scripts.is_some() && rec.newer_holder(h.key, h.acquired_us);
+            let (name, token, ttl) = (&h.name, &h.token, ctx.ttl_ms);
             let script = ctx.release_script();
-            let (name, token) = (&h.name, &h.token);
-            let release = release(
-                &mut self.conn,
-                ctx.method,
-                script,
-                name,
-                token,
-                ctx.ttl_ms,
-                newer,
-            );
+            let release = release(&mut self.conn, ctx.method, script, name, token, ttl, newer);
             match counted(&ctx.recorder, &mut self.drv, release).await {
                 Ok(o) => {
                     rec.ok();
