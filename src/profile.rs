@@ -10,7 +10,7 @@
 //! dist = "lognormal(median=20ms,p99=120ms)"   # critical-section durations
 //! think = "constant(0ms)"      # pause between a release and the next attempt
 //! busy = "fail-fast"           # or "retry" (exponential backoff, full jitter)
-//! release = "token"            # del | token | delex
+//! release = "token"            # del | token | delex | script (release_script = "x.lua")
 //! connection = "per-worker"    # or "shared"
 //! seed = 42
 //! ```
@@ -23,6 +23,7 @@ mod faults;
 mod plan;
 mod protection;
 mod redlock;
+mod scripts;
 mod sim;
 #[cfg(test)]
 mod tests;
@@ -130,7 +131,8 @@ pub struct Profile {
     /// CI gates (`[thresholds]`).
     #[arg(skip)]
     pub thresholds: Option<ThresholdsProfile>,
-    /// Release method for `run`.
+    /// Release method for `run`: del, token, delex or script (your release_script), with
+    /// +extend, +fence… [default token].
     #[arg(skip)]
     pub release: Option<String>,
     /// Release methods for `compare`.
@@ -219,6 +221,19 @@ pub struct Profile {
     /// write) [default continue].
     #[arg(long)]
     pub on_lost: Option<String>,
+    /// Your own Lua release script, run by the `script` release method (EVALSHA with
+    /// KEYS[1] = lock key, ARGV[1] = token, ARGV[2] = TTL ms; reply 1 deleted, 0 nothing
+    /// deleted, -1 held by another). A relative path in a profile starts at its directory.
+    #[arg(long)]
+    pub release_script: Option<String>,
+    /// Your own Lua acquire script for the `script` release method (reply 1 or OK acquired,
+    /// 0 or nil busy) [default: SET key token NX PX ttl].
+    #[arg(long)]
+    pub acquire_script: Option<String>,
+    /// Your own Lua extend script for `script+extend` (reply 1 re-armed, 0 lost)
+    /// [default: lockbench's compare-and-PEXPIRE].
+    #[arg(long)]
+    pub extend_script: Option<String>,
     /// When Redis does not answer (connection or timeout error): fail-closed (refuse the
     /// request) or fail-open (run the section without a lock)
     /// [default fail-closed].
@@ -552,11 +567,15 @@ impl Profile {
         };
         self.check_sim_parallel(&cx, &plan)?;
         faults::check_schedule(&plan, &cx)?;
+        let script_files = self.plan_scripts(&cx, &plan)?;
         // Every field is valid: only now read the files the distributions name.
         let scale = plan.workload.time_scale;
         workload::load_files(&mut plan.workload, &cx, &mut plan.warnings)?;
         sim::load_files(&mut plan.sim, self, &cx)?;
         faults::load_files(&mut plan.faults, &cx, scale)?;
+        if let Some(files) = script_files {
+            plan.protection.scripts = Some(scripts::load(&cx, files)?);
+        }
         self.plan_redlock(&mut plan)
             .map_err(|(f, m)| cx.err(f, m))?;
         Ok(plan)

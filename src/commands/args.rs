@@ -166,7 +166,8 @@ pub struct RunArgs {
     /// CI summaries.
     pub ci: CiArgs,
     /// Release method: del (unconditional, the bug), token (Lua compare-and-delete), delex
-    /// (DELEX IFEQ, Redis ≥ 8.4) [profile: release; default token].
+    /// (DELEX IFEQ, Redis ≥ 8.4), script (your own --release-script) [profile: release;
+    /// default token].
     #[arg(long)]
     pub release: Option<String>,
     /// Many agents, one run: this process is agent INDEX of COUNT (`0/2`, `1/2`), each started
@@ -214,8 +215,8 @@ pub struct CompareArgs {
     #[command(flatten)]
     /// CI summaries.
     pub ci: CiArgs,
-    /// Release methods to compare, comma-separated, e.g. del,token (`--releases` is an alias)
-    /// [profile: releases; default del,token].
+    /// Release methods to compare, comma-separated, e.g. del,token or token,script (your own
+    /// --release-script) (`--releases` is an alias) [profile: releases; default del,token].
     #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]
     pub release: Option<Vec<String>>,
     /// A lock library to measure beside them, by its driver (repeatable): redis-py,
@@ -280,6 +281,20 @@ impl WorkloadArgs {
     /// Loads the profile, applies the flags and validates. Errors in a flag name the flag.
     pub fn plan(&self, extra: Profile) -> Result<Plan, ProfileError> {
         let mut flags = self.settings.clone().overlay(extra);
+        // A script named on the command line starts at the working directory; the profile's
+        // own relative paths start at the profile's directory.
+        for path in [
+            &mut flags.acquire_script,
+            &mut flags.release_script,
+            &mut flags.extend_script,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let Ok(abs) = std::path::absolute(&*path) {
+                *path = abs.display().to_string();
+            }
+        }
         if !self.fault.is_empty() {
             let mut list = Vec::new();
             for f in &self.fault {

@@ -4,9 +4,11 @@
 use crate::dist::Sampler;
 use crate::engine::keys::KeyNames;
 use crate::engine::recorder::Recorder;
+use crate::model::error::{CmdError, ErrorKind};
 use crate::model::fault::Fault;
 use crate::model::release::ExtendCommand;
 use crate::model::release::ReleaseMethod;
+use crate::model::script::{UserScript, UserScripts};
 use crate::model::variant::Fencing;
 use crate::profile::Acquire;
 use crate::profile::BusyPolicy;
@@ -70,6 +72,12 @@ pub(crate) struct WorkerCtx {
     pub reserved: std::sync::atomic::AtomicU64,
     /// A lock library's variant (its drivers take and release the locks).
     pub client: Option<ClientCtx>,
+    /// The user's own scripts, for the `script` release method's variants (`None` for the
+    /// others).
+    pub scripts: Option<Arc<UserScripts>>,
+    /// The first reply of a user's script outside the convention, which stops the variant:
+    /// every later reply would be as unreadable.
+    pub script_failed: std::sync::Mutex<Option<String>>,
 }
 
 /// What the workers of a lock library's variant share.
@@ -161,12 +169,44 @@ pub(crate) struct Pause {
 }
 
 impl WorkerCtx {
+    /// The user's acquire script, when the variant has one.
+    pub(crate) fn acquire_script(&self) -> Option<&UserScript> {
+        self.scripts.as_ref()?.acquire.as_ref()
+    }
+
+    /// The user's release script, when the variant is `script`.
+    pub(crate) fn release_script(&self) -> Option<&UserScript> {
+        self.scripts.as_ref().map(|s| &s.release)
+    }
+
+    /// The user's extend script, when the variant has one.
+    pub(crate) fn extend_script(&self) -> Option<&UserScript> {
+        self.scripts.as_ref()?.extend.as_ref()
+    }
+
     /// Whether no attempt may start any more: the deadline passed, or a lock library's driver
-    /// failed.
+    /// or the user's script failed.
     pub(crate) fn should_stop(&self) -> bool {
         self.deadline_us
             .is_some_and(|d| self.recorder.now_us() >= d)
             || self.client.as_ref().is_some_and(|c| c.stop.load(Relaxed))
+            || (self.scripts.is_some() && self.script_failure().is_some())
+    }
+
+    /// Notes a failed command of a `script` variant: one that is not the server's or the
+    /// network's (a reply outside the convention) stops the variant, as a failed lock
+    /// library's driver does. The first is kept.
+    pub(crate) fn note_script_error(&self, e: &CmdError) {
+        if self.scripts.is_some() && e.kind == ErrorKind::Other {
+            let mut f = self.script_failed.lock().unwrap_or_else(|p| p.into_inner());
+            f.get_or_insert_with(|| e.detail.clone());
+        }
+    }
+
+    /// Why the user's script stopped the variant, if it did.
+    pub(crate) fn script_failure(&self) -> Option<String> {
+        let f = self.script_failed.lock().unwrap_or_else(|p| p.into_inner());
+        f.clone()
     }
 
     /// Reserves a section slot for one acquisition (always granted in time-limited runs);

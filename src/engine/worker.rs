@@ -21,13 +21,14 @@ use crate::profile::{Acquire, OnLost, OnUnavailable, PauseAt};
 use crate::record::{CRASHED, UNLOCKED};
 use crate::record::{EventRow, Metric};
 use crate::store::LockConn;
-use crate::store::release;
 use crate::store::{ReadOutcome, WriteOutcome};
+use crate::store::{extend_by, release};
 use rand::RngExt;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
+mod acquire;
 mod library;
 
 pub(crate) use library::Library;
@@ -188,6 +189,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                     counted(&ctx.recorder, &mut self.drv, set).await
                 }
                 _ if ctx.acquire == Acquire::SetnxExpire => self.setnx_expire(lock, &token).await,
+                _ if ctx.acquire_script().is_some() => self.acquire_by_script(lock, &token).await,
                 _ => {
                     let set = self.conn.set_nx_px(lock, &token, ctx.ttl_ms);
                     counted(&ctx.recorder, &mut self.drv, set)
@@ -280,30 +282,6 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 return None;
             }
         }
-    }
-
-    /// The two-command acquisition: `SETNX`, then `PEXPIRE` — unless the holder dies in
-    /// between (`crash_between`, decided as the section opens), which this sends nothing for.
-    /// `Some(0)`: acquired (these locks are never fenced).
-    async fn setnx_expire(&mut self, lock: &str, token: &str) -> CmdResult<Option<u64>> {
-        let ctx = self.ctx.clone();
-        let set = self.conn.setnx(lock, token);
-        if !counted(&ctx.recorder, &mut self.drv, set).await? {
-            return Ok(None);
-        }
-        if ctx.crash_between > 0.0 {
-            // Peek the draw the section will use: the same stream, not consumed here.
-            let mut peek = self.st.crashes.clone();
-            if peek.random::<f64>() < ctx.crash_between {
-                return Ok(Some(0));
-            }
-        }
-        let expire = self.conn.pexpire(lock, ctx.ttl_ms);
-        if let Err(e) = counted(&ctx.recorder, &mut self.drv, expire).await {
-            // Held without an expiry until released: the hazard the one-command SET avoids.
-            ctx.recorder.error(&e);
-        }
-        Ok(Some(0))
     }
 
     /// Hold: read the resource, then work for the sampled duration (measured from the
@@ -434,7 +412,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             {
                 let sent_us = rec.now_us();
                 late_us = 0;
-                let ext = self.conn.extend(lock, &s.held.token, ctx.ttl_ms, e.with);
+                let (token, script) = (&s.held.token, ctx.extend_script());
+                let ext = extend_by(&mut self.conn, e.with, script, lock, token, ctx.ttl_ms);
                 next_extend = match counted(&ctx.recorder, &mut self.drv, ext).await {
                     Ok(true) => {
                         rec.ok();
@@ -453,6 +432,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                     }
                     Err(err) => {
                         rec.error(&err);
+                        ctx.note_script_error(&err);
                         Some(now + e.every_us)
                     }
                 };
@@ -564,7 +544,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 (self.lib_events.0, self.lib_events.1 > 0);
             outcome
         } else {
-            let release = release(&mut self.conn, ctx.method, &h.name, &h.token);
+            // A user's script is judged by the timeline (`script::classify_release`).
+            let newer = ctx.scripts.is_some() && rec.newer_holder(h.key, h.acquired_us);
+            let (name, token, ttl) = (&h.name, &h.token, ctx.ttl_ms);
+            let script = ctx.release_script();
+            let release = release(&mut self.conn, ctx.method, script, name, token, ttl, newer);
             match counted(&ctx.recorder, &mut self.drv, release).await {
                 Ok(o) => {
                     rec.ok();
@@ -572,6 +556,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 }
                 Err(e) => {
                     rec.error(&e);
+                    ctx.note_script_error(&e);
                     e.kind.outcome_name()
                 }
             }

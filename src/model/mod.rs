@@ -3,7 +3,9 @@
 //!
 //! - [`units`]: durations and rates written with units (`250ms`, `1.5s`, `1000/s`), and the one
 //!   formatter of a duration.
-//! - [`release`]: release methods (`del`, `token`, `delex`) and the classification of replies.
+//! - [`release`]: release methods (`del`, `token`, `delex`, `script`) and the classification of replies.
+//! - [`script`]: the user's own lock scripts (`release = "script"`) and the convention their
+//!   replies are read by.
 //! - [`client`]: the lock libraries of other languages, driven through `drivers/`.
 //! - [`variant`]: a variant — release method, fencing and lease extension — as `compare` names
 //!   it (`token+extend+fence-rw`).
@@ -17,6 +19,7 @@ pub mod error;
 pub(crate) mod fault;
 pub mod plan;
 pub mod release;
+pub mod script;
 pub(crate) mod server;
 pub(crate) mod units;
 pub mod variant;

@@ -4,6 +4,7 @@
 //! redact, are `crate::profile`'s (those types live in layers above this one).
 
 use super::release::ExtendCommand;
+use super::script::UserScripts;
 use super::units;
 use super::variant::Variant;
 use serde::Serialize;
@@ -36,6 +37,10 @@ pub struct Protection {
     pub on_unavailable: OnUnavailable,
     /// How a lock is taken.
     pub acquire: Acquire,
+    /// The user's own scripts, which the `script` variant runs (read before the run; the
+    /// manifest records each one's path and SHA1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scripts: Option<std::sync::Arc<UserScripts>>,
 }
 
 impl Protection {

@@ -5,6 +5,7 @@
 //! | `del` | `GETDEL key` (same effect as `DEL`) | deletes whatever is there — possibly another holder's lock |
 //! | `token` | compare-and-delete script (`EVALSHA`, `EVAL` on `NOSCRIPT`) | refused; tells *expired* from *held-by-other* |
 //! | `delex` | `DELEX key IFEQ token` (Redis ≥ 8.4) | refused; cannot tell why |
+//! | `script` | the user's own Lua release script (`EVALSHA`) | what the script does: lockbench's timeline judges it |
 //!
 //! A naive holder writes a unique token too: the value does not change what `DEL` does, and
 //! `GETDEL` hands it back so a wrongful delete is attributed exactly.
@@ -24,11 +25,14 @@ pub enum ReleaseMethod {
     Token,
     /// `DELEX key IFEQ token`, Redis ≥ 8.4.
     Delex,
+    /// The user's own release script (the profile's `release_script`, see
+    /// [`crate::model::script`]), with its acquire and extend scripts where given.
+    Script,
 }
 
 impl ReleaseMethod {
     /// Every method, in report order.
-    pub const ALL: [ReleaseMethod; 3] = [Self::Del, Self::Token, Self::Delex];
+    pub const ALL: [ReleaseMethod; 4] = [Self::Del, Self::Token, Self::Delex, Self::Script];
 
     /// The name used in profiles, flags and reports.
     pub fn name(self) -> &'static str {
@@ -36,6 +40,7 @@ impl ReleaseMethod {
             Self::Del => "del",
             Self::Token => "token",
             Self::Delex => "delex",
+            Self::Script => "script",
         }
     }
 }
@@ -53,8 +58,9 @@ impl FromStr for ReleaseMethod {
             "del" => Ok(Self::Del),
             "token" => Ok(Self::Token),
             "delex" => Ok(Self::Delex),
+            "script" => Ok(Self::Script),
             other => Err(format!(
-                "unknown release method `{other}`: use del, token or delex"
+                "unknown release method `{other}`: use del, token, delex or script (your own release_script)"
             )),
         }
     }
@@ -303,7 +309,7 @@ mod tests {
             "lua"
                 .parse::<ReleaseMethod>()
                 .unwrap_err()
-                .contains("del, token or delex")
+                .contains("del, token, delex or script")
         );
     }
 }

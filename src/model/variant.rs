@@ -193,7 +193,7 @@ mod tests {
         assert!(
             Variant::parse_with("tokn", d)
                 .unwrap_err()
-                .contains("del, token or delex")
+                .contains("del, token, delex or script")
         );
         assert_eq!("read-write".parse::<Fencing>(), Ok(Fencing::ReadWrite));
         let open = Variant::parse_with("token+fail-open", d).unwrap();

@@ -51,7 +51,7 @@ impl Profile {
             Some(list) if list.is_empty() => {
                 return Err(cx.err(
                     "releases",
-                    "list at least one of del, token, delex".to_string(),
+                    "list at least one of del, token, delex, script".to_string(),
                 ));
             }
             Some(list) => {
@@ -152,6 +152,8 @@ impl Profile {
             on_lost,
             on_unavailable,
             acquire,
+            // Read last, once every field is valid (`Profile::plan`).
+            scripts: None,
         })
     }
 }

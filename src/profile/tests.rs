@@ -104,7 +104,7 @@ fn overlay_and_is_set_cover_every_field() {
          duration = \"1s\"\ndist = \"constant(1ms)\"\nthink = \"constant(1ms)\"\nramp_up = \"1ms\"\nbusy = \"retry\"\n\
          release = \"del\"\nreleases = [\"del\"]\nconnection = \"shared\"\nseed = 5\nbackend = \"memory\"\n\
          redis = \"redis://127.0.0.1:1\"\nmemory_rtt = \"1ms\"\ncommand_timeout = \"2s\"\n\
-         connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nresource_redis = \"shared\"\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\nsim_parallel = 2\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\nlock = \"redlock\"\ninstances = 5\nredlock_urls = [\"redis://127.0.0.1:1\"]\nredlock_timeout = \"5ms\"\nmetrics = \"9464\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
+         connect_timeout = \"3s\"\ngive_up_after = \"2s\"\nresource = true\nresource_redis = \"shared\"\nfencing = \"write\"\nextend = \"ttl/3\"\nextend_with = \"script\"\non_lost = \"abort\"\nrelease_script = \"r.lua\"\nacquire_script = \"a.lua\"\nextend_script = \"e.lua\"\non_unavailable = \"fail-open\"\npause = \"constant(0ms)\"\npause_at = \"random\"\ntime_scale = 0.5\nacquire = \"set-nx-px\"\ncrash_between = 0.1\nredis_server = \"/bin/sh\"\narrivals = \"poisson(10/s)\"\nmax_in_flight = 4\ntimer = \"precise\"\nevents = \"none\"\nsim_rtt = \"constant(1ms)\"\nsim_service = \"1us\"\nsim_timer = \"constant(1ms)\"\nsim_from = \"results/x\"\nsim_parallel = 2\ncluster = \"auto\"\ncluster_masters = 3\ncluster_replicas = 1\nlock = \"redlock\"\ninstances = 5\nredlock_urls = [\"redis://127.0.0.1:1\"]\nredlock_timeout = \"5ms\"\nmetrics = \"9464\"\n[retry]\nbase = \"1ms\"\n[thresholds]\nfail_if = [\"errors > 0\"]\n[[fault]]\nkind = \"holder-crash\"\nprobability = 0.1\n",
         "p.toml",
     )
     .unwrap();
@@ -260,4 +260,63 @@ fn a_retry_cap_below_its_base_is_refused() {
             ..
         }
     ));
+}
+
+/// The script fields: a script no variant runs, `script` without its release script, an
+/// in-process backend, a conflicting acquisition or extension, and a missing file are each
+/// refused at their field and line, saying what is valid; a relative path starts at the
+/// profile's directory, and the plan carries the text and its SHA1.
+#[test]
+fn user_scripts_are_checked_at_their_fields() {
+    let err = |src: &str| plan(src).unwrap_err().to_string();
+    let e = err("release_script = \"r.lua\"\n");
+    assert!(
+        e.contains(":1: field `release_script`") && e.contains("release = \"script\""),
+        "{e}"
+    );
+    let e = err("ttl = \"1s\"\nrelease = \"script\"\n");
+    assert!(
+        e.contains(":2: field `release`") && e.contains("release_script ="),
+        "{e}"
+    );
+    let e = err("releases = [\"token\", \"script\"]\n");
+    assert!(e.contains("field `releases`"), "{e}");
+    let e = err("release = \"script\"\nrelease_script = \"r.lua\"\nbackend = \"memory\"\n");
+    assert!(e.contains("only on a Redis server"), "{e}");
+    let s = "release = \"script\"\nrelease_script = \"r.lua\"\n";
+    let e = err(&format!(
+        "{s}acquire_script = \"a.lua\"\nacquire = \"setnx-expire\"\n"
+    ));
+    assert!(e.contains("field `acquire_script`"), "{e}");
+    let e = err(&format!("{s}extend_script = \"e.lua\"\n"));
+    assert!(e.contains("script+extend"), "{e}");
+    let e = err(&format!(
+        "{s}extend = \"ttl/3\"\nextend_script = \"e.lua\"\nextend_with = \"set-ifeq\"\n"
+    ));
+    assert!(
+        e.contains("field `extend_script`") && e.contains("set-ifeq"),
+        "{e}"
+    );
+    let e = err(s);
+    assert!(
+        e.contains(":2: field `release_script`") && e.contains("cannot read the Lua file r.lua"),
+        "{e}"
+    );
+    // Relative to the profile's directory.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("r.lua"), "return 1\n").unwrap();
+    let p = Profile::parse(s, "p.toml")
+        .unwrap()
+        .plan("p.toml", s, Some(dir.path()))
+        .unwrap();
+    let scripts = p.protection.scripts.expect("scripts");
+    assert_eq!(
+        scripts.release.path,
+        dir.path().join("r.lua").display().to_string()
+    );
+    assert_eq!(
+        scripts.release.sha1,
+        "48df9b519ca145c867b895f740b37bd891e887af" // sha1("return 1\n")
+    );
+    assert_eq!(p.protection.release.release, ReleaseMethod::Script);
 }

@@ -5,6 +5,7 @@
 use super::Target;
 use crate::exit::BadInput;
 use crate::model::release::{ExtendCommand, ReleaseMethod};
+use crate::model::script::UserScripts;
 use crate::model::server::{ServerInfo, SkippedCell};
 use crate::model::variant::Variant;
 use crate::profile::Plan;
@@ -115,11 +116,17 @@ pub(super) async fn check_set_ifeq<C: LockConn>(
 pub(super) async fn check_support<C: LockConn>(
     probe: &mut C,
     method: ReleaseMethod,
+    scripts: Option<&UserScripts>,
     server_version: &str,
     prefix: &str,
     probes: &mut Probes,
 ) -> anyhow::Result<()> {
+    if method == ReleaseMethod::Script {
+        return check_user_scripts(probe, scripts, prefix, probes).await;
+    }
     let (command, since, instead) = match method {
+        // Checked above.
+        ReleaseMethod::Script => ("EVALSHA", "2.6", ""),
         ReleaseMethod::Del => (
             "GETDEL",
             "6.2",
@@ -171,7 +178,7 @@ pub(super) async fn check_support<C: LockConn>(
     };
     let key = format!("{prefix}:probe");
     let asked: &[&str] = match method {
-        ReleaseMethod::Token => &["EVALSHA", "SCRIPT LOAD"],
+        ReleaseMethod::Token | ReleaseMethod::Script => &["EVALSHA", "SCRIPT LOAD"],
         _ => &[command],
     };
     let mut answered = true;
@@ -200,7 +207,7 @@ pub(super) async fn check_support<C: LockConn>(
             probe.delex(&key, "probe").await.map(drop)
         }
         // Loaded first, so the EVALSHA finds it: one call of each, whatever the cache held.
-        ReleaseMethod::Token => {
+        ReleaseMethod::Token | ReleaseMethod::Script => {
             ran(probes, "script|load");
             match probe.load_release_script().await {
                 Ok(()) => {
@@ -219,6 +226,72 @@ pub(super) async fn check_support<C: LockConn>(
             bail!("cannot check release method `{method}`: {command} on an absent key failed: {e}")
         }
     }
+}
+
+/// Loads the user's scripts (`SCRIPT LOAD`: compiled, not run, so no key is touched; each
+/// counted in `probes`), once per server, after asking `ACL DRYRUN` whether this user may run
+/// them. A script the server cannot compile, a store that cannot run Lua, or a user who may not
+/// is bad input that names the script.
+async fn check_user_scripts<C: LockConn>(
+    probe: &mut C,
+    scripts: Option<&UserScripts>,
+    prefix: &str,
+    probes: &mut Probes,
+) -> anyhow::Result<()> {
+    let Some(scripts) = scripts else {
+        return Err(BadInput(
+            "release method `script` runs your own release script: give it with release_script = \"FILE\" (--release-script FILE)".to_string(),
+        )
+        .into());
+    };
+    let key = format!("{prefix}:probe");
+    let forbidden = |why: &dyn std::fmt::Display| -> anyhow::Error {
+        BadInput(format!(
+            "release method `script` needs EVALSHA and SCRIPT LOAD, which this Redis user is not permitted to run on the run's keys ({prefix}:*): {why}. \
+             Grant them (e.g. ACL SETUSER <user> +evalsha +script|load ~lockbench:*) or use another --release."
+        ))
+        .into()
+    };
+    for c in ["EVALSHA", "SCRIPT LOAD"] {
+        if let Ok(Err(why)) = probe.dry_run(&probe_args(c, &key)).await
+            && !why.contains("not found")
+        {
+            return Err(forbidden(&why));
+        }
+    }
+    for s in scripts.all() {
+        ran(probes, "script|load");
+        match probe.load_user_script(&s.text).await {
+            Ok(sha) if sha.eq_ignore_ascii_case(&s.sha1) => {}
+            Ok(sha) => bail!(
+                "{}: the server named it {sha}, lockbench hashed it {}: is a proxy rewriting scripts?",
+                s.label(),
+                s.sha1
+            ),
+            Err(e) if e.is_no_permission() => return Err(forbidden(&e)),
+            Err(e) if e.kind == crate::model::error::ErrorKind::Server => {
+                return Err(BadInput(format!(
+                    "{}: the server cannot load it (SCRIPT LOAD answered: {}). Fix the Lua; \
+                     `redis-cli SCRIPT LOAD \"$(cat {})\"` shows the same",
+                    s.label(),
+                    e.detail,
+                    s.path
+                ))
+                .into());
+            }
+            // The in-process model (`auto` without redis-server installed).
+            Err(e) if e.kind == crate::model::error::ErrorKind::Other => {
+                return Err(BadInput(format!(
+                    "{}: {}; install redis-server (backend = \"spawn\") or give --redis URL",
+                    s.label(),
+                    e.detail
+                ))
+                .into());
+            }
+            Err(e) => bail!("cannot load {}: {e}", s.label()),
+        }
+    }
+    Ok(())
 }
 
 /// Refuses, before the run, a resource whose store does not let this user run the resource's
@@ -293,20 +366,29 @@ pub(crate) async fn probe_targets<K: Connector>(
         if same > 0 {
             label = format!("{label}#{}", same + 1);
         }
+        // The user's scripts are loaded once per server, whatever the variants running them.
+        let mut scripts_loaded = false;
         for v in variants {
             let name = if several {
                 format!("{}@{label}", v.name())
             } else {
                 v.name()
             };
-            let mut supported = check_support(
-                &mut probe,
-                v.release,
-                &server_version,
-                prefix,
-                &mut probes_run,
-            )
-            .await;
+            let script = v.release == ReleaseMethod::Script;
+            let mut supported = if script && scripts_loaded {
+                Ok(())
+            } else {
+                check_support(
+                    &mut probe,
+                    v.release,
+                    plan.protection.scripts.as_deref(),
+                    &server_version,
+                    prefix,
+                    &mut probes_run,
+                )
+                .await
+            };
+            scripts_loaded |= script && supported.is_ok();
             if supported.is_ok()
                 && plan.protection.extend_with == ExtendCommand::SetIfeq
                 && v.extend

@@ -334,6 +334,10 @@ fn worker_ctx(
         variant: env.name.into(),
         reserved: Default::default(),
         client: None,
+        scripts: (variant.release == crate::model::release::ReleaseMethod::Script)
+            .then(|| plan.protection.scripts.clone())
+            .flatten(),
+        script_failed: Default::default(),
     })
 }
 
@@ -385,6 +389,9 @@ async fn read_back<C: LockConn>(
     {
         bail!("{why}");
     }
+    if let Some(why) = ctx.script_failure() {
+        bail!("{why}");
+    }
     let mut hists = match executed.simulated {
         Some(_) => collector.finish_at(Duration::from_micros(recorder.now_us()))?,
         None => collector.finish()?,
@@ -397,8 +404,11 @@ async fn read_back<C: LockConn>(
         measured.merge(&m);
     }
     let resource_final = resource_final(probe, &ctx, &touched, env).await;
-    // A library may leave locks without an expiry too (a lock re-armed without one).
-    let stuck_locks = if recorder.counters.counts.crashes.load(Relaxed) > 0 || ctx.client.is_some()
+    // A library, or the user's own scripts, may leave locks without an expiry too (a lock
+    // taken or re-armed without one).
+    let stuck_locks = if recorder.counters.counts.crashes.load(Relaxed) > 0
+        || ctx.client.is_some()
+        || ctx.scripts.is_some()
     {
         stuck_locks(probe, &ctx, &touched, env).await
     } else {

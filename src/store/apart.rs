@@ -13,6 +13,7 @@
 use super::{CmdResult, Connector, LockConn, ReadOutcome, WriteOutcome};
 use crate::model::cluster::Shard;
 use crate::model::release::ExtendCommand;
+use crate::model::script::{ScriptReply, UserScript};
 
 /// A lock store and, apart from it, the store of the protected resource.
 #[derive(Debug, Clone)]
@@ -148,6 +149,20 @@ impl<C: LockConn> LockConn for ApartConn<C> {
 
     async fn load_release_script(&mut self) -> CmdResult<()> {
         self.lock.load_release_script().await
+    }
+
+    async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
+        self.lock.load_user_script(text).await
+    }
+
+    async fn eval_user_script(
+        &mut self,
+        script: &UserScript,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> CmdResult<ScriptReply> {
+        self.lock.eval_user_script(script, key, token, ttl_ms).await
     }
 
     /// The fence comes from the lock's server; it is registered at the resource by the read.

@@ -11,8 +11,9 @@ pub mod spawn;
 pub mod spawn_cluster;
 
 use crate::model::cluster::Shard;
-use crate::model::error::CmdResult;
+use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::{self, ExtendCommand};
+use crate::model::script::{self, ScriptReply, UserScript};
 use std::future::Future;
 use std::time::Duration;
 
@@ -127,6 +128,27 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     }
     /// `SCRIPT LOAD` of the release script, so that an `EVALSHA` of it finds it cached.
     fn load_release_script(&mut self) -> impl Future<Output = CmdResult<()>> + Send;
+    /// `SCRIPT LOAD` of one of the user's scripts (compiled, not run): the SHA1 the server
+    /// names it by. A script the server cannot compile is a server error with the server's
+    /// message. Only a Redis server runs Lua: elsewhere (the in-process model, a Redlock's N
+    /// servers) an error that says so.
+    fn load_user_script(&mut self, text: &str) -> impl Future<Output = CmdResult<String>> + Send {
+        let _ = text;
+        async { Err(no_lua()) }
+    }
+    /// `EVALSHA` of one of the user's scripts with `KEYS[1]` = `key`, `ARGV[1]` = `token`,
+    /// `ARGV[2]` = `ttl_ms` (on `NOSCRIPT`: `SCRIPT LOAD` of its text and `EVALSHA` again): its
+    /// reply as the convention reads it.
+    fn eval_user_script(
+        &mut self,
+        script: &UserScript,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> impl Future<Output = CmdResult<ScriptReply>> + Send {
+        let _ = (script, key, token, ttl_ms);
+        async { Err(no_lua()) }
+    }
 
     /// Fenced acquisition, one script ([`FENCED_ACQUIRE_LUA`]): `SET key token NX PX ttl_ms`
     /// and, only if that set the key, `INCR fence_key`. `Some(fence)` = acquired, with a fence
@@ -366,14 +388,91 @@ if redis.call('get', KEYS[1]) == ARGV[1] then
 end
 return 0";
 
-/// Sends the release for `method` and classifies the server's reply.
+/// A store that cannot run the user's Lua.
+fn no_lua() -> CmdError {
+    CmdError {
+        kind: ErrorKind::Other,
+        detail: "this store cannot run Lua scripts, only a Redis server can".to_string(),
+    }
+}
+
+/// A user's script answered outside the convention (`why` names it and the reply).
+fn off_convention(why: String) -> CmdError {
+    CmdError {
+        kind: ErrorKind::Other,
+        detail: why,
+    }
+}
+
+/// Runs the user's `script` on the lock `key` held (or wanted) with `token`; a server error
+/// (a Lua runtime error) names the script.
+async fn eval_user<C: LockConn>(
+    conn: &mut C,
+    script: &UserScript,
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> CmdResult<ScriptReply> {
+    conn.eval_user_script(script, key, token, ttl_ms)
+        .await
+        .map_err(|mut e| {
+            e.detail = format!("{} (from {})", e.detail, script.label());
+            e
+        })
+}
+
+/// Takes the lock with the user's acquire script: `true` acquired, `false` busy.
+pub async fn acquire_by_script<C: LockConn>(
+    conn: &mut C,
+    script: &UserScript,
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> CmdResult<bool> {
+    let reply = eval_user(conn, script, key, token, ttl_ms).await?;
+    script::classify_acquire(script, &reply).map_err(off_convention)
+}
+
+/// Re-arms a held lock with `how`, or with the user's extend script when there is one.
+pub async fn extend_by<C: LockConn>(
+    conn: &mut C,
+    how: ExtendCommand,
+    script: Option<&UserScript>,
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+) -> CmdResult<bool> {
+    match script {
+        Some(s) => {
+            let reply = eval_user(conn, s, key, token, ttl_ms).await?;
+            script::classify_extend(s, &reply).map_err(off_convention)
+        }
+        None => conn.extend(key, token, ttl_ms, how).await,
+    }
+}
+
+/// Sends the release for `method` and classifies the server's reply. The `script` method runs
+/// the user's release script (`user`), whose `1` is judged by `newer_holder` (see
+/// [`script::classify_release`]): lockbench's timeline, not the script's word.
 pub async fn release<C: LockConn>(
     conn: &mut C,
     method: release::ReleaseMethod,
+    user: Option<&UserScript>,
     key: &str,
     token: &str,
+    ttl_ms: u64,
+    newer_holder: bool,
 ) -> CmdResult<release::ReleaseOutcome> {
     Ok(match method {
+        release::ReleaseMethod::Script => {
+            let Some(s) = user else {
+                return Err(off_convention(
+                    "the `script` release method has no release_script".to_string(),
+                ));
+            };
+            let reply = eval_user(conn, s, key, token, ttl_ms).await?;
+            script::classify_release(s, &reply, newer_holder).map_err(off_convention)?
+        }
         release::ReleaseMethod::Del => {
             release::classify_getdel(conn.getdel(key).await?.as_deref(), token)
         }

@@ -11,6 +11,9 @@ use super::{
 };
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
+use crate::model::script::{ScriptReply, UserScript};
+
+mod user_scripts;
 use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;
@@ -596,6 +599,20 @@ impl<K: Link> LockConn for RedisConn<K> {
             .await
             .map(drop)
             .map_err(classify)
+    }
+
+    async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
+        self.load_user(text).await
+    }
+
+    async fn eval_user_script(
+        &mut self,
+        script: &UserScript,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> CmdResult<ScriptReply> {
+        self.eval_user(script, key, token, ttl_ms).await
     }
 
     async fn set_nx_px_fenced(

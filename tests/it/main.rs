@@ -33,6 +33,7 @@ mod layers;
 mod link;
 mod metrics;
 mod outputs;
+mod own_scripts;
 mod precision;
 mod protection;
 mod recommend;

@@ -1,0 +1,226 @@
+//! The user's own lock scripts (the `script` release method): Lua files named by the profile's
+//! `acquire_script`, `release_script` and `extend_script`, and the classification of their
+//! replies under the documented convention.
+//!
+//! Every script is called with `KEYS[1]` = the lock key, `ARGV[1]` = the holder's token,
+//! `ARGV[2]` = the TTL in ms. Its reply is read as:
+//!
+//! | script | acquired / deleted / re-armed | not | also |
+//! |---|---|---|---|
+//! | acquire | `1` or `OK` | `0` or nil | |
+//! | release | `1` | `0` (nothing deleted: absent or not ours) | `-1` = held by another |
+//! | extend | `1` | `0` (lost) | |
+//!
+//! Anything else is an error naming the script and the reply. The reply is never the last
+//! word on safety: a release that answers `1` while a newer holder's section is open is a
+//! wrongful delete, whatever the script meant (lockbench's own timeline decides).
+
+use crate::model::release::ReleaseOutcome;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// Which of the lock's steps a script takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScriptRole {
+    /// Takes the lock.
+    Acquire,
+    /// Releases it.
+    Release,
+    /// Re-arms it while held.
+    Extend,
+}
+
+impl ScriptRole {
+    /// The profile key that names this script (`release_script`).
+    pub fn field(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire_script",
+            Self::Release => "release_script",
+            Self::Extend => "extend_script",
+        }
+    }
+}
+
+/// One of the user's Lua scripts, read before the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct UserScript {
+    /// What it does.
+    #[serde(skip)]
+    pub role: ScriptRole,
+    /// The file as resolved (the profile's directory for a relative path in a profile).
+    pub path: String,
+    /// SHA1 of its text, as `SCRIPT LOAD` answers it and `EVALSHA` names it.
+    pub sha1: String,
+    /// Its text (sent again with `SCRIPT LOAD` when a server answers `NOSCRIPT`).
+    #[serde(skip)]
+    pub text: Arc<str>,
+}
+
+impl UserScript {
+    /// How messages name it: `release_script scripts/release.lua`.
+    pub fn label(&self) -> String {
+        format!("{} {}", self.role.field(), self.path)
+    }
+}
+
+/// The scripts of the `script` variant: the release always; acquisition and extension where
+/// given (otherwise lockbench's `SET key token NX PX ttl` and compare-and-`PEXPIRE`).
+#[derive(Debug, Clone, Serialize)]
+pub struct UserScripts {
+    /// Takes the lock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acquire: Option<UserScript>,
+    /// Releases it.
+    pub release: UserScript,
+    /// Re-arms it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub extend: Option<UserScript>,
+}
+
+impl UserScripts {
+    /// Every script given, acquire, release, extend.
+    pub fn all(&self) -> impl Iterator<Item = &UserScript> {
+        self.acquire
+            .iter()
+            .chain(std::iter::once(&self.release))
+            .chain(&self.extend)
+    }
+}
+
+/// A script's reply, in the shapes the convention reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptReply {
+    /// An integer (a Lua number, or `true` as `1`).
+    Int(i64),
+    /// The status `OK` (a Lua `{ok = 'OK'}`, or the reply of `redis.call('SET', …)`).
+    Ok,
+    /// Nil (a Lua `false` or `nil`).
+    Nil,
+    /// Anything else, as written for a message.
+    Other(String),
+}
+
+impl std::fmt::Display for ScriptReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Int(n) => write!(f, "{n}"),
+            Self::Ok => f.write_str("OK"),
+            Self::Nil => f.write_str("nil"),
+            Self::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// A reply outside the convention: what the script answered and what it should answer.
+fn off_convention(s: &UserScript, reply: &ScriptReply, valid: &str) -> String {
+    format!(
+        "{} answered {reply}, which the convention does not know: return {valid}",
+        s.label()
+    )
+}
+
+/// An acquire script's reply: `Ok(true)` acquired, `Ok(false)` busy.
+pub fn classify_acquire(s: &UserScript, reply: &ScriptReply) -> Result<bool, String> {
+    match reply {
+        ScriptReply::Int(1) | ScriptReply::Ok => Ok(true),
+        ScriptReply::Int(0) | ScriptReply::Nil => Ok(false),
+        other => Err(off_convention(
+            s,
+            other,
+            "1 or OK (acquired), 0 or nil (busy)",
+        )),
+    }
+}
+
+/// A release script's reply, judged against lockbench's timeline: `newer_holder` = a section
+/// of the key that opened after the releasing holder's was open as the release was sent, so
+/// the releasing holder's lock was already gone and anything deleted was another's.
+pub fn classify_release(
+    s: &UserScript,
+    reply: &ScriptReply,
+    newer_holder: bool,
+) -> Result<ReleaseOutcome, String> {
+    match reply {
+        ScriptReply::Int(1) if newer_holder => Ok(ReleaseOutcome::WrongfulDelete),
+        ScriptReply::Int(1) => Ok(ReleaseOutcome::Released),
+        ScriptReply::Int(0) => Ok(ReleaseOutcome::RefusedUnclassified),
+        ScriptReply::Int(-1) => Ok(ReleaseOutcome::RefusedHeldByOther),
+        other => Err(off_convention(
+            s,
+            other,
+            "1 (deleted), 0 (nothing deleted) or -1 (held by another)",
+        )),
+    }
+}
+
+/// An extend script's reply: `Ok(true)` re-armed, `Ok(false)` lost.
+pub fn classify_extend(s: &UserScript, reply: &ScriptReply) -> Result<bool, String> {
+    match reply {
+        ScriptReply::Int(1) => Ok(true),
+        ScriptReply::Int(0) => Ok(false),
+        other => Err(off_convention(s, other, "1 (re-armed) or 0 (lost)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(role: ScriptRole) -> UserScript {
+        UserScript {
+            role,
+            path: "x.lua".into(),
+            sha1: String::new(),
+            text: "return 1".into(),
+        }
+    }
+
+    /// A release's `1` is the holder's own delete only when no newer holder was in: with one
+    /// in, it deleted that holder's lock, whatever the script thinks it did.
+    #[test]
+    fn release_replies_are_judged_by_the_timeline() {
+        let s = script(ScriptRole::Release);
+        let r = |reply, newer| classify_release(&s, &reply, newer);
+        assert_eq!(r(ScriptReply::Int(1), false), Ok(ReleaseOutcome::Released));
+        assert_eq!(
+            r(ScriptReply::Int(1), true),
+            Ok(ReleaseOutcome::WrongfulDelete)
+        );
+        assert_eq!(
+            r(ScriptReply::Int(0), true),
+            Ok(ReleaseOutcome::RefusedUnclassified)
+        );
+        assert_eq!(
+            r(ScriptReply::Int(-1), false),
+            Ok(ReleaseOutcome::RefusedHeldByOther)
+        );
+        let e = r(ScriptReply::Other("\"yes\"".into()), false).unwrap_err();
+        assert!(
+            e.contains("release_script x.lua answered \"yes\"") && e.contains("-1 (held by"),
+            "{e}"
+        );
+        assert!(r(ScriptReply::Nil, false).is_err());
+        assert!(r(ScriptReply::Int(2), false).is_err());
+    }
+
+    /// Acquire takes 1/OK and 0/nil; extend takes 1 and 0; the rest is an error that names
+    /// the script.
+    #[test]
+    fn acquire_and_extend_replies() {
+        let a = script(ScriptRole::Acquire);
+        assert_eq!(classify_acquire(&a, &ScriptReply::Ok), Ok(true));
+        assert_eq!(classify_acquire(&a, &ScriptReply::Int(1)), Ok(true));
+        assert_eq!(classify_acquire(&a, &ScriptReply::Nil), Ok(false));
+        assert_eq!(classify_acquire(&a, &ScriptReply::Int(0)), Ok(false));
+        assert!(
+            classify_acquire(&a, &ScriptReply::Int(7))
+                .unwrap_err()
+                .starts_with("acquire_script x.lua answered 7")
+        );
+        let e = script(ScriptRole::Extend);
+        assert_eq!(classify_extend(&e, &ScriptReply::Int(1)), Ok(true));
+        assert_eq!(classify_extend(&e, &ScriptReply::Int(0)), Ok(false));
+        assert!(classify_extend(&e, &ScriptReply::Ok).is_err());
+    }
+}

@@ -1,0 +1,339 @@
+//! Bring your own lock: the `script` release method runs the user's Lua files, and lockbench's
+//! own measurement judges them — the shipped broken release (`DEL` without a compare) is
+//! caught by the same checks the shipped compare-and-delete passes.
+
+use crate::common;
+
+use common::*;
+use lockbench::analysis::summary::Summary;
+use lockbench::model::release::ReleaseMethod::{Del, Script, Token};
+
+/// A shipped example script, by absolute path.
+fn script(name: &str) -> String {
+    format!("{}/profiles/scripts/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `calls` of one command in `INFO commandstats` (`script|load`, `evalsha`).
+fn calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|v| v.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Releases that reached the server (every outcome but an error).
+fn releases(s: &Summary) -> u64 {
+    let c = &s.counts;
+    c.released + c.wrongful_deletes + c.nothing_deleted + s.refused_releases
+}
+
+/// What every run of the user's script leaves: a row per section in `events.csv`, no error,
+/// no key of the run on the server, and the script in the manifest with its SHA1.
+fn check_run(out: &lockbench::runner::RunOutcome, conn: &mut redis::Connection, file: &str) {
+    let rows = events(&out.dir);
+    for s in &out.summaries {
+        let n = rows.iter().filter(|r| *r.variant == *s.variant).count() as u64;
+        assert_eq!(n, s.counts.sections, "{}: events.csv rows", s.variant);
+        assert_eq!(s.errors, 0, "{}: {:?}", s.variant, s.first_errors);
+    }
+    let dbsize: u64 = redis::cmd("DBSIZE").query(conn).unwrap();
+    assert_eq!(dbsize, 0, "keys of the run remain");
+    let scripts = out.manifest.profile.protection.scripts.as_ref().unwrap();
+    assert_eq!(scripts.release.path, script(file));
+    let text = std::fs::read_to_string(script(file)).unwrap();
+    assert_eq!(scripts.release.sha1, redis::Script::new(&text).get_hash());
+}
+
+/// Sections past the TTL under contention, same seed: the user's compare-and-delete shows what
+/// `token` shows (no wrongful delete, no lock gone before its TTL, stale releases refused),
+/// and the user's `DEL` without a compare shows what `del` shows (wrongful deletes). The
+/// script is loaded once before the run, and the server's counters are the run's plus the
+/// recorded probes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn your_release_script_is_judged_by_the_same_measurement() {
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let run = |file: &str| {
+        plan(&format!(
+            "{CONTENTION}seed = 3\nreleases = [\"script\"]\nrelease_script = \"{}\"\n",
+            script(file)
+        ))
+    };
+
+    // The fix, as the user wrote it: judged like `token`.
+    let dir = tempfile::tempdir().unwrap();
+    let good = "release-compare-and-delete.lua";
+    let out = run_redis_data(&server, &run(good), &[Token, Script], dir.path()).await;
+    check_run(&out, &mut conn, good);
+    let [token, mine] = &out.summaries[..] else {
+        panic!("two variants")
+    };
+    assert_eq!(
+        (mine.variant.as_str(), mine.release.as_str()),
+        ("script", "script")
+    );
+    for s in [token, mine] {
+        assert!(s.counts.sections >= 20, "{}: too few sections", s.variant);
+        assert_eq!(s.counts.overruns, s.counts.sections, "{}", s.variant);
+        assert_eq!(s.counts.wrongful_deletes, 0, "{}", s.variant);
+        assert_eq!(s.counts.deleted_by_other, 0, "{}", s.variant);
+        assert!(s.refused_releases > 0, "{}: nothing refused", s.variant);
+        assert!(
+            s.overlap_ms > 0.0,
+            "{}: compare-and-delete does not fence",
+            s.variant
+        );
+    }
+    assert!(
+        mine.counts.refused_held_by_other > 0,
+        "the script's -1 is read"
+    );
+    // The bug, as the user wrote it: caught like `del`, on the same workload and seed.
+    let dir = tempfile::tempdir().unwrap();
+    let bad = "release-del-without-compare.lua";
+    let (loads, evalshas) = (calls(&mut conn, "script|load"), calls(&mut conn, "evalsha"));
+    let out = run_redis_data(&server, &run(bad), &[Del, Script], dir.path()).await;
+    check_run(&out, &mut conn, bad);
+    let [del, broken] = &out.summaries[..] else {
+        panic!("two variants")
+    };
+    // The script was loaded once before the run, recorded as a probe; then one EVALSHA per
+    // release (`del` sends GETDEL): the server's counters are the run's and the probes.
+    let probes = &out.manifest.servers[0].probes;
+    assert_eq!(probes.get("script|load"), Some(&1), "{probes:?}");
+    assert_eq!(calls(&mut conn, "script|load") - loads, 1);
+    assert_eq!(
+        calls(&mut conn, "evalsha") - evalshas,
+        releases(broken),
+        "EVALSHA calls = the script's releases"
+    );
+    // `lockbench report` recounts the script's figures from events.csv and agrees.
+    report_agrees(&out.dir);
+    for s in [del, broken] {
+        assert!(s.counts.sections >= 20, "{}: too few sections", s.variant);
+        assert!(
+            s.counts.wrongful_deletes > 0,
+            "{}: no wrongful delete caught",
+            s.variant
+        );
+    }
+    server.stop().await;
+}
+
+/// The user's acquire and extend scripts take and re-arm the lock: sections longer than the
+/// TTL keep their re-armed locks, so every release is the holder's own and nobody overlaps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn your_acquire_and_extend_scripts_take_and_keep_the_lock() {
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let dir = tempfile::tempdir().unwrap();
+    let p = plan(&format!(
+        "workers = 4\nkeys = 2\nttl = \"200ms\"\ndist = \"constant(450ms)\"\nsections = 8\n\
+         busy = \"retry\"\nrelease = \"script+extend\"\nrelease_script = \"{}\"\n\
+         acquire_script = \"{}\"\nextend_script = \"{}\"\n[retry]\nmax_wait = \"10s\"\n",
+        script("release-compare-and-delete.lua"),
+        script("acquire-set-nx-px.lua"),
+        script("extend-compare-and-pexpire.lua"),
+    ));
+    let out = run_redis_data(&server, &p, &[p.protection.release], dir.path()).await;
+    let s = &out.summaries[0];
+    assert_eq!(s.variant, "script+extend");
+    assert_eq!(s.counts.sections, 8);
+    assert_eq!(s.counts.released, 8, "{s:?}");
+    assert!(s.counts.extensions >= 16, "{}", s.counts.extensions);
+    assert_eq!(s.counts.extension_failures, 0);
+    assert_eq!(s.overlap_ms, 0.0);
+    assert_eq!(s.errors, 0, "{:?}", s.first_errors);
+    let probes = &out.manifest.servers[0].probes;
+    assert_eq!(probes.get("script|load"), Some(&3), "{probes:?}");
+    let dbsize: u64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    assert_eq!(dbsize, 0, "keys of the run remain");
+    server.stop().await;
+}
+
+/// Bad input is refused before anything runs (exit 2), naming the field or flag and what is
+/// valid: a missing file, Lua that does not compile (the server's words), a script no variant
+/// runs, `script` without its release script, an in-process backend (asked for, or fallen back
+/// to without redis-server). A script that answers
+/// outside the convention stops the run (exit 1), naming itself and its reply.
+#[test]
+fn bad_scripts_are_named() {
+    need_redis_server();
+    let dir = tempfile::tempdir().unwrap();
+    let syntax = dir.path().join("syntax.lua");
+    std::fs::write(&syntax, "return redis.call('DEL', KEYS[1]\n").unwrap();
+    let yes = dir.path().join("yes.lua");
+    std::fs::write(&yes, "return 'yes'\n").unwrap();
+    let missing = dir.path().join("missing.lua");
+    let good = script("release-compare-and-delete.lua");
+    let path = |p: &std::path::Path| p.display().to_string();
+    let cases: [(Vec<String>, i32, &[&str]); 6] = [
+        (
+            vec!["--release-script".into(), path(&missing)],
+            2,
+            &["--release-script", "no variant runs it", "--release script"],
+        ),
+        (
+            vec!["--release".into(), "script".into()],
+            2,
+            &["--release", "release_script", "--release-script FILE"],
+        ),
+        (
+            vec![
+                "--release".into(),
+                "script".into(),
+                "--release-script".into(),
+                path(&missing),
+            ],
+            2,
+            &[
+                "--release-script",
+                "cannot read the Lua file",
+                "missing.lua",
+            ],
+        ),
+        (
+            vec![
+                "--release".into(),
+                "script".into(),
+                "--release-script".into(),
+                path(&syntax),
+            ],
+            2,
+            &[
+                "release_script",
+                "syntax.lua",
+                "SCRIPT LOAD answered: ERR Error compiling script",
+            ],
+        ),
+        (
+            vec![
+                "--release".into(),
+                "script".into(),
+                "--release-script".into(),
+                good,
+                "--backend".into(),
+                "memory".into(),
+            ],
+            2,
+            &[
+                "--release-script",
+                "only on a Redis server",
+                "backend = \"memory\"",
+            ],
+        ),
+        (
+            vec![
+                "--release".into(),
+                "script".into(),
+                "--release-script".into(),
+                path(&yes),
+            ],
+            1,
+            &["yes.lua answered \"yes\"", "-1 (held by another)"],
+        ),
+    ];
+    for (i, (args, code, words)) in cases.into_iter().enumerate() {
+        let out = dir.path().join(format!("run{i}"));
+        let o = lockbench(&["run", "--duration", "300ms", "--quiet"])
+            .args(&args)
+            .out(&out)
+            .output();
+        let text = text_of(&o);
+        assert_eq!(o.status.code(), Some(code), "{args:?}: {text}");
+        for w in words {
+            assert!(text.contains(w), "{args:?}: no `{w}` in: {text}");
+        }
+    }
+    // Without redis-server, `auto` falls back to the in-process model, which refuses the
+    // script before the run.
+    let o = lockbench(&["run", "--release", "script", "--quiet", "--release-script"])
+        .arg(script("release-compare-and-delete.lua"))
+        .out(dir.path().join("model"))
+        .env("PATH", "/nonexistent")
+        .output();
+    let text = text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("cannot run Lua scripts, only a Redis server"),
+        "{text}"
+    );
+}
+
+/// A Redis user who may not run EVALSHA, or SCRIPT LOAD, is refused before a `script` run
+/// with the grant to add (asked with ACL DRYRUN: nothing runs); with both, the same run works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn your_script_needs_evalsha_and_script_load() {
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let p = plan(&format!(
+        "workers = 2\nsections = 20\ndist = \"constant(1ms)\"\nrelease = \"script\"\n\
+         release_script = \"{}\"\n",
+        script("release-compare-and-delete.lua")
+    ));
+    let mut outcomes = Vec::new();
+    for (user, rules) in [("u1", "-evalsha"), ("u2", "-script"), ("u3", "-eval")] {
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", user, "on", ">pw", "~lockbench:*", "+@all", rules])
+            .query(&mut conn)
+            .unwrap();
+        let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+        let c = lockbench::store::redis::RedisConnector::new(
+            &url,
+            lockbench::store::Timeouts::default(),
+            false,
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let _cpu = shared();
+        outcomes.push(
+            lockbench::runner::run_with(&c, "url", &p, &[Script], &opts(dir.path()))
+                .await
+                .map_err(|e| format!("{e:#}")),
+        );
+    }
+    for msg in [&outcomes[0], &outcomes[1]] {
+        let Err(msg) = msg else {
+            panic!("a user without EVALSHA or SCRIPT LOAD ran the script")
+        };
+        assert!(
+            msg.contains("not permitted") && msg.contains("+evalsha +script|load"),
+            "{msg}"
+        );
+    }
+    // Negative control: EVAL itself is not needed.
+    let out = outcomes[2].as_ref().expect("a script run as u3");
+    assert_eq!(out.summaries[0].counts.released, 20);
+    server.stop().await;
+}
+
+/// Stuck locks are read at the server with PTTL, as for every variant: an acquire script that
+/// forgets the expiry (`SET … NX` without `PX`) leaves every crashed holder's lock for ever;
+/// the shipped one, with `PX`, leaves none (the negative control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_script_without_an_expiry_leaves_stuck_locks() {
+    let server = redis().await;
+    let dir = tempfile::tempdir().unwrap();
+    let no_px = dir.path().join("acquire-no-px.lua");
+    std::fs::write(&no_px, "return redis.call('SET', KEYS[1], ARGV[1], 'NX')\n").unwrap();
+    let mut stuck = Vec::new();
+    for acquire in [no_px.display().to_string(), script("acquire-set-nx-px.lua")] {
+        let p = plan(&format!(
+            "workers = 4\nkeys = 4\nttl = \"50ms\"\ndist = \"constant(5ms)\"\nduration = \"600ms\"\n\
+             crash_between = 0.2\nrelease = \"script\"\nrelease_script = \"{}\"\n\
+             acquire_script = \"{acquire}\"\n",
+            script("release-compare-and-delete.lua")
+        ));
+        let out_dir = tempfile::tempdir().unwrap();
+        let out = run_redis_data(&server, &p, &[Script], out_dir.path()).await;
+        let s = &out.summaries[0];
+        assert!(s.counts.crashes > 0, "no holder crashed");
+        stuck.push(s.stuck_locks);
+    }
+    assert!(stuck[0] > 0, "no stuck lock without PX: {stuck:?}");
+    assert_eq!(stuck[1], 0, "a stuck lock with PX: {stuck:?}");
+    server.stop().await;
+}
