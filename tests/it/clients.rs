@@ -410,13 +410,7 @@ fn a_partition_under_a_library_is_an_outage_and_the_run_ends_on_time() {
 async fn a_crashed_holder_s_process_is_killed_and_started_again() {
     let server = common::redis().await;
     let mut admin = common::sync_conn(&server);
-    let accepted = |c: &mut redis::Connection| -> u64 {
-        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("total_connections_received:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap()
-    };
+    let accepted = common::connections_accepted;
     let tmp = tempfile::tempdir().unwrap();
     let mut added = Vec::new();
     for crash in [

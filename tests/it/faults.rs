@@ -262,13 +262,7 @@ async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
 async fn a_crashed_holder_comes_back_on_a_new_socket() {
     let server = common::redis().await;
     let mut admin = common::sync_conn(&server);
-    let accepted = |c: &mut redis::Connection| -> u64 {
-        let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
-        info.lines()
-            .find_map(|l| l.strip_prefix("total_connections_received:"))
-            .and_then(|v| v.trim().parse().ok())
-            .expect("INFO stats has total_connections_received")
-    };
+    let accepted = common::connections_accepted;
     let tmp = tempfile::tempdir().unwrap();
     for connection in ["per-worker", "shared"] {
         let mut added = Vec::new();

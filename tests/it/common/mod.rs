@@ -129,6 +129,15 @@ pub fn set_calls(conn: &mut redis::Connection) -> u64 {
         .unwrap_or(0)
 }
 
+/// Connections the server has accepted so far (`INFO stats`, `total_connections_received`).
+pub fn connections_accepted(conn: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("INFO stats has total_connections_received")
+}
+
 /// Keys the server has expired so far (`INFO stats`, `expired_keys`).
 pub fn expired_keys(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
