@@ -514,8 +514,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         // The section ends as its release is sent, or as its holder dies.
         let sent_us = rec.now_us();
         section.released_us = if section.crashed {
-            // The holder's process dies: a library's driver is killed and started again, a
-            // worker's own socket closes and opens again.
+            let h = &section.held;
+            let ended = rec.crash(self.id, h.key, h.lock_until_us, !h.unlocked, sent_us);
+            // The holder's process dies (its section closed first: a restart takes time, and
+            // the dead holder holds nothing meanwhile): a library's driver is killed and
+            // started again, a worker's own socket closes and opens again.
             if let Some(lib) = self.lib.as_mut() {
                 if let Err(e) = lib.crash_and_restart().await
                     && let Some(client) = &ctx.client
@@ -525,8 +528,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             } else if ctx.own_connection {
                 self.conn.renew_own_socket().await;
             }
-            let h = &section.held;
-            rec.crash(self.id, h.key, h.lock_until_us, !h.unlocked, sent_us)
+            ended
         } else {
             rec.close_section(self.id, section.held.key, sent_us)
         };
