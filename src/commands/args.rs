@@ -66,21 +66,13 @@ impl CiArgs {
     /// the end).
     pub(crate) fn check(&self, dirs: &[&Path], profile: Option<&Path>) -> anyhow::Result<()> {
         let bad = |m: String| -> anyhow::Result<()> { Err(crate::exit::BadInput(m).into()) };
-        // Where a path points, as far as it can be told before the file exists.
-        let resolve = |p: &Path| -> PathBuf {
-            let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-            match (abs.parent().map(std::fs::canonicalize), abs.file_name()) {
-                (Some(Ok(dir)), Some(name)) => dir.join(name),
-                _ => abs,
-            }
-        };
         let files: Vec<(&str, &PathBuf)> =
             [("--summary-md", &self.summary_md), ("--junit", &self.junit)]
                 .into_iter()
                 .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
                 .collect();
         if let [(_, a), (_, b)] = files[..]
-            && resolve(a) == resolve(b)
+            && same_file(a, b)
         {
             return bad(format!(
                 "--summary-md and --junit name one file ({}): give each its own",
@@ -89,16 +81,13 @@ impl CiArgs {
         }
         for (flag, path) in files {
             let at = resolve(path);
-            if profile.is_some_and(|p| resolve(p) == at) {
+            if profile.is_some_and(|p| same_file(p, path)) {
                 return bad(format!(
                     "{flag} {}: that is the profile this run reads; write the CI file elsewhere",
                     path.display()
                 ));
             }
-            if let Some(d) = dirs
-                .iter()
-                .find(|d| at.parent() == Some(resolve(d).as_path()))
-            {
+            if let Some(d) = dirs.iter().find(|d| at.starts_with(resolve(d))) {
                 return bad(format!(
                     "{flag} {}: that is inside the run's directory {}, whose files are lockbench's own; write the CI file elsewhere",
                     path.display(),
@@ -111,17 +100,56 @@ impl CiArgs {
                     path.display()
                 ));
             }
-            let opened = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            // An existing file is overwritten only if it is one a run wrote before (or empty,
+            // as a CI system's summary file starts): never an input, a result, a device.
+            if let Ok(meta) = std::fs::metadata(path) {
+                if !meta.is_file() {
+                    return bad(format!(
+                        "{flag} {}: is not a regular file; name a file",
+                        path.display()
+                    ));
+                }
+                let mut head = [0u8; 256];
+                let n = std::fs::File::open(path)
+                    .and_then(|mut f| std::io::Read::read(&mut f, &mut head))
+                    .unwrap_or(0);
+                let text = String::from_utf8_lossy(&head[..n]);
+                let ours = if flag == "--junit" {
+                    text.starts_with("<?xml") && text.contains("<testsuite")
+                } else {
+                    text.starts_with("### lockbench")
+                };
+                if n > 0 && !ours {
+                    return bad(format!(
+                        "{flag} {}: exists and is not a file lockbench wrote, which it would overwrite; remove it or name another file",
+                        path.display()
+                    ));
+                }
+                if let Err(e) = std::fs::OpenOptions::new().append(true).open(path) {
+                    return bad(format!("{flag} {}: cannot be written: {e}", path.display()));
+                }
+                continue;
+            }
+            if path.symlink_metadata().is_ok() {
+                return bad(format!(
+                    "{flag} {}: is a link to nothing; name a file",
+                    path.display()
+                ));
+            }
+            // Absent: its directory is made, and a file can be created there (removed again:
+            // a run refused later leaves nothing behind).
+            let created = match path.parent().filter(|p| !p.as_os_str().is_empty()) {
                 Some(parent) => std::fs::create_dir_all(parent),
                 None => Ok(()),
             }
             .and_then(|()| {
                 std::fs::OpenOptions::new()
-                    .append(true)
-                    .create(true)
+                    .write(true)
+                    .create_new(true)
                     .open(path)
-            });
-            if let Err(e) = opened {
+            })
+            .and_then(|_| std::fs::remove_file(path));
+            if let Err(e) = created {
                 return bad(format!("{flag} {}: cannot be written: {e}", path.display()));
             }
         }
@@ -153,6 +181,31 @@ impl CiArgs {
             }
         }
         all
+    }
+}
+
+/// Where a path points: the file itself when it exists (links followed), else its directory
+/// resolved and its name.
+fn resolve(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    match (abs.parent().map(std::fs::canonicalize), abs.file_name()) {
+        (Some(Ok(dir)), Some(name)) => dir.join(name),
+        _ => abs,
+    }
+}
+
+/// Whether two paths name one file: one resolved path, or one inode (a hard link).
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if resolve(a) == resolve(b) {
+        return true;
+    }
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => (x.dev(), x.ino()) == (y.dev(), y.ino()),
+        _ => false,
     }
 }
 

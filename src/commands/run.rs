@@ -23,6 +23,12 @@ const LATE_SECTIONS_MS: f64 = 5.0;
 /// `lockbench run`, alone or as one agent of a multi-agent run.
 pub(crate) async fn run(a: RunArgs) -> anyhow::Result<i32> {
     a.ci.check(&outs(&a.workload), a.workload.profile.as_deref())?;
+    // Refused or failed, the CI files still say why.
+    let result = run_checked(&a).await;
+    ci_after_error(result, &a.ci)
+}
+
+async fn run_checked(a: &RunArgs) -> anyhow::Result<i32> {
     let spec = AgentSpec::resolve(&a.agent_flags(), |k| std::env::var(k).ok())?;
     let extra = Profile {
         release: a.release.clone(),
@@ -33,8 +39,7 @@ pub(crate) async fn run(a: RunArgs) -> anyhow::Result<i32> {
     if let Some(spec) = spec {
         opts.agent = Some(Arc::new(agent(spec, &mut plan, &mut opts).await?));
     }
-    let result = execute(&plan, &[plan.protection.release], &opts, &a.ci).await;
-    ci_after_error(result, &a.ci)
+    execute(&plan, &[plan.protection.release], &opts, &a.ci).await
 }
 
 /// Makes this process an agent of `spec`: refuses what a multi-agent run cannot do (exit 2),
@@ -96,6 +101,11 @@ async fn agent(spec: AgentSpec, plan: &mut Plan, opts: &mut RunOptions) -> anyho
 /// `lockbench compare`.
 pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     a.ci.check(&outs(&a.workload), a.workload.profile.as_deref())?;
+    let result = compare_checked(&a).await;
+    ci_after_error(result, &a.ci)
+}
+
+async fn compare_checked(a: &CompareArgs) -> anyhow::Result<i32> {
     let extra = Profile {
         releases: a.release.clone(),
         ..Profile::default()
@@ -119,8 +129,7 @@ pub(crate) async fn compare(a: CompareArgs) -> anyhow::Result<i32> {
     }
     let methods: Vec<Variant> = plan.protection.releases.clone();
     let opts = a.workload.options("compare");
-    let result = execute(&plan, &methods, &opts, &a.ci).await;
-    ci_after_error(result, &a.ci)
+    execute(&plan, &methods, &opts, &a.ci).await
 }
 
 /// The run's directory when `--out` names it (a CI file may not go there).
@@ -135,7 +144,9 @@ fn ci_after_error(result: anyhow::Result<i32>, ci: &CiArgs) -> anyhow::Result<i3
         return result;
     };
     let why = format!("{e:#}");
-    let table = crate::analysis::verdict_table::VerdictTable::new("", &[], false, Some(&why));
+    let mut table = crate::analysis::verdict_table::VerdictTable::new("", &[], false, Some(&why));
+    // The code the process exits with (bad input is 2, not the failed run's 1).
+    table.verdict.code = crate::cli::code_of_error(&e);
     ci.write(&table, None);
     Err(e)
 }

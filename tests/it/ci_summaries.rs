@@ -230,6 +230,23 @@ fn a_ci_file_that_cannot_be_written_or_would_overwrite_is_refused_first() {
     let profile = d.join("p.toml");
     std::fs::write(&profile, "workers = 2\n").unwrap();
     let run_dir = d.join("run");
+    let link = d.join("link.toml");
+    std::os::unix::fs::symlink(&profile, &link).unwrap();
+    let hard = d.join("hard.toml");
+    std::fs::hard_link(&profile, &hard).unwrap();
+    let script = d.join("release.lua");
+    std::fs::write(&script, "return redis.call('del', KEYS[1])\n").unwrap();
+    let fifo = d.join("fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let link_a = d.join("a-link.md");
+    std::fs::write(d.join("a.xml"), "").unwrap();
+    std::os::unix::fs::symlink(d.join("a.xml"), &link_a).unwrap();
     // Under a plain file: no directory can be made there.
     let missing = profile.join("junit.xml");
     let cases: Vec<(Vec<std::ffi::OsString>, String)> = vec![
@@ -259,6 +276,45 @@ fn a_ci_file_that_cannot_be_written_or_would_overwrite_is_refused_first() {
             "inside the run's directory".into(),
         ),
         (vec!["--junit".into(), d.into()], "is a directory".into()),
+        // Through a link, the profile is still the profile (it used to be overwritten).
+        (
+            vec![
+                profile.clone().into(),
+                "--junit".into(),
+                link.clone().into(),
+            ],
+            "that is the profile this run reads".into(),
+        ),
+        (
+            vec![
+                profile.clone().into(),
+                "--summary-md".into(),
+                hard.clone().into(),
+            ],
+            "that is the profile this run reads".into(),
+        ),
+        // Any other file lockbench did not write: an input, another run's result.
+        (
+            vec!["--junit".into(), script.clone().into()],
+            "is not a file lockbench wrote".into(),
+        ),
+        (
+            vec!["--summary-md".into(), fifo.clone().into()],
+            "is not a regular file".into(),
+        ),
+        (
+            vec!["--junit".into(), run_dir.join("sub/j.xml").into()],
+            "inside the run's directory".into(),
+        ),
+        (
+            vec![
+                "--junit".into(),
+                d.join("a.xml").into(),
+                "--summary-md".into(),
+                link_a.clone().into(),
+            ],
+            "name one file".into(),
+        ),
     ];
     for (args, says) in cases {
         let o = common::Lockbench::new()
@@ -276,6 +332,29 @@ fn a_ci_file_that_cannot_be_written_or_would_overwrite_is_refused_first() {
         );
     }
     assert_eq!(std::fs::read_to_string(&profile).unwrap(), "workers = 2\n");
+    assert!(
+        std::fs::read_to_string(&script)
+            .unwrap()
+            .starts_with("return")
+    );
+    // A run refused after the check (a bad --fail-if) still leaves its CI files, saying it
+    // was refused (exit 2), and no empty file.
+    let (junit, md) = (d.join("refused.xml"), d.join("refused.md"));
+    let o = common::Lockbench::new()
+        .args(["run", "--backend", "memory", "--sections", "20", "-q"])
+        .args(["--fail-if", "nosuch > 0"])
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--summary-md")
+        .arg(&md)
+        .arg("--out")
+        .arg(&run_dir)
+        .output();
+    assert_eq!(o.status.code(), Some(2), "{}", common::text_of(&o));
+    assert!(read(md).contains("(exit 2)"));
+    let xml = read(junit.clone());
+    assert!(xml.contains("<error"), "{xml}");
+    validates(&junit);
 }
 
 /// `report.html`'s first table is the verdict table: a row per variant, the key figures
