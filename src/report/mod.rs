@@ -245,6 +245,25 @@ pub fn render_and_verify(dir: &Path) -> anyhow::Result<Rendered> {
 
 fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendered> {
     let run = RunFiles::open(dir)?;
+    // A file the report writes that is a link is replaced, never written through: the link
+    // could point anywhere (a run directory copied or tampered with).
+    for name in [
+        DURATIONS_PNG,
+        SURVIVAL_PNG,
+        TIMELINE_PNG,
+        ACQUIRE_PNG,
+        COMPARE_PNG,
+        DAMAGE_PNG,
+        REPORT_HTML,
+    ] {
+        let p = dir.join(name);
+        if p.symlink_metadata()
+            .is_ok_and(|m| m.file_type().is_symlink())
+        {
+            std::fs::remove_file(&p)
+                .map_err(|e| anyhow::anyhow!("cannot replace the link {}: {e}", p.display()))?;
+        }
+    }
     let events_path = dir.join("events.csv");
     // A run without rows (`events = "none"`, a long simulated run) is drawn from its interval
     // logs and summary: every chart but the timeline, which needs the sections themselves.

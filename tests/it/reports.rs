@@ -663,3 +663,25 @@ fn real_run_window_matches_sorting_every_section() {
     }
     assert!(r.timeline.rows.iter().any(|r| !r.red.is_empty()));
 }
+
+/// `report` replaces a chart that is a link instead of writing through it: a run directory
+/// copied with a link in it (or tampered with) cannot make lockbench overwrite the file the
+/// link points to. Before, `timeline.png → ../precious.txt` turned that file into a PNG.
+#[test]
+fn report_replaces_links_instead_of_writing_through_them() {
+    let dir = copy_run(single_run(), "links");
+    let precious = dir.parent().unwrap().join("links-precious.txt");
+    std::fs::write(&precious, "precious\n").unwrap();
+    let timeline = dir.join("timeline.png");
+    std::fs::remove_file(&timeline).unwrap();
+    std::os::unix::fs::symlink(&precious, &timeline).unwrap();
+    let out = common::Lockbench::new().arg("report").arg(&dir).output();
+    assert_eq!(out.status.code(), Some(0), "{}", common::text_of(&out));
+    assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious\n");
+    let meta = timeline.symlink_metadata().unwrap();
+    assert!(
+        meta.file_type().is_file(),
+        "the chart is a file of its own now"
+    );
+    assert!(png_stats(&timeline).0 > 0);
+}
