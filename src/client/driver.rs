@@ -219,6 +219,11 @@ impl Driver {
         }
     }
 
+    /// The driver's process id, while it runs.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Kills the driver's process (SIGKILL) and waits until it is gone.
     pub(crate) async fn kill(mut self) {
         let _ = self.child.kill().await;
@@ -300,10 +305,12 @@ impl Driver {
 
     /// Says goodbye (the driver releases what it holds and exits), then makes sure it is gone.
     pub(crate) async fn bye(mut self) {
+        // A driver answers `bye` in milliseconds; one that does not (hung, or the one that
+        // failed the variant) is killed after a second, not waited for.
         if let Ok(id) = self.send(json!({"op": "bye"})).await {
-            let _ = self.reply(id, Duration::from_secs(5)).await;
+            let _ = self.reply(id, Duration::from_secs(1)).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await;
         let _ = self.child.kill().await;
     }
 

@@ -99,6 +99,8 @@ pub(crate) struct ClientCtx {
     pub failed: std::sync::Mutex<Option<String>>,
     /// Set with `failed`.
     pub stop: std::sync::atomic::AtomicBool,
+    /// The run was interrupted (Ctrl-C, SIGTERM): an acquisition in flight is not waited for.
+    pub interrupted: std::sync::atomic::AtomicBool,
 }
 
 impl ClientCtx {

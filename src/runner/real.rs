@@ -151,6 +151,10 @@ pub(crate) async fn run_real<C: LockConn>(
         Request::Continue => {}
         Request::Stop => {
             *stop_reason = StopReason::Interrupted;
+            if let Some(c) = &ctx.client {
+                c.interrupted
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             if !env.opts.quiet {
                 eprintln!(
                     "stopping: open sections end now and are released; Ctrl-C again to stop \
@@ -161,6 +165,10 @@ pub(crate) async fn run_real<C: LockConn>(
         }
         Request::Abandon => {
             *stop_reason = StopReason::Interrupted;
+            if let Some(c) = &ctx.client {
+                c.interrupted
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             halt(Halt::Abandon);
         }
     };

@@ -582,3 +582,43 @@ async fn attempts_are_the_server_s_set_calls() {
     }
     server.stop().await;
 }
+
+/// Ctrl-C while a library's driver hangs ends the run at once, as interrupted (exit 130), with
+/// its files: the stop does not wait for a reply that will not come (it used to wait out the
+/// driver's patience, 40 s, and then exit 1 as a broken driver).
+#[test]
+fn ctrl_c_does_not_wait_for_a_hung_driver() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
+    let mark = tmp.path().join("breaking");
+    let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+        .args(["--workers", "2", "--keys", "1", "--dist", "constant(5ms)"])
+        .args(["--duration", "60s", "--quiet"])
+        .env("LOCKBENCH_DRIVERS_ROOT", fake)
+        .env("FAKE_DRIVER", "hang")
+        .env("FAKE_DRIVER_MARK", &mark)
+        .out(tmp.path().join("run"))
+        .own_group()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    common::wait_until("a driver hangs", std::time::Duration::from_secs(30), || {
+        std::fs::read_dir(tmp.path()).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("breaking.")
+        })
+    });
+    common::signal("-INT", child.id());
+    // Well under the driver's patience (10 s at least).
+    let code = child.exit_code_within(std::time::Duration::from_secs(8));
+    let o = child.wait_with_output();
+    assert_eq!(code, Some(130), "{}", common::text_of(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the run stopped while redis-py was acquiring"),
+        "{err}"
+    );
+    assert!(tmp.path().join("run/summary.json").exists());
+}

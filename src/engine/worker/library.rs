@@ -70,7 +70,41 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let set_sent_us = rec.now_us();
         let first_attempt_us = since_us.unwrap_or(set_sent_us);
         let lib = self.lib.as_mut()?;
-        let entered = lib.driver.section(&name, ctx.ttl_ms, client.wait_ms).await;
+        // An interrupted run (Ctrl-C, SIGTERM) does not wait for an acquisition the library may
+        // spend its whole wait budget on, or a driver that hangs: the holder's process is
+        // stopped (a lock it may still take expires with its TTL; the cleanup removes it). At
+        // the run's own end the reply is awaited: a driver that hangs is found by its patience.
+        let far = rec.now_us() + 86_400_000_000;
+        let pid = lib.driver.pid();
+        let outcome = {
+            let mut section = Box::pin(lib.driver.section(&name, ctx.ttl_ms, client.wait_ms));
+            let mut halted = false;
+            loop {
+                tokio::select! {
+                    r = &mut section => break Some(r),
+                    _ = self.drv.sleep_until(far), if !halted => {
+                        halted = true;
+                        if client.interrupted.load(Relaxed) {
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        let Some(entered) = outcome else {
+            if let Some(pid) = pid {
+                let _ = crate::signals::send(pid, "-KILL").await;
+            }
+            rec.error(&CmdError {
+                kind: ErrorKind::Abandoned,
+                detail: format!(
+                    "the run stopped while {} was acquiring: its driver was stopped",
+                    client.name
+                ),
+            });
+            self.name_buf = name;
+            return None;
+        };
         let replied_us = rec.now_us();
         rec.record(
             self.id,
