@@ -179,7 +179,12 @@ async fn execute(
     let result = execute_on(plan, methods, opts, ci).await;
     // Up until every file is written, then closed (after a last scrape, when scraped).
     if let Some(e) = endpoint {
-        e.close().await;
+        // Not after an interrupt: the user asked to stop.
+        let code = match &result {
+            Ok(c) => *c,
+            Err(err) => crate::cli::code_of_error(err),
+        };
+        e.close(code != crate::exit::INTERRUPTED, !opts.quiet).await;
     }
     result
 }

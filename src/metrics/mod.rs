@@ -140,12 +140,20 @@ impl Endpoint {
         format!("http://{}/metrics", self.addr)
     }
 
-    /// Closes the endpoint once the run's files are written. When someone was scraping, first
-    /// waits (at most twice the interval seen between scrapes, 1–60 s) for one scrape after
-    /// this call, so the last scrape holds the final values.
-    pub async fn close(self) {
+    /// Closes the endpoint once the run's files are written. When someone was scraping and
+    /// `wait` (not after an interrupt), first waits (at most twice the interval seen between
+    /// scrapes, 1–60 s) for one scrape after this call, so the last scrape holds the final
+    /// values; `say` tells the terminal so.
+    pub async fn close(self, wait: bool, say: bool) {
         let seen = self.scrapes.count.load(Relaxed);
-        if seen > 0 {
+        if seen > 0 && wait {
+            if say {
+                let gap = self.scrapes.gap_ms.load(Relaxed).clamp(500, 30_000);
+                eprintln!(
+                    "metrics: waiting up to {} s for a last scrape of the final values (Ctrl-C ends it)",
+                    (2 * gap).div_ceil(1000)
+                );
+            }
             let gap = self.scrapes.gap_ms.load(Relaxed).clamp(500, 30_000);
             let deadline = tokio::time::Instant::now() + Duration::from_millis(2 * gap);
             let now_ms = self.started.elapsed().as_millis() as u64;
