@@ -35,7 +35,10 @@ fn main() {
     let code = match runtime.block_on(lockbench::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!(
+                "error: {}",
+                lockbench::model::error::printable(&format!("{e:#}"))
+            );
             lockbench::cli::code_of_error(&e)
         }
     };

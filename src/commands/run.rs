@@ -443,7 +443,7 @@ fn finish(
             if !lines.is_empty() {
                 eprintln!("errors of variant `{}`, first of each kind:", s.variant);
                 for l in lines {
-                    eprintln!("  {l}");
+                    eprintln!("  {}", crate::model::error::printable(&l));
                 }
             }
         }

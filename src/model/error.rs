@@ -82,3 +82,34 @@ impl CmdError {
 
 /// Result of one command.
 pub type CmdResult<T> = Result<T, CmdError>;
+
+/// Text from outside (a server's error, a driver's stderr, a script's reply) made safe for a
+/// terminal: control characters are written as `\u{1b}` escapes, so a reply cannot move the
+/// cursor, recolour or clear the user's screen.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod printable_tests {
+    /// Escape sequences and control bytes are shown, not sent to the terminal.
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(super::printable("plain <&> text"), "plain <&> text");
+        assert_eq!(
+            super::printable("bad\u{1}\u{1b}[31m red"),
+            "bad\\u{1}\\u{1b}[31m red"
+        );
+    }
+}
