@@ -231,6 +231,19 @@ pub async fn run_on<K: Connector>(
         cells,
         skipped,
     } = probe_targets(targets, &variants, plan, &prefix).await?;
+    // A library that runs after another variant is greeted first with the run's settings, so
+    // one it refuses (a TTL it cannot take) is refused before anything runs, not after the
+    // variants before it.
+    let mut greeted = Vec::new();
+    for (ti, v, _) in cells.iter().skip(1) {
+        if let Some(c) = v.client
+            && !greeted.contains(&(*ti, c))
+        {
+            greeted.push((*ti, c));
+            let recipe = variant::driver_recipe(targets[*ti].connector, plan, c)?;
+            variant::greet(&recipe, 0).await?.bye().await;
+        }
+    }
 
     let dir = opts
         .out_dir

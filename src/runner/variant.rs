@@ -195,6 +195,50 @@ async fn prepare<K: Connector>(
     })
 }
 
+/// How `client`'s driver processes start for this run: its command line, the servers'
+/// URLs (the fault proxy's, when the schedule has one), the TTL and the timeouts.
+pub(super) fn driver_recipe<K: Connector>(
+    connector: &K,
+    plan: &Plan,
+    client: crate::model::client::Client,
+) -> anyhow::Result<crate::client::driver::Recipe> {
+    // `run_on` refused, before anything ran, a store no driver can reach (`check_clients`).
+    let urls = connector
+        .driver_urls()
+        .context("a lock library's variant on a store no driver can reach")?;
+    let argv = crate::client::command(client)?;
+    // A reply may take the command timeout a few times over (a library retries), and more
+    // on a loaded machine; a driver that stays silent longer is stuck.
+    let patience =
+        Duration::from_micros(plan.timeouts.command_timeout_us * 4).max(Duration::from_secs(10));
+    Ok(crate::client::driver::Recipe {
+        argv,
+        client: client.name(),
+        servers: urls,
+        ttl_ms: plan.workload.ttl_ms,
+        command_timeout: Duration::from_micros(plan.timeouts.command_timeout_us),
+        patience,
+    })
+}
+
+/// Starts holder `holder`'s driver and greets it. A library that refuses the run's settings
+/// (a TTL it cannot take, N servers for a library of one) is bad input, as lockbench's own
+/// refusals are.
+pub(super) async fn greet(
+    recipe: &crate::client::driver::Recipe,
+    holder: usize,
+) -> anyhow::Result<crate::client::driver::Driver> {
+    crate::client::driver::Driver::start(recipe, holder)
+        .await
+        .map_err(|e| -> anyhow::Error {
+            if e.refused {
+                crate::exit::BadInput(e.to_string()).into()
+            } else {
+                e.into()
+            }
+        })
+}
+
 /// Starts `client`'s driver once per worker (or request slot) against the connector's
 /// servers, and what the workers of its variant share: the key the library writes, its wait
 /// budget, whether it renews its locks.
@@ -208,37 +252,11 @@ async fn start_drivers<K: Connector>(
     crate::engine::context::ClientCtx,
 )> {
     let name = client.name();
-    // `run_on` refused, before anything ran, a store no driver can reach (`check_clients`).
-    let urls = connector
-        .driver_urls()
-        .context("a lock library's variant on a store no driver can reach")?;
-    let argv = crate::client::command(client)?;
-    // A reply may take the command timeout a few times over (a library retries), and more
-    // on a loaded machine; a driver that stays silent longer is stuck.
-    let patience =
-        Duration::from_micros(plan.timeouts.command_timeout_us * 4).max(Duration::from_secs(10));
-    let recipe = std::sync::Arc::new(crate::client::driver::Recipe {
-        argv,
-        client: name,
-        servers: urls,
-        ttl_ms: plan.workload.ttl_ms,
-        command_timeout: Duration::from_micros(plan.timeouts.command_timeout_us),
-        patience,
-    });
+    let recipe = std::sync::Arc::new(driver_recipe(connector, plan, client)?);
     let mut libs = Vec::with_capacity(slots);
     let mut first = None;
     for holder in 0..slots {
-        // A library that refuses the run's settings (a TTL it cannot take, N servers for a
-        // library of one) is bad input, as lockbench's own refusals are.
-        let d = crate::client::driver::Driver::start(&recipe, holder)
-            .await
-            .map_err(|e| -> anyhow::Error {
-                if e.refused {
-                    crate::exit::BadInput(e.to_string()).into()
-                } else {
-                    e.into()
-                }
-            })?;
+        let d = greet(&recipe, holder).await?;
         first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
         libs.push(crate::engine::worker::Library::new(
             d,

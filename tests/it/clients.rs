@@ -622,3 +622,19 @@ fn ctrl_c_does_not_wait_for_a_hung_driver() {
     );
     assert!(tmp.path().join("run/summary.json").exists());
 }
+
+/// In a compare, a library that refuses the run's settings is refused before anything runs
+/// (exit 2, nothing measured), not after the built-in variants before it have run (it used to
+/// end in exit 1 with their results).
+#[test]
+fn a_library_s_refusal_in_a_compare_comes_before_anything_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = common::lockbench(&["compare", "--backend", "spawn", "--release", "token,python-redis-lock"])
+        .args(["--ttl", "500ms", "--duration", "1s"])
+        .out(tmp.path())
+        .output();
+    let err = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("refused the run's settings at hello"), "{err}");
+    assert!(!tmp.path().join("summary.json").exists(), "nothing ran");
+}
