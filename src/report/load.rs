@@ -32,6 +32,16 @@ pub enum ReportError {
         /// The required files it lacks.
         missing: Vec<&'static str>,
     },
+    /// The run failed before any variant finished: no summary, its rows kept.
+    #[error(
+        "{dir}: the run failed before any variant finished ({failure}); its rows are in events.csv, with no summary to draw or check"
+    )]
+    Failed {
+        /// The directory.
+        dir: PathBuf,
+        /// The manifest's `failure`.
+        failure: String,
+    },
 }
 
 /// The JSON files of a run.
@@ -59,6 +69,20 @@ impl RunFiles {
             .filter(|f| !(without_rows && *f == "events.csv"))
             .filter(|f| !dir.join(f).is_file())
             .collect();
+        // A run that failed before any variant finished says so in its manifest.
+        let failure = std::fs::read_to_string(dir.join("manifest.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+            .and_then(|m| m["failure"].as_str().map(str::to_string));
+        if missing == ["summary.json"]
+            && let Some(failure) = failure
+        {
+            return Err(ReportError::Failed {
+                dir: dir.to_path_buf(),
+                failure,
+            }
+            .into());
+        }
         if !missing.is_empty() {
             return Err(ReportError::NotARun {
                 dir: dir.to_path_buf(),

@@ -381,7 +381,14 @@ pub async fn run_on<K: Connector>(
         manifest.agent = Some(agent.record());
     }
     if summaries.is_empty() {
-        // Nothing was measured: no summary to write.
+        // Nothing was measured: no summary to write. The manifest still says why the run
+        // ended (the rows recorded before the failure are in events.csv).
+        if let Some(f) = &failure {
+            manifest.ended_at = Some(results::utc_stamp(SystemTime::now(), false));
+            manifest.interrupted = interrupted;
+            manifest.failure = Some(format!("{f:#}"));
+            let _ = results::write_json(&dir.join("manifest.json"), &manifest);
+        }
         return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
     }
     write_results(

@@ -99,6 +99,29 @@ fn a_broken_driver_is_a_clear_error_and_no_row_is_lost() {
                     && text.contains("not checked: variant `redis-py` failed during the run"),
                 "{text}"
             );
+            // The library alone: no variant finished, and the manifest says why (it had no
+            // failure and no end), which `report` repeats.
+            let alone = tmp.path().join("alone");
+            let o = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+                .args(["--workers", "2", "--duration", "1s"])
+                .env("LOCKBENCH_DRIVERS_ROOT", fake)
+                .env("FAKE_DRIVER", mode)
+                .out(&alone)
+                .output();
+            assert_eq!(o.status.code(), Some(1), "{}", common::text_of(&o));
+            let m: serde_json::Value = serde_json::from_str(
+                &std::fs::read_to_string(alone.join("manifest.json")).unwrap(),
+            )
+            .unwrap();
+            assert!(m["failure"].as_str().unwrap().contains("died"), "{m}");
+            assert!(m["ended_at"].is_string(), "{m}");
+            let o = common::lockbench(&["report"]).arg(&alone).output();
+            let text = common::text_of(&o);
+            assert_eq!(o.status.code(), Some(2), "{text}");
+            assert!(
+                text.contains("the run failed before any variant finished"),
+                "{text}"
+            );
         }
     }
 }
@@ -629,10 +652,16 @@ fn ctrl_c_does_not_wait_for_a_hung_driver() {
 #[test]
 fn a_library_s_refusal_in_a_compare_comes_before_anything_runs() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = common::lockbench(&["compare", "--backend", "spawn", "--release", "token,python-redis-lock"])
-        .args(["--ttl", "500ms", "--duration", "1s"])
-        .out(tmp.path())
-        .output();
+    let o = common::lockbench(&[
+        "compare",
+        "--backend",
+        "spawn",
+        "--release",
+        "token,python-redis-lock",
+    ])
+    .args(["--ttl", "500ms", "--duration", "1s"])
+    .out(tmp.path())
+    .output();
     let err = common::text_of(&o);
     assert_eq!(o.status.code(), Some(2), "{err}");
     assert!(err.contains("refused the run's settings at hello"), "{err}");
