@@ -6,7 +6,6 @@ use crate::commands::args::WorkloadArgs;
 use crate::commands::args::{CompareArgs, RunArgs, SweepArgs};
 use crate::commands::demo::DemoArgs;
 use crate::engine::RuntimeThreads;
-use crate::exit::{BAD_INPUT, BadInput, FAILED, INTERRUPTED, Interrupted};
 use clap::{Parser, Subcommand};
 
 /// Load-tests Redis locks and measures what goes wrong when critical sections outlast their TTL.
@@ -101,27 +100,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
     }
 }
 
-/// The exit code of a command that failed with `e`: 130 when it was interrupted, 2 for bad
-/// input (a profile or flag, a distribution or data file, an output directory that would mix
-/// runs), else 1.
-pub fn code_of_error(e: &anyhow::Error) -> i32 {
-    if e.chain().any(|c| c.is::<Interrupted>()) {
-        return INTERRUPTED;
-    }
-    let bad = e.chain().any(|c| {
-        c.is::<BadInput>()
-            || c.is::<crate::profile::ProfileError>()
-            || c.is::<crate::results::OutDirError>()
-            || c.is::<crate::dist::DistError>()
-            || c.is::<crate::model::units::UnitError>()
-            || c.is::<crate::recommend::LoadError>()
-            || c.is::<crate::recommend::ParamError>()
-            || c.is::<crate::report::load::ReportError>()
-            || c.is::<crate::target::RemoteRefused>()
-            || c.is::<crate::metrics::MetricsError>()
-    });
-    if bad { BAD_INPUT } else { FAILED }
-}
+pub use crate::commands::code_of_error;
 
 #[cfg(test)]
 mod tests {

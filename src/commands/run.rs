@@ -146,7 +146,7 @@ fn ci_after_error(result: anyhow::Result<i32>, ci: &CiArgs) -> anyhow::Result<i3
     let why = format!("{e:#}");
     let mut table = crate::analysis::verdict_table::VerdictTable::new("", &[], false, Some(&why));
     // The code the process exits with (bad input is 2, not the failed run's 1).
-    table.verdict.code = crate::cli::code_of_error(&e);
+    table.verdict.code = super::code_of_error(&e);
     ci.write(&table, None);
     Err(e)
 }
@@ -182,7 +182,7 @@ async fn execute(
         // Not after an interrupt: the user asked to stop.
         let code = match &result {
             Ok(c) => *c,
-            Err(err) => crate::cli::code_of_error(err),
+            Err(err) => super::code_of_error(err),
         };
         e.close(code != crate::exit::INTERRUPTED, !opts.quiet).await;
     }
@@ -473,7 +473,13 @@ fn finish(
         for r in &verdict.reasons {
             eprintln!("error: {r}");
         }
-        eprintln!("results so far: {}", outcome.dir.display());
+        // A crossed threshold ends a complete run; a failure may have cut it short.
+        let what = if verdict.code == crate::exit::THRESHOLD {
+            "results"
+        } else {
+            "results so far"
+        };
+        eprintln!("{what}: {}", outcome.dir.display());
     }
     // The CI files, after the run's own: also when a threshold was crossed or the run failed.
     let mut unwritten = !ci.write(&table, Some(&outcome.manifest.started_at));
@@ -519,11 +525,11 @@ mod tests {
 
         let bad = anyhow::Error::from(crate::results::OutDirError::NotADirectory("x".into()));
         assert_eq!(
-            crate::cli::code_of_error(&bad.context("preparing the run")),
+            crate::commands::code_of_error(&bad.context("preparing the run")),
             2
         );
         assert_eq!(
-            crate::cli::code_of_error(&anyhow::anyhow!("connection refused")),
+            crate::commands::code_of_error(&anyhow::anyhow!("connection refused")),
             1
         );
     }

@@ -186,7 +186,9 @@ pub async fn drive(
                 false => None,
             };
             let began = start + Duration::from_micros(f.at_us);
-            if !wait_until(began, &mut done).await {
+            // A window due at or after the variant's planned end is not reached, even when
+            // the last sections are still closing then.
+            if until.is_some_and(|u| began >= u) || !wait_until(began, &mut done).await {
                 return (i, FaultWindow::not_reached(&f, detail(&f)));
             }
             let ms = |t: Instant| t.saturating_duration_since(start).as_secs_f64() * 1000.0;
@@ -214,6 +216,14 @@ pub async fn drive(
             let error = apply(&control, &f, true).await.err().unwrap_or_default();
             // In effect from here (a SIGSTOP is a `kill` process away from the window's due time).
             window.start_ms = ms(Instant::now());
+            // Undone at the variant's planned end at the latest: a window that outlasted it
+            // would hold the run past its duration (a stopped server holds every worker's
+            // last command). (A failover and a URL server's pause are cut their own way.)
+            let cut = matches!((end, until), (Some(e), Some(u)) if u < e);
+            let end = match (end, until) {
+                (Some(e), Some(u)) => Some(e.min(u)),
+                (e, u) => e.or(u),
+            };
             match end {
                 Some(e) => {
                     wait_until(e, &mut done).await;
@@ -231,6 +241,10 @@ pub async fn drive(
                 .collect::<Vec<_>>()
                 .join("; ");
             window.applied = applied(&control, &f);
+            if cut {
+                let sep = if window.applied.is_empty() { "" } else { ", " };
+                window.applied = format!("{}{sep}cut to the variant's end", window.applied);
+            }
             window.end_ms = match f.kind {
                 FaultKind::ServerPause => ms(ending),
                 _ => ms(Instant::now()),

@@ -909,3 +909,45 @@ async fn the_resource_goes_where_resource_redis_says() {
         "{text}"
     );
 }
+
+/// Fault windows end with the run: a spawned server's pause that would outlast a 1 s run is
+/// lifted at 1 s (SIGCONT), so the run ends on time, and a window due at the run's end is not
+/// reached. Before, the run stayed until the window's end (2.8 s: the stopped server held the
+/// workers' last commands) and a partition due at 1 s was recorded as reached.
+#[test]
+fn fault_windows_end_with_the_run() {
+    let _alone = common::alone();
+    let tmp = tempfile::tempdir().unwrap();
+    let o = common::lockbench(&["run", "--backend", "spawn", "--duration", "1s"])
+        .args(["--workers", "2", "--keys", "2", "--dist", "constant(5ms)"])
+        .args([
+            "--fault",
+            "server-pause@800ms+2s",
+            "--fault",
+            "partition@1s+1s",
+        ])
+        .out(tmp.path())
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+    let s = &common::summaries(tmp.path())[0];
+    let elapsed = s["elapsed_s"].as_f64().unwrap();
+    assert!(elapsed < 1.5, "the run ended at {elapsed} s");
+    let csv = std::fs::read_to_string(tmp.path().join("faults.csv")).unwrap();
+    let row = |kind: &str| -> Vec<String> {
+        csv.lines()
+            .find(|l| l.contains(&format!(",{kind},")))
+            .unwrap_or_else(|| panic!("{kind} in {csv}"))
+            .split(',')
+            .map(str::to_string)
+            .collect()
+    };
+    let pause = row("server-pause");
+    let end: f64 = pause[3].parse().unwrap();
+    assert!((990.0..1100.0).contains(&end), "{csv}");
+    assert_eq!(pause[6], "true", "{csv}");
+    assert!(
+        pause.join(",").contains("cut to the variant's end"),
+        "{csv}"
+    );
+    assert_eq!(row("partition")[6], "false", "{csv}");
+}
