@@ -219,11 +219,6 @@ impl Driver {
         }
     }
 
-    /// The driver's process id, while it runs.
-    pub(crate) fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
-
     /// Kills the driver's process (SIGKILL) and waits until it is gone.
     pub(crate) async fn kill(mut self) {
         let _ = self.child.kill().await;

@@ -75,7 +75,6 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         // stopped (a lock it may still take expires with its TTL; the cleanup removes it). At
         // the run's own end the reply is awaited: a driver that hangs is found by its patience.
         let far = rec.now_us() + 86_400_000_000;
-        let pid = lib.driver.pid();
         let outcome = {
             let mut section = Box::pin(lib.driver.section(&name, ctx.ttl_ms, client.wait_ms));
             let mut halted = false;
@@ -92,9 +91,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }
         };
         let Some(entered) = outcome else {
-            if let Some(pid) = pid {
-                let _ = crate::signals::send(pid, "-KILL").await;
-            }
+            lib.driver.kill_now().await;
             rec.error(&CmdError {
                 kind: ErrorKind::Abandoned,
                 detail: format!(
