@@ -94,6 +94,8 @@ pub(crate) struct Recipe {
     pub(crate) servers: Vec<String>,
     /// The run's TTL, ms.
     pub(crate) ttl_ms: u64,
+    /// The servers are a Redis Cluster's nodes.
+    pub(crate) cluster: bool,
     /// The run's command timeout: the library's connections take it as theirs.
     pub(crate) command_timeout: Duration,
     /// How long a reply may take beyond the request's own wait.
@@ -131,6 +133,7 @@ impl Driver {
             ttl_ms,
             command_timeout,
             patience,
+            ..
         } = recipe;
         let (client, ttl_ms, patience) = (*client, *ttl_ms, *patience);
         let mut who = format!("{client} (holder {holder})");
@@ -232,28 +235,6 @@ impl Driver {
         };
         // A driver already gone has nothing to stop: its end is the next reply's error.
         let _ = crate::signals::send(pid, if on { "-STOP" } else { "-CONT" }).await;
-    }
-
-    /// The library's name and version, as its driver read them.
-    pub(crate) fn library(&self) -> String {
-        format!(
-            "{} {}",
-            self.hello["package"].as_str().unwrap_or("?"),
-            self.hello["version"].as_str().unwrap_or("?")
-        )
-    }
-
-    /// The key the library writes for lockbench's `key`.
-    pub(crate) fn key_format(&self) -> String {
-        self.hello["key_format"]
-            .as_str()
-            .unwrap_or("{key}")
-            .to_string()
-    }
-
-    /// Whether the library re-arms a held lock by itself.
-    pub(crate) fn auto_renewal(&self) -> bool {
-        self.hello["capabilities"]["auto_renewal"] == true
     }
 
     /// Opens a section on `key` through the library's idiom, waiting at most `wait_ms` for

@@ -3,9 +3,12 @@
 //! "Driver protocol"). One process per holder, so a fault of a holder's process hits that
 //! holder alone. lockbench keeps every measurement: it times the sections on its own clock,
 //! does the resource's read-modify-write itself and reads the server; the driver only does
-//! what the library does and says what the library said.
+//! what the library does and says what the library said. rslock, the Rust library, runs in
+//! lockbench's own process ([`holder::Holder`] hides the difference).
 
 pub(crate) mod driver;
+pub(crate) mod holder;
+pub(crate) mod rslock;
 
 use crate::model::client::Client;
 

@@ -25,11 +25,13 @@ pub enum Client {
     RedisSemaphore,
     /// npm `redis-lock` (Node): releases with a plain `DEL` while its local deadline lasts.
     RedisLock,
+    /// rslock (Rust), driven in process: a Redlock over redis-rs.
+    Rslock,
 }
 
 impl Client {
     /// Every driver.
-    pub const ALL: [Client; 8] = [
+    pub const ALL: [Client; 9] = [
         Self::RedisPy,
         Self::PythonRedisLock,
         Self::PythonRedisLockRenew,
@@ -38,6 +40,7 @@ impl Client {
         Self::Redlock4,
         Self::RedisSemaphore,
         Self::RedisLock,
+        Self::Rslock,
     ];
 
     /// The driver's `--lib` name, which is also the variant's.
@@ -51,12 +54,19 @@ impl Client {
             Self::Redlock4 => "redlock4",
             Self::RedisSemaphore => "redis-semaphore",
             Self::RedisLock => "redis-lock",
+            Self::Rslock => "rslock",
         }
     }
 
     /// The driver named `s`, if any.
     pub fn parse(s: &str) -> Option<Client> {
         Self::ALL.into_iter().find(|c| c.name() == s.trim())
+    }
+
+    /// Whether lockbench runs the library in its own process (no driver process, no
+    /// `scripts/drivers.sh`).
+    pub fn in_process(self) -> bool {
+        self == Self::Rslock
     }
 
     /// Every driver's name, for messages.

@@ -206,7 +206,12 @@ pub(super) fn driver_recipe<K: Connector>(
     let urls = connector
         .driver_urls()
         .context("a lock library's variant on a store no driver can reach")?;
-    let argv = crate::client::command(client)?;
+    // rslock runs in lockbench's process: no command line.
+    let argv = if client.in_process() {
+        Vec::new()
+    } else {
+        crate::client::command(client)?
+    };
     // A reply may take the command timeout a few times over (a library retries), and more
     // on a loaded machine; a driver that stays silent longer is stuck.
     let patience =
@@ -216,6 +221,7 @@ pub(super) fn driver_recipe<K: Connector>(
         client: client.name(),
         servers: urls,
         ttl_ms: plan.workload.ttl_ms,
+        cluster: false,
         command_timeout: Duration::from_micros(plan.timeouts.command_timeout_us),
         patience,
     })
@@ -227,8 +233,8 @@ pub(super) fn driver_recipe<K: Connector>(
 pub(super) async fn greet(
     recipe: &crate::client::driver::Recipe,
     holder: usize,
-) -> anyhow::Result<crate::client::driver::Driver> {
-    crate::client::driver::Driver::start(recipe, holder)
+) -> anyhow::Result<crate::client::holder::Holder> {
+    crate::client::holder::Holder::start(recipe, holder)
         .await
         .map_err(|e| -> anyhow::Error {
             if e.refused {

@@ -2,7 +2,8 @@
 //! acquisition and the release of [`Worker`] for a library's variant.
 
 use super::{Held, Worker, busy};
-use crate::client::driver::{Driver as Process, DriverError, Entered, Recipe, error_kind};
+use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
+use crate::client::holder::Holder;
 use crate::engine::driver::Driver;
 use crate::model::error::{CmdError, ErrorKind};
 use crate::record::Metric;
@@ -11,10 +12,10 @@ use rand::RngExt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
-/// A worker's lock library: its driver process, the section it holds open, and how to start
-/// the process again after a crash.
+/// A worker's lock library: its holder (a driver process, or rslock in process), the section
+/// it holds open, and how to start the holder again after a crash.
 pub(crate) struct Library {
-    pub(super) driver: Process,
+    pub(super) driver: Holder,
     open: Option<u64>,
     recipe: Arc<Recipe>,
     holder: usize,
@@ -22,7 +23,7 @@ pub(crate) struct Library {
 
 impl Library {
     /// Holder `holder`'s library, through `driver`, started by `recipe`.
-    pub(crate) fn new(driver: Process, recipe: Arc<Recipe>, holder: usize) -> Self {
+    pub(crate) fn new(driver: Holder, recipe: Arc<Recipe>, holder: usize) -> Self {
         Self {
             driver,
             open: None,
@@ -37,7 +38,7 @@ impl Library {
     pub(super) async fn crash_and_restart(&mut self) -> Result<(), DriverError> {
         self.open = None;
         self.driver.kill_now().await;
-        let fresh = Process::start(&self.recipe, self.holder).await?;
+        let fresh = Holder::start(&self.recipe, self.holder).await?;
         // The dead process, reaped.
         std::mem::replace(&mut self.driver, fresh).kill().await;
         Ok(())
@@ -173,7 +174,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     /// holder's lock — its holder could only acquire once ours was gone, so a
     /// compare-and-delete would have refused: only a plain `DEL` deletes it; `ok` without a
     /// `DEL` sent (redis-lock past its own deadline) deleted nothing.
-    pub(super) async fn release_by_library(&mut self, others: bool) -> &'static str {
+    ///
+    /// A release the library does not report (rslock's `unlock`, a compare-and-delete) is
+    /// classified from the timeline: refused if a newer holder was in or the TTL had run out
+    /// on lockbench's clock (`expired`) as it was sent, released otherwise.
+    pub(super) async fn release_by_library(&mut self, others: bool, expired: bool) -> &'static str {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let Some(client) = ctx.client.as_ref() else {
@@ -202,6 +207,16 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             {
                 rec.ok();
                 "nothing_deleted"
+            }
+            "ok" if left.detail.as_deref() == Some(crate::client::rslock::UNREPORTED) => {
+                rec.ok();
+                if others {
+                    "refused_held_by_other"
+                } else if expired {
+                    "refused_expired"
+                } else {
+                    "released"
+                }
             }
             "ok" if others => {
                 rec.ok();
