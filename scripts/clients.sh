@@ -44,7 +44,7 @@ fi
 [[ -x $BIN ]] || { echo "clients.sh: no lockbench binary at $BIN" >&2; exit 1; }
 bash scripts/drivers.sh >/dev/null
 
-LIBS=(redis-py python-redis-lock python-redis-lock-renew pottery redlock5 redlock4 redis-semaphore redis-lock)
+LIBS=(redis-py python-redis-lock python-redis-lock-renew pottery redlock5 redlock4 redis-semaphore redis-lock rslock)
 [[ -n $ONLY ]] && IFS=, read -r -a LIBS <<<"$ONLY"
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT

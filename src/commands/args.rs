@@ -274,7 +274,8 @@ pub struct CompareArgs {
     pub release: Option<Vec<String>>,
     /// A lock library to measure beside them, by its driver (repeatable): redis-py,
     /// python-redis-lock, python-redis-lock-renew, pottery, redlock5, redlock4,
-    /// redis-semaphore, redis-lock. Adds it to the release methods (`--release` names it too).
+    /// redis-semaphore, redis-lock, rslock (Rust, in process). Adds it to the release methods
+    /// (`--release` names it too).
     #[arg(long = "client")]
     pub client: Vec<String>,
 }
