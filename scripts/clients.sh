@@ -12,12 +12,12 @@
 #             sections from 1 s on crash (a library's driver gets SIGKILL and is started
 #             again 100 ms later): how long the dead holder's lock blocks its key
 #
-# Four holders contend for one key (busy = retry, each library's own wait budget of 10 s), the
-# same seed for every library. Per library × scenario it reports what lockbench measured
-# (overlap, lost updates, wrongful deletes, stuck locks) and what the library said (refused
-# releases, lost-lock signals, errors), and writes the page docs/src/measurements/clients.md
-# with the versions and the date. (A cluster failover is not a scenario: no library driven
-# here connects to a Redis Cluster.)
+# Four holders contend for one key (busy = retry, each library's own wait budget of 5 s, the
+# default `retry.max_wait`), the same seed for every library. Per library × scenario it
+# reports what lockbench measured (overlap, lost updates, wrongful deletes, stuck locks) and
+# what the library said (refused releases, lost-lock signals, errors), and writes the page
+# docs/src/measurements/clients.md with the versions and the date. (A cluster failover is not
+# a scenario: no library driven here connects to a Redis Cluster.)
 #
 # USAGE
 #   scripts/clients.sh [--seconds 8] [--only LIB,...] [--no-build]
@@ -33,7 +33,7 @@ while (($# > 0)); do
     --seconds) SECONDS_PER_RUN="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h | --help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "clients.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -122,6 +122,17 @@ lines += [
     "when its compare-and-delete removed nothing, so its count is an upper bound; npm",
     "`redis-lock` sends a plain `DEL` while its own deadline lasts, and a restart that empties",
     "the server inside that deadline lets it delete the next holder's lock.",
+    "",
+    "In `crash`, a dead holder's lock blocks its key for about the TTL, except under",
+    "`python-redis-lock-renew`, where it blocks for about the wait budget (5 s here). A waiter",
+    "of python-redis-lock sleeps in `BLPOP` on the lock's signal list, and only a release pushes",
+    "to that list. A crash pushes nothing, so the waiter tries `SET NX` again only when its",
+    "`BLPOP` times out, and the library makes that timeout the one passed to",
+    "`acquire(timeout=)`. Without renewal the library refuses a timeout above `expire`, so the",
+    "driver caps the wait at the TTL (1 s): the waiter is back when the key expires. With",
+    "`auto_renewal=True` the library accepts the whole 5 s, and the key stays free, unused,",
+    "until the earliest waiter's 5 s run out. The numbers and how the block follows the budget",
+    "are in [Your lock library](../guides/lock-libraries.md).",
 ]
 page = "docs/src/measurements/clients.md"
 open(page, "w").write("\n".join(lines) + "\n")
