@@ -717,3 +717,62 @@ fn a_library_s_refusal_in_a_compare_comes_before_anything_runs() {
     assert!(err.contains("refused the run's settings at hello"), "{err}");
     assert!(!tmp.path().join("summary.json").exists(), "nothing ran");
 }
+
+/// python-redis-lock with `auto_renewal` leaves a crashed holder's key unused for a waiter's
+/// whole wait budget, not the TTL: its waiters sleep in `BLPOP` on the lock's signal list with
+/// the budget as timeout (without renewal the library caps it at the TTL, l. 225–229 of its
+/// 4.0.1), and only a release pushes that signal — a crash pushes none. The first section
+/// crashes (probability 1 in the first 100 ms), 2 holders, TTL 1 s, a budget of 3 s: the
+/// renewing library's key stays blocked ≥ 2 s; the same library without renewal (the control,
+/// same seed and crash) ≤ 1.4 s (the TTL, Redis's 100 ms timeout check, the retry).
+#[test]
+fn a_crashed_python_redis_lock_renew_holder_blocks_its_key_for_the_wait_budget() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let profile = tmp.path().join("wait3s.toml");
+    std::fs::write(&profile, "busy = \"retry\"\n[retry]\nmax_wait = \"3s\"\n").unwrap();
+    for lib in ["python-redis-lock-renew", "python-redis-lock"] {
+        let dir = tmp.path().join(lib);
+        let o = common::lockbench(&["run", profile.to_str().unwrap(), "--backend", "spawn"])
+            .args([
+                "--release",
+                lib,
+                "--workers",
+                "2",
+                "--keys",
+                "1",
+                "--ttl",
+                "1s",
+            ])
+            .args([
+                "--dist",
+                "constant(300ms)",
+                "--duration",
+                "4s",
+                "--seed",
+                "1",
+            ])
+            .args([
+                "--fault",
+                "holder-crash@0ms+100ms,probability=1,restart=100ms",
+            ])
+            .out(&dir)
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{lib}: {}", common::text_of(&o));
+        let s = &common::summaries(&dir)[0];
+        assert_eq!(s["crashes"], 1, "{lib}: {s}");
+        assert_eq!(s["crash_blocked_censored"], 0, "{lib}: {s}");
+        let blocked = &s["crash_blocked_ms"];
+        if lib.ends_with("-renew") {
+            assert!(
+                blocked["p50"].as_f64().unwrap() >= 2000.0,
+                "{lib}: {blocked}"
+            );
+        } else {
+            assert!(
+                blocked["max"].as_f64().unwrap() <= 1400.0,
+                "{lib}: {blocked}"
+            );
+        }
+    }
+}
