@@ -548,7 +548,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             outcome
         } else {
             // A user's script is judged by the timeline (`script::classify_release`).
-            let newer = ctx.scripts.is_some() && rec.newer_holder(h.key, h.acquired_us);
+            // Asked as the deleting command goes out (the last of a release given as commands).
+            let newer = || ctx.scripts.is_some() && rec.newer_holder(h.key, h.acquired_us);
             let (name, token, ttl) = (&h.name, &h.token, ctx.ttl_ms);
             let script = ctx.release_script();
             let release = release(&mut self.conn, ctx.method, script, name, token, ttl, newer);

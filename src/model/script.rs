@@ -40,18 +40,136 @@ impl ScriptRole {
             Self::Extend => "extend_script",
         }
     }
+
+    /// The profile key that gives this step as commands (`release_commands`).
+    pub fn commands_field(self) -> &'static str {
+        match self {
+            Self::Acquire => "acquire_commands",
+            Self::Release => "release_commands",
+            Self::Extend => "extend_commands",
+        }
+    }
 }
 
-/// One of the user's Lua scripts, read before the run.
+/// One command of a step given as commands (`release_commands = ["GET {key} == {token}",
+/// "DEL {key}"]`): its words, with the placeholders `{key}`, `{token}`, `{ttl_ms}` and
+/// `{ttl_s}` (whole seconds, rounded up), and what its reply must be for the next command to
+/// be sent (` == VALUE` after the command). Each command is a round trip of its own, as in an
+/// application's code: nothing makes the steps atomic — which is what such a template tests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CommandStep {
+    /// The command and its arguments, placeholders unfilled.
+    pub words: Vec<String>,
+    /// The reply (placeholders unfilled) without which the steps stop here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expect: Option<String>,
+}
+
+/// The placeholders a command may hold.
+const PLACEHOLDERS: [&str; 4] = ["{key}", "{token}", "{ttl_ms}", "{ttl_s}"];
+
+impl CommandStep {
+    /// Parses `GET {key} == {token}`: an error says what is wrong with the command.
+    pub fn parse(text: &str) -> Result<CommandStep, String> {
+        let (cmd, expect) = match text.split_once("==") {
+            Some((c, e)) => (c, Some(e.trim())),
+            None => (text, None),
+        };
+        let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+        let Some(name) = words.first() else {
+            return Err(format!("`{text}` has no command"));
+        };
+        if !name.chars().all(|c| c.is_ascii_alphabetic()) {
+            return Err(format!(
+                "`{text}`: `{name}` is not a Redis command name (letters only, e.g. GET, DEL, SET)"
+            ));
+        }
+        if !words.iter().any(|w| w == "{key}") {
+            return Err(format!(
+                "`{text}` does not act on the lock: name it with {{key}} (e.g. DEL {{key}})"
+            ));
+        }
+        let expect = match expect {
+            Some("") => return Err(format!("`{text}`: nothing after `==`")),
+            Some(e) if e.split_whitespace().count() > 1 => {
+                return Err(format!(
+                    "`{text}`: `== {e}` must be one value, e.g. == {{token}}"
+                ));
+            }
+            e => e.map(str::to_string),
+        };
+        for w in words.iter().chain(&expect) {
+            let mut rest = w.as_str();
+            while let Some(i) = rest.find('{') {
+                let tail = &rest[i..];
+                let known = PLACEHOLDERS.iter().find(|p| tail.starts_with(*p));
+                match known {
+                    Some(p) => rest = &tail[p.len()..],
+                    None => {
+                        return Err(format!(
+                            "`{text}`: unknown placeholder in `{w}`: use {}",
+                            PLACEHOLDERS.join(", ")
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(CommandStep { words, expect })
+    }
+
+    /// The command's arguments for holder `token` of `key`.
+    pub fn args(&self, key: &str, token: &str, ttl_ms: u64) -> Vec<String> {
+        self.words
+            .iter()
+            .map(|w| fill(w, key, token, ttl_ms))
+            .collect()
+    }
+
+    /// The reply that lets the steps go on, filled in.
+    pub fn expected(&self, key: &str, token: &str, ttl_ms: u64) -> Option<String> {
+        self.expect.as_deref().map(|e| fill(e, key, token, ttl_ms))
+    }
+}
+
+fn fill(w: &str, key: &str, token: &str, ttl_ms: u64) -> String {
+    if !w.contains('{') {
+        return w.to_string();
+    }
+    w.replace("{key}", key)
+        .replace("{token}", token)
+        .replace("{ttl_ms}", &ttl_ms.to_string())
+        .replace("{ttl_s}", &ttl_ms.div_ceil(1000).to_string())
+}
+
+/// How a step given as commands is written in messages: `GET {key} == {token}; DEL {key}`.
+pub fn commands_text(steps: &[CommandStep]) -> String {
+    steps
+        .iter()
+        .map(|s| match &s.expect {
+            Some(e) => format!("{} == {e}", s.words.join(" ")),
+            None => s.words.join(" "),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// One of the user's Lua scripts, read before the run — or a step given as commands, sent one
+/// by one.
 #[derive(Debug, Clone, Serialize)]
 pub struct UserScript {
     /// What it does.
     #[serde(skip)]
     pub role: ScriptRole,
-    /// The file as resolved (the profile's directory for a relative path in a profile).
+    /// The file as resolved (the profile's directory for a relative path in a profile); for
+    /// commands, the commands as written in messages.
     pub path: String,
-    /// SHA1 of its text, as `SCRIPT LOAD` answers it and `EVALSHA` names it.
+    /// SHA1 of its text, as `SCRIPT LOAD` answers it and `EVALSHA` names it (empty for
+    /// commands).
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub sha1: String,
+    /// The step as commands instead of Lua: each sent on its own, in order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub commands: Option<Arc<[CommandStep]>>,
     /// Its text (sent again with `SCRIPT LOAD` when a server answers `NOSCRIPT`).
     #[serde(skip)]
     pub text: Arc<str>,
@@ -60,7 +178,10 @@ pub struct UserScript {
 impl UserScript {
     /// How messages name it: `release_script scripts/release.lua`.
     pub fn label(&self) -> String {
-        format!("{} {}", self.role.field(), self.path)
+        match self.commands {
+            Some(_) => format!("{} `{}`", self.role.commands_field(), self.path),
+            None => format!("{} {}", self.role.field(), self.path),
+        }
     }
 }
 
@@ -97,6 +218,8 @@ pub enum ScriptReply {
     Ok,
     /// Nil (a Lua `false` or `nil`).
     Nil,
+    /// A string (a `GET`'s value).
+    Text(String),
     /// Anything else, as written for a message.
     Other(String),
 }
@@ -107,7 +230,22 @@ impl std::fmt::Display for ScriptReply {
             Self::Int(n) => write!(f, "{n}"),
             Self::Ok => f.write_str("OK"),
             Self::Nil => f.write_str("nil"),
+            Self::Text(s) => write!(f, "{s:?}"),
             Self::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl ScriptReply {
+    /// Whether the reply reads as `want` (a command's `== VALUE`): a string's text, an
+    /// integer's digits, `OK`, `nil`.
+    pub fn reads_as(&self, want: &str) -> bool {
+        match self {
+            Self::Text(s) => s == want,
+            Self::Int(n) => n.to_string() == want,
+            Self::Ok => want == "OK",
+            Self::Nil => want == "nil",
+            Self::Other(_) => false,
         }
     }
 }
@@ -172,6 +310,7 @@ mod tests {
             role,
             path: "x.lua".into(),
             sha1: String::new(),
+            commands: None,
             text: "return 1".into(),
         }
     }
@@ -222,5 +361,32 @@ mod tests {
         assert_eq!(classify_extend(&e, &ScriptReply::Int(1)), Ok(true));
         assert_eq!(classify_extend(&e, &ScriptReply::Int(0)), Ok(false));
         assert!(classify_extend(&e, &ScriptReply::Ok).is_err());
+    }
+
+    /// A command template: placeholders filled, `== VALUE` kept apart; a command that does not
+    /// name the lock, an unknown placeholder or a second value after `==` is refused, saying why.
+    #[test]
+    fn commands_are_parsed_and_filled() {
+        let get = CommandStep::parse("GET {key} == {token}").unwrap();
+        assert_eq!(get.args("k", "t", 1500), ["GET", "k"]);
+        assert_eq!(get.expected("k", "t", 1500).as_deref(), Some("t"));
+        let set = CommandStep::parse("SET {key} {token} NX EX {ttl_s}").unwrap();
+        assert_eq!(set.args("k", "t", 1500), ["SET", "k", "t", "NX", "EX", "2"]);
+        assert_eq!(set.expected("k", "t", 1500), None);
+        assert_eq!(
+            commands_text(&[get, set]),
+            "GET {key} == {token}; SET {key} {token} NX EX {ttl_s}"
+        );
+        for (bad, says) in [
+            ("", "no command"),
+            ("DEL other", "does not act on the lock"),
+            ("GET {key} == {token} x", "must be one value"),
+            ("GET {key} ==", "nothing after"),
+            ("DEL {key} {user}", "unknown placeholder"),
+            ("1DEL {key}", "not a Redis command name"),
+        ] {
+            let e = CommandStep::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
     }
 }

@@ -252,7 +252,8 @@ async fn check_user_scripts<C: LockConn>(
         ))
         .into()
     };
-    for c in ["EVALSHA", "SCRIPT LOAD"] {
+    let lua = scripts.all().any(|s| s.commands.is_none());
+    for c in ["EVALSHA", "SCRIPT LOAD"].into_iter().filter(|_| lua) {
         if let Ok(Err(why)) = probe.dry_run(&probe_args(c, &key)).await
             && !why.contains("not found")
         {
@@ -260,6 +261,10 @@ async fn check_user_scripts<C: LockConn>(
         }
     }
     for s in scripts.all() {
+        if let Some(steps) = &s.commands {
+            check_commands(probe, s, steps, &key).await?;
+            continue;
+        }
         ran(probes, "script|load");
         match probe.load_user_script(&s.text).await {
             Ok(sha) if sha.eq_ignore_ascii_case(&s.sha1) => {}
@@ -289,6 +294,51 @@ async fn check_user_scripts<C: LockConn>(
                 .into());
             }
             Err(e) => bail!("cannot load {}: {e}", s.label()),
+        }
+    }
+    Ok(())
+}
+
+/// A step given as commands, checked without running it: the server must know each command
+/// (`COMMAND GETKEYS`), each must touch the lock's key and no other (lockbench never touches a
+/// key outside its run's prefix), and this user must be permitted to run it (`ACL DRYRUN`).
+async fn check_commands<C: LockConn>(
+    probe: &mut C,
+    s: &crate::model::script::UserScript,
+    steps: &[crate::model::script::CommandStep],
+    key: &str,
+) -> anyhow::Result<()> {
+    for (i, step) in steps.iter().enumerate() {
+        let args = step.args(key, "probe-token", 1000);
+        let at = |why: String| -> anyhow::Error {
+            BadInput(format!(
+                "{}, command {} (`{}`): {why}",
+                s.label(),
+                i + 1,
+                step.words.join(" ")
+            ))
+            .into()
+        };
+        match probe.command_keys(&args).await {
+            Ok(Ok(keys)) if keys.iter().all(|k| k == key) => {}
+            Ok(Ok(keys)) => {
+                return Err(at(format!(
+                    "it would touch {} besides the lock's key; lockbench touches only its run's keys: name no other key",
+                    keys.len() - keys.iter().filter(|k| *k == key).count()
+                )));
+            }
+            Ok(Err(why)) => return Err(at(format!("the server refuses it ({why})"))),
+            Err(e) if e.kind == crate::model::error::ErrorKind::Other => {
+                return Err(at(format!(
+                    "{}; install redis-server (backend = \"spawn\") or give --redis URL",
+                    e.detail
+                )));
+            }
+            Err(e) => bail!("cannot check {}: {e}", s.label()),
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        if let Ok(Err(why)) = probe.dry_run(&refs).await {
+            return Err(at(format!("this Redis user may not run it: {why}")));
         }
     }
     Ok(())

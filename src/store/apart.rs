@@ -151,6 +151,14 @@ impl<C: LockConn> LockConn for ApartConn<C> {
         self.lock.load_release_script().await
     }
 
+    async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
+        self.lock.user_command(args).await
+    }
+
+    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
+        self.lock.command_keys(args).await
+    }
+
     async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
         self.lock.load_user_script(text).await
     }

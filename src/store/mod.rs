@@ -136,6 +136,25 @@ pub trait LockConn: Clone + Send + Sync + 'static {
         let _ = text;
         async { Err(no_lua()) }
     }
+    /// One command of the user's step given as commands (`GET key`), sent as written, its
+    /// reply read as a script's. Only a Redis server runs them.
+    fn user_command(
+        &mut self,
+        args: &[String],
+    ) -> impl Future<Output = CmdResult<ScriptReply>> + Send {
+        let _ = args;
+        async { Err(no_lua()) }
+    }
+    /// `COMMAND GETKEYS args…`: the keys the server says the command would touch, without
+    /// running it; `Ok(Err(why))` when the server refuses to say (an unknown command, a wrong
+    /// number of arguments, a command that takes no key). Only a Redis server answers.
+    fn command_keys(
+        &mut self,
+        args: &[String],
+    ) -> impl Future<Output = CmdResult<Result<Vec<String>, String>>> + Send {
+        let _ = args;
+        async { Err(no_lua()) }
+    }
     /// `EVALSHA` of one of the user's scripts with `KEYS[1]` = `key`, `ARGV[1]` = `token`,
     /// `ARGV[2]` = `ttl_ms` (on `NOSCRIPT`: `SCRIPT LOAD` of its text and `EVALSHA` again): its
     /// reply as the convention reads it.
@@ -413,12 +432,40 @@ async fn eval_user<C: LockConn>(
     token: &str,
     ttl_ms: u64,
 ) -> CmdResult<ScriptReply> {
-    conn.eval_user_script(script, key, token, ttl_ms)
-        .await
-        .map_err(|mut e| {
-            e.detail = format!("{} (from {})", e.detail, script.label());
-            e
-        })
+    let reply = match &script.commands {
+        Some(steps) => run_commands(conn, steps, key, token, ttl_ms, || {}).await,
+        None => conn.eval_user_script(script, key, token, ttl_ms).await,
+    };
+    reply.map_err(|mut e| {
+        e.detail = format!("{} (from {})", e.detail, script.label());
+        e
+    })
+}
+
+/// A step given as commands: each sent on its own, in order; one whose reply is not what its
+/// `== VALUE` asks for stops the steps with `0` (busy, nothing deleted, lost). The last
+/// command's reply is read as a script's; `before_last` runs just before the last is sent.
+async fn run_commands<C: LockConn>(
+    conn: &mut C,
+    steps: &[script::CommandStep],
+    key: &str,
+    token: &str,
+    ttl_ms: u64,
+    mut before_last: impl FnMut() + Send,
+) -> CmdResult<ScriptReply> {
+    let mut last = ScriptReply::Nil;
+    for (i, step) in steps.iter().enumerate() {
+        if i + 1 == steps.len() {
+            before_last();
+        }
+        last = conn.user_command(&step.args(key, token, ttl_ms)).await?;
+        if let Some(want) = step.expected(key, token, ttl_ms)
+            && !last.reads_as(&want)
+        {
+            return Ok(ScriptReply::Int(0));
+        }
+    }
+    Ok(last)
 }
 
 /// Takes the lock with the user's acquire script: `true` acquired, `false` busy.
@@ -461,7 +508,7 @@ pub async fn release<C: LockConn>(
     key: &str,
     token: &str,
     ttl_ms: u64,
-    newer_holder: bool,
+    newer_holder: impl Fn() -> bool + Send + Sync,
 ) -> CmdResult<release::ReleaseOutcome> {
     Ok(match method {
         release::ReleaseMethod::Script => {
@@ -470,8 +517,25 @@ pub async fn release<C: LockConn>(
                     "the `script` release method has no release_script".to_string(),
                 ));
             };
-            let reply = eval_user(conn, s, key, token, ttl_ms).await?;
-            script::classify_release(s, &reply, newer_holder).map_err(off_convention)?
+            // Whether a newer holder was in as the command that deletes went out: for a
+            // script, as it is sent; for commands, as the last one is (a `GET` that matched
+            // one round trip earlier proves nothing by then).
+            let mut newer = false;
+            let reply = match &s.commands {
+                Some(steps) => {
+                    run_commands(conn, steps, key, token, ttl_ms, || newer = newer_holder())
+                        .await
+                        .map_err(|mut e| {
+                            e.detail = format!("{} (from {})", e.detail, s.label());
+                            e
+                        })?
+                }
+                None => {
+                    newer = newer_holder();
+                    eval_user(conn, s, key, token, ttl_ms).await?
+                }
+            };
+            script::classify_release(s, &reply, newer).map_err(off_convention)?
         }
         release::ReleaseMethod::Del => {
             release::classify_getdel(conn.getdel(key).await?.as_deref(), token)

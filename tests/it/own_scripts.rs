@@ -337,3 +337,132 @@ async fn an_acquire_script_without_an_expiry_leaves_stuck_locks() {
     assert_eq!(stuck[1], 0, "a stuck lock with PX: {stuck:?}");
     server.stop().await;
 }
+
+/// A release given as commands runs them one round trip each, as application code does, so
+/// the check-then-act release (`GET {key} == {token}; DEL {key}`) has a window a Lua
+/// compare-and-delete has not: with 10 ms of latency each way and sections (28 ms) well under
+/// the TTL (50 ms), the holder's `GET` matches just before its lock expires, its `DEL` lands
+/// after a waiter took the lock, and two holders work at once. The same logic as one Lua script
+/// (`release-compare-and-delete.lua`, the control, same seed and faults) never overlaps, nor
+/// does `token`. A bare `DEL {key}` as commands, with sections past the TTL, deletes other
+/// holders' locks (wrongful deletes), as `del` does.
+#[test]
+fn commands_that_check_then_delete_let_a_newer_holder_in() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let racy = [
+        "--workers",
+        "4",
+        "--keys",
+        "1",
+        "--ttl",
+        "50ms",
+        "--dist",
+        "constant(28ms)",
+        "--busy",
+        "retry",
+        "--fault",
+        "latency@0s+2s,delay=10ms",
+        "--duration",
+        "2s",
+        "--seed",
+        "3",
+    ];
+    let run = |name: &str, how: &[&str], args: &[&str]| {
+        let dir = tmp.path().join(name);
+        let o = common::lockbench(&["compare", "--backend", "spawn", "--release", "token,script"])
+            .args(how)
+            .args(args)
+            .out(&dir)
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", common::text_of(&o));
+        let s = common::summaries(&dir);
+        assert_eq!(s[1]["variant"], "script", "{name}");
+        (s[0].clone(), s[1].clone(), dir)
+    };
+    let (token, cmds, dir) = run(
+        "get-then-del",
+        &["--release-commands", "GET {key} == {token}; DEL {key}"],
+        &racy,
+    );
+    assert_eq!(token["overlap_ms"], 0.0, "{token}");
+    assert!(cmds["overlap_ms"].as_f64().unwrap() > 0.0, "{cmds}");
+    assert!(cmds["peak_holders"].as_u64().unwrap() >= 2, "{cmds}");
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(
+        manifest.contains("GET {key} == {token}; DEL {key}"),
+        "{manifest}"
+    );
+    let (_, lua, _) = run(
+        "lua",
+        &[
+            "--release-script",
+            &script("release-compare-and-delete.lua"),
+        ],
+        &racy,
+    );
+    assert_eq!(lua["overlap_ms"], 0.0, "the atomic control: {lua}");
+
+    let long = [
+        "--workers",
+        "8",
+        "--keys",
+        "1",
+        "--ttl",
+        "20ms",
+        "--dist",
+        "constant(30ms)",
+        "--duration",
+        "1s",
+        "--seed",
+        "3",
+    ];
+    let (token, del, _) = run("del", &["--release-commands", "DEL {key}"], &long);
+    assert_eq!(token["wrongful_deletes"], 0, "{token}");
+    assert!(del["wrongful_deletes"].as_u64().unwrap() > 0, "{del}");
+}
+
+/// Commands are checked before the run without running them: a command that would touch
+/// another key (`COMMAND GETKEYS`), one the server does not know, a field given both as a
+/// file and as commands, and commands on lockbench's in-process model are bad input (exit 2)
+/// naming the field.
+#[test]
+fn commands_are_checked_before_the_run() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    for (how, says) in [
+        (
+            vec!["--release-commands", "DEL {key} other"],
+            "besides the lock's key",
+        ),
+        (
+            vec!["--release-commands", "FROB {key}"],
+            "the server refuses it",
+        ),
+        (
+            vec![
+                "--release-commands",
+                "DEL {key}",
+                "--release-script",
+                "x.lua",
+            ],
+            "keep one",
+        ),
+        (
+            vec!["--release-commands", "DEL {key} {user}"],
+            "unknown placeholder",
+        ),
+        (
+            vec!["--release-commands", "DEL {key}", "--backend", "memory"],
+            "only on a Redis server",
+        ),
+    ] {
+        let o = common::lockbench(&["run", "--release", "script", "--sections", "3"])
+            .args(&how)
+            .out(tmp.path().join("x"))
+            .output();
+        let text = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(2), "{how:?}: {text}");
+        assert!(text.contains(says), "{how:?}: {text}");
+    }
+}

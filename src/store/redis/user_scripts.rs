@@ -49,6 +49,17 @@ impl<K: Link> RedisConn<K> {
     }
 }
 
+impl<K: Link> RedisConn<K> {
+    /// One command of a step given as commands, its reply read as a script's.
+    pub(super) async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
+        self.cmd.clear();
+        for a in args {
+            self.cmd.arg(a);
+        }
+        Ok(script_reply(self.send_cmd().await.map_err(classify)?))
+    }
+}
+
 /// A script's reply in the shapes the convention reads (a Lua `true` is `1`, `false` nil, as
 /// RESP2 gives them).
 fn script_reply(v: redis::Value) -> ScriptReply {
@@ -58,9 +69,8 @@ fn script_reply(v: redis::Value) -> ScriptReply {
         redis::Value::Nil | redis::Value::Boolean(false) => ScriptReply::Nil,
         redis::Value::Okay => ScriptReply::Ok,
         redis::Value::SimpleString(s) if s == "OK" => ScriptReply::Ok,
-        redis::Value::BulkString(b) => {
-            ScriptReply::Other(format!("{:?}", String::from_utf8_lossy(&b)))
-        }
+        redis::Value::BulkString(b) => ScriptReply::Text(String::from_utf8_lossy(&b).into_owned()),
+        redis::Value::SimpleString(s) => ScriptReply::Text(s),
         other => ScriptReply::Other(format!("{other:?}")),
     }
 }
