@@ -596,30 +596,7 @@ impl<K: Link> LockConn for RedisConn<K> {
     }
 
     async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
-        let mut cmd = redis::cmd("COMMAND");
-        cmd.arg("GETKEYS").arg(args);
-        match self.conn.query_node::<redis::Value>(&cmd).await {
-            Ok(redis::Value::Array(keys)) => Ok(Ok(keys
-                .iter()
-                .map(|k| match k {
-                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
-                    other => format!("{other:?}"),
-                })
-                .collect())),
-            Ok(other) => Err(unexpected_reply(
-                "COMMAND GETKEYS",
-                &other,
-                "a list of keys",
-            )),
-            // The server's refusal is its answer; a broken connection is not.
-            Err(e) => {
-                let e = classify(e);
-                match e.kind {
-                    crate::model::error::ErrorKind::Server => Ok(Err(e.detail)),
-                    _ => Err(e),
-                }
-            }
-        }
+        self.keys_of(args).await
     }
 
     async fn load_release_script(&mut self) -> CmdResult<()> {

@@ -1,7 +1,7 @@
 //! The user's own Lua scripts on a real Redis (the `script` release method): `SCRIPT LOAD`,
 //! and `EVALSHA` with the convention's arguments, its reply read into a [`ScriptReply`].
 
-use super::{Link, RedisConn, classify};
+use super::{Link, RedisConn, classify, unexpected_reply};
 use crate::model::error::CmdResult;
 use crate::model::script::{ScriptReply, UserScript};
 
@@ -50,6 +50,37 @@ impl<K: Link> RedisConn<K> {
 }
 
 impl<K: Link> RedisConn<K> {
+    /// `COMMAND GETKEYS args…` (see [`crate::store::LockConn::command_keys`]).
+    pub(super) async fn keys_of(
+        &mut self,
+        args: &[String],
+    ) -> CmdResult<Result<Vec<String>, String>> {
+        let mut cmd = redis::cmd("COMMAND");
+        cmd.arg("GETKEYS").arg(args);
+        match self.conn.query_node::<redis::Value>(&cmd).await {
+            Ok(redis::Value::Array(keys)) => Ok(Ok(keys
+                .iter()
+                .map(|k| match k {
+                    redis::Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect())),
+            Ok(other) => Err(unexpected_reply(
+                "COMMAND GETKEYS",
+                &other,
+                "a list of keys",
+            )),
+            // The server's refusal is its answer; a broken connection is not.
+            Err(e) => {
+                let e = classify(e);
+                match e.kind {
+                    crate::model::error::ErrorKind::Server => Ok(Err(e.detail)),
+                    _ => Err(e),
+                }
+            }
+        }
+    }
+
     /// One command of a step given as commands, its reply read as a script's.
     pub(super) async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
         self.cmd.clear();
