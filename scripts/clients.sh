@@ -11,29 +11,40 @@
 #   crash     a holder's process dies mid-section: TTL 1 s, sections 200 ms, 20 % of the
 #             sections from 1 s on crash (a library's driver gets SIGKILL and is started
 #             again 100 ms later): how long the dead holder's lock blocks its key
+#   failover  on a private Redis Cluster (--backend spawn-cluster: 3 masters × 1 replica), the
+#             lock key's master fails over while its replica lags: TTL 1 s, sections 800 ms,
+#             failover@2s+1s,shard=2 (the key's hash tag {0} is slot 13907, shard 2's; a lag
+#             of a TTL, so the promoted replica has no older lock that covers the lost one). Only
+#             the libraries with a cluster client (redis-py, redis-semaphore) and the built-in
+#             `token` run it; the others' cell says "no cluster support". The resource lives
+#             beside the lock, in its slot
 #
 # Four holders contend for one key (busy = retry, each library's own wait budget of 5 s, the
 # default `retry.max_wait`), the same seed for every library. Per library × scenario it
 # reports what lockbench measured (overlap, lost updates, wrongful deletes, stuck locks) and
 # what the library said (refused releases, lost-lock signals, errors), and writes the page
-# docs/src/measurements/clients.md with the versions and the date. (A cluster failover is not
-# a scenario: no library driven here connects to a Redis Cluster.)
+# docs/src/measurements/clients.md with the versions and the date.
 #
 # USAGE
-#   scripts/clients.sh [--seconds 8] [--only LIB,...] [--no-build]
+#   scripts/clients.sh [--seconds 8] [--only LIB,...] [--scenarios NAME,...] [--no-build]
 #   LOCKBENCH=path/to/lockbench to use a given binary (default target/release/lockbench).
+#   --scenarios runs only those (long, restart, pause, crash, failover) and prints their
+#   table without writing the page, which needs every scenario.
 
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 SECONDS_PER_RUN=8
 ONLY=""
+ALL_SCENARIOS=(long restart pause crash failover)
+SCENARIOS=("${ALL_SCENARIOS[@]}")
 BUILD=1
 while (($# > 0)); do
     case "$1" in
     --seconds) SECONDS_PER_RUN="$2"; shift 2 ;;
     --only) ONLY="$2"; shift 2 ;;
+    --scenarios) IFS=, read -r -a SCENARIOS <<<"$2"; shift 2 ;;
     --no-build) BUILD=0; shift ;;
-    -h | --help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "clients.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -46,35 +57,58 @@ bash scripts/drivers.sh >/dev/null
 
 LIBS=(redis-py python-redis-lock python-redis-lock-renew pottery redlock5 redlock4 redis-semaphore redis-lock rslock)
 [[ -n $ONLY ]] && IFS=, read -r -a LIBS <<<"$ONLY"
+# The libraries whose driver connects to a Redis Cluster (the others refuse at hello).
+CLUSTER_LIBS=(redis-py redis-semaphore rslock)
+for s in "${SCENARIOS[@]}"; do
+    [[ " ${ALL_SCENARIOS[*]} " == *" $s "* ]] ||
+        { echo "clients.sh: unknown scenario $s (${ALL_SCENARIOS[*]})" >&2; exit 2; }
+done
 OUT=$(mktemp -d)
 trap 'rm -rf "$OUT"' EXIT
 
-common=(--backend spawn --resource --workers 4 --keys 1 --busy retry --seed 33
+common=(--resource --workers 4 --keys 1 --busy retry --seed 33
     --duration "${SECONDS_PER_RUN}s" --quiet)
 declare -A SCEN=(
-    [long]="--ttl 1s --dist uniform(500ms,1500ms)"
-    [restart]="--ttl 2s --dist constant(800ms) --fault server-restart@2s+200ms"
-    [pause]="--ttl 1s --dist constant(200ms) --pause mixture(0.8*constant(0ms),0.2*constant(2s))"
-    [crash]="--ttl 1s --dist constant(200ms) --fault holder-crash@1s+100s,probability=0.2,restart=100ms"
+    [long]="--backend spawn --ttl 1s --dist uniform(500ms,1500ms)"
+    [restart]="--backend spawn --ttl 2s --dist constant(800ms) --fault server-restart@2s+200ms"
+    [pause]="--backend spawn --ttl 1s --dist constant(200ms) --pause mixture(0.8*constant(0ms),0.2*constant(2s))"
+    [crash]="--backend spawn --ttl 1s --dist constant(200ms) --fault holder-crash@1s+100s,probability=0.2,restart=100ms"
+    [failover]="--backend spawn-cluster --ttl 1s --dist constant(800ms) --fault failover@2s+1s,shard=2"
 )
-for s in long restart pause crash; do
+for s in "${SCENARIOS[@]}"; do
     # shellcheck disable=SC2206
     extra=(${SCEN[$s]})
-    args=(compare "${common[@]}" "${extra[@]}" --release del,token)
-    for l in "${LIBS[@]}"; do args+=(--client "$l"); done
-    echo "clients.sh: $s (${LIBS[*]})" >&2
+    releases=del,token
+    libs=("${LIBS[@]}")
+    if [[ $s == failover ]]; then
+        releases=token
+        libs=()
+        for l in "${LIBS[@]}"; do
+            [[ " ${CLUSTER_LIBS[*]} " == *" $l "* ]] && libs+=("$l")
+        done
+    fi
+    args=(compare "${common[@]}" "${extra[@]}" --release "$releases")
+    for l in "${libs[@]}"; do args+=(--client "$l"); done
+    echo "clients.sh: $s (${libs[*]})" >&2
     "$BIN" "${args[@]}" --out "$OUT/$s" || true # a crossed gate or a failed library still reports
 done
 
-python3 - "$OUT" "${LIBS[@]}" <<'EOF'
+WRITE_PAGE=0
+[[ ${SCENARIOS[*]} == "${ALL_SCENARIOS[*]}" ]] && WRITE_PAGE=1
+SCENARIOS_RUN="${SCENARIOS[*]}" CLUSTER_LIBS="${CLUSTER_LIBS[*]}" WRITE_PAGE=$WRITE_PAGE \
+    python3 - "$OUT" "${LIBS[@]}" <<'EOF'
 import datetime, json, os, sys
 out, libs = sys.argv[1], sys.argv[2:]
-scen = ["long", "restart", "pause", "crash"]
+scen = os.environ["SCENARIOS_RUN"].split()
+cluster_libs = os.environ["CLUSTER_LIBS"].split()
 runs = {}
 for s in scen:
     p = os.path.join(out, s, "summary.json")
     runs[s] = {v["variant"]: v for v in json.load(open(p))["variants"]} if os.path.exists(p) else {}
-def cell(v):
+def cell(s, r):
+    v = runs[s].get(r)
+    if s == "failover" and r not in cluster_libs + ["token"]:
+        return "not run (reference: `token`)" if r == "del" else "no cluster support"
     if v is None:
         return "—"
     noticed = []
@@ -87,6 +121,12 @@ def cell(v):
     if v.get("crashes"):
         b = v.get("crash_blocked_ms") or {}
         noticed.append(f'{v["crashes"]} crashes, key blocked {b.get("mean", 0):.0f} ms avg')
+    for w in v.get("faults") or []:
+        f = w.get("failover")
+        if f:
+            noticed.append(f'failover lost {f["locks_lost"]} of {f["locks_held"]} locks')
+        elif w.get("kind") == "failover" and w.get("error"):
+            noticed.append(f'failover failed: {w["error"]}')
     return (f'{v["overlap_ms"]:.0f} ms / {v["lost_updates"]} / {v["wrongful_deletes"]} / '
             f'{v.get("stuck_locks", 0)} · {", ".join(noticed) or "nothing"}')
 rows = ["del", "token"] + libs
@@ -94,21 +134,24 @@ lines = [
     "# Lock libraries under the same faults",
     "",
     f"Written by `scripts/clients.sh` on {datetime.date.today()}: four holders on one key, the",
-    "resource on a store of its own, the same seed for every row. Each cell is *overlap / lost",
-    "updates / wrongful deletes / stuck locks*, measured by lockbench, then what the library",
-    "itself said (refused releases, lost-lock signals, errors). Scenarios: `long` sections",
-    "longer than the TTL; `restart` of the lock's server while locks are held; `pause` of a",
-    "holder for 2 × TTL (its process stopped); `crash` of a holder's process mid-section (SIGKILL,",
-    "started again 100 ms later), with how long its lock then blocked the key. No library driven",
-    "here connects to a Redis Cluster, so a failover is not among the scenarios. See",
-    "[Your lock library](../guides/lock-libraries.md).",
+    "resource on a store of its own (on the cluster, beside the lock in its slot), the same seed",
+    "for every row. Each cell is *overlap / lost updates / wrongful deletes / stuck locks*,",
+    "measured by lockbench, then what the library itself said (refused releases, lost-lock",
+    "signals, errors). Scenarios: `long` sections longer than the TTL; `restart` of the lock's",
+    "server while locks are held; `pause` of a holder for 2 × TTL (its process stopped); `crash`",
+    "of a holder's process mid-section (SIGKILL, started again 100 ms later), with how long its",
+    "lock then blocked the key; `failover` of the lock key's master on a private Redis Cluster",
+    "(3 masters × 1 replica, the replica lagging 1 s: TTL 1 s, sections 800 ms), with how many",
+    "locks the promoted replica had lost, run by the libraries with a cluster client and `token`.",
+    "See [Your lock library](../guides/lock-libraries.md).",
     "",
     "| variant | library | " + " | ".join(scen) + " |",
     "|---|---|" + "---|" * len(scen),
 ]
 for r in rows:
-    lib = next((runs[s][r].get("library") for s in scen if r in runs[s]), None) or "built-in"
-    lines.append(f"| `{r}` | {lib} | " + " | ".join(cell(runs[s].get(r)) for s in scen) + " |")
+    lib = next((runs[s][r].get("library") for s in scen if r in runs[s]), None)
+    lib = lib or ("built-in" if r in ("del", "token") else "—")
+    lines.append(f"| `{r}` | {lib} | " + " | ".join(cell(s, r) for s in scen) + " |")
 lines += [
     "",
     "Reading it: overlap is what any TTL lock allows once a holder outlives its TTL (or its",
@@ -134,8 +177,11 @@ lines += [
     "until the earliest waiter's 5 s run out. The numbers and how the block follows the budget",
     "are in [Your lock library](../guides/lock-libraries.md).",
 ]
-page = "docs/src/measurements/clients.md"
-open(page, "w").write("\n".join(lines) + "\n")
 print("\n".join(lines[next(i for i, l in enumerate(lines) if l.startswith("| variant")):]))
-print(f"\nwrote {page}", file=sys.stderr)
+page = "docs/src/measurements/clients.md"
+if os.environ["WRITE_PAGE"] == "1":
+    open(page, "w").write("\n".join(lines) + "\n")
+    print(f"\nwrote {page}", file=sys.stderr)
+else:
+    print(f"\n{page} not written: it needs every scenario (--scenarios)", file=sys.stderr)
 EOF

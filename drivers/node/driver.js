@@ -103,14 +103,18 @@ class Adapter {
   }
   redisKey(key) { return this.constructor.keyFormat.replace('{key}', key); }
   sectionMinTtl() { return 1; }
+  // Why the library cannot run on a Redis Cluster (options.cluster); null: it can.
+  static get noCluster() { return 'its driver has no cluster client for it'; }
   async ioredisClients() {
     const Redis = require('ioredis');
     const t = this.options.command_timeout_ms;
-    this.clients = this.servers.map((u) => {
-      const c = new Redis(u, Object.assign({ lazyConnect: true }, t ? { commandTimeout: t, connectTimeout: t } : {}));
-      c.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
-      return c;
-    });
+    const timeouts = t ? { commandTimeout: t, connectTimeout: t } : {};
+    if (this.options.cluster) {
+      this.clients = [clusterClient(Redis, this.servers, timeouts)];
+    } else {
+      this.clients = this.servers.map((u) => new Redis(u, Object.assign({ lazyConnect: true }, timeouts)));
+    }
+    for (const c of this.clients) c.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
     try {
       for (const c of this.clients) { await c.connect(); await c.ping(); }
     } catch (e) {
@@ -132,6 +136,19 @@ class Adapter {
   }
 }
 
+// ioredis's Cluster from the seed nodes' URLs: each one a startup node, the first one's
+// credentials and TLS for every node (as lockbench's own cluster client does).
+function clusterClient(Redis, servers, timeouts) {
+  const urls = servers.map((u) => new URL(u));
+  const nodes = urls.map((u) => ({ host: u.hostname, port: Number(u.port) || 6379 }));
+  const first = urls[0];
+  const redisOptions = Object.assign({}, timeouts);
+  if (first.username) redisOptions.username = decodeURIComponent(first.username);
+  if (first.password) redisOptions.password = decodeURIComponent(first.password);
+  if (first.protocol === 'rediss:') redisOptions.tls = {};
+  return new Redis.Cluster(nodes, { lazyConnect: true, redisOptions });
+}
+
 // node-redlock 5.0.0-beta.2: using() auto-extends and hands the routine an AbortSignal.
 class Redlock5 extends Adapter {
   static get library() { return 'redlock5'; }
@@ -141,6 +158,7 @@ class Redlock5 extends Adapter {
   static get quorum() { return true; }
   static get caps() { return { section: true, acquire: true, extend: true, release: true, auto_renewal: true, lost_callback: true }; }
   static get optionNames() { return ['retry_delay_ms', 'retry_jitter_ms', 'retry_count', 'drift_factor', 'automatic_extension_threshold_ms', 'command_timeout_ms']; }
+  static get noCluster() { return 'node-redlock takes a quorum over independent Redis servers, not one cluster'; }
   async init() {
     await this.ioredisClients();
     const Redlock = require('redlock5').default;
@@ -211,6 +229,7 @@ class Redlock4 extends Adapter {
   static get quorum() { return true; }
   static get caps() { return { section: true, acquire: true, extend: true, release: true, auto_renewal: false, lost_callback: false }; }
   static get optionNames() { return ['retry_delay_ms', 'retry_jitter_ms', 'drift_factor', 'command_timeout_ms']; }
+  static get noCluster() { return 'node-redlock takes a quorum over independent Redis servers, not one cluster'; }
   async init() {
     await this.ioredisClients();
     this.Redlock = require('redlock4');
@@ -283,6 +302,8 @@ class RedisSemaphore extends Adapter {
   static get keyFormat() { return 'mutex:{key}'; }
   static get caps() { return { section: true, acquire: true, extend: false, release: true, auto_renewal: true, lost_callback: true }; }
   static get optionNames() { return ['retry_interval_ms', 'refresh_interval_ms', 'command_timeout_ms']; }
+  // Its Mutex touches one key (SET NX PX, one-key scripts): an ioredis Cluster routes them.
+  static get noCluster() { return null; }
   async init() {
     await this.ioredisClients();
     this.Mutex = require('redis-semaphore').Mutex;
@@ -333,6 +354,7 @@ class RedisLock extends Adapter {
   static get keyFormat() { return 'lock.{key}'; }
   static get caps() { return { section: true, acquire: true, extend: false, release: true, auto_renewal: false, lost_callback: false }; }
   static get optionNames() { return ['retry_delay_ms', 'command_timeout_ms']; }
+  static get noCluster() { return 'it takes a node-redis client of one server (createClient), not a cluster (createCluster)'; }
   async init() {
     if (this.servers.length !== 1) throw new Refused(`redis-lock takes exactly one server, got ${this.servers.length}`);
     const { createClient } = require('redis');
@@ -414,7 +436,10 @@ class Driver {
     const options = req.options || {};
     if (typeof options !== 'object' || Array.isArray(options)) throw new Refused("field 'options' must be an object");
     const cls = ADAPTERS[this.lib];
-    if (!cls.quorum && servers.length !== 1) throw new Refused(`${cls.library} takes exactly one server, got ${servers.length}`);
+    const cluster = options.cluster === undefined ? false : options.cluster;
+    if (typeof cluster !== 'boolean') throw new Refused(`options.cluster must be true or false, got ${JSON.stringify(cluster)}`);
+    if (cluster && cls.noCluster) throw new Refused(`${cls.library} does not connect to a Redis Cluster: ${cls.noCluster}`);
+    if (!cluster && !cls.quorum && servers.length !== 1) throw new Refused(`${cls.library} takes exactly one server, got ${servers.length}`);
     if (this.adapter) await this.adapter.close();
     this.adapter = null;
     const a = new cls(servers, options);
@@ -428,7 +453,7 @@ class Driver {
       }
     }
     this.adapter = a;
-    const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && k !== 'ttl_ms').sort();
+    const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && k !== 'ttl_ms' && k !== 'cluster').sort();
     return Object.assign({ id: req.id, outcome: 'ok', protocol: PROTOCOL }, a.hello(), { pid: process.pid, ignored_options: ignored });
   }
 

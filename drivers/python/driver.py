@@ -110,11 +110,18 @@ class Adapter:
     key_format = "{key}"
     caps = dict(section=True, acquire=True, extend=True, release=True, auto_renewal=False, lost_callback=False)
     option_names: tuple = ()
+    # Why the library cannot run on a Redis Cluster (options.cluster); None: it can.
+    no_cluster = "its driver has no cluster client for it"
 
     def __init__(self, servers: list, options: dict):
         import redis
 
-        if not self.quorum and len(servers) != 1:
+        cluster = options.get("cluster", False)
+        if not isinstance(cluster, bool):
+            raise Refused(f"options.cluster must be true or false, got {cluster!r}")
+        if cluster and self.no_cluster:
+            raise Refused(f"{self.library} does not connect to a Redis Cluster: {self.no_cluster}")
+        if not cluster and not self.quorum and len(servers) != 1:
             raise Refused(f"{self.library} takes exactly one server, got {len(servers)}")
         if not servers:
             raise Refused("no servers")
@@ -125,7 +132,10 @@ class Adapter:
         if timeout is not None:
             kw["socket_timeout"] = timeout / 1000
             kw["socket_connect_timeout"] = timeout / 1000
-        self.clients = [redis.Redis.from_url(u, **kw) for u in servers]
+        if cluster:
+            self.clients = [cluster_client(servers, kw)]
+        else:
+            self.clients = [redis.Redis.from_url(u, **kw) for u in servers]
         for c in self.clients:
             c.ping()  # a server that is not there fails hello, not the first section
         self.current = None  # id of the open section, for events from library threads
@@ -160,10 +170,33 @@ class Adapter:
                 pass
 
 
+def cluster_client(servers: list, kw: dict):
+    """redis-py's RedisCluster from the seed nodes' URLs: each one a startup node, the first
+    one's credentials and TLS for all (as lockbench's own cluster client does)."""
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.connection import SSLConnection, parse_url
+
+    nodes, first = [], None
+    for u in servers:
+        p = parse_url(u)
+        if "host" not in p:
+            raise Refused(f"a Redis Cluster is reached over TCP: {u.split('@')[-1]!r} has no host")
+        nodes.append(ClusterNode(p["host"], p.get("port", 6379)))
+        first = first or p
+    for k in ("username", "password"):
+        if first.get(k) is not None:
+            kw[k] = first[k]
+    if first.get("connection_class") is SSLConnection:
+        kw["ssl"] = True
+    return RedisCluster(startup_nodes=nodes, **kw)
+
+
 class RedisPy(Adapter):
     library = "redis-py"
     package = "redis"
     option_names = ("sleep_ms", "socket_timeout_ms")
+    # RedisCluster's lock() is the same redis.lock.Lock on one key (SET NX PX, one-key scripts).
+    no_cluster = None
 
     def make(self, key, ttl_ms, wait_ms):
         from redis.lock import Lock
@@ -211,6 +244,13 @@ class PythonRedisLock(Adapter):
     key_format = "lock:{key}"
     option_names = ("signal_expire_ms", "socket_timeout_ms")
     renew = False
+    # The two keys alone would pass with lockbench's names, which carry a hash tag; the
+    # client check does not, and strict=False is not the library's documented use.
+    no_cluster = (
+        "its Lock refuses any client but a redis.StrictRedis (strict=True), so a RedisCluster; past "
+        "that, its scripts write two keys, lock:NAME and lock-signal:NAME, which share a slot only "
+        "when NAME has a hash tag (its issue #59: CROSSSLOT otherwise)"
+    )
 
     def __init__(self, servers, options):
         super().__init__(servers, options)
@@ -303,6 +343,7 @@ class Pottery(Adapter):
     quorum = True
     key_format = "redlock:{key}"
     option_names = ("raise_on_redis_errors", "num_extensions", "socket_timeout_ms")
+    no_cluster = "its Redlock takes a quorum over independent redis.Redis masters, not one cluster"
 
     def make(self, key, ttl_ms, wait_ms):
         from pottery import Redlock
@@ -391,7 +432,7 @@ class Driver:
             self.adapter.close()
             self.adapter = None  # a failed hello leaves no connection behind
         cls = ADAPTERS[self.lib]
-        ignored = sorted(k for k in options if k not in cls.option_names and k not in ("ttl_ms", "command_timeout_ms"))
+        ignored = sorted(k for k in options if k not in cls.option_names and k not in ("ttl_ms", "command_timeout_ms", "cluster"))
         adapter = cls(servers, options)
         ttls = options.get("ttl_ms")
         try:

@@ -90,12 +90,14 @@ pub(crate) struct Recipe {
     pub(crate) argv: Vec<String>,
     /// The client's name.
     pub(crate) client: &'static str,
-    /// The lock servers' URLs (through the fault proxy when the schedule has one).
+    /// The lock servers' URLs (through the fault proxy when the schedule has one); a Redis
+    /// Cluster's seed nodes when `cluster`.
     pub(crate) servers: Vec<String>,
+    /// The servers are one Redis Cluster: the library connects with its cluster client, or
+    /// refuses at `hello`.
+    pub(crate) cluster: bool,
     /// The run's TTL, ms.
     pub(crate) ttl_ms: u64,
-    /// The servers are a Redis Cluster's nodes.
-    pub(crate) cluster: bool,
     /// The run's command timeout: the library's connections take it as theirs.
     pub(crate) command_timeout: Duration,
     /// How long a reply may take beyond the request's own wait.
@@ -123,19 +125,21 @@ pub(crate) struct Driver {
 
 impl Driver {
     /// Starts holder `holder`'s driver as `recipe` says and greets it with the lock servers'
-    /// URLs, the run's TTL (a library that cannot take it refuses here, before the run) and
-    /// the run's command timeout, which the library's connections take as theirs.
+    /// URLs (and whether they are a cluster's: a library without cluster support refuses),
+    /// the run's TTL (a library that cannot take it refuses here, before the run) and the
+    /// run's command timeout, which the library's connections take as theirs.
     pub(crate) async fn start(recipe: &Recipe, holder: usize) -> Result<Driver, DriverError> {
         let Recipe {
             argv,
             client,
             servers,
+            cluster,
             ttl_ms,
             command_timeout,
             patience,
             ..
         } = recipe;
-        let (client, ttl_ms, patience) = (*client, *ttl_ms, *patience);
+        let (client, cluster, ttl_ms, patience) = (*client, *cluster, *ttl_ms, *patience);
         let mut who = format!("{client} (holder {holder})");
         let fail = |who: &str, what: String| DriverError {
             who: who.to_string(),
@@ -196,7 +200,7 @@ impl Driver {
         let id = d
             .send(
                 json!({"op": "hello", "protocol": PROTOCOL, "servers": servers,
-                          "options": {"ttl_ms": ttl_ms,
+                          "options": {"ttl_ms": ttl_ms, "cluster": cluster,
                                       "command_timeout_ms": command_timeout.as_millis() as u64}}),
             )
             .await?;

@@ -128,8 +128,10 @@ pub(crate) async fn run_real<C: LockConn>(
     });
     // The fault schedule runs on the variant's clock until its workers are done.
     let (faults_done, faults_done_rx) = watch::channel(false);
+    // A library's keys start with its own prefix (`mutex:`) before lockbench's.
+    let wrap = ctx.client.as_ref().map_or("", |c| c.wrap.0.as_str());
     let control = crate::faults::FaultControl {
-        key_prefix: ctx.key_names.prefix().to_string(),
+        key_prefix: format!("{wrap}{}", ctx.key_names.prefix()),
         ..env.control.clone()
     };
     let driver = tokio::spawn(crate::faults::drive(

@@ -220,8 +220,9 @@ pub(super) fn driver_recipe<K: Connector>(
         argv,
         client: client.name(),
         servers: urls,
+        // A store whose keys need hash tags is a Redis Cluster.
+        cluster: connector.hash_tags(),
         ttl_ms: plan.workload.ttl_ms,
-        cluster: false,
         command_timeout: Duration::from_micros(plan.timeouts.command_timeout_us),
         patience,
     })
@@ -276,6 +277,15 @@ async fn start_drivers<K: Connector>(
         Some((a, b)) => (a.to_string(), b.to_string()),
         None => (String::new(), String::new()),
     };
+    if connector.hash_tags() && !keeps_hash_tag(&wrap) {
+        for l in libs {
+            l.close().await;
+        }
+        return Err(crate::exit::BadInput(format!(
+            "client {name}: its key format `{format}` takes the lock's key out of the hash tag lockbench gives it on a cluster (`…:{{17}}`), so the lock and the protected resource's keys would not share a slot"
+        ))
+        .into());
+    }
     let wait_ms = match plan.workload.busy {
         crate::profile::BusyPolicy::Retry { max_wait_us, .. } => max_wait_us / 1000,
         crate::profile::BusyPolicy::FailFast => 0,
@@ -291,6 +301,17 @@ async fn start_drivers<K: Connector>(
             ..Default::default()
         },
     ))
+}
+
+/// Whether a library's key, lockbench's tagged name inside `wrap` (what its key format puts
+/// before and after it), hashes to the name's own slot: the same for two different tags, so a
+/// tag of the library's own in the prefix cannot pass by chance.
+fn keeps_hash_tag(wrap: &(String, String)) -> bool {
+    use crate::store::cluster::key_slot;
+    ["lockbench:{0}", "lockbench:{1}"].iter().all(|name| {
+        let key = format!("{}{name}{}", wrap.0, wrap.1);
+        key_slot(key.as_bytes()) == key_slot(name.as_bytes())
+    })
 }
 
 /// The workers' shared context for `variant` of `plan`, recording into `recorder`.
@@ -614,4 +635,21 @@ fn summarise<K: Connector>(
     .filter(|_| !paused);
     summary.thresholds = plan.fail_if.iter().map(|t| t.check(&summary)).collect();
     (summary, hists)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keeps_hash_tag;
+
+    /// A library's prefix keeps lockbench's hash tag, unless it brings a tag of its own (or
+    /// breaks the name's).
+    #[test]
+    fn a_key_format_keeps_the_hash_tag_or_not() {
+        let w = |a: &str, b: &str| (a.to_string(), b.to_string());
+        assert!(keeps_hash_tag(&w("", "")));
+        assert!(keeps_hash_tag(&w("mutex:", "")));
+        assert!(keeps_hash_tag(&w("lock:", ":x")));
+        assert!(!keeps_hash_tag(&w("{locks}:", "")));
+        assert!(!keeps_hash_tag(&w("lock{", "")));
+    }
 }

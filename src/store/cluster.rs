@@ -25,6 +25,9 @@ pub(crate) const SLOTS: u16 = 16384;
 #[derive(Clone)]
 pub struct ClusterConnector {
     client: ClusterClient,
+    /// The seed nodes' URLs, as given (with credentials: never printed), for a library's
+    /// driver.
+    seeds: Vec<String>,
     describe: String,
     scripts: Arc<Scripts>,
     shards: Arc<OnceLock<Vec<Shard>>>,
@@ -73,6 +76,7 @@ impl ClusterConnector {
             })?;
         Ok(Self {
             client,
+            seeds: urls.to_vec(),
             describe: format!("redis cluster via {}", shown.join(", ")),
             scripts: Arc::new(Scripts::new()),
             shards: Arc::new(OnceLock::new()),
@@ -124,6 +128,11 @@ impl Connector for ClusterConnector {
     }
     fn shards(&self) -> Vec<Shard> {
         ClusterConnector::shards(self).to_vec()
+    }
+    /// The seed nodes: a library's cluster client finds the rest of the cluster from them,
+    /// as lockbench's does.
+    fn driver_urls(&self) -> Option<Vec<String>> {
+        Some(self.seeds.clone())
     }
 }
 

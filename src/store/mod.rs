@@ -319,8 +319,8 @@ pub trait Connector: Send + Sync + 'static {
         None
     }
     /// The URLs a lock library's driver connects to (with credentials: never printed), one
-    /// per server (N for a Redlock); `None` where no library can reach it (the in-process
-    /// model, a unix socket).
+    /// per server (N for a Redlock; a cluster's seed nodes, where [`Connector::hash_tags`]);
+    /// `None` where no library can reach it (the in-process model, a unix socket).
     fn driver_urls(&self) -> Option<Vec<String>> {
         None
     }

@@ -10,7 +10,7 @@ use lockbench::store::spawn_cluster::SpawnedCluster;
 
 /// Keys on the cluster's masters (it is private: every key is the run's). Replicas are left
 /// out: they apply the cleanup's deletes a moment later.
-fn keys_on(cluster_urls: &[String]) -> u64 {
+pub(crate) fn keys_on(cluster_urls: &[String]) -> u64 {
     cluster_urls
         .iter()
         .map(|u| {

@@ -19,6 +19,7 @@ mod arrivals;
 mod ci_summaries;
 mod cli;
 mod clients;
+mod clients_cluster;
 mod cluster;
 mod compare_servers;
 mod credentials;
