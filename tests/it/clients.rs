@@ -217,6 +217,18 @@ fn redis_py_is_measured_like_the_built_in_methods() {
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("manifest.json")).unwrap())
             .unwrap();
     assert_eq!(manifest.get("leftover_keys"), None, "{manifest}");
+    // The libraries' summaries follow the committed schema, as the built-in methods' do.
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../../schema/summary.schema.json")).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
+            .unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&summary)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
 }
 
 /// A name that is neither a release method nor a driver says which are.

@@ -34,6 +34,25 @@ async fn summary_json_matches_committed_schema() {
         .collect();
     assert!(errors.is_empty(), "{errors:#?}");
 
+    // Every release a summary can name: the built-in methods, `script`, every library.
+    let schema = schema();
+    let names: Vec<&str> = schema["$defs"]["summary"]["properties"]["release"]["enum"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for lib in lockbench::model::client::Client::ALL {
+        assert!(
+            names.contains(&lib.name()),
+            "{} is not in the schema",
+            lib.name()
+        );
+    }
+    for m in ["del", "token", "delex", "script"] {
+        assert!(names.contains(&m), "{m} is not in the schema");
+    }
+
     let mut missing = json.clone();
     missing["variants"][0]
         .as_object_mut()
