@@ -47,6 +47,14 @@ impl Rslock {
             stderr: Vec::new(),
             refused: true,
         };
+        // rslock refuses a lock whose validity (TTL − 1 % drift − 2 ms − the time taken) is
+        // gone: under 3 ms every acquisition would fail with `TtlExceeded`.
+        if recipe.ttl_ms < 3 {
+            return Err(fail(format!(
+                "rslock cannot take a TTL of {} ms: it keeps 1 % + 2 ms of it for clock drift,                  so every lock would be refused (TtlExceeded); use a TTL of 3 ms or more",
+                recipe.ttl_ms
+            )));
+        }
         let manager = if recipe.cluster {
             let client = redis::cluster::ClusterClient::builder(recipe.servers.clone())
                 .response_timeout(recipe.command_timeout)

@@ -788,3 +788,23 @@ fn a_crashed_python_redis_lock_renew_holder_blocks_its_key_for_the_wait_budget()
         }
     }
 }
+
+/// rslock keeps 1 % + 2 ms of a TTL for clock drift: a TTL it cannot keep any of is refused
+/// before the run (exit 2, naming it), not turned into a run of errors; 3 ms runs.
+#[test]
+fn rslock_refuses_a_ttl_it_cannot_keep() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (ttl, code) in [("2ms", 2), ("3ms", 0)] {
+        let o = common::lockbench(&["run", "--backend", "spawn", "--release", "rslock"])
+            .args(["--ttl", ttl, "--dist", "constant(0ms)", "--sections", "3"])
+            .out(tmp.path().join(ttl))
+            .output();
+        let text = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(code), "{ttl}: {text}");
+        assert_eq!(
+            text.contains("rslock cannot take a TTL of 2 ms"),
+            code == 2,
+            "{text}"
+        );
+    }
+}
