@@ -670,15 +670,24 @@ async fn attempts_are_the_server_s_set_calls() {
 
 /// Ctrl-C while a library's driver hangs ends the run at once, as interrupted (exit 130), with
 /// its files: the stop does not wait for a reply that will not come (it used to wait out the
-/// driver's patience, 40 s, and then exit 1 as a broken driver).
+/// driver's patience, 40 s, and then exit 1 as a broken driver) — also when the Ctrl-C comes
+/// after the run's end has stopped the workers (a 200 ms run, whose stop comes 5 s after its
+/// end: the stop awaited the reply and missed a later Ctrl-C until the driver's patience, 10 s
+/// from the section's start, ran out, then exited 1).
 #[test]
 fn ctrl_c_does_not_wait_for_a_hung_driver() {
+    for duration in ["60s", "200ms"] {
+        ctrl_c_while_a_driver_hangs(duration);
+    }
+}
+
+fn ctrl_c_while_a_driver_hangs(duration: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
     let mark = tmp.path().join("breaking");
     let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
         .args(["--workers", "2", "--keys", "1", "--dist", "constant(5ms)"])
-        .args(["--duration", "60s", "--quiet"])
+        .args(["--duration", duration, "--quiet"])
         .env("LOCKBENCH_DRIVERS_ROOT", fake)
         .env("FAKE_DRIVER", "hang")
         .env("FAKE_DRIVER_MARK", &mark)
@@ -695,15 +704,23 @@ fn ctrl_c_does_not_wait_for_a_hung_driver() {
                 .starts_with("breaking.")
         })
     });
+    let within = if duration == "200ms" {
+        // The hang began after the run's start, so the run's end (200 ms) and the stop that
+        // follows it (5 s later, `end_grace`) have come 5.6 s after the mark.
+        std::thread::sleep(std::time::Duration::from_millis(5_600));
+        3
+    } else {
+        8
+    };
     common::signal("-INT", child.id());
-    // Well under the driver's patience (10 s at least).
-    let code = child.exit_code_within(std::time::Duration::from_secs(8));
+    // Well under the driver's patience (10 s at least from the hang).
+    let code = child.exit_code_within(std::time::Duration::from_secs(within));
     let o = child.wait_with_output();
-    assert_eq!(code, Some(130), "{}", common::text_of(&o));
+    assert_eq!(code, Some(130), "{duration}: {}", common::text_of(&o));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("the run stopped while redis-py was acquiring"),
-        "{err}"
+        "{duration}: {err}"
     );
     assert!(tmp.path().join("run/summary.json").exists());
 }

@@ -75,6 +75,8 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         // spend its whole wait budget on, or a driver that hangs: the holder's process is
         // stopped (a lock it may still take expires with its TTL; the cleanup removes it). At
         // the run's own end the reply is awaited: a driver that hangs is found by its patience.
+        // Once the run's end has stopped the workers, a later Ctrl-C is looked for every
+        // 100 ms (the stop's wake-up comes once).
         let far = rec.now_us() + 86_400_000_000;
         let outcome = {
             let mut section = Box::pin(lib.driver.section(&name, ctx.ttl_ms, client.wait_ms));
@@ -82,12 +84,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             loop {
                 tokio::select! {
                     r = &mut section => break Some(r),
-                    _ = self.drv.sleep_until(far), if !halted => {
-                        halted = true;
-                        if client.interrupted.load(Relaxed) {
-                            break None;
-                        }
-                    }
+                    // A halted driver's sleep returns at once: after the stop, the real clock's
+                    // (a library runs only in real time).
+                    _ = self.drv.sleep_until(far), if !halted => halted = true,
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(100)), if halted => {}
+                }
+                if halted && client.interrupted.load(Relaxed) {
+                    break None;
                 }
             }
         };
