@@ -541,7 +541,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         } else if self.lib.is_some() {
             // A newer holder in now means the lock was gone when the release was sent.
             let others = rec.newer_holder(h.key, h.acquired_us);
-            let outcome = self.release_by_library(others).await;
+            let outcome = self.release_by_library(others, &h.name).await;
             (section.extensions, section.extension_failed) =
                 (self.lib_events.0, self.lib_events.1 > 0);
             outcome
