@@ -311,9 +311,13 @@ fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, ()> {
     }
 }
 
+/// A request parsed at the start of a buffer: its length and its arguments' ranges;
+/// `Ok(None)` while incomplete, `Err` for what is not a request.
+type Parsed = Result<Option<(usize, Vec<std::ops::Range<usize>>)>, ()>;
+
 /// A request array of bulk strings at the start of `buf`: its length and its arguments'
 /// ranges; `Ok(None)` while incomplete, `Err` for what is not one.
-fn command(buf: &[u8]) -> Result<Option<(usize, Vec<std::ops::Range<usize>>)>, ()> {
+fn command(buf: &[u8]) -> Parsed {
     let Some((n, mut at)) = header(buf)? else {
         return Ok(None);
     };
@@ -344,7 +348,7 @@ fn command(buf: &[u8]) -> Result<Option<(usize, Vec<std::ops::Range<usize>>)>, (
 }
 
 /// An inline command at the start of `buf`: its line; its first word is its name.
-fn inline(buf: &[u8]) -> Result<Option<(usize, Vec<std::ops::Range<usize>>)>, ()> {
+fn inline(buf: &[u8]) -> Parsed {
     let Some(end) = buf.iter().position(|&b| b == b'\n') else {
         return if buf.len() > 64 * 1024 {
             Err(())

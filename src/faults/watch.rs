@@ -110,12 +110,16 @@ pub(crate) struct Ledger {
     book: Mutex<Book>,
 }
 
+/// A delete's removal: the key, the value removed (`None`: no key), when it was seen.
+type Removal = (String, Option<Vec<u8>>, Instant);
+
+/// The ledger's contents, under its lock.
 #[derive(Debug, Default)]
 struct Book {
     /// Per key, the newest values set and by whom.
     owners: HashMap<String, VecDeque<(Vec<u8>, usize)>>,
     /// Per holder, the removals its deletes made that no release has taken yet.
-    pending: HashMap<usize, Vec<(String, Option<Vec<u8>>, Instant)>>,
+    pending: HashMap<usize, Vec<Removal>>,
     /// Wrongful deletes, the first [`KEPT`].
     attributed: Vec<Attributed>,
     /// Removals outside any release (taken with a later one of another key).
