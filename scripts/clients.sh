@@ -117,11 +117,12 @@ lines += [
     "releases the library itself reported as not owned; `lost` the lost-lock signals of the",
     "libraries that have them.",
     "",
-    "Wrongful deletes are told from the timeline and the library's word (a release it reports",
-    "as done while a newer holder is in): redis-semaphore reports every release as done, even",
-    "when its compare-and-delete removed nothing, so its count is an upper bound; npm",
-    "`redis-lock` sends a plain `DEL` while its own deadline lasts, and a restart that empties",
-    "the server inside that deadline lets it delete the next holder's lock.",
+    "Wrongful deletes are attributed at the server, not taken from the library's word: each",
+    "holder reaches the server through lockbench's watch, which sends its single-key `DEL` as",
+    "`GETDEL`, so the value removed names whose lock it was (`wrongful_deletes_source` in",
+    "summary.json). A compare-and-delete script never removes another's lock; npm `redis-lock`",
+    "sends a plain `DEL` while its own deadline lasts, and a restart that empties the server",
+    "inside that deadline lets it delete the next holder's lock.",
 ]
 page = "docs/src/measurements/clients.md"
 open(page, "w").write("\n".join(lines) + "\n")

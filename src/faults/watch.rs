@@ -31,15 +31,22 @@ pub(crate) struct Watch {
 }
 
 impl Watch {
-    /// Forwards every connection to `upstream` as holder `holder`'s, noting into `ledger`.
+    /// Forwards every connection to `upstream` (its addresses tried in order, as a client
+    /// does) as holder `holder`'s, noting into `ledger`.
     pub(crate) async fn start(
-        upstream: SocketAddr,
+        upstream: Arc<[SocketAddr]>,
         holder: usize,
         rules: Rules,
         ledger: Arc<Ledger>,
     ) -> std::io::Result<Watch> {
         let listener = Loopback::start(move |client, _| {
-            serve(client, upstream, holder, rules.clone(), ledger.clone())
+            serve(
+                client,
+                upstream.clone(),
+                holder,
+                rules.clone(),
+                ledger.clone(),
+            )
         })
         .await?;
         Ok(Watch { listener })
@@ -66,16 +73,17 @@ fn split_url(url: &str) -> Option<(&str, &str, &str)> {
     (!hostport.is_empty()).then_some((userinfo, hostport, path))
 }
 
-/// The address a `redis://` URL names (`None`: another scheme, or a name that does not
+/// The addresses a `redis://` URL names (`None`: another scheme, or a name that does not
 /// resolve).
-pub(crate) async fn upstream_of(url: &str) -> Option<SocketAddr> {
+pub(crate) async fn upstream_of(url: &str) -> Option<Arc<[SocketAddr]>> {
     let (_, hostport, _) = split_url(url)?;
     let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
         hostport.to_string()
     } else {
         format!("{hostport}:6379")
     };
-    tokio::net::lookup_host(hostport).await.ok()?.next()
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(hostport).await.ok()?.collect();
+    (!addrs.is_empty()).then(|| addrs.into())
 }
 
 /// A value a delete removed, as the watch attributes it.
@@ -227,12 +235,12 @@ impl Ledger {
 /// streams until either side is done. Returning drops both sockets.
 async fn serve(
     client: TcpStream,
-    upstream: SocketAddr,
+    upstream: Arc<[SocketAddr]>,
     holder: usize,
     rules: Rules,
     ledger: Arc<Ledger>,
 ) {
-    let Ok(server) = TcpStream::connect(upstream).await else {
+    let Ok(server) = TcpStream::connect(&upstream[..]).await else {
         return;
     };
     let _ = client.set_nodelay(true);
@@ -299,7 +307,9 @@ mod tests {
     #[tokio::test]
     async fn a_delete_of_another_s_lock_is_attributed() {
         let redis = SpawnedRedis::start().await.expect("redis-server on PATH");
-        let up = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, redis.port()));
+        let up = upstream_of(&format!("redis://localhost:{}", redis.port()))
+            .await
+            .unwrap();
         let ledger = Arc::new(Ledger::default());
         let rules = Rules {
             getdel: true,
@@ -308,7 +318,7 @@ mod tests {
         let mut conns = Vec::new();
         let mut watches = Vec::new();
         for holder in 0..2 {
-            let w = Watch::start(up, holder, rules.clone(), ledger.clone())
+            let w = Watch::start(up.clone(), holder, rules.clone(), ledger.clone())
                 .await
                 .unwrap();
             let url = w

@@ -314,8 +314,8 @@ async fn start_drivers<K: Connector>(
             Some(ledger) => {
                 let mut watches = Vec::with_capacity(upstreams.len());
                 let mut servers = Vec::with_capacity(upstreams.len());
-                for (url, &up) in recipe.servers.iter().zip(&upstreams) {
-                    let w = Watch::start(up, holder, rules.clone(), ledger.clone())
+                for (url, up) in recipe.servers.iter().zip(&upstreams) {
+                    let w = Watch::start(up.clone(), holder, rules.clone(), ledger.clone())
                         .await
                         .context("starting a holder's watch on a loopback port")?;
                     servers.push(w.url(url).context("a server URL the watch cannot carry")?);
