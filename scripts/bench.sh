@@ -112,7 +112,8 @@
 # USAGE
 #   scripts/bench.sh [-c C] [-d SECONDS] [-r ROUNDS] [-k KEYS] [--quick]
 #                    [--redis-server PATH]... [--metrics] [--no-build]
-#   scripts/bench.sh --client NAME [--client NAME]... [-c WORKERS] [-d S] [-r R] [--no-build]
+#   scripts/bench.sh --client NAME [--client NAME]... [-c WORKERS] [-d S] [-r R]
+#                    [--watch on|off|both] [--no-build]
 #                    (a lock library through its driver beside `token`: scripts/bench_clients.py)
 #   Environment: BENCH_CONCURRENCY (50), BENCH_DURATION (5, or 2 with --quick; seconds
 #   per run, each redis-benchmark command is sized to run about that long),

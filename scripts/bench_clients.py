@@ -18,9 +18,15 @@ WHAT IS MEASURED
   Keys = workers x 100, so contention is negligible and a cycle is not a wait for
   another holder's lock.
 
+  --watch both: the library also runs with its holders' watches off (LOCKBENCH_WATCH=off,
+  an environment variable for this measurement only: the driver then connects to the
+  server directly and wrongful deletes come from the timeline), in the same rounds; the
+  rows then add its cycles/s, its lib/token, and `watch on/off` (the median of the paired
+  per-round ratios): what the watch between each holder and the server costs.
+
 USAGE
   scripts/bench.sh --client NAME [--client NAME]... [-c WORKERS] [-d SECONDS] [-r ROUNDS]
-                   [--no-build]
+                   [--watch on|off|both] [--no-build]
   Defaults: 8 workers, 3 s a run, 3 rounds. Prints the table and writes it as CSV to
   results/bench-clients-<UTC timestamp>.csv. Exit codes: 0 done, 1 a run failed, 2 bad
   arguments.
@@ -69,11 +75,15 @@ def start_server(work: str):
     sys.exit("bench.sh: redis-server did not start")
 
 
-def run(lockbench, url, release, workers, section_ms, seconds, out):
+def run(lockbench, url, release, workers, section_ms, seconds, out, watch="on"):
     cmd = [lockbench, "run", "--redis", url, "--release", release, "--workers", str(workers),
            "--keys", str(workers * 100), "--ttl", "10s", "--dist", f"constant({section_ms}ms)",
            "--duration", f"{seconds}s", "--seed", "1", "--quiet", "--out", out]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    env.pop("LOCKBENCH_WATCH", None)
+    if watch == "off":
+        env["LOCKBENCH_WATCH"] = "off"
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if p.returncode != 0:
         sys.stderr.write(p.stderr)
         sys.exit(f"bench.sh: {' '.join(cmd)} failed (exit {p.returncode})")
@@ -88,6 +98,7 @@ def main():
     ap.add_argument("-c", "--concurrency", type=int, default=8)
     ap.add_argument("-d", "--duration", type=int, default=3)
     ap.add_argument("-r", "--rounds", type=int, default=3)
+    ap.add_argument("--watch", choices=["on", "off", "both"], default="on")
     ap.add_argument("--no-build", action="store_true")
     a = ap.parse_args()
     if a.concurrency < 1 or a.duration < 1 or a.rounds < 2:
@@ -108,25 +119,49 @@ def main():
         for client in a.client:
             for ms in SECTIONS_MS:
                 token, lib, ratios, library = [], [], [], ""
+                off, off_ratios, on_off = [], [], []
+                # (name in the results, release, watch): the library with its watches as
+                # asked, and with them off too under --watch both.
+                runs = [("token", "token", "on"),
+                        (client, client, "off" if a.watch == "off" else "on")]
+                if a.watch == "both":
+                    runs.append(("off", client, "off"))
                 for r in range(a.rounds):
-                    order = ["token", client] if r % 2 == 0 else [client, "token"]
+                    order = runs[r % len(runs):] + runs[:r % len(runs)]
+                    if r % 2:
+                        order.reverse()
                     got = {}
-                    for rel in order:
-                        out = os.path.join(work, f"{client}-{ms}-{r}-{rel}")
-                        got[rel] = run(lockbench, url, rel, a.concurrency, ms, a.duration, out)
+                    for name, rel, watch in order:
+                        out = os.path.join(work, f"{client}-{ms}-{r}-{name}")
+                        got[name] = run(lockbench, url, rel, a.concurrency, ms, a.duration, out,
+                                        watch)
                         shutil.rmtree(out, ignore_errors=True)
                     token.append(got["token"][0])
                     lib.append(got[client][0])
                     library = got[client][1]
                     ratios.append(got[client][0] / got["token"][0])
-                rows.append({
+                    if "off" in got:
+                        off.append(got["off"][0])
+                        off_ratios.append(got["off"][0] / got["token"][0])
+                        on_off.append(got[client][0] / got["off"][0])
+                row = {
                     "client": client, "library": library, "section_ms": ms,
                     "workers": a.concurrency, "rounds": a.rounds, "seconds": a.duration,
+                    "watch": a.watch,
                     "token_cycles_per_s": round(statistics.median(token), 1),
                     "client_cycles_per_s": round(statistics.median(lib), 1),
                     "client_over_token": round(statistics.median(ratios), 3),
                     "ratio_min": round(min(ratios), 3), "ratio_max": round(max(ratios), 3),
-                })
+                }
+                if off:
+                    row.update({
+                        "watch_off_cycles_per_s": round(statistics.median(off), 1),
+                        "watch_off_over_token": round(statistics.median(off_ratios), 3),
+                        "watch_on_over_off": round(statistics.median(on_off), 3),
+                        "on_off_min": round(min(on_off), 3),
+                        "on_off_max": round(max(on_off), 3),
+                    })
+                rows.append(row)
                 print(f"  {client} section {ms} ms: done", file=sys.stderr)
     finally:
         server.kill()
@@ -134,12 +169,20 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nlock cycles/s, {a.concurrency} workers, {a.rounds} rounds of {a.duration} s, "
           "median (token vs the library through its driver, same server, alternated):")
+    print(f"watch: {a.watch} (the library's holders through lockbench's watch; "
+          "off: LOCKBENCH_WATCH=off)")
+    both = a.watch == "both"
     print(f"{'client':<24}{'library':<22}{'section':>8}{'token/s':>11}{'client/s':>11}"
-          f"{'lib/token':>11}  range")
+          f"{'lib/token':>11}  range" + (f"{'off/s':>11}{'off/token':>11}{'on/off':>9}  range"
+                                         if both else ""))
     for r in rows:
-        print(f"{r['client']:<24}{r['library']:<22}{r['section_ms']:>6}ms"
-              f"{r['token_cycles_per_s']:>11}{r['client_cycles_per_s']:>11}"
-              f"{r['client_over_token']:>11}  {r['ratio_min']}-{r['ratio_max']}")
+        line = (f"{r['client']:<24}{r['library']:<22}{r['section_ms']:>6}ms"
+                f"{r['token_cycles_per_s']:>11}{r['client_cycles_per_s']:>11}"
+                f"{r['client_over_token']:>11}  {r['ratio_min']}-{r['ratio_max']}")
+        if both:
+            line += (f"{r['watch_off_cycles_per_s']:>11}{r['watch_off_over_token']:>11}"
+                     f"{r['watch_on_over_off']:>9}  {r['on_off_min']}-{r['on_off_max']}")
+        print(line)
     os.makedirs(os.path.join(root, "results"), exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = os.path.join(root, "results", f"bench-clients-{stamp}.csv")

@@ -621,6 +621,9 @@ fn merge_variant(
         })
         .collect();
     summary.server_binary = first.server_binary.clone();
+    // Each agent's watches saw its own holders only: the source holds, the attribution is
+    // each agent's (in its own summary).
+    summary.wrongful_deletes_source = first.wrongful_deletes_source.clone();
     summary.stuck_locks = parts
         .iter()
         .map(|(_, _, s)| s.stuck_locks)

@@ -189,6 +189,14 @@ pub struct Summary {
     /// A lock library's variant: its package and version (`redis 8.2.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
+    /// A lock library's variant: where its wrongful deletes (and its releases' outcomes) come
+    /// from — the server, through lockbench's watch of each holder (`server (GETDEL through
+    /// lockbench's watch)`), or the timeline (`timeline (why)`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wrongful_deletes_source: Option<String>,
+    /// A watched library's variant: what the holders' watches saw.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch: Option<WatchFigures>,
     /// The fault windows as they happened.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<crate::model::fault::FaultWindow>,
@@ -200,6 +208,32 @@ pub struct Summary {
     /// On a Redis Cluster: the figures of each shard (empty for one server).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shards: Vec<ShardFigures>,
+}
+
+/// What the watches between a library's holders and the server saw (`crate::faults::watch`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WatchFigures {
+    /// `DEL`s of a run's key sent as `GETDEL`.
+    pub getdels: u64,
+    /// Of them, removals no release of lockbench's asked for (an acquisition the library
+    /// made after lockbench gave up on it, released by the library at once).
+    pub removals_outside_releases: u64,
+    /// Wrongful deletes, whose lock was deleted by whom (the first 1000).
+    pub attributed: Vec<AttributedDelete>,
+}
+
+/// A wrongful delete attributed at the server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AttributedDelete {
+    /// The holder (worker) whose `DEL` removed the lock.
+    pub deleter: usize,
+    /// The holder that had set the value removed (`null`: a value no holder of this process
+    /// set).
+    pub victim: Option<usize>,
+    /// The lock's key.
+    pub key: String,
+    /// When the server's reply reached the watch, ms on lockbench's clock.
+    pub at_ms: f64,
 }
 
 /// A threshold's verdict on one variant.
@@ -461,6 +495,8 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
         simulated: None,
         redlock: None,
         library: None,
+        wrongful_deletes_source: None,
+        watch: None,
         per_key: m
             .per_key
             .iter()

@@ -101,6 +101,11 @@ pub(crate) struct ClientCtx {
     pub stop: std::sync::atomic::AtomicBool,
     /// The run was interrupted (Ctrl-C, SIGTERM): an acquisition in flight is not waited for.
     pub interrupted: std::sync::atomic::AtomicBool,
+    /// What the holders' watches saw, when they are watched: a release's outcome is then the
+    /// server's (what its `GETDEL` removed), not the timeline's.
+    pub ledger: Option<std::sync::Arc<crate::faults::watch::Ledger>>,
+    /// Where its wrongful deletes come from (`wrongful_deletes_source` in the summary).
+    pub wrongful_source: String,
 }
 
 impl ClientCtx {

@@ -542,7 +542,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             // A newer holder in now means the lock was gone when the release was sent.
             let others = rec.newer_holder(h.key, h.acquired_us);
             let expired = h.lock_until_us.is_some_and(|until| sent_us >= until);
-            let outcome = self.release_by_library(others, expired).await;
+            let outcome = self.release_by_library(others, expired, &h.name).await;
             (section.extensions, section.extension_failed) =
                 (self.lib_events.0, self.lib_events.1 > 0);
             outcome

@@ -10,6 +10,8 @@
 
 pub(crate) mod failover;
 pub(crate) mod proxy;
+pub(crate) mod resp;
+pub(crate) mod watch;
 
 use crate::model::fault::{Fault, FaultKind, FaultWindow};
 use crate::model::units;
@@ -17,7 +19,7 @@ use crate::store::redis::RedisConnector;
 use crate::store::spawn::SpawnedRedis;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{Mutex, watch};
+use tokio::sync::Mutex;
 use tokio::time::Instant;
 
 /// What the driver needs to break things: the spawned server, an administrative connection
@@ -172,7 +174,7 @@ pub async fn drive(
     control: FaultControl,
     start: Instant,
     until: Option<Instant>,
-    done: watch::Receiver<bool>,
+    done: tokio::sync::watch::Receiver<bool>,
 ) -> Vec<FaultWindow> {
     let mut tasks = tokio::task::JoinSet::new();
     for (i, f) in faults.into_iter().enumerate() {
@@ -347,7 +349,7 @@ async fn pause_once(
 }
 
 /// Sleeps until `t`; `false` when `done` came first.
-async fn wait_until(t: Instant, done: &mut watch::Receiver<bool>) -> bool {
+async fn wait_until(t: Instant, done: &mut tokio::sync::watch::Receiver<bool>) -> bool {
     if *done.borrow() {
         return false;
     }

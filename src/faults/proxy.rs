@@ -46,39 +46,74 @@ struct Faults {
 
 /// A running proxy. Dropping it stops accepting and closes every proxied connection.
 pub struct Proxy {
-    addr: SocketAddr,
+    listener: Loopback,
     faults: watch::Sender<Faults>,
+}
+
+/// A listener on `127.0.0.1:0` whose every accepted connection is served by a task of its
+/// own: the fault proxy's, and each holder's watch ([`super::watch`]). Dropping it stops
+/// accepting and ends every connection's task (their sockets close with them).
+pub(crate) struct Loopback {
+    addr: SocketAddr,
     connections: Arc<AtomicU64>,
     /// The accept loop; it owns every connection's task, so aborting it ends them all.
     acceptor: JoinHandle<()>,
+}
+
+impl Loopback {
+    /// Listens on a free loopback port (never a fixed one) and serves connection *n*
+    /// (counted from 0) with `serve(socket, n)`.
+    pub(crate) async fn start<F, Fut>(serve: F) -> std::io::Result<Loopback>
+    where
+        F: Fn(TcpStream, u64) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let addr = listener.local_addr()?;
+        let connections = Arc::new(AtomicU64::new(0));
+        let acceptor = tokio::spawn(accept_loop(listener, serve, connections.clone()));
+        Ok(Loopback {
+            addr,
+            connections,
+            acceptor,
+        })
+    }
+
+    /// The address clients connect to.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Connections accepted so far.
+    pub(crate) fn connections(&self) -> u64 {
+        self.connections.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Loopback {
+    fn drop(&mut self) {
+        // Dropping the aborted accept loop drops the listener and its JoinSet, which aborts
+        // every connection task; their sockets close as those tasks are dropped.
+        self.acceptor.abort();
+    }
 }
 
 impl Proxy {
     /// Listens on `127.0.0.1:0` and forwards every accepted connection to `upstream`.
     /// `seed` makes the jitter reproducible (connection *n* draws from its own stream).
     pub async fn start(upstream: SocketAddr, seed: u64) -> std::io::Result<Proxy> {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
-        let addr = listener.local_addr()?;
         let (faults, watching) = watch::channel(Faults::default());
-        let connections = Arc::new(AtomicU64::new(0));
-        let acceptor = tokio::spawn(accept_loop(
-            listener,
-            upstream,
-            watching,
-            seed,
-            connections.clone(),
-        ));
-        Ok(Proxy {
-            addr,
-            faults,
-            connections,
-            acceptor,
+        let listener = Loopback::start(move |client, n| {
+            let rng = SmallRng::seed_from_u64(seed.wrapping_add(n));
+            serve(client, upstream, watching.clone(), rng)
         })
+        .await?;
+        Ok(Proxy { listener, faults })
     }
 
     /// The address clients connect to instead of the server's.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.listener.addr()
     }
 
     /// From now on every chunk the server sends is delivered `delay ± jitter` (uniform,
@@ -101,34 +136,23 @@ impl Proxy {
 
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
-        self.connections.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        // Dropping the aborted accept loop drops the listener and its JoinSet, which aborts
-        // every connection task; their sockets close as those tasks are dropped.
-        self.acceptor.abort();
+        self.listener.connections()
     }
 }
 
 /// Accepts until aborted; reaps finished connections so the set stays small.
-async fn accept_loop(
-    listener: TcpListener,
-    upstream: SocketAddr,
-    faults: watch::Receiver<Faults>,
-    seed: u64,
-    connections: Arc<AtomicU64>,
-) {
+async fn accept_loop<F, Fut>(listener: TcpListener, serve: F, connections: Arc<AtomicU64>)
+where
+    F: Fn(TcpStream, u64) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((client, _)) => {
                     let n = connections.fetch_add(1, Ordering::Relaxed);
-                    let rng = SmallRng::seed_from_u64(seed.wrapping_add(n));
-                    conns.spawn(serve(client, upstream, faults.clone(), rng));
+                    conns.spawn(serve(client, n));
                 }
                 Err(_) => sleep(ACCEPT_BACKOFF).await,
             },

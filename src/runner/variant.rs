@@ -116,7 +116,12 @@ async fn prepare<K: Connector>(
     // A lock library: one driver process per worker, started and greeted before time zero.
     let (mut libs, mut client) = (Vec::new(), None);
     if let Some(c) = variant.client {
-        let (l, ctx) = start_drivers(connector, plan, c, slots).await?;
+        let getdel = env.server.capabilities.get("GETDEL") == Some(&Some(true));
+        let watch = Watching {
+            getdel,
+            prefix: key_names.prefix().to_string(),
+        };
+        let (l, ctx) = start_drivers(connector, plan, c, slots, watch).await?;
         (libs, client) = (l, Some(ctx));
     }
     // A simulated store runs its variants on the simulator's virtual clock.
@@ -246,29 +251,102 @@ pub(super) async fn greet(
         })
 }
 
+/// What the holders' watches need to know: whether the server has `GETDEL`, and the run's
+/// key prefix (only its keys are rewritten or noted).
+struct Watching {
+    getdel: bool,
+    prefix: String,
+}
+
+/// The environment variable that turns the watches off (`off`): for measuring what they cost
+/// (`scripts/bench.sh`); wrongful deletes then come from the timeline.
+pub(crate) const WATCH_ENV: &str = "LOCKBENCH_WATCH";
+
+/// The source of a library variant's wrongful deletes when its holders are watched.
+pub(crate) const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
+
+/// Why the holders cannot be watched (`None`: they can).
+fn unwatched(urls: &[String], cluster: bool, watch: &Watching) -> Option<&'static str> {
+    if std::env::var(WATCH_ENV).is_ok_and(|v| v == "off") {
+        Some("timeline (the watch turned off by LOCKBENCH_WATCH=off)")
+    } else if !watch.getdel {
+        Some("timeline (the server has no GETDEL, Redis >= 6.2)")
+    } else if cluster {
+        // A cluster client follows the nodes' own addresses (`MOVED`, `CLUSTER SLOTS`), past
+        // any watch in front of its seeds.
+        Some("timeline (a Redis Cluster: its clients reach the nodes past a watch)")
+    } else if !urls.iter().all(|u| u.starts_with("redis://")) {
+        Some("timeline (TLS: the watch cannot read rediss://)")
+    } else {
+        None
+    }
+}
+
 /// Starts `client`'s driver once per worker (or request slot) against the connector's
-/// servers, and what the workers of its variant share: the key the library writes, its wait
-/// budget, whether it renews its locks.
+/// servers — each holder through watches of its own where they can read its traffic
+/// ([`crate::faults::watch`]) — and what the workers of its variant share: the key the library
+/// writes, its wait budget, whether it renews its locks, the watches' ledger.
 async fn start_drivers<K: Connector>(
     connector: &K,
     plan: &Plan,
     client: crate::model::client::Client,
     slots: usize,
+    watch: Watching,
 ) -> anyhow::Result<(
     Vec<crate::engine::worker::Library>,
     crate::engine::context::ClientCtx,
 )> {
+    use crate::faults::watch::{Ledger, Watch, upstream_of};
     let name = client.name();
-    let recipe = std::sync::Arc::new(driver_recipe(connector, plan, client)?);
+    let recipe = driver_recipe(connector, plan, client)?;
+    let mut source = unwatched(&recipe.servers, recipe.cluster, &watch).map(str::to_string);
+    let mut upstreams = Vec::new();
+    if source.is_none() {
+        for url in &recipe.servers {
+            match upstream_of(url).await {
+                Some(a) => upstreams.push(a),
+                None => {
+                    source = Some("timeline (a server's address did not resolve)".into());
+                    break;
+                }
+            }
+        }
+    }
+    let ledger = source.is_none().then(|| Arc::new(Ledger::default()));
+    let rules = crate::faults::resp::Rules {
+        getdel: watch.getdel,
+        prefix: watch.prefix,
+    };
+    let shared = Arc::new(recipe.clone());
     let mut libs = Vec::with_capacity(slots);
     let mut first = None;
     for holder in 0..slots {
-        let d = greet(&recipe, holder).await?;
+        let (holder_recipe, watches) = match &ledger {
+            Some(ledger) => {
+                let mut watches = Vec::with_capacity(upstreams.len());
+                let mut servers = Vec::with_capacity(upstreams.len());
+                for (url, up) in recipe.servers.iter().zip(&upstreams) {
+                    let w = Watch::start(up.clone(), holder, rules.clone(), ledger.clone())
+                        .await
+                        .context("starting a holder's watch on a loopback port")?;
+                    servers.push(w.url(url).context("a server URL the watch cannot carry")?);
+                    watches.push(w);
+                }
+                let r = crate::client::driver::Recipe {
+                    servers,
+                    ..recipe.clone()
+                };
+                (Arc::new(r), watches)
+            }
+            None => (shared.clone(), Vec::new()),
+        };
+        let d = greet(&holder_recipe, holder).await?;
         first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
         libs.push(crate::engine::worker::Library::new(
             d,
-            recipe.clone(),
+            holder_recipe,
             holder,
+            watches,
         ));
     }
     let (format, auto_renewal, library) =
@@ -298,6 +376,8 @@ async fn start_drivers<K: Connector>(
             wait_ms,
             auto_renewal,
             library,
+            ledger,
+            wrongful_source: source.unwrap_or_else(|| FROM_SERVER.to_string()),
             ..Default::default()
         },
     ))
@@ -619,6 +699,29 @@ fn summarise<K: Connector>(
     let redlock = connector.take_redlock_figures();
     summary.redlock = redlock.filter(|_| ctx.client.is_none());
     summary.library = ctx.client.as_ref().map(|c| c.library.clone());
+    summary.wrongful_deletes_source = ctx.client.as_ref().map(|c| c.wrongful_source.clone());
+    let start = ctx.recorder.start.into_std();
+    summary.watch = ctx
+        .client
+        .as_ref()
+        .and_then(|c| c.ledger.as_ref())
+        .map(|l| {
+            let t = l.tally();
+            crate::analysis::summary::WatchFigures {
+                getdels: t.getdels,
+                removals_outside_releases: t.outside,
+                attributed: t
+                    .attributed
+                    .into_iter()
+                    .map(|a| crate::analysis::summary::AttributedDelete {
+                        deleter: a.deleter,
+                        victim: a.victim,
+                        key: a.key,
+                        at_ms: a.at.saturating_duration_since(start).as_secs_f64() * 1000.0,
+                    })
+                    .collect(),
+            }
+        });
     summary.crash_blocked_censored = crash_blocked_censored;
     // The theory knows the distribution and the timer error, not pauses or faults (a crash
     // cuts a section short; a slow server lengthens its resource read).

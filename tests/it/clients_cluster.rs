@@ -77,6 +77,12 @@ async fn libraries_with_a_cluster_client_run_on_a_cluster_and_the_others_are_ref
     for lib in ["redis-py", "redis-semaphore", "rslock"] {
         let v = variant(&calm, lib);
         assert!(v["backend"].as_str().unwrap().contains("cluster"), "{v}");
+        // A cluster client reaches the nodes past a watch: the timeline tells wrongful deletes.
+        let source = v["wrongful_deletes_source"].as_str().unwrap();
+        assert!(
+            source.starts_with("timeline (a Redis Cluster"),
+            "{lib}: {source}"
+        );
         assert!(v["sections"].as_u64().unwrap() > 5, "{lib}: {v}");
         assert_eq!(v["overlap_ms"], 0.0, "{lib}: {v}");
         assert_eq!(v["released"], v["sections"], "{lib}: {v}");

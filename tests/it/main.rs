@@ -49,3 +49,4 @@ mod sim_parallel;
 mod sweep;
 mod thresholds;
 mod unavailable;
+mod watch;

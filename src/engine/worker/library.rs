@@ -5,6 +5,7 @@ use super::{Held, Worker, busy};
 use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
 use crate::client::holder::Holder;
 use crate::engine::driver::Driver;
+use crate::faults::watch::{Removed, Watch};
 use crate::model::error::{CmdError, ErrorKind};
 use crate::record::Metric;
 use crate::store::LockConn;
@@ -13,22 +14,32 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// A worker's lock library: its holder (a driver process, or rslock in process), the section
-/// it holds open, and how to start the holder again after a crash.
+/// it holds open, how to start the holder again after a crash, and the holder's watches
+/// between the library and its servers (closed with it).
 pub(crate) struct Library {
     pub(super) driver: Holder,
     open: Option<u64>,
     recipe: Arc<Recipe>,
     holder: usize,
+    /// Kept for their lifetime: dropping one closes its connections.
+    _watches: Vec<Watch>,
 }
 
 impl Library {
-    /// Holder `holder`'s library, through `driver`, started by `recipe`.
-    pub(crate) fn new(driver: Holder, recipe: Arc<Recipe>, holder: usize) -> Self {
+    /// Holder `holder`'s library, through `driver`, started by `recipe` (whose servers are
+    /// `watches`' addresses when the holder is watched).
+    pub(crate) fn new(
+        driver: Holder,
+        recipe: Arc<Recipe>,
+        holder: usize,
+        watches: Vec<Watch>,
+    ) -> Self {
         Self {
             driver,
             open: None,
             recipe,
             holder,
+            _watches: watches,
         }
     }
 
@@ -149,6 +160,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         rec.ok();
         self.failures = 0;
         lib.open = Some(id);
+        // A token the library reports (a script's acquire the watch cannot read) is the
+        // holder's value too.
+        if let (Some(ledger), Some(t)) = (&client.ledger, &token) {
+            ledger.set(lib.holder, &client.lock_key(&name), t.as_bytes());
+        }
         let (acquired_us, holders_at_start) = rec.open_section(key, true, replied_us);
         Some(Held {
             key,
@@ -172,16 +188,25 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         })
     }
 
-    /// Leave the library's section: the library releases, and says how it went. `ok` while a
-    /// newer section of the key was open as the leave was sent (`others`) removed that
-    /// holder's lock — its holder could only acquire once ours was gone, so a
+    /// Leave the library's section (of the lock written under `key`): the library releases,
+    /// and says how it went. Where the holder is watched, the server says what it deleted
+    /// ([`Removed`]): its own lock (released), another holder's or a value no holder set
+    /// (a wrongful delete, attributed in the ledger), or nothing; a library that sent no `DEL`
+    /// (a compare-and-delete script) deleted no other's lock. Otherwise the timeline tells:
+    /// `ok` while a newer section of the key was open as the leave was sent (`others`) removed
+    /// that holder's lock — its holder could only acquire once ours was gone, so a
     /// compare-and-delete would have refused: only a plain `DEL` deletes it; `ok` without a
     /// `DEL` sent (redis-lock past its own deadline) deleted nothing.
     ///
     /// A release the library does not report (rslock's `unlock`, a compare-and-delete) is
     /// classified from the timeline: refused if a newer holder was in or the TTL had run out
     /// on lockbench's clock (`expired`) as it was sent, released otherwise.
-    pub(super) async fn release_by_library(&mut self, others: bool, expired: bool) -> &'static str {
+    pub(super) async fn release_by_library(
+        &mut self,
+        others: bool,
+        expired: bool,
+        key: &str,
+    ) -> &'static str {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let Some(client) = ctx.client.as_ref() else {
@@ -202,36 +227,30 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }
         };
         self.lib_events = (left.extended, left.lost);
+        // The watch noted the removal before the library had its reply.
+        let removed = client.ledger.as_ref().map(|l| l.release(lib.holder, key));
+        let no_del = left
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with("no DEL"));
+        let unreported = left.detail.as_deref() == Some(crate::client::rslock::UNREPORTED);
         match left.outcome.as_str() {
-            "ok" if left
-                .detail
-                .as_deref()
-                .is_some_and(|d| d.starts_with("no DEL")) =>
-            {
+            "ok" | "not_owned" | "lost" => {
                 rec.ok();
-                "nothing_deleted"
-            }
-            "ok" if left.detail.as_deref() == Some(crate::client::rslock::UNREPORTED) => {
-                rec.ok();
-                if others {
-                    "refused_held_by_other"
-                } else if expired {
-                    "refused_expired"
-                } else {
-                    "released"
+                match (removed, left.outcome.as_str()) {
+                    (Some(Some(Removed::Other(_) | Removed::Unknown)), _) => "wrongful_delete",
+                    (Some(Some(Removed::Own)), _) => "released",
+                    (Some(Some(Removed::Nothing)), _) => "nothing_deleted",
+                    (_, "ok") if no_del => "nothing_deleted",
+                    (_, "ok") if unreported && others => "refused_held_by_other",
+                    (_, "ok") if unreported && expired => "refused_expired",
+                    // Watched, and no `DEL` removed anything: the library's compare-and-delete
+                    // script ran, and with a newer holder in it refused.
+                    (Some(None), "ok") if others => "refused_held_by_other",
+                    (None, "ok") if others => "wrongful_delete",
+                    (_, "ok") => "released",
+                    _ => "refused_unclassified",
                 }
-            }
-            "ok" if others => {
-                rec.ok();
-                "wrongful_delete"
-            }
-            "ok" => {
-                rec.ok();
-                "released"
-            }
-            "not_owned" | "lost" => {
-                rec.ok();
-                "refused_unclassified"
             }
             other => {
                 let kind = error_kind(left.kind.as_deref());

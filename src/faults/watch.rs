@@ -1,0 +1,386 @@
+//! The watch: a loopback forwarder between one holder's lock library and one lock server
+//! (built on the fault proxy's [`Loopback`]), so lockbench knows which holder sent each command
+//! and sees each reply. It changes nothing the library observes except one rewrite
+//! ([`super::resp`]): a single-key `DEL` of a run's key goes out as `GETDEL`, so the value
+//! removed names whose lock it was. Every holder's watch writes into one [`Ledger`] per
+//! variant: the values each holder set, and what each holder's deletes removed.
+//!
+//! The watch never sends a command of its own, and never logs: AUTH and every other request
+//! pass as they came (only keys of the run are kept, in the ledger).
+
+use super::proxy::Loopback;
+use super::resp::{Queue, Replies, Requests, Rules, Seen};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The most bytes one read takes.
+const CHUNK_BYTES: usize = 16 * 1024;
+/// Values remembered per key: the newest set is the one a delete can remove; a few older
+/// ones cover a value registered from a `held` event after a newer `SET` was seen.
+const VALUES_PER_KEY: usize = 8;
+/// Attributed deletes kept for the summary (the count is exact beyond it).
+const KEPT: usize = 1000;
+
+/// A holder's watch on one server. Dropping it closes its connections.
+pub(crate) struct Watch {
+    listener: Loopback,
+}
+
+impl Watch {
+    /// Forwards every connection to `upstream` (its addresses tried in order, as a client
+    /// does) as holder `holder`'s, noting into `ledger`.
+    pub(crate) async fn start(
+        upstream: Arc<[SocketAddr]>,
+        holder: usize,
+        rules: Rules,
+        ledger: Arc<Ledger>,
+    ) -> std::io::Result<Watch> {
+        let listener = Loopback::start(move |client, _| {
+            serve(
+                client,
+                upstream.clone(),
+                holder,
+                rules.clone(),
+                ledger.clone(),
+            )
+        })
+        .await?;
+        Ok(Watch { listener })
+    }
+
+    /// `url` with its host and port replaced by the watch's (user, password, database and
+    /// options kept); `None` for what the watch cannot carry (`rediss://`, a socket).
+    pub(crate) fn url(&self, url: &str) -> Option<String> {
+        let (userinfo, _, path) = split_url(url)?;
+        Some(format!("redis://{userinfo}{}{path}", self.listener.addr()))
+    }
+}
+
+/// A `redis://` URL's parts: the user info with its `@` (or nothing), the
+/// host and port, and the path with what follows; `None` for another scheme.
+fn split_url(url: &str) -> Option<(&str, &str, &str)> {
+    let rest = url.strip_prefix("redis://")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(end);
+    let (userinfo, hostport) = match authority.rfind('@') {
+        Some(i) => authority.split_at(i + 1),
+        None => ("", authority),
+    };
+    (!hostport.is_empty()).then_some((userinfo, hostport, path))
+}
+
+/// The addresses a `redis://` URL names (`None`: another scheme, or a name that does not
+/// resolve).
+pub(crate) async fn upstream_of(url: &str) -> Option<Arc<[SocketAddr]>> {
+    let (_, hostport, _) = split_url(url)?;
+    let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
+        hostport.to_string()
+    } else {
+        format!("{hostport}:6379")
+    };
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(hostport).await.ok()?.collect();
+    (!addrs.is_empty()).then(|| addrs.into())
+}
+
+/// A value a delete removed, as the watch attributes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Removed {
+    /// The deleting holder's own lock.
+    Own,
+    /// Holder `victim`'s lock.
+    Other(usize),
+    /// A value no holder of this process set.
+    Unknown,
+    /// There was no key.
+    Nothing,
+}
+
+/// A wrongful delete: whose lock, deleted by whom, when.
+#[derive(Debug, Clone)]
+pub(crate) struct Attributed {
+    /// The holder whose delete removed it.
+    pub(crate) deleter: usize,
+    /// The holder that set the value (`None`: unknown).
+    pub(crate) victim: Option<usize>,
+    /// The lock's key.
+    pub(crate) key: String,
+    /// When the watch saw the reply.
+    pub(crate) at: Instant,
+}
+
+/// What every holder's watch saw in one variant.
+#[derive(Debug, Default)]
+pub(crate) struct Ledger {
+    book: Mutex<Book>,
+}
+
+/// A delete's removal: the key, the value removed (`None`: no key), when it was seen.
+type Removal = (String, Option<Vec<u8>>, Instant);
+
+/// The ledger's contents, under its lock.
+#[derive(Debug, Default)]
+struct Book {
+    /// Per key, the newest values set and by whom.
+    owners: HashMap<String, VecDeque<(Vec<u8>, usize)>>,
+    /// Per holder, the removals its deletes made that no release has taken yet.
+    pending: HashMap<usize, Vec<Removal>>,
+    /// Wrongful deletes, the first [`KEPT`].
+    attributed: Vec<Attributed>,
+    /// Removals outside any release (taken with a later one of another key).
+    outside: u64,
+    getdels: u64,
+}
+
+/// What the watches of a variant counted.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tally {
+    /// `GETDEL`s sent in place of a `DEL`.
+    pub(crate) getdels: u64,
+    /// Wrongful deletes attributed (the first [`KEPT`] of them).
+    pub(crate) attributed: Vec<Attributed>,
+    /// Removals not made by a release lockbench asked for (an acquisition given up and
+    /// released later by the library).
+    pub(crate) outside: u64,
+}
+
+impl Ledger {
+    /// Holder `holder` set `value` on `key`.
+    pub(crate) fn set(&self, holder: usize, key: &str, value: &[u8]) {
+        let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let vals = b.owners.entry(key.to_string()).or_default();
+        if vals.iter().any(|(v, h)| v == value && *h == holder) {
+            return;
+        }
+        if vals.len() == VALUES_PER_KEY {
+            vals.pop_front();
+        }
+        vals.push_back((value.to_vec(), holder));
+    }
+
+    fn seen(&self, holder: usize, s: Seen) {
+        match s {
+            Seen::Set { key, value } => self.set(holder, &key, &value),
+            Seen::Removed { key, value } => {
+                let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
+                b.getdels += 1;
+                b.pending
+                    .entry(holder)
+                    .or_default()
+                    .push((key, value, Instant::now()));
+            }
+        }
+    }
+
+    /// What holder `holder`'s release of `key` removed (`None`: it sent no `DEL`): its removals
+    /// since its last release are taken; the last on `key` is this release's. A wrongful one
+    /// is attributed.
+    pub(crate) fn release(&self, holder: usize, key: &str) -> Option<Removed> {
+        let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let taken = b.pending.remove(&holder).unwrap_or_default();
+        let mut found = None;
+        for (k, value, at) in taken {
+            if k != key {
+                b.outside += 1;
+                continue;
+            }
+            if found.is_some() {
+                b.outside += 1;
+            }
+            found = Some((value, at));
+        }
+        let (value, at) = found?;
+        let Some(value) = value else {
+            return Some(Removed::Nothing);
+        };
+        let owner = b
+            .owners
+            .get(key)
+            .and_then(|vals| vals.iter().rev().find(|(v, _)| *v == value))
+            .map(|&(_, h)| h);
+        let removed = match owner {
+            Some(h) if h == holder => return Some(Removed::Own),
+            Some(h) => Removed::Other(h),
+            None => Removed::Unknown,
+        };
+        if b.attributed.len() < KEPT {
+            b.attributed.push(Attributed {
+                deleter: holder,
+                victim: match removed {
+                    Removed::Other(h) => Some(h),
+                    _ => None,
+                },
+                key: key.to_string(),
+                at,
+            });
+        }
+        Some(removed)
+    }
+
+    /// What the watches counted; removals no release took count as outside.
+    pub(crate) fn tally(&self) -> Tally {
+        let b = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        Tally {
+            getdels: b.getdels,
+            attributed: b.attributed.clone(),
+            outside: b.outside + b.pending.values().map(|v| v.len() as u64).sum::<u64>(),
+        }
+    }
+}
+
+/// One watched connection: connects upstream, then forwards both ways through the RESP
+/// streams until either side is done. Returning drops both sockets.
+async fn serve(
+    client: TcpStream,
+    upstream: Arc<[SocketAddr]>,
+    holder: usize,
+    rules: Rules,
+    ledger: Arc<Ledger>,
+) {
+    let Ok(server) = TcpStream::connect(&upstream[..]).await else {
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    let (mut client_r, mut client_w) = client.into_split();
+    let (mut server_r, mut server_w) = server.into_split();
+    let queue = Mutex::new(Queue::default());
+    let to_server = async {
+        let (mut reqs, mut buf, mut out) = (Requests::default(), vec![0; CHUNK_BYTES], Vec::new());
+        loop {
+            let n = match client_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            out.clear();
+            reqs.feed(&buf[..n], &rules, &queue, &mut out);
+            if server_w.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+    };
+    let to_client = async {
+        let (mut reps, mut buf, mut out) = (Replies::default(), vec![0; CHUNK_BYTES], Vec::new());
+        loop {
+            let n = match server_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            out.clear();
+            // Noted before the client has the reply: a release's removal is in the ledger
+            // when the library's release returns.
+            reps.feed(&buf[..n], &queue, &mut out, |s| ledger.seen(holder, s));
+            if client_w.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        () = to_server => {}
+        () = to_client => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::spawn::SpawnedRedis;
+
+    /// The URL keeps its user, password, database and options; only the address changes.
+    #[test]
+    fn urls_keep_everything_but_the_address() {
+        assert_eq!(
+            split_url("redis://:pw@127.0.0.1:6379/2?x=1"),
+            Some((":pw@", "127.0.0.1:6379", "/2?x=1"))
+        );
+        assert_eq!(split_url("rediss://h:1/0"), None);
+        assert_eq!(split_url("redis://h:1").map(|p| p.1), Some("h:1"));
+    }
+
+    /// Through two holders' watches on a real server: a SET NX is noted, holder 1's DEL of
+    /// holder 0's lock answers `:1` as DEL does and is attributed to holder 1 with holder 0 as
+    /// the victim; holder 0's later DEL finds nothing (`:0`); a DEL of two keys passes; own
+    /// releases are released.
+    #[tokio::test]
+    async fn a_delete_of_another_s_lock_is_attributed() {
+        let redis = SpawnedRedis::start().await.expect("redis-server on PATH");
+        let up = upstream_of(&format!("redis://localhost:{}", redis.port()))
+            .await
+            .unwrap();
+        let ledger = Arc::new(Ledger::default());
+        let rules = Rules {
+            getdel: true,
+            prefix: "lb:".into(),
+        };
+        let mut conns = Vec::new();
+        let mut watches = Vec::new();
+        for holder in 0..2 {
+            let w = Watch::start(up.clone(), holder, rules.clone(), ledger.clone())
+                .await
+                .unwrap();
+            let url = w
+                .url(&format!("redis://127.0.0.1:{}/0", redis.port()))
+                .unwrap();
+            let c = redis::Client::open(url).unwrap();
+            conns.push(c.get_multiplexed_async_connection().await.unwrap());
+            watches.push(w);
+        }
+        let q = |args: &[&str]| {
+            let mut c = redis::cmd(args[0]);
+            for a in &args[1..] {
+                c.arg(*a);
+            }
+            c
+        };
+        let ok: Option<String> = q(&["SET", "lb:k", "t0", "NX", "PX", "10000"])
+            .query_async(&mut conns[0])
+            .await
+            .unwrap();
+        assert_eq!(ok.as_deref(), Some("OK"));
+        let n: i64 = q(&["DEL", "lb:k"])
+            .query_async(&mut conns[1])
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(ledger.release(1, "lb:k"), Some(Removed::Other(0)));
+        let n: i64 = q(&["DEL", "lb:k"])
+            .query_async(&mut conns[0])
+            .await
+            .unwrap();
+        assert_eq!(n, 0);
+        assert_eq!(ledger.release(0, "lb:k"), Some(Removed::Nothing));
+        let _: () = q(&["SET", "lb:a", "1"])
+            .query_async(&mut conns[0])
+            .await
+            .unwrap();
+        let n: i64 = q(&["DEL", "lb:a", "lb:b"])
+            .query_async(&mut conns[0])
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(ledger.release(0, "lb:a"), None, "a two-key DEL passes");
+        let _: Option<String> = q(&["SET", "lb:k", "t1", "NX", "PX", "10000"])
+            .query_async(&mut conns[1])
+            .await
+            .unwrap();
+        let n: i64 = q(&["UNLINK", "lb:k"])
+            .query_async(&mut conns[1])
+            .await
+            .unwrap();
+        assert_eq!(n, 1);
+        assert_eq!(ledger.release(1, "lb:k"), Some(Removed::Own));
+        let t = ledger.tally();
+        assert_eq!(t.getdels, 3);
+        assert_eq!(t.attributed.len(), 1);
+        assert_eq!(
+            (t.attributed[0].deleter, t.attributed[0].victim),
+            (1, Some(0))
+        );
+        assert_eq!(t.outside, 0);
+        drop(watches);
+        redis.stop().await;
+    }
+}

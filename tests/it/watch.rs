@@ -1,0 +1,233 @@
+//! Wrongful deletes of a lock library attributed at the server (issue 33): each holder's
+//! driver reaches the server through a watch of lockbench's that sends a run key's `DEL` as
+//! `GETDEL`, so the value removed names whose lock it was.
+
+use crate::common;
+
+/// What the server executed, from `MONITOR` (through `redis-cli`): each command's client
+/// address and arguments, in order.
+struct Monitor {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Monitor {
+    /// Starts monitoring `port`; returns once the server has said `OK` (monitoring is on).
+    fn start(port: u16) -> Monitor {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("redis-cli")
+            .args(["-p", &port.to_string(), "monitor"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("redis-cli on PATH");
+        let out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in out.lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    return;
+                }
+            }
+        });
+        let first = lines
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(first, "OK");
+        Monitor { child, lines }
+    }
+
+    /// Every command up to the `ECHO marker` sent through `admin` (so nothing is missed),
+    /// as (client address, arguments).
+    fn until(mut self, admin: &mut redis::Connection, marker: &str) -> Vec<(String, Vec<String>)> {
+        let _: String = redis::cmd("ECHO").arg(marker).query(admin).unwrap();
+        let mut out = Vec::new();
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("MONITOR ended before the marker");
+            // `1733.123 [0 127.0.0.1:5555] "SET" "k" …`
+            let Some((head, args)) = l.split_once("] ") else {
+                continue;
+            };
+            let addr = head.rsplit(' ').next().unwrap_or("").to_string();
+            let args: Vec<String> = args
+                .split("\" \"")
+                .map(|a| a.trim_matches('"').to_string())
+                .collect();
+            if args.first().map(String::as_str) == Some("ECHO")
+                && args.get(1).map(String::as_str) == Some(marker)
+            {
+                break;
+            }
+            out.push((addr, args));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        out
+    }
+}
+
+/// The GETDELs that removed a value another client had set, replayed from the server's
+/// command stream: a `SET k v … NX` on an absent key sets it (no lock of these runs expires:
+/// every section ends well inside the TTL), a `DEL`/`UNLINK` or `GETDEL` removes it.
+/// Returns (GETDELs, of them those that removed another client's value).
+fn replay(commands: &[(String, Vec<String>)]) -> (u64, u64) {
+    let mut keys: std::collections::HashMap<&str, &str> = Default::default();
+    let (mut getdels, mut others) = (0, 0);
+    for (addr, args) in commands {
+        let name = args[0].to_ascii_uppercase();
+        match name.as_str() {
+            "SET" if args.len() > 3 && args[3..].iter().any(|a| a.eq_ignore_ascii_case("NX")) => {
+                keys.entry(args[1].as_str()).or_insert(addr.as_str());
+            }
+            "DEL" | "UNLINK" => {
+                for k in &args[1..] {
+                    keys.remove(k.as_str());
+                }
+            }
+            "GETDEL" => {
+                getdels += 1;
+                if let Some(setter) = keys.remove(args[1].as_str())
+                    && setter != addr
+                {
+                    others += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    (getdels, others)
+}
+
+/// A run of `client` on `server` into `dir` — four holders on one key, sections of 800 ms
+/// under a TTL of 2 s — while the lock's key vanishes every 700 ms (deleted behind the
+/// holders' backs, as an eviction or a failover would): its summary, and the server's
+/// commands during it.
+fn evicted(
+    server: &common::Server,
+    admin: &mut redis::Connection,
+    client: &str,
+    dir: &std::path::Path,
+    env: &[(&str, &str)],
+) -> (serde_json::Value, Vec<(String, Vec<String>)>) {
+    let monitor = Monitor::start(server.port());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let evictor = {
+        let stop = stop.clone();
+        let mut conn = common::sync_conn(server);
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // The fault's own pace, not a wait for anything.
+                std::thread::sleep(std::time::Duration::from_millis(700));
+                let keys: Vec<String> = redis::cmd("KEYS").arg("lock*").query(&mut conn).unwrap();
+                for k in keys {
+                    let _: i64 = redis::cmd("DEL").arg(k).query(&mut conn).unwrap();
+                }
+            }
+        })
+    };
+    let mut cmd = common::lockbench(&["run", "--release", client, "--redis", &server.url()])
+        .args(["--workers", "4", "--keys", "1", "--busy", "retry"])
+        .args(["--ttl", "2s", "--dist", "constant(800ms)"])
+        .args(["--duration", "4s", "--seed", "5"])
+        .out(dir);
+    for (k, v) in env {
+        cmd = cmd.env(k, v);
+    }
+    let o = cmd.output();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    evictor.join().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{client}: {}",
+        common::text_of(&o)
+    );
+    let commands = monitor.until(admin, &format!("end of {client}"));
+    (common::summaries(dir)[0].clone(), commands)
+}
+
+/// npm `redis-lock` releases with a plain `DEL` while its own deadline lasts (the negative
+/// control): when its lock vanishes before that deadline and another holder takes the key,
+/// its release deletes that holder's lock. Every such wrongful delete is attributed at the
+/// server to a deleter and a victim that are different holders, and their count is that of
+/// the GETDELs that removed another client's value, replayed from the server's own command
+/// stream (`MONITOR`); the server saw exactly the watches' GETDELs. redis-py's `Lock`
+/// (compare-and-delete) under the same seed and faults: overlap, but no wrongful delete and
+/// no GETDEL. With the watch off, the source is the timeline and the server sees no GETDEL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_del_s_wrongful_deletes_are_attributed_at_the_server() {
+    let _cpu = common::shared();
+    let server = common::redis().await;
+    let mut admin = common::sync_conn(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
+
+    let (s, commands) = evicted(
+        &server,
+        &mut admin,
+        "redis-lock",
+        &tmp.path().join("rl"),
+        &[],
+    );
+    assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
+    let wrongful = s["wrongful_deletes"].as_u64().unwrap();
+    assert!(
+        wrongful > 0,
+        "the negative control deletes others' locks: {s}"
+    );
+    let watch = &s["watch"];
+    let attributed = watch["attributed"].as_array().unwrap();
+    assert_eq!(attributed.len() as u64, wrongful, "{watch}");
+    for a in attributed {
+        let victim = a["victim"]
+            .as_u64()
+            .expect("every lock of the run is a holder's");
+        assert_ne!(a["deleter"].as_u64().unwrap(), victim, "{a}");
+        assert!(a["key"].as_str().unwrap().starts_with("lock."), "{a}");
+    }
+    let (getdels, of_others) = replay(&commands);
+    assert_eq!(watch["getdels"].as_u64().unwrap(), getdels, "{watch}");
+    assert_eq!(
+        wrongful + watch["removals_outside_releases"].as_u64().unwrap(),
+        of_others,
+        "{s}"
+    );
+    // Each section's release is its own lock's, another's, or nothing: the vanished lock
+    // lets the next holder in, whose lock the release then deletes, and so on.
+    let of = |f: &str| s[f].as_u64().unwrap();
+    assert_eq!(
+        of("released") + wrongful + of("nothing_deleted"),
+        of("sections"),
+        "{s}"
+    );
+
+    let (s, commands) = evicted(&server, &mut admin, "redis-py", &tmp.path().join("py"), &[]);
+    assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
+    assert!(
+        s["overlap_ms"].as_f64().unwrap() > 0.0,
+        "locks vanished: {s}"
+    );
+    assert!(s["refused_unclassified"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(s["wrongful_deletes"], 0, "{s}");
+    assert_eq!(replay(&commands), (0, 0), "{s}");
+
+    let off = [("LOCKBENCH_WATCH", "off")];
+    let (s, commands) = evicted(
+        &server,
+        &mut admin,
+        "redis-lock",
+        &tmp.path().join("off"),
+        &off,
+    );
+    let source = s["wrongful_deletes_source"].as_str().unwrap();
+    assert!(source.starts_with("timeline"), "{s}");
+    assert_eq!(s.get("watch"), None, "{s}");
+    assert_eq!(replay(&commands).0, 0, "{s}");
+    assert!(
+        commands.iter().any(|(_, a)| a[0] == "DEL"),
+        "redis-lock's own DELs"
+    );
+    server.stop().await;
+}
