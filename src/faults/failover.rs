@@ -213,7 +213,7 @@ async fn measure(
         let replies: Vec<redis::Value> = read.query_async(&mut r).await?;
         let elapsed_ms = read_at.elapsed().as_millis() as i64;
         for ((_, token, pttl), pair) in held.iter().zip(replies.chunks(2)) {
-            let there: Option<String> = redis::from_redis_value_ref(&pair[0])?;
+            let there: Option<Vec<u8>> = redis::from_redis_value_ref(&pair[0])?;
             let there_pttl: i64 = redis::from_redis_value_ref(&pair[1])?;
             // Expired by now on its own: not the failover's doing.
             if *pttl <= elapsed_ms {
@@ -222,7 +222,7 @@ async fn measure(
             // Gone, or another's; or the holder's own but with an extension the replica never
             // saw, so it will expire earlier than the holder was told (10 ms of slack for the
             // millisecond clocks).
-            if there.as_deref() != Some(token.as_str())
+            if there.as_deref() != Some(token.as_slice())
                 || (there_pttl >= 0 && there_pttl + elapsed_ms + 10 < *pttl)
             {
                 lost += 1;
@@ -264,11 +264,12 @@ async fn current_shards(seed: &[String]) -> anyhow::Result<Vec<Shard>> {
 }
 
 /// The variant's locks on one node: `(key, token, pttl_ms)`. Lock keys end with their hash
-/// tag (`…:{17}`); their companions (`…:{17}:fence`) are not locks.
+/// tag (`…:{17}`); their companions (`…:{17}:fence`) are not locks. A token is bytes: a
+/// library's need not be text (rslock's are 20 random bytes).
 async fn locks_on(
     c: &mut MultiplexedConnection,
     prefix: &str,
-) -> anyhow::Result<Vec<(String, String, i64)>> {
+) -> anyhow::Result<Vec<(String, Vec<u8>, i64)>> {
     let mut keys = Vec::new();
     let mut cursor: u64 = 0;
     loop {
@@ -296,7 +297,7 @@ async fn locks_on(
     let replies: Vec<redis::Value> = p.query_async(c).await?;
     let mut out = Vec::new();
     for (k, pair) in keys.into_iter().zip(replies.chunks(2)) {
-        let token: Option<String> = redis::from_redis_value_ref(&pair[0])?;
+        let token: Option<Vec<u8>> = redis::from_redis_value_ref(&pair[0])?;
         let pttl: i64 = redis::from_redis_value_ref(&pair[1])?;
         if let Some(t) = token {
             out.push((k, t, pttl));

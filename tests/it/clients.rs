@@ -814,3 +814,50 @@ fn rslock_refuses_a_ttl_it_cannot_keep() {
         );
     }
 }
+
+/// Every library lockbench drives, in one compare on one private server, the same seed:
+/// contended sections far shorter than the TTL never overlap, every release is the holder's
+/// own, `events.csv` has a row per section, and no key of the run is left on the server. (The
+/// negative controls — overlap when sections outlast the TTL, wrongful deletes of a plain
+/// `DEL` — are in the tests above and in `watch.rs`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_library_keeps_contended_short_sections_apart() {
+    let server = common::redis().await;
+    let mut conn = common::sync_conn(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    let all: Vec<&str> = lockbench::model::client::Client::ALL
+        .iter()
+        .map(|c| c.name())
+        .collect();
+    let releases = all.join(",");
+    let o = common::lockbench(&["compare", "--redis", &server.url(), "--release", &releases])
+        // Whole seconds for python-redis-lock; over 600 ms for redlock5's `using()`.
+        .args(["--workers", "3", "--keys", "1", "--ttl", "2s"])
+        .args([
+            "--dist",
+            "constant(5ms)",
+            "--busy",
+            "retry",
+            "--sections",
+            "12",
+        ])
+        .args(["--seed", "7"])
+        .out(tmp.path())
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
+            .unwrap();
+    for lib in &all {
+        let v = variant(&s, lib);
+        assert_eq!(v["sections"], 12, "{lib}: {v}");
+        assert_eq!(v["overlap_ms"], 0.0, "{lib}: {v}");
+        assert_eq!(v["peak_holders"], 1, "{lib}: {v}");
+        assert_eq!(v["released"], 12, "{lib}: {v}");
+        assert_eq!(v["errors"], 0, "{lib}: {v}");
+        assert_eq!(rows_of(tmp.path(), lib), 12, "{lib}");
+    }
+    let keys: u64 = redis::cmd("DBSIZE").query(&mut conn).unwrap();
+    assert_eq!(keys, 0, "keys of the run are left");
+    server.stop().await;
+}
