@@ -177,6 +177,23 @@ lines += [
     "`auto_renewal=True` the library accepts the whole 5 s, and the key stays free, unused,",
     "until the earliest waiter's 5 s run out. The numbers and how the block follows the budget",
     "are in [Your lock library](../guides/lock-libraries.md).",
+    "",
+    "Where a cell matches a library's public issue (by the issue's topic):",
+    "",
+    "- `rslock` · `crash`: a dropped lock is not released, so a dead holder's key waits for",
+    "  its TTL ([hexcowboy/rslock#30](https://github.com/hexcowboy/rslock/issues/30)).",
+    "- `redlock5` · `long`, `pause`: the release of a lock already lost is refused only after",
+    "  its retries ([mike-marcacci/node-redlock#168](https://github.com/mike-marcacci/node-redlock/issues/168),",
+    "  [#309](https://github.com/mike-marcacci/node-redlock/issues/309)).",
+    "- `redis-semaphore` · `pause`: a stopped process misses its refresh timer and the lock is",
+    "  lost (`onLockLost`) ([swarthy/redis-semaphore#9](https://github.com/swarthy/redis-semaphore/issues/9),",
+    "  [#24](https://github.com/swarthy/redis-semaphore/issues/24), a stalled event loop).",
+    "- `python-redis-lock` · `failover`: no cluster support; its two keys per lock need one",
+    "  slot ([ionelmc/python-redis-lock#59](https://github.com/ionelmc/python-redis-lock/issues/59)).",
+    "- `python-redis-lock-renew` · `crash`: no issue found for it; the nearest,",
+    "  [#58](https://github.com/ionelmc/python-redis-lock/issues/58) and",
+    "  [#71](https://github.com/ionelmc/python-redis-lock/issues/71), are waiters sleeping a",
+    "  whole `BLPOP` timeout after a missed signal.",
 ]
 print("\n".join(lines[next(i for i, l in enumerate(lines) if l.startswith("| variant")):]))
 page = "docs/src/measurements/clients.md"
