@@ -27,17 +27,12 @@ pub(crate) fn command(client: Client) -> anyhow::Result<Vec<String>> {
     // Asked once per library and process: a compare greets each library before the run and
     // starts its drivers later (the script takes ~0.2 s).
     static KNOWN: std::sync::Mutex<Vec<(Client, Vec<String>)>> = std::sync::Mutex::new(Vec::new());
-    let known = |k: &Vec<(Client, Vec<String>)>| {
-        k.iter().find(|(c, _)| *c == client).map(|(_, a)| a.clone())
-    };
-    if let Some(argv) = known(&KNOWN.lock().unwrap_or_else(|p| p.into_inner())) {
-        return Ok(argv);
+    let mut known = KNOWN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, argv)) = known.iter().find(|(c, _)| *c == client) {
+        return Ok(argv.clone());
     }
     let argv = ask_command(client)?;
-    KNOWN
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((client, argv.clone()));
+    known.push((client, argv.clone()));
     Ok(argv)
 }
 

@@ -424,17 +424,22 @@ fn off_convention(why: String) -> CmdError {
 }
 
 /// Runs the user's `script` on the lock `key` held (or wanted) with `token`; a server error
-/// (a Lua runtime error) names the script.
+/// (a Lua runtime error) names the script. `before_last` runs just before the command that
+/// acts goes out: the script's one `EVALSHA`, or the last of its commands.
 async fn eval_user<C: LockConn>(
     conn: &mut C,
     script: &UserScript,
     key: &str,
     token: &str,
     ttl_ms: u64,
+    mut before_last: impl FnMut() + Send,
 ) -> CmdResult<ScriptReply> {
     let reply = match &script.commands {
-        Some(steps) => run_commands(conn, steps, key, token, ttl_ms, || {}).await,
-        None => conn.eval_user_script(script, key, token, ttl_ms).await,
+        Some(steps) => run_commands(conn, steps, key, token, ttl_ms, before_last).await,
+        None => {
+            before_last();
+            conn.eval_user_script(script, key, token, ttl_ms).await
+        }
     };
     reply.map_err(|mut e| {
         e.detail = format!("{} (from {})", e.detail, script.label());
@@ -476,7 +481,7 @@ pub async fn acquire_by_script<C: LockConn>(
     token: &str,
     ttl_ms: u64,
 ) -> CmdResult<bool> {
-    let reply = eval_user(conn, script, key, token, ttl_ms).await?;
+    let reply = eval_user(conn, script, key, token, ttl_ms, || {}).await?;
     script::classify_acquire(script, &reply).map_err(off_convention)
 }
 
@@ -491,7 +496,7 @@ pub async fn extend_by<C: LockConn>(
 ) -> CmdResult<bool> {
     match script {
         Some(s) => {
-            let reply = eval_user(conn, s, key, token, ttl_ms).await?;
+            let reply = eval_user(conn, s, key, token, ttl_ms, || {}).await?;
             script::classify_extend(s, &reply).map_err(off_convention)
         }
         None => conn.extend(key, token, ttl_ms, how).await,
@@ -521,20 +526,7 @@ pub async fn release<C: LockConn>(
             // script, as it is sent; for commands, as the last one is (a `GET` that matched
             // one round trip earlier proves nothing by then).
             let mut newer = false;
-            let reply = match &s.commands {
-                Some(steps) => {
-                    run_commands(conn, steps, key, token, ttl_ms, || newer = newer_holder())
-                        .await
-                        .map_err(|mut e| {
-                            e.detail = format!("{} (from {})", e.detail, s.label());
-                            e
-                        })?
-                }
-                None => {
-                    newer = newer_holder();
-                    eval_user(conn, s, key, token, ttl_ms).await?
-                }
-            };
+            let reply = eval_user(conn, s, key, token, ttl_ms, || newer = newer_holder()).await?;
             script::classify_release(s, &reply, newer).map_err(off_convention)?
         }
         release::ReleaseMethod::Del => {
