@@ -507,11 +507,12 @@ pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
     let run = RunFiles::open(dir)?;
     let events = dir.join("events.csv");
     if !events.exists() {
-        anyhow::bail!(
+        return Err(crate::exit::BadInput(format!(
             "{} has no events.csv (the run had events = \"none\"): its summary cannot be \
              recounted from the sections",
             dir.display()
-        );
+        ))
+        .into());
     }
     let failed = run.manifest["failed_variant"].as_str();
     verify::check(&run.summary, &events, failed)

@@ -118,7 +118,8 @@ fn every_figure_appears_in_every_output() {
 }
 
 /// Each figure the recount covers is caught when its value in summary.json is changed; the
-/// untouched directory agrees.
+/// untouched directory agrees. The tampered ones are checked with `report --check` (the same
+/// recount, no charts: it draws nothing, and a chart removed before stays absent).
 #[test]
 fn every_checked_figure_is_recounted() {
     let tmp = tempfile::tempdir().unwrap();
@@ -146,7 +147,7 @@ fn every_checked_figure_is_recounted() {
             other => panic!("{}: not a number: {other}", f.name),
         };
         std::fs::write(dir.join("summary.json"), serde_json::to_string(&v).unwrap()).unwrap();
-        let o = lockbench(&["report", dir.to_str().unwrap()]).output();
+        let o = lockbench(&["report", "--check", dir.to_str().unwrap()]).output();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{} tampered, not caught", f.name);
         assert!(
@@ -156,6 +157,16 @@ fn every_checked_figure_is_recounted() {
         );
     }
     std::fs::write(dir.join("summary.json"), original).unwrap();
+    std::fs::remove_file(dir.join("timeline.png")).unwrap();
+    let o = lockbench(&["report", "--check", dir.to_str().unwrap()]).output();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("agrees"));
+    assert!(!dir.join("timeline.png").exists(), "--check drew a chart");
 }
 
 /// A run directory written before the table existed still passes `lockbench report`.

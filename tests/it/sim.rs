@@ -88,6 +88,10 @@ fn an_hour_of_arrivals_in_virtual_time() {
     assert_eq!(Some(panel.overruns), s["overruns"].as_u64());
     let o = lockbench(&["report", out.to_str().unwrap()]).ok();
     assert!(String::from_utf8_lossy(&o.stdout).contains("not checked"));
+    // A check that has nothing to recount is not a pass.
+    let o = lockbench(&["report", "--check", out.to_str().unwrap()]).output();
+    assert_eq!(o.status.code(), Some(2), "{}", common::text_of(&o));
+    assert!(common::text_of(&o).contains("no events.csv"));
 }
 
 /// A request every 10 ms, each taking 50 ms exactly (no round trip, no server time), `slots`
