@@ -215,7 +215,7 @@ pub async fn run_on<K: Connector>(
             .await
             .map_err(BadInput)?;
     }
-    // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
+    // Counting signals from here on: Ctrl-C, SIGTERM and SIGHUP end the run the same way.
     let mut signals = crate::signals::subscribe();
     let started = SystemTime::now();
     // The agents of one run share its id, hence its key prefix: they contend for the same keys.

@@ -160,10 +160,17 @@ async fn workers_reconnect_after_a_restart() {
     }
 }
 
-/// SIGTERM ends a run exactly like Ctrl-C: exit 130, summary.json and events.csv agree, and
-/// the run's keys (60 s TTL, so they would stay) are removed.
+/// SIGTERM, and SIGHUP (the terminal closed), end a run exactly like Ctrl-C: exit 130,
+/// summary.json and events.csv agree, and the run's keys (60 s TTL, so they would stay) are
+/// removed. SIGHUP used to end lockbench at once (exit 129): no summary, keys left.
 #[tokio::test]
-async fn sigterm_ends_a_run_like_ctrl_c() {
+async fn sigterm_and_sighup_end_a_run_like_ctrl_c() {
+    for sig in ["-TERM", "-HUP"] {
+        signal_ends_a_run_like_ctrl_c(sig).await;
+    }
+}
+
+async fn signal_ends_a_run_like_ctrl_c(sig: &str) {
     let server = common::redis().await;
     let mut conn = common::sync_conn(&server);
     let dir = tempfile::tempdir().unwrap();
@@ -187,15 +194,22 @@ async fn sigterm_ends_a_run_like_ctrl_c() {
     common::wait_until("lock commands", Duration::from_secs(30), || {
         common::set_calls(&mut conn) >= 50
     });
-    common::signal("-TERM", child.id());
-    assert_eq!(child.exit_code_within(Duration::from_secs(30)), Some(130));
+    common::signal(sig, child.id());
+    assert_eq!(
+        child.exit_code_within(Duration::from_secs(30)),
+        Some(130),
+        "{sig}"
+    );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let sections = summary["variants"][0]["sections"].as_u64().unwrap();
-    assert!(sections > 0);
-    assert_eq!(common::events(&out).len() as u64, sections);
-    assert_eq!(summary["variants"][0]["stop_reason"], "interrupted");
-    assert_eq!(dbsize(&mut conn), 0, "the run's keys stayed");
+    assert!(sections > 0, "{sig}");
+    assert_eq!(common::events(&out).len() as u64, sections, "{sig}");
+    assert_eq!(
+        summary["variants"][0]["stop_reason"], "interrupted",
+        "{sig}"
+    );
+    assert_eq!(dbsize(&mut conn), 0, "{sig}: the run's keys stayed");
 }
 
 /// SIGKILL of lockbench does not orphan its private redis-server: the watcher sees the pipe
