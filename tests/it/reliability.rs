@@ -251,6 +251,70 @@ fn sigkill_does_not_orphan_the_spawned_server() {
     });
 }
 
+/// Process ids of every descendant of `pid` whose command line contains `needle`.
+fn descendants_running(pid: u32, needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for name in ["node", "python", "python3", "python3.11"] {
+        for p in descendants_named(pid, name) {
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// SIGKILL of lockbench during a run of a lock library leaves no driver process behind, Node
+/// or Python: each sees its stdin close (or its parent change) and exits, whatever it was doing.
+/// Before, a Node driver whose Redis went with lockbench wrote the client's error to its dead
+/// stderr, whose EPIPE came back as an uncaught exception that wrote to stderr again: an orphan
+/// at full CPU for ever.
+#[test]
+fn sigkill_leaves_no_driver_behind() {
+    common::need_redis_server();
+    for (lib, script) in [("redis-semaphore", "driver.js"), ("redis-py", "driver.py")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", lib])
+            .args(["--workers", "2", "--duration", "60s", "--quiet"])
+            .out(&out)
+            .stderr(Stdio::null())
+            .spawn();
+        let lb = child.id();
+        // Sections under way: the drivers are connected to the private server.
+        let mut conn = None;
+        common::wait_until("the run to start", Duration::from_secs(60), || {
+            let Ok(text) = std::fs::read_to_string(out.join("manifest.json")) else {
+                return false;
+            };
+            let Ok(m) = serde_json::from_str::<serde_json::Value>(&text) else {
+                return false;
+            };
+            let detail = m["servers"][0]["backend_detail"].as_str().unwrap_or("");
+            let Some(addr) = detail.strip_prefix("redis at ") else {
+                return false;
+            };
+            let c = conn.get_or_insert_with(|| {
+                redis::Client::open(format!("redis://{addr}"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap()
+            });
+            common::set_calls(c) >= 10
+        });
+        let drivers = descendants_running(lb, script);
+        assert_eq!(drivers.len(), 2, "{lib}: one driver a worker: {drivers:?}");
+        common::signal("-KILL", lb);
+        let _ = child.wait();
+        common::wait_until(
+            &format!("{lib}'s drivers to exit after lockbench's SIGKILL"),
+            Duration::from_secs(20),
+            || drivers.iter().all(|&p| !alive(p)),
+        );
+    }
+}
+
 /// Against a stalled server (SIGSTOP), the first Ctrl-C waits for replies; the second
 /// abandons them and the key cleanup at once, says which keys may remain, and still writes
 /// every file. Before, this took the 10 s reply timeout plus 10 s of cleanup.
