@@ -212,43 +212,55 @@ async fn signal_ends_a_run_like_ctrl_c(sig: &str) {
     assert_eq!(dbsize(&mut conn), 0, "{sig}: the run's keys stayed");
 }
 
-/// SIGKILL of lockbench does not orphan its private redis-server: the watcher sees the pipe
-/// close, kills the server and removes its directory.
+/// SIGKILL of lockbench does not orphan its private redis-server, nor a spawned cluster's
+/// servers: the watchers see their pipes close, kill the servers and remove their directories,
+/// the cluster's own directory (its nodes' `nodes-*.conf`) too. That one used to stay until
+/// the next spawned server's start-up happened to sweep it.
 #[test]
 fn sigkill_does_not_orphan_the_spawned_server() {
     common::need_redis_server();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r");
-    let mut child =
-        common::lockbench(&["run", "--backend", "spawn", "--duration", "60s", "--quiet"])
-            .out(&out)
-            .spawn();
-    let lb = child.id();
-    common::wait_until("the run to start", Duration::from_secs(30), || {
-        out.join("manifest.json").exists()
-    });
-    let servers = descendants_named(lb, "redis-server");
-    assert_eq!(servers.len(), 1, "one private server: {servers:?}");
-    let temp_dirs = || {
-        std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("lockbench-redis-{lb}-"))
-            })
-            .count()
-    };
-    assert_eq!(temp_dirs(), 1);
-    common::signal("-KILL", lb);
-    let _ = child.wait();
-    common::wait_until("the server to stop", Duration::from_secs(10), || {
-        !alive(servers[0])
-    });
-    common::wait_until("its directory to go", Duration::from_secs(10), || {
-        temp_dirs() == 0
-    });
+    for (backend, nodes) in [("spawn", 1), ("spawn-cluster", 6)] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let mut child =
+            common::lockbench(&["run", "--backend", backend, "--duration", "60s", "--quiet"])
+                .out(&out)
+                .spawn();
+        let lb = child.id();
+        common::wait_until("the run to start", Duration::from_secs(60), || {
+            out.join("manifest.json").exists()
+        });
+        let servers = descendants_named(lb, "redis-server");
+        assert_eq!(
+            servers.len(),
+            nodes,
+            "{backend}: private servers: {servers:?}"
+        );
+        let temp_dirs = || {
+            std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("lockbench-redis-{lb}-"))
+                })
+                .count()
+        };
+        // One a server, and the cluster's own.
+        let cluster_dir = usize::from(nodes > 1);
+        assert_eq!(temp_dirs(), nodes + cluster_dir, "{backend}");
+        common::signal("-KILL", lb);
+        let _ = child.wait();
+        common::wait_until("the servers to stop", Duration::from_secs(10), || {
+            servers.iter().all(|&p| !alive(p))
+        });
+        common::wait_until(
+            &format!("{backend}: its directories to go"),
+            Duration::from_secs(10),
+            || temp_dirs() == 0,
+        );
+    }
 }
 
 /// Process ids of every descendant of `pid` whose command line contains `needle`.
