@@ -714,6 +714,75 @@ fn ctrl_c_while_a_driver_hangs(duration: &str) {
     assert!(tmp.path().join("run/summary.json").exists());
 }
 
+/// A driver that cannot be greeted — it exits at once, or replies with a line of 8 MiB — fails
+/// the run (exit 1) with an error naming the client and what it did, and leaves no `--out`
+/// behind: nothing ran, and a manifest there made the next run refuse the directory as
+/// holding a run. The long line is read no further than 1 MiB (lockbench read it all: a line
+/// that never ends grew its memory without bound).
+#[test]
+fn a_driver_that_cannot_be_greeted_leaves_no_out_directory() {
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
+    for (mode, says) in [
+        ("exit-at-hello", "died"),
+        ("long-line-at-hello", "wrote a line longer than 1 MiB"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("run");
+        let o = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+            .args(["--workers", "2", "--duration", "1s", "--quiet"])
+            .env("LOCKBENCH_DRIVERS_ROOT", fake)
+            .env("FAKE_DRIVER", mode)
+            .out(&out)
+            .output();
+        let err = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {err}");
+        assert!(
+            err.contains("client redis-py (holder 0") && err.contains(says),
+            "{mode}: {err}"
+        );
+        assert!(!out.exists(), "{mode}: a partial --out was left");
+    }
+}
+
+/// Ctrl-C while a library's driver is being greeted (it never answers) ends lockbench at once
+/// as interrupted (exit 130) and leaves no `--out` behind: nothing ran. It used to wait out the
+/// greeting's 30 s, and leave a manifest that made the next run refuse the directory.
+#[test]
+fn ctrl_c_during_a_driver_s_greeting_stops_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
+    let mark = tmp.path().join("greeting");
+    let out = tmp.path().join("run");
+    let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+        .args(["--workers", "2", "--duration", "60s", "--quiet"])
+        .env("LOCKBENCH_DRIVERS_ROOT", fake)
+        .env("FAKE_DRIVER", "hang-at-hello")
+        .env("FAKE_DRIVER_MARK", &mark)
+        .out(&out)
+        .own_group()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    common::wait_until(
+        "a driver's greeting",
+        std::time::Duration::from_secs(30),
+        || {
+            std::fs::read_dir(tmp.path()).unwrap().any(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("greeting.")
+            })
+        },
+    );
+    common::signal("-INT", child.id());
+    // Well under the greeting's patience (30 s), with room for a loaded machine.
+    let code = child.exit_code_within(std::time::Duration::from_secs(15));
+    let o = child.wait_with_output();
+    assert_eq!(code, Some(130), "{}", common::text_of(&o));
+    assert!(!out.exists(), "a partial --out was left");
+}
+
 /// In a compare, a library that refuses the run's settings is refused before anything runs
 /// (exit 2, nothing measured), not after the built-in variants before it have run (it used to
 /// end in exit 1 with their results).
