@@ -744,6 +744,52 @@ fn a_driver_that_cannot_be_greeted_leaves_no_out_directory() {
     }
 }
 
+/// The drivers come from `LOCKBENCH_DRIVERS_ROOT`, else the checkout the binary sits in, else
+/// the source tree it was built from. A binary copied into another checkout runs that
+/// checkout's drivers (here the fake ones, which break at their greeting); it used to run the
+/// build tree's, whatever checkout it was in. A `LOCKBENCH_DRIVERS_ROOT` that holds no
+/// drivers is bad input (exit 2) naming it and what it must hold.
+#[test]
+fn drivers_come_from_the_binary_s_checkout_or_the_named_root() {
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-drivers");
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tmp.path().join("checkout");
+    std::fs::create_dir_all(checkout.join("scripts")).unwrap();
+    std::fs::create_dir_all(checkout.join("target/release")).unwrap();
+    std::fs::copy(fake.join("fake.py"), checkout.join("fake.py")).unwrap();
+    std::fs::copy(
+        fake.join("scripts/drivers.sh"),
+        checkout.join("scripts/drivers.sh"),
+    )
+    .unwrap();
+    let exe = checkout.join("target/release/lockbench");
+    std::fs::copy(env!("CARGO_BIN_EXE_lockbench"), &exe).unwrap();
+    let run = |root: Option<&Path>| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["run", "--backend", "spawn", "--release", "redis-py"])
+            .args(["--workers", "1", "--duration", "300ms", "--quiet"])
+            .arg("--out")
+            .arg(tmp.path().join(format!("out-{}", root.is_some())))
+            .env("FAKE_DRIVER", "exit-at-hello")
+            .env_remove("LOCKBENCH_DRIVERS_ROOT");
+        if let Some(r) = root {
+            cmd.env("LOCKBENCH_DRIVERS_ROOT", r);
+        }
+        cmd.output().unwrap()
+    };
+    let o = run(None);
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("fake driver: breaking at hello"), "{text}");
+    let o = run(Some(&tmp.path().join("nowhere")));
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("LOCKBENCH_DRIVERS_ROOT=") && text.contains("has no scripts/drivers.sh"),
+        "{text}"
+    );
+}
+
 /// Ctrl-C while a library's driver is being greeted (it never answers) ends lockbench at once
 /// as interrupted (exit 130) and leaves no `--out` behind: nothing ran. It used to wait out the
 /// greeting's 30 s, and leave a manifest that made the next run refuse the directory.
