@@ -1,6 +1,8 @@
-//! SIGINT and SIGTERM, counted process-wide; and [`send`], a signal to another process.
+//! SIGINT, SIGTERM and SIGHUP, counted process-wide; and [`send`], a signal to another process.
 //!
-//! The first signal asks a run to stop the way its own end does (sections finish or are cut
+//! The three are one request to stop: Ctrl-C at the terminal, a service manager's stop, and the
+//! terminal closing under a run (SIGHUP, whose default action ended lockbench at once with no
+//! summary and the run's keys left on the server). The first signal asks a run to stop the way its own end does (sections finish or are cut
 //! short, keys are removed, every file is written); the second abandons what is still waiting
 //! on the server (in-flight commands, the resource read-back, the key cleanup) and writes the
 //! files without it; the third exits on the spot, for a process stuck somewhere no run can see
@@ -18,15 +20,15 @@ fn sender() -> &'static watch::Sender<u32> {
     TX.get_or_init(|| watch::channel(0).0)
 }
 
-/// Starts counting SIGINT and SIGTERM (once per process) and returns a receiver of the count.
+/// Starts counting SIGINT, SIGTERM and SIGHUP (once per process) and returns a receiver of the count.
 ///
 /// Until the first call the signals keep their default action (the process ends), which is
 /// what commands that write nothing on the way out want.
 pub(crate) fn subscribe() -> watch::Receiver<u32> {
     static START: Once = Once::new();
     START.call_once(|| {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        match signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        match signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) {
             Ok(mut signals) => {
                 let spawned = std::thread::Builder::new()
                     .name("lockbench-signals".into())

@@ -17,7 +17,24 @@ const LIBS = ['redlock5', 'redlock4', 'redis-semaphore', 'redis-lock'];
 
 // stdout belongs to the protocol alone.
 const OUT_FD = 1;
-console.log = console.info = console.debug = (...a) => console.error(...a);
+
+// stderr is free text for lockbench's error messages. Once lockbench is gone its pipe is
+// closed: a write then fails with EPIPE, and through process.stderr (a stream) that failure
+// comes back as an 'error' event, an uncaught exception whose handler wrote to stderr again —
+// a loop on the next-tick queue that kept an orphan at full CPU for ever, its timers starved
+// (issue 40). So stderr is written synchronously here, a failure ends all further writing,
+// and nothing else writes to it.
+let stderrGone = false;
+function warn(text) {
+  if (stderrGone) return;
+  try {
+    fs.writeSync(2, text.endsWith('\n') ? text : `${text}\n`);
+  } catch (e) {
+    stderrGone = true;
+  }
+}
+process.stderr.on('error', () => { stderrGone = true; });
+console.log = console.info = console.debug = console.warn = console.error = (...a) => warn(require('util').format(...a));
 
 const now = () => process.hrtime.bigint(); // CLOCK_MONOTONIC (libuv uv_hrtime)
 
@@ -114,7 +131,7 @@ class Adapter {
     } else {
       this.clients = this.servers.map((u) => new Redis(u, Object.assign({ lazyConnect: true }, timeouts)));
     }
-    for (const c of this.clients) c.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
+    for (const c of this.clients) c.on('error', (e) => warn(`driver: redis client: ${errText(e)}\n`));
     try {
       for (const c of this.clients) { await c.connect(); await c.ping(); }
     } catch (e) {
@@ -176,7 +193,7 @@ class Redlock5 extends Adapter {
     if (o.drift_factor !== undefined) s.driftFactor = o.drift_factor;
     if (o.automatic_extension_threshold_ms !== undefined) s.automaticExtensionThreshold = o.automatic_extension_threshold_ms;
     this.redlock = new Observed(this.clients, s);
-    this.redlock.on('error', (e) => { if (!(e && e.name === 'ResourceLockedError')) process.stderr.write(`driver: redlock: ${errText(e)}\n`); });
+    this.redlock.on('error', (e) => { if (!(e && e.name === 'ResourceLockedError')) warn(`driver: redlock: ${errText(e)}\n`); });
   }
   // using() refuses a duration below automaticExtensionThreshold + 100 ms.
   sectionMinTtl() { return (this.redlock ? this.redlock.settings.automaticExtensionThreshold : 500) + 100; }
@@ -244,7 +261,7 @@ class Redlock4 extends Adapter {
       retryJitter: o.retry_jitter_ms !== undefined ? o.retry_jitter_ms : 100,
       driftFactor: o.drift_factor !== undefined ? o.drift_factor : 0.01,
     });
-    r.on('clientError', (e) => { this.clientErrors++; process.stderr.write(`driver: redlock4: ${errText(e)}\n`); });
+    r.on('clientError', (e) => { this.clientErrors++; warn(`driver: redlock4: ${errText(e)}\n`); });
     return r;
   }
   retries(wait) { return Math.floor(wait / this.redlock.retryDelay); }
@@ -365,7 +382,7 @@ class RedisLock extends Adapter {
     const socket = { reconnectStrategy: (n) => (ready ? Math.min(n * 50, 500) : new Error('could not connect')) };
     if (t) socket.connectTimeout = t;
     this.client = createClient({ url: this.servers[0], socket });
-    this.client.on('error', (e) => process.stderr.write(`driver: redis client: ${errText(e)}\n`));
+    this.client.on('error', (e) => warn(`driver: redis client: ${errText(e)}\n`));
     await this.client.connect();
     await this.client.ping();
     ready = true;
@@ -387,8 +404,8 @@ class RedisLock extends Adapter {
     clearTimeout(timer);
     if (unlock === null) {
       p.then(async (late) => {
-        process.stderr.write(`driver: redis-lock: an acquire of ${key} that timed out succeeded later; releasing it\n`);
-        try { await late(); } catch (e) { /* logged below */ process.stderr.write(`driver: ${errText(e)}\n`); }
+        warn(`driver: redis-lock: an acquire of ${key} that timed out succeeded later; releasing it\n`);
+        try { await late(); } catch (e) { /* logged below */ warn(`driver: ${errText(e)}\n`); }
       });
       throw new Busy(`redis-lock: not acquired within ${wait} ms`);
     }
@@ -598,18 +615,32 @@ class Driver {
     const a = this.adapter;
     if (!a) return;
     for (const h of this.held.values()) {
-      try { if (a.release) await a.release(h); } catch (e) { process.stderr.write(`driver: releasing at exit: ${errText(e)}\n`); }
+      try { if (a.release) await a.release(h); } catch (e) { warn(`driver: releasing at exit: ${errText(e)}\n`); }
     }
     this.held.clear();
     await a.close();
   }
 }
 
+// The end of lockbench, however it came (its goodbye and exit, Ctrl-C, kill -9): stdin
+// closes, or the parent changes. The usual end then runs — open sections left, held locks
+// released — within GONE_GRACE_MS, after which the process exits whatever it is doing (a
+// library awaiting a server that went with lockbench, a request never finished): a driver
+// never outlives lockbench for long (issue 40).
+const GONE_GRACE_MS = 3000;
+const PARENT_POLL_MS = 250;
+let goneTimer = null;
+function lockbenchGone() {
+  if (goneTimer) return;
+  goneTimer = setTimeout(() => process.exit(0), GONE_GRACE_MS);
+  goneTimer.unref(); // it does not keep an otherwise finished process alive
+}
+
 async function main() {
   const i = process.argv.indexOf('--lib');
   const lib = i >= 0 ? process.argv[i + 1] : undefined;
   if (!LIBS.includes(lib)) {
-    process.stderr.write(`usage: driver.js --lib ${LIBS.join('|')}\n`);
+    warn(`usage: driver.js --lib ${LIBS.join('|')}\n`);
     process.exit(2);
   }
   const d = new Driver(lib);
@@ -640,9 +671,13 @@ async function main() {
   const queue = [];
   let wake = null;
   let eof = false;
+  const endOfInput = () => { eof = true; if (wake) { wake(); wake = null; } };
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
   rl.on('line', (line) => { queue.push(line); if (wake) { wake(); wake = null; } });
-  rl.on('close', () => { eof = true; if (wake) { wake(); wake = null; } });
+  rl.on('close', () => { lockbenchGone(); endOfInput(); });
+  // A kill -9 of lockbench also makes this process an orphan: its parent changes.
+  const parent = process.ppid;
+  setInterval(() => { if (process.ppid !== parent) { lockbenchGone(); endOfInput(); } }, PARENT_POLL_MS).unref();
 
   let byeId = null;
   for (;;) {
@@ -663,6 +698,6 @@ async function main() {
   process.exit(0);
 }
 
-process.on('unhandledRejection', (e) => process.stderr.write(`driver: unhandled rejection: ${errText(e)}\n`));
-process.on('uncaughtException', (e) => process.stderr.write(`driver: uncaught exception: ${errText(e)}\n`));
+process.on('unhandledRejection', (e) => warn(`driver: unhandled rejection: ${errText(e)}\n`));
+process.on('uncaughtException', (e) => warn(`driver: uncaught exception: ${errText(e)}\n`));
 main();

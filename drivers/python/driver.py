@@ -635,10 +635,40 @@ class Driver:
         return True
 
 
+# The end of lockbench, however it came (its goodbye and exit, Ctrl-C, kill -9): stdin ends, or
+# the parent changes. The usual end then runs — open sections left, held locks released —
+# within GONE_GRACE_S, after which the process exits whatever it is doing (a library call
+# waiting on a server that went with lockbench): a driver never outlives lockbench for long
+# (issue 40).
+GONE_GRACE_S = 3.0
+PARENT_POLL_S = 0.25
+_gone = threading.Event()
+
+
+def lockbench_gone() -> None:
+    if _gone.is_set():
+        return
+    _gone.set()
+    t = threading.Timer(GONE_GRACE_S, os._exit, (0,))
+    t.daemon = True
+    t.start()
+
+
+def watch_parent() -> None:
+    """A kill -9 of lockbench makes this process an orphan: its parent changes. The main
+    thread may be inside a library call rather than reading stdin, so this thread notices."""
+    parent = os.getppid()
+    while not _gone.is_set():
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent:
+            lockbench_gone()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True, choices=LIBS)
     args = ap.parse_args()
+    threading.Thread(target=watch_parent, name="lockbench-parent", daemon=True).start()
     d = Driver(args.lib)
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     try:
@@ -648,6 +678,7 @@ def main() -> int:
             if not d.handle(line):
                 break
     finally:
+        lockbench_gone()
         d.shutdown()
         _OUT.close()
     return 0

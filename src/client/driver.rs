@@ -3,11 +3,12 @@
 //! writes what is not the protocol — is a [`DriverError`] naming the client, the holder, what
 //! happened and the last lines the process wrote on stderr.
 
+use crate::lines::{BoundedLines, LineError};
 use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
 /// The protocol version lockbench speaks.
@@ -109,7 +110,9 @@ pub(crate) struct Driver {
     who: String,
     child: Child,
     stdin: ChildStdin,
-    out: Lines<BufReader<ChildStdout>>,
+    /// Its stdout, a bounded line at a time: a line that never ends is an error naming the
+    /// driver, not a buffer that grows until the machine runs out of memory.
+    out: BoundedLines<BufReader<ChildStdout>>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     /// The task that keeps the last stderr lines: done once the process closed stderr.
     stderr_task: Option<tokio::task::JoinHandle<()>>,
@@ -174,8 +177,14 @@ impl Driver {
         if let Some(err) = child.stderr.take() {
             let keep = stderr.clone();
             stderr_task = Some(tokio::spawn(async move {
-                let mut lines = BufReader::new(err).lines();
-                while let Ok(Some(l)) = lines.next_line().await {
+                let mut lines = BoundedLines::new(BufReader::new(err));
+                loop {
+                    // Read to its end, so that the pipe never fills and blocks the driver.
+                    let l = match lines.next_line().await {
+                        Ok(Some(l)) => cut(&l, STDERR_LINE_CHARS),
+                        Ok(None) | Err(LineError::Io(_)) => break,
+                        Err(e @ LineError::TooLong(_)) => format!("({e})"),
+                    };
                     let mut k = keep.lock().unwrap_or_else(|p| p.into_inner());
                     if k.len() == 5 {
                         k.pop_front();
@@ -188,7 +197,7 @@ impl Driver {
             who,
             child,
             stdin,
-            out: BufReader::new(stdout).lines(),
+            out: BoundedLines::new(BufReader::new(stdout)),
             stderr,
             stderr_task,
             next_id: 0,
@@ -336,7 +345,12 @@ impl Driver {
                         limit.as_millis()
                     )));
                 }
-                Ok(Err(e)) => return Err(self.died(&format!("cannot be read ({e})")).await),
+                Ok(Err(e @ LineError::TooLong(_))) => {
+                    return Err(self.error(format!("{e}: not the protocol")));
+                }
+                Ok(Err(LineError::Io(e))) => {
+                    return Err(self.died(&format!("cannot be read ({e})")).await);
+                }
                 Ok(Ok(None)) => return Err(self.died("closed its stdout").await),
                 Ok(Ok(Some(l))) => l,
             };
@@ -408,9 +422,17 @@ impl Driver {
 
 /// A line cut to a readable length for a message.
 fn shorten(line: &str) -> String {
-    let mut s: String = line.chars().take(120).collect();
+    format!("`{}`", cut(line, 120))
+}
+
+/// How much of each of a driver's last stderr lines an error message shows.
+const STDERR_LINE_CHARS: usize = 500;
+
+/// `line`'s first `chars` characters, with `…` when that is not all of it.
+fn cut(line: &str, chars: usize) -> String {
+    let mut s: String = line.chars().take(chars).collect();
     if s.len() < line.len() {
         s.push('…');
     }
-    format!("`{s}`")
+    s
 }

@@ -12,12 +12,57 @@ pub(crate) mod rslock;
 
 use crate::model::client::Client;
 
-/// The repository's `drivers/` and `scripts/drivers.sh`: `LOCKBENCH_DRIVERS_ROOT`, else the
-/// source tree lockbench was built from.
-fn root() -> std::path::PathBuf {
-    std::env::var_os("LOCKBENCH_DRIVERS_ROOT")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+/// The environment variable naming the directory the drivers come from: a lockbench checkout,
+/// holding `drivers/` and `scripts/drivers.sh`.
+pub(crate) const DRIVERS_ROOT_ENV: &str = "LOCKBENCH_DRIVERS_ROOT";
+
+/// The script, under a drivers root, that installs the drivers and prints their command lines.
+const DRIVERS_SCRIPT: &str = "scripts/drivers.sh";
+
+/// Where the drivers come from, and why there (for messages): the first of
+/// `LOCKBENCH_DRIVERS_ROOT`; the checkout the running binary sits in (a directory above it
+/// holding `scripts/drivers.sh`, as `target/release/lockbench` in a clone); the source tree the
+/// binary was built from, while it is still there. Why not the build tree alone: a binary
+/// copied into another checkout ran that tree's drivers, not its own, and one copied to another
+/// machine looked for a path that did not exist there. None found: an error saying where it
+/// looked and how to name one.
+fn root() -> anyhow::Result<(std::path::PathBuf, String)> {
+    use std::path::{Path, PathBuf};
+    let has_script = |d: &Path| d.join(DRIVERS_SCRIPT).is_file();
+    if let Some(r) = std::env::var_os(DRIVERS_ROOT_ENV) {
+        let r = PathBuf::from(r);
+        if !has_script(&r) {
+            return Err(crate::exit::BadInput(format!(
+                "{DRIVERS_ROOT_ENV}={} has no {DRIVERS_SCRIPT}: name a lockbench checkout (the                  directory holding drivers/ and {DRIVERS_SCRIPT}), or unset it",
+                r.display()
+            ))
+            .into());
+        }
+        return Ok((r, DRIVERS_ROOT_ENV.to_string()));
+    }
+    let exe = std::env::current_exe().and_then(|e| e.canonicalize()).ok();
+    if let Some(dir) = exe
+        .as_deref()
+        .and_then(|e| e.ancestors().skip(1).find(|d| has_script(d)))
+    {
+        return Ok((dir.to_path_buf(), "the checkout lockbench runs from".into()));
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if has_script(built) {
+        return Ok((
+            built.to_path_buf(),
+            "the source tree lockbench was built from".into(),
+        ));
+    }
+    anyhow::bail!(
+        "no lock-library drivers found: {DRIVERS_ROOT_ENV} is not set, no directory above {} \
+         holds {DRIVERS_SCRIPT}, and the source tree lockbench was built from ({}) is not here. \
+         Set {DRIVERS_ROOT_ENV} to a lockbench checkout (the directory holding drivers/ and \
+         {DRIVERS_SCRIPT})",
+        exe.as_deref()
+            .map_or("the lockbench binary".into(), |e| e.display().to_string()),
+        built.display()
+    )
 }
 
 /// The command line that starts `client`'s driver, from `scripts/drivers.sh --command`
@@ -38,7 +83,9 @@ pub(crate) fn command(client: Client) -> anyhow::Result<Vec<String>> {
 
 /// `scripts/drivers.sh --command NAME`, run.
 fn ask_command(client: Client) -> anyhow::Result<Vec<String>> {
-    let script = root().join("scripts/drivers.sh");
+    let (root, why) =
+        root().map_err(|e| e.context(format!("client {}: its driver", client.name())))?;
+    let script = root.join(DRIVERS_SCRIPT);
     let out = std::process::Command::new("bash")
         .arg(&script)
         .args(["--command", client.name()])
@@ -46,13 +93,14 @@ fn ask_command(client: Client) -> anyhow::Result<Vec<String>> {
         .output()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", script.display()))?;
     if !out.status.success() {
-        let why = String::from_utf8_lossy(&out.stderr);
         anyhow::bail!(
-            "client {}: its driver cannot be set up ({} --command {} failed: {})",
+            "client {}: its driver cannot be set up ({} --command {} failed: {}); drivers come \
+             from {} ({why}; {DRIVERS_ROOT_ENV} names another)",
             client.name(),
             script.display(),
             client.name(),
-            why.trim()
+            String::from_utf8_lossy(&out.stderr).trim(),
+            root.display()
         );
     }
     let argv: Vec<String> = String::from_utf8_lossy(&out.stdout)

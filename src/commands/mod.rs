@@ -15,7 +15,7 @@ pub(crate) mod run;
 pub(crate) mod sweep;
 
 /// Runs a backend's start-up (`open`: servers spawned, a cluster created, Redlock's instances
-/// started), counting Ctrl-C and SIGTERM from its first moment: the first signal gives the
+/// started), counting Ctrl-C, SIGTERM and SIGHUP from its first moment: the first signal gives the
 /// start-up up at once — the servers started so far are stopped as their handles drop — and
 /// ends the command as an interrupted run (exit 130). Nothing ran, so nothing is written.
 /// Without this a signal during a start-up of seconds met its default action (SIGTERM ended

@@ -277,6 +277,21 @@ pub fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Deletes the files of [`is_run_file`] at the top of `dir`, as far as it can: a run that
+/// ended before anything ran leaves its `--out` as it found it (it refused any such file
+/// there at its start, [`prepare_dir`]).
+pub fn remove_run_files(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let is_file = e.file_type().is_ok_and(|t| t.is_file());
+        if is_file && e.file_name().to_str().is_some_and(is_run_file) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// Entries of `dir` lockbench wrote (files, sweep cell directories and their files; cells after
 /// their files) and those it did not.
 fn classify_dir(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {

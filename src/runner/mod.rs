@@ -215,7 +215,7 @@ pub async fn run_on<K: Connector>(
             .await
             .map_err(BadInput)?;
     }
-    // Counting signals from here on: Ctrl-C and SIGTERM end the run the same way.
+    // Counting signals from here on: Ctrl-C, SIGTERM and SIGHUP end the run the same way.
     let mut signals = crate::signals::subscribe();
     let started = SystemTime::now();
     // The agents of one run share its id, hence its key prefix: they contend for the same keys.
@@ -241,7 +241,7 @@ pub async fn run_on<K: Connector>(
         {
             greeted.push((*ti, c));
             let recipe = variant::driver_recipe(targets[*ti].connector, plan, c)?;
-            variant::greet(&recipe, 0).await?.bye().await;
+            variant::greet(&recipe, 0, &signals).await?.bye().await;
         }
     }
 
@@ -357,10 +357,13 @@ pub async fn run_on<K: Connector>(
         }
     }
     let interrupted = request_of(*signals.borrow()) != Request::Continue;
-    let rows = events.finish();
-    if let Err(e) = rows {
-        failure.get_or_insert(e);
-    }
+    let rows = match events.finish() {
+        Ok(n) => n,
+        Err(e) => {
+            failure.get_or_insert(e);
+            0
+        }
+    };
 
     let (removed_locks, leftover) = clean_up(
         &mut probes,
@@ -379,6 +382,17 @@ pub async fn run_on<K: Connector>(
     if let Some(agent) = &opts.agent {
         agent.leave().await;
         manifest.agent = Some(agent.record());
+    }
+    if summaries.is_empty() && rows == 0 {
+        // Nothing ran: a driver that could not start or be greeted, a Ctrl-C while it was
+        // being greeted. What the run wrote (a manifest, an empty events.csv) would only make
+        // the next run refuse this --out as holding a run; the error says what happened.
+        results::remove_run_files(&dir);
+        for d in &created {
+            // Only empty ones (the innermost first): nothing is removed that was not ours.
+            let _ = std::fs::remove_dir(d);
+        }
+        return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
     }
     if summaries.is_empty() {
         // Nothing was measured: no summary to write. The manifest still says why the run

@@ -121,7 +121,7 @@ async fn prepare<K: Connector>(
             getdel,
             prefix: key_names.prefix().to_string(),
         };
-        let (l, ctx) = start_drivers(connector, plan, c, slots, watch).await?;
+        let (l, ctx) = start_drivers(connector, plan, c, slots, watch, &env.signals).await?;
         (libs, client) = (l, Some(ctx));
     }
     // A simulated store runs its variants on the simulator's virtual clock.
@@ -235,20 +235,31 @@ pub(super) fn driver_recipe<K: Connector>(
 
 /// Starts holder `holder`'s driver and greets it. A library that refuses the run's settings
 /// (a TTL it cannot take, N servers for a library of one) is bad input, as lockbench's own
-/// refusals are.
+/// refusals are. A signal (Ctrl-C) gives the greeting up at once: the run has not begun, and
+/// a driver slow to answer (a runtime that starts for seconds, one that never answers) must
+/// not hold the user for the greeting's patience; the process is killed as its handle drops.
 pub(super) async fn greet(
     recipe: &crate::client::driver::Recipe,
     holder: usize,
+    signals: &tokio::sync::watch::Receiver<u32>,
 ) -> anyhow::Result<crate::client::holder::Holder> {
-    crate::client::holder::Holder::start(recipe, holder)
-        .await
-        .map_err(|e| -> anyhow::Error {
-            if e.refused {
-                crate::exit::BadInput(e.to_string()).into()
-            } else {
-                e.into()
-            }
-        })
+    let mut signals = signals.clone();
+    let started = tokio::select! {
+        r = crate::client::holder::Holder::start(recipe, holder) => r,
+        _ = signals.wait_for(|n| *n > 0) => {
+            return Err(anyhow::Error::new(crate::exit::Interrupted).context(format!(
+                "client {}: its drivers' greeting given up",
+                recipe.client
+            )));
+        }
+    };
+    started.map_err(|e| -> anyhow::Error {
+        if e.refused {
+            crate::exit::BadInput(e.to_string()).into()
+        } else {
+            e.into()
+        }
+    })
 }
 
 /// What the holders' watches need to know: whether the server has `GETDEL`, and the run's
@@ -292,6 +303,7 @@ async fn start_drivers<K: Connector>(
     client: crate::model::client::Client,
     slots: usize,
     watch: Watching,
+    signals: &tokio::sync::watch::Receiver<u32>,
 ) -> anyhow::Result<(
     Vec<crate::engine::worker::Library>,
     crate::engine::context::ClientCtx,
@@ -340,7 +352,7 @@ async fn start_drivers<K: Connector>(
             }
             None => (shared.clone(), Vec::new()),
         };
-        let d = greet(&holder_recipe, holder).await?;
+        let d = greet(&holder_recipe, holder, signals).await?;
         first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
         libs.push(crate::engine::worker::Library::new(
             d,

@@ -10,11 +10,12 @@
 //! removes its directory. Setting a parent-death signal in the child would need `unsafe`
 //! (`pre_exec`), which this crate forbids.
 
+use crate::lines::{BoundedLines, LineError};
 use anyhow::{Context, bail};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, Command};
 
 /// A running private server.
@@ -238,14 +239,21 @@ impl SpawnedRedis {
             .with_context(|| format!("cannot start {} (through sh)", exe.display()))?;
         let lifeline = child.stdin.take();
         let stdout = child.stdout.take().context("no stdout from redis-server")?;
-        let mut lines = BufReader::new(stdout).lines();
+        // Bounded lines: a `--redis-server` wrapper printing one endless line is a line too long,
+        // not a buffer growing until the machine runs out of memory.
+        let mut lines = BoundedLines::new(BufReader::new(stdout));
         let mut seen = Vec::new();
         let mut pid = 0;
         // Ready when the server says so; the log line is the synchronisation, not a sleep.
         // `Ok(false)`: its output ended (it exited) before it was ready; `Err`: still silent
         // after 10 s.
         let ready = tokio::time::timeout(READY_WITHIN, async {
-            while let Ok(Some(line)) = lines.next_line().await {
+            loop {
+                let line = match lines.next_line().await {
+                    Ok(Some(line)) => line,
+                    Ok(None) | Err(LineError::Io(_)) => break,
+                    Err(e @ LineError::TooLong(_)) => format!("({e})"),
+                };
                 if let Some(p) = line.strip_prefix(PID_LINE) {
                     pid = p.trim().parse().unwrap_or(0);
                     continue;
@@ -295,7 +303,9 @@ impl SpawnedRedis {
             bail!("{name} exited before it accepted connections on port {port}:\n{tail}");
         }
         // Keep draining its log so the pipe never fills and blocks the server.
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        tokio::spawn(async move {
+            while let Ok(Some(_)) | Err(LineError::TooLong(_)) = lines.next_line().await {}
+        });
         Ok(server)
     }
 

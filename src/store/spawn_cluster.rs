@@ -2,7 +2,9 @@
 //! persistence, joined with `redis-cli --cluster create`, all stopped at the end (each node
 //! is a [`SpawnedRedis`], with its watcher). Each node's cluster configuration file lives in
 //! the cluster's own directory, so a node killed by a fault comes back as the same node and
-//! rejoins the cluster (as a replica of whoever took its slots), empty.
+//! rejoins the cluster (as a replica of whoever took its slots), empty. That directory has a
+//! watcher of its own, as each server's has: a SIGKILL of lockbench leaves no `nodes-*.conf`
+//! behind in the temporary folder.
 
 use super::spawn::{INSTALL_HINT, SpawnedRedis, find_on_path, remove_stale_dirs};
 use anyhow::{Context, bail};
@@ -15,6 +17,8 @@ use tokio::time::Instant;
 pub struct SpawnedCluster {
     nodes: Vec<SpawnedRedis>,
     dir: PathBuf,
+    /// The stdin of the shell that removes `dir` once lockbench is gone, however it went.
+    _dir_lifeline: Option<tokio::process::ChildStdin>,
     masters: usize,
     replicas: usize,
 }
@@ -45,9 +49,11 @@ impl SpawnedCluster {
         ));
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
+        let dir_lifeline = watch_dir(&dir)?;
         let mut cluster = Self {
             nodes: Vec::new(),
             dir,
+            _dir_lifeline: dir_lifeline,
             masters,
             replicas,
         };
@@ -172,6 +178,30 @@ impl Drop for SpawnedCluster {
         self.nodes.clear();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// The cluster directory's watcher (`sh`, in its own process group so that a terminal's Ctrl-C
+/// reaches only lockbench): it reads its stdin, a pipe whose only writer is lockbench, and
+/// removes the directory when the pipe closes — at the cluster's drop, or when lockbench ends
+/// however it ends (a SIGKILL runs no code of lockbench's). Its nodes are being killed by their
+/// own watchers meanwhile; a node killed with SIGKILL writes no configuration on its way out.
+/// Returns the pipe to keep.
+fn watch_dir(dir: &Path) -> anyhow::Result<Option<tokio::process::ChildStdin>> {
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"trap '' PIPE HUP INT; read -r _; rm -rf "$1""#)
+        .arg("lockbench-cluster-dir-watcher")
+        .arg(dir)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("cannot start the watcher of {} (sh)", dir.display()))?;
+    let lifeline = child.stdin.take();
+    // Not awaited: it ends by itself once the pipe closes (tokio reaps it).
+    drop(child);
+    Ok(lifeline)
 }
 
 /// `redis-cli` (or `valkey-cli`) beside the server binary, else `redis-cli` on PATH.

@@ -740,6 +740,121 @@ fn ctrl_c_while_a_driver_hangs(duration: &str) {
     assert!(tmp.path().join("run/summary.json").exists());
 }
 
+/// A driver that cannot be greeted — it exits at once, or replies with a line of 8 MiB — fails
+/// the run (exit 1) with an error naming the client and what it did, and leaves no `--out`
+/// behind: nothing ran, and a manifest there made the next run refuse the directory as
+/// holding a run. The long line is read no further than 1 MiB (lockbench read it all: a line
+/// that never ends grew its memory without bound).
+#[test]
+fn a_driver_that_cannot_be_greeted_leaves_no_out_directory() {
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
+    for (mode, says) in [
+        ("exit-at-hello", "died"),
+        ("long-line-at-hello", "wrote a line longer than 1 MiB"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("run");
+        let o = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+            .args(["--workers", "2", "--duration", "1s", "--quiet"])
+            .env("LOCKBENCH_DRIVERS_ROOT", fake)
+            .env("FAKE_DRIVER", mode)
+            .out(&out)
+            .output();
+        let err = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(1), "{mode}: {err}");
+        assert!(
+            err.contains("client redis-py (holder 0") && err.contains(says),
+            "{mode}: {err}"
+        );
+        assert!(!out.exists(), "{mode}: a partial --out was left");
+    }
+}
+
+/// The drivers come from `LOCKBENCH_DRIVERS_ROOT`, else the checkout the binary sits in, else
+/// the source tree it was built from. A binary copied into another checkout runs that
+/// checkout's drivers (here the fake ones, which break at their greeting); it used to run the
+/// build tree's, whatever checkout it was in. A `LOCKBENCH_DRIVERS_ROOT` that holds no
+/// drivers is bad input (exit 2) naming it and what it must hold.
+#[test]
+fn drivers_come_from_the_binary_s_checkout_or_the_named_root() {
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fake-drivers");
+    let tmp = tempfile::tempdir().unwrap();
+    let checkout = tmp.path().join("checkout");
+    std::fs::create_dir_all(checkout.join("scripts")).unwrap();
+    std::fs::create_dir_all(checkout.join("target/release")).unwrap();
+    std::fs::copy(fake.join("fake.py"), checkout.join("fake.py")).unwrap();
+    std::fs::copy(
+        fake.join("scripts/drivers.sh"),
+        checkout.join("scripts/drivers.sh"),
+    )
+    .unwrap();
+    let exe = checkout.join("target/release/lockbench");
+    std::fs::copy(env!("CARGO_BIN_EXE_lockbench"), &exe).unwrap();
+    let run = |root: Option<&Path>| {
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(["run", "--backend", "spawn", "--release", "redis-py"])
+            .args(["--workers", "1", "--duration", "300ms", "--quiet"])
+            .arg("--out")
+            .arg(tmp.path().join(format!("out-{}", root.is_some())))
+            .env("FAKE_DRIVER", "exit-at-hello")
+            .env_remove("LOCKBENCH_DRIVERS_ROOT");
+        if let Some(r) = root {
+            cmd.env("LOCKBENCH_DRIVERS_ROOT", r);
+        }
+        cmd.output().unwrap()
+    };
+    let o = run(None);
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    assert!(text.contains("fake driver: breaking at hello"), "{text}");
+    let o = run(Some(&tmp.path().join("nowhere")));
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("LOCKBENCH_DRIVERS_ROOT=") && text.contains("has no scripts/drivers.sh"),
+        "{text}"
+    );
+}
+
+/// Ctrl-C while a library's driver is being greeted (it never answers) ends lockbench at once
+/// as interrupted (exit 130) and leaves no `--out` behind: nothing ran. It used to wait out the
+/// greeting's 30 s, and leave a manifest that made the next run refuse the directory.
+#[test]
+fn ctrl_c_during_a_driver_s_greeting_stops_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
+    let mark = tmp.path().join("greeting");
+    let out = tmp.path().join("run");
+    let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+        .args(["--workers", "2", "--duration", "60s", "--quiet"])
+        .env("LOCKBENCH_DRIVERS_ROOT", fake)
+        .env("FAKE_DRIVER", "hang-at-hello")
+        .env("FAKE_DRIVER_MARK", &mark)
+        .out(&out)
+        .own_group()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    common::wait_until(
+        "a driver's greeting",
+        std::time::Duration::from_secs(30),
+        || {
+            std::fs::read_dir(tmp.path()).unwrap().any(|e| {
+                e.unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("greeting.")
+            })
+        },
+    );
+    common::signal("-INT", child.id());
+    // Well under the greeting's patience (30 s), with room for a loaded machine.
+    let code = child.exit_code_within(std::time::Duration::from_secs(15));
+    let o = child.wait_with_output();
+    assert_eq!(code, Some(130), "{}", common::text_of(&o));
+    assert!(!out.exists(), "a partial --out was left");
+}
+
 /// In a compare, a library that refuses the run's settings is refused before anything runs
 /// (exit 2, nothing measured), not after the built-in variants before it have run (it used to
 /// end in exit 1 with their results).

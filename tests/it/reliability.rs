@@ -160,10 +160,17 @@ async fn workers_reconnect_after_a_restart() {
     }
 }
 
-/// SIGTERM ends a run exactly like Ctrl-C: exit 130, summary.json and events.csv agree, and
-/// the run's keys (60 s TTL, so they would stay) are removed.
+/// SIGTERM, and SIGHUP (the terminal closed), end a run exactly like Ctrl-C: exit 130,
+/// summary.json and events.csv agree, and the run's keys (60 s TTL, so they would stay) are
+/// removed. SIGHUP used to end lockbench at once (exit 129): no summary, keys left.
 #[tokio::test]
-async fn sigterm_ends_a_run_like_ctrl_c() {
+async fn sigterm_and_sighup_end_a_run_like_ctrl_c() {
+    for sig in ["-TERM", "-HUP"] {
+        signal_ends_a_run_like_ctrl_c(sig).await;
+    }
+}
+
+async fn signal_ends_a_run_like_ctrl_c(sig: &str) {
     let server = common::redis().await;
     let mut conn = common::sync_conn(&server);
     let dir = tempfile::tempdir().unwrap();
@@ -187,54 +194,137 @@ async fn sigterm_ends_a_run_like_ctrl_c() {
     common::wait_until("lock commands", Duration::from_secs(30), || {
         common::set_calls(&mut conn) >= 50
     });
-    common::signal("-TERM", child.id());
-    assert_eq!(child.exit_code_within(Duration::from_secs(30)), Some(130));
+    common::signal(sig, child.id());
+    assert_eq!(
+        child.exit_code_within(Duration::from_secs(30)),
+        Some(130),
+        "{sig}"
+    );
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
     let sections = summary["variants"][0]["sections"].as_u64().unwrap();
-    assert!(sections > 0);
-    assert_eq!(common::events(&out).len() as u64, sections);
-    assert_eq!(summary["variants"][0]["stop_reason"], "interrupted");
-    assert_eq!(dbsize(&mut conn), 0, "the run's keys stayed");
+    assert!(sections > 0, "{sig}");
+    assert_eq!(common::events(&out).len() as u64, sections, "{sig}");
+    assert_eq!(
+        summary["variants"][0]["stop_reason"], "interrupted",
+        "{sig}"
+    );
+    assert_eq!(dbsize(&mut conn), 0, "{sig}: the run's keys stayed");
 }
 
-/// SIGKILL of lockbench does not orphan its private redis-server: the watcher sees the pipe
-/// close, kills the server and removes its directory.
+/// SIGKILL of lockbench does not orphan its private redis-server, nor a spawned cluster's
+/// servers: the watchers see their pipes close, kill the servers and remove their directories,
+/// the cluster's own directory (its nodes' `nodes-*.conf`) too. That one used to stay until
+/// the next spawned server's start-up happened to sweep it.
 #[test]
 fn sigkill_does_not_orphan_the_spawned_server() {
     common::need_redis_server();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r");
-    let mut child =
-        common::lockbench(&["run", "--backend", "spawn", "--duration", "60s", "--quiet"])
+    for (backend, nodes) in [("spawn", 1), ("spawn-cluster", 6)] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let mut child =
+            common::lockbench(&["run", "--backend", backend, "--duration", "60s", "--quiet"])
+                .out(&out)
+                .spawn();
+        let lb = child.id();
+        common::wait_until("the run to start", Duration::from_secs(60), || {
+            out.join("manifest.json").exists()
+        });
+        let servers = descendants_named(lb, "redis-server");
+        assert_eq!(
+            servers.len(),
+            nodes,
+            "{backend}: private servers: {servers:?}"
+        );
+        let temp_dirs = || {
+            std::fs::read_dir(std::env::temp_dir())
+                .unwrap()
+                .flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with(&format!("lockbench-redis-{lb}-"))
+                })
+                .count()
+        };
+        // One a server, and the cluster's own.
+        let cluster_dir = usize::from(nodes > 1);
+        assert_eq!(temp_dirs(), nodes + cluster_dir, "{backend}");
+        common::signal("-KILL", lb);
+        let _ = child.wait();
+        common::wait_until("the servers to stop", Duration::from_secs(10), || {
+            servers.iter().all(|&p| !alive(p))
+        });
+        common::wait_until(
+            &format!("{backend}: its directories to go"),
+            Duration::from_secs(10),
+            || temp_dirs() == 0,
+        );
+    }
+}
+
+/// Process ids of every descendant of `pid` whose command line contains `needle`.
+fn descendants_running(pid: u32, needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for name in ["node", "python", "python3", "python3.11"] {
+        for p in descendants_named(pid, name) {
+            let cmdline = std::fs::read(format!("/proc/{p}/cmdline")).unwrap_or_default();
+            if String::from_utf8_lossy(&cmdline).contains(needle) {
+                found.push(p);
+            }
+        }
+    }
+    found
+}
+
+/// SIGKILL of lockbench during a run of a lock library leaves no driver process behind, Node
+/// or Python: each sees its stdin close (or its parent change) and exits, whatever it was doing.
+/// Before, a Node driver whose Redis went with lockbench wrote the client's error to its dead
+/// stderr, whose EPIPE came back as an uncaught exception that wrote to stderr again: an orphan
+/// at full CPU for ever.
+#[test]
+fn sigkill_leaves_no_driver_behind() {
+    common::need_redis_server();
+    for (lib, script) in [("redis-semaphore", "driver.js"), ("redis-py", "driver.py")] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("r");
+        let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", lib])
+            .args(["--workers", "2", "--duration", "60s", "--quiet"])
             .out(&out)
+            .stderr(Stdio::null())
             .spawn();
-    let lb = child.id();
-    common::wait_until("the run to start", Duration::from_secs(30), || {
-        out.join("manifest.json").exists()
-    });
-    let servers = descendants_named(lb, "redis-server");
-    assert_eq!(servers.len(), 1, "one private server: {servers:?}");
-    let temp_dirs = || {
-        std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .starts_with(&format!("lockbench-redis-{lb}-"))
-            })
-            .count()
-    };
-    assert_eq!(temp_dirs(), 1);
-    common::signal("-KILL", lb);
-    let _ = child.wait();
-    common::wait_until("the server to stop", Duration::from_secs(10), || {
-        !alive(servers[0])
-    });
-    common::wait_until("its directory to go", Duration::from_secs(10), || {
-        temp_dirs() == 0
-    });
+        let lb = child.id();
+        // Sections under way: the drivers are connected to the private server.
+        let mut conn = None;
+        common::wait_until("the run to start", Duration::from_secs(60), || {
+            let Ok(text) = std::fs::read_to_string(out.join("manifest.json")) else {
+                return false;
+            };
+            let Ok(m) = serde_json::from_str::<serde_json::Value>(&text) else {
+                return false;
+            };
+            let detail = m["servers"][0]["backend_detail"].as_str().unwrap_or("");
+            let Some(addr) = detail.strip_prefix("redis at ") else {
+                return false;
+            };
+            let c = conn.get_or_insert_with(|| {
+                redis::Client::open(format!("redis://{addr}"))
+                    .unwrap()
+                    .get_connection()
+                    .unwrap()
+            });
+            common::set_calls(c) >= 10
+        });
+        let drivers = descendants_running(lb, script);
+        assert_eq!(drivers.len(), 2, "{lib}: one driver a worker: {drivers:?}");
+        common::signal("-KILL", lb);
+        let _ = child.wait();
+        common::wait_until(
+            &format!("{lib}'s drivers to exit after lockbench's SIGKILL"),
+            Duration::from_secs(20),
+            || drivers.iter().all(|&p| !alive(p)),
+        );
+    }
 }
 
 /// Against a stalled server (SIGSTOP), the first Ctrl-C waits for replies; the second
