@@ -172,7 +172,8 @@ impl Needs {
             Needs::StuckLockRead => reads_stuck_locks(
                 counted(s.counts.crashes),
                 s.library.is_some(),
-                s.library.is_none() && s.release == crate::model::release::ReleaseMethod::Script.name(),
+                s.library.is_none()
+                    && s.release == crate::model::release::ReleaseMethod::Script.name(),
             ),
             Needs::Crashes => counted(s.counts.crashes),
             Needs::Redlock => s.redlock.is_some(),

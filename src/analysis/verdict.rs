@@ -30,7 +30,10 @@ fn releases(s: &Summary) -> Option<(u64, u64)> {
         c.refused_unclassified,
     ];
     let all = answered.iter().chain([&c.release_errors]);
-    if all.clone().any(|&n| n == crate::analysis::counts::NOT_RECORDED) {
+    if all
+        .clone()
+        .any(|&n| n == crate::analysis::counts::NOT_RECORDED)
+    {
         return None;
     }
     Some((all.sum(), c.release_errors))
@@ -241,7 +244,9 @@ mod tests {
         let v = verdict(std::slice::from_ref(&s), false, None);
         assert_eq!(v.code, FAILED, "{v:?}");
         assert!(
-            v.reasons.iter().any(|r| r.contains("100 of its 100 releases failed")),
+            v.reasons
+                .iter()
+                .any(|r| r.contains("100 of its 100 releases failed")),
             "{v:?}"
         );
         s.counts.released = 90;

@@ -196,7 +196,9 @@ mod tests {
             command_timeout: Duration::from_secs(1),
             patience: Duration::from_secs(1),
         };
-        let e = Rslock::start(&recipe, 0).err().expect("a 1 ms TTL is refused");
+        let e = Rslock::start(&recipe, 0)
+            .err()
+            .expect("a 1 ms TTL is refused");
         assert!(e.refused, "{}", e.what);
         assert!(e.what.contains("TTL of 1 ms"), "{}", e.what);
         assert!(!e.what.contains("  "), "a run of spaces: {:?}", e.what);

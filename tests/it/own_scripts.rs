@@ -476,7 +476,11 @@ fn commands_are_checked_before_the_run() {
 fn a_stuck_lock_without_a_crash_is_shown_where_the_gate_reads_it() {
     let tmp = tempfile::tempdir().unwrap();
     let acquire = tmp.path().join("acquire-no-px.lua");
-    std::fs::write(&acquire, "return redis.call('SET', KEYS[1], ARGV[1], 'NX')\n").unwrap();
+    std::fs::write(
+        &acquire,
+        "return redis.call('SET', KEYS[1], ARGV[1], 'NX')\n",
+    )
+    .unwrap();
     let release = tmp.path().join("release-never.lua");
     std::fs::write(&release, "return 0\n").unwrap();
     let dir = tmp.path().join("out");
@@ -505,7 +509,11 @@ fn a_stuck_lock_without_a_crash_is_shown_where_the_gate_reads_it() {
         .unwrap_or_else(|| panic!("no verdict row: {stdout}"));
     let cells: Vec<&str> = row.split_whitespace().collect();
     // `script  0 / 0  -  0  1  -  0  crossed (1)`
-    assert_eq!(&cells[..8], ["script", "0", "/", "0", "-", "0", "1", "-"], "{row}");
+    assert_eq!(
+        &cells[..8],
+        ["script", "0", "/", "0", "-", "0", "1", "-"],
+        "{row}"
+    );
     let md = std::fs::read_to_string(&md).unwrap();
     let md_row = md
         .lines()
@@ -519,6 +527,14 @@ fn a_stuck_lock_without_a_crash_is_shown_where_the_gate_reads_it() {
         html.contains(r#"<td class="na">-</td><td class="zero">0</td><td class="nonzero">1</td>"#),
         "{html}"
     );
-    assert!(html.contains("<tr><td>stuck locks</td><td>1</td>"), "{html}");
-    assert!(stdout.lines().any(|l| l.starts_with("stuck locks") && l.trim_end().ends_with(" 1")), "{stdout}");
+    assert!(
+        html.contains("<tr><td>stuck locks</td><td>1</td>"),
+        "{html}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("stuck locks") && l.trim_end().ends_with(" 1")),
+        "{stdout}"
+    );
 }

@@ -275,13 +275,15 @@ async fn a_user_who_may_not_run_getdel_keeps_its_library_s_dels() {
     );
     assert_eq!(s.get("watch"), None, "{s}");
     assert_eq!(replay(&commands).0, 0, "no GETDEL: {s}");
-    assert!(commands.iter().any(|(_, a)| a[0] == "DEL"), "redis-lock's own DELs");
+    assert!(
+        commands.iter().any(|(_, a)| a[0] == "DEL"),
+        "redis-lock's own DELs"
+    );
 
     let (s, commands) = run("all");
     assert_eq!(s["errors"], 0, "{s}");
     assert_eq!(
-        s["wrongful_deletes_source"],
-        "server (GETDEL through lockbench's watch)",
+        s["wrongful_deletes_source"], "server (GETDEL through lockbench's watch)",
         "{s}"
     );
     assert!(replay(&commands).0 > 0, "the watch's GETDELs: {s}");
