@@ -159,11 +159,8 @@ fn check_clients<K: Connector>(
     let name = c.name();
     let refuse = |why: String| Err(BadInput(format!("client {name}: {why}")).into());
     for t in targets {
-        if t.connector.driver_urls().is_none() {
-            return refuse(format!(
-                "a lock library needs a Redis server it can connect to (backend spawn, or --redis URL); this run's store is {}",
-                t.connector.describe()
-            ));
+        if let Err(why) = t.connector.driver_urls() {
+            return refuse(why);
         }
     }
     // Settings of lockbench's own lock that no variant of the run takes: a library releases,

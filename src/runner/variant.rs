@@ -215,9 +215,9 @@ pub(super) fn driver_recipe<K: Connector>(
     client: crate::model::client::Client,
 ) -> anyhow::Result<crate::client::driver::Recipe> {
     // `run_on` refused, before anything ran, a store no driver can reach (`check_clients`).
-    let urls = connector
-        .driver_urls()
-        .context("a lock library's variant on a store no driver can reach")?;
+    let urls = connector.driver_urls().map_err(|why| {
+        anyhow::anyhow!("a lock library's variant on a store no driver can reach: {why}")
+    })?;
     // rslock runs in lockbench's process: no command line.
     let argv = if client.in_process() {
         Vec::new()
