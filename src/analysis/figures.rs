@@ -429,6 +429,36 @@ mod tests {
         assert!(all.iter().all(|f| !f.definition.is_empty()));
     }
 
+    /// Whether a figure was measured has one answer, which the table's cells, the verdict
+    /// table and the gates all read (issue 40: a script's stuck lock was `-` in the tables and
+    /// "crossed (1)" at the gate): stuck locks are measured for the user's own script and a
+    /// library without a crash, not for lockbench's own release without one.
+    #[test]
+    fn measured_is_one_answer_for_every_writer() {
+        use crate::analysis::summary::{Meta, summarize};
+        use crate::analysis::verdict_table::{State, VerdictTable};
+        let mut s = summarize(Meta::default(), &Default::default(), &Default::default());
+        s.counts.sections = 3;
+        s.counts.crashes = 0;
+        s.stuck_locks = 1;
+        let stuck = figures().into_iter().find(|f| f.name == "stuck_locks").unwrap();
+        let gate = crate::analysis::threshold::Threshold::parse("stuck_locks > 0").unwrap();
+        for (release, library, is_measured) in [
+            ("script", None, true),
+            ("token", Some("redis 6.0".to_string()), true),
+            ("token", None, false),
+        ] {
+            s.release = release.to_string();
+            s.library = library;
+            assert_eq!(measured(&s, "stuck_locks"), is_measured, "{release}");
+            assert_eq!(stuck.group.present(&s), is_measured, "{release}");
+            assert_eq!(cell(&stuck, &s) != "-", is_measured, "{release}");
+            let row = &VerdictTable::new("r", std::slice::from_ref(&s), false, None).rows[0];
+            assert_eq!(row.figures[3].state != State::NotMeasured, is_measured);
+            assert_eq!(gate.check(&s).crossed, is_measured, "{release}");
+        }
+    }
+
     /// Numbers are written without trailing zeros.
     #[test]
     fn numbers_are_short() {

@@ -249,11 +249,17 @@ mod tests {
         // A figure not measured crosses nothing (it read as 18446744073709551615 > 0), not even
         // `!=`; a measured one still does (the control).
         let lost = Threshold::parse("lost_updates > 0").unwrap();
+        s.protect.resource = true;
         s.lost_updates = crate::analysis::counts::NOT_RECORDED;
         let c = lost.check(&s);
         assert!(!c.crossed && c.value.is_nan(), "{c:?}");
         s.lost_updates = 2;
         assert!(lost.check(&s).crossed);
+        // Nor does a figure the variant had no setting for (`figures::measured`), whatever
+        // number stands in its field.
+        s.protect.resource = false;
+        let c = lost.check(&s);
+        assert!(!c.crossed && c.value.is_nan(), "{c:?}");
         s.redlock = None;
         let absent = Threshold::parse("redlock.failed_quorums != 0").unwrap();
         assert!(!absent.check(&s).crossed);

@@ -538,3 +538,33 @@ fn a_stuck_lock_without_a_crash_is_shown_where_the_gate_reads_it() {
         "{stdout}"
     );
 }
+
+/// A release script that errors on every call fails the run (issue 40: `verdict: passed`,
+/// exit 0 — the errors were a minority of the commands, most of them busy replies); the
+/// shipped compare-and-delete under the same contention passes (the control).
+#[test]
+fn a_release_script_that_always_errors_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join("release-broken.lua");
+    std::fs::write(&broken, "return redis.call('NOSUCHCMD')\n").unwrap();
+    let run = |release: &str, name: &str| {
+        common::lockbench(&["run", "--backend", "spawn", "--release", "script"])
+            .args(["--release-script", release])
+            .args(["--workers", "4", "--keys", "1", "--busy", "retry"])
+            .args(["--dist", "constant(10ms)", "--duration", "500ms"])
+            .out(tmp.path().join(name))
+            .output()
+    };
+    let o = run(&broken.display().to_string(), "broken");
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let s = &common::summaries(&tmp.path().join("broken"))[0];
+    let failed = s["release_errors"].as_u64().unwrap();
+    assert!(failed > 0 && s["released"] == 0, "{s}");
+    assert!(
+        text.contains(&format!("{failed} of its {failed} releases failed")),
+        "{text}"
+    );
+    let o = run(&script("release-compare-and-delete.lua"), "good");
+    assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+}
