@@ -441,7 +441,10 @@ mod tests {
         s.counts.sections = 3;
         s.counts.crashes = 0;
         s.stuck_locks = 1;
-        let stuck = figures().into_iter().find(|f| f.name == "stuck_locks").unwrap();
+        let stuck = figures()
+            .into_iter()
+            .find(|f| f.name == "stuck_locks")
+            .unwrap();
         let gate = crate::analysis::threshold::Threshold::parse("stuck_locks > 0").unwrap();
         for (release, library, is_measured) in [
             ("script", None, true),

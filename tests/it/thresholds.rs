@@ -145,7 +145,16 @@ fn a_gate_on_a_figure_not_measured_is_refused() {
     assert!(err.contains("--crash-between"), "{err}");
 
     let o = run(
-        &["--resource", "--fail-if", "lost_updates > 0"],
+        // A TTL far above every section: no overlap, so no lost update, on any machine.
+        &[
+            "--resource",
+            "--ttl",
+            "10s",
+            "--dist",
+            "constant(1ms)",
+            "--fail-if",
+            "lost_updates > 0",
+        ],
         &dir.path().join("resource"),
     );
     assert_eq!(
