@@ -318,7 +318,7 @@ pub const DERIVED: &[Derived] = &[
         "stuck locks",
         Unit::Count,
         Check::No("read at the server: keys without an expiry at the variant's end"),
-        "locks left without an expiry (PTTL −1) at the variant's end: holders that died between SETNX and EXPIRE",
+        "locks left without an expiry (PTTL −1) at the variant's end: holders that died between SETNX and EXPIRE, or locks a library or your own script took or re-armed without one (read only in such variants: `-` in others)",
         |s, _| match s.stuck_locks {
             NOT_RECORDED => "n/a".to_string(),
             n => n.to_string(),
