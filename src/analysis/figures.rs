@@ -86,7 +86,11 @@ impl Group {
             Group::Unavailable => [s.counts.unlocked_sections, s.counts.refused_unavailable]
                 .iter()
                 .any(|&n| n > 0 && n != NOT_RECORDED),
-            Group::Crash => s.counts.crashes > 0 && s.counts.crashes != NOT_RECORDED,
+            // Stuck locks are read without a crash too (a library, the user's own script).
+            Group::Crash => {
+                (s.counts.crashes > 0 && s.counts.crashes != NOT_RECORDED)
+                    || Needs::StuckLockRead.met(s)
+            }
             Group::Arrivals => s.counts.requests > 0 && s.counts.requests != NOT_RECORDED,
         }
     }
@@ -115,6 +119,99 @@ impl Figure {
     pub fn value(&self, s: &Summary) -> String {
         (self.value)(s, self.name)
     }
+
+    /// Whether `s` measured it ([`measured`]).
+    pub fn measured(&self, s: &Summary) -> bool {
+        measured(s, self.name)
+    }
+}
+
+/// What a run must have done for a figure to be measured at all. Most figures are counted in
+/// every run (0 when nothing happened); these are read or counted only with a setting, and
+/// read 0 without it — a 0 that says nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// Counted in every run.
+    Nothing,
+    /// A protected resource: its writes, fencing and lost updates.
+    Resource,
+    /// Lease extension.
+    Extension,
+    /// A read of the locks' expiries at the variant's end: done where a lock may be left
+    /// without one ([`reads_stuck_locks`]).
+    StuckLockRead,
+    /// Holders that crash: how long their keys stayed blocked.
+    Crashes,
+    /// lockbench's own Redlock: its quorum figures.
+    Redlock,
+}
+
+impl Needs {
+    /// What figure `path` (`stuck_locks`, `duration_ms.p99`, `redlock.failed_quorums`) needs.
+    pub fn of(path: &str) -> Needs {
+        let top = path.split('.').next().unwrap_or(path);
+        match top {
+            "stuck_locks" => Needs::StuckLockRead,
+            "crash_blocked_ms" | "crash_blocked_censored" => Needs::Crashes,
+            "redlock" => Needs::Redlock,
+            _ => match Group::of(top) {
+                Group::Resource => Needs::Resource,
+                Group::Extension => Needs::Extension,
+                _ => Needs::Nothing,
+            },
+        }
+    }
+
+    /// Whether summary `s` had it.
+    pub fn met(self, s: &Summary) -> bool {
+        let counted = |n: u64| n > 0 && n != NOT_RECORDED;
+        match self {
+            Needs::Nothing => true,
+            Needs::Resource => s.protect.resource,
+            Needs::Extension => s.protect.extend_every_ms > 0.0,
+            Needs::StuckLockRead => reads_stuck_locks(
+                counted(s.counts.crashes),
+                s.library.is_some(),
+                s.library.is_none()
+                    && s.release == crate::model::release::ReleaseMethod::Script.name(),
+            ),
+            Needs::Crashes => counted(s.counts.crashes),
+            Needs::Redlock => s.redlock.is_some(),
+        }
+    }
+
+    /// The setting that measures it, for a message: `resource = true (--resource)`.
+    pub fn setting(self) -> &'static str {
+        match self {
+            Needs::Nothing => "any run",
+            Needs::Resource => "a protected resource: resource = true (--resource)",
+            Needs::Extension => "lease extension: a variant with +extend (extend, --extend)",
+            Needs::StuckLockRead => {
+                "a run that can leave a lock without an expiry: holder crashes (crash_between, \
+                 --crash-between, or a holder-crash fault), a lock library (--client) or your \
+                 own script (--release script)"
+            }
+            Needs::Crashes => {
+                "holder crashes: crash_between (--crash-between) or a holder-crash fault"
+            }
+            Needs::Redlock => "lockbench's Redlock: lock = \"redlock\" (--lock redlock)",
+        }
+    }
+}
+
+/// Whether the locks' expiries are read at a variant's end (what stuck locks count): after a
+/// holder crashed between `SETNX` and `EXPIRE`, or for a lock library or the user's own
+/// script, which may take or re-arm a lock without one. The runner decides with it whether to
+/// read, and every writer through [`measured`] whether the count means anything.
+pub fn reads_stuck_locks(crashed: bool, library: bool, own_script: bool) -> bool {
+    crashed || library || own_script
+}
+
+/// Whether summary `s` measured figure `path` (`lost_updates`, `duration_ms.p99`): the one
+/// answer the terminal tables, `--summary-md`, `--junit`, `report.html` and the gates read, so
+/// none shows `-` beside a gate that read a number, or a number where nothing was measured.
+pub fn measured(s: &Summary, path: &str) -> bool {
+    Needs::of(path).met(s)
 }
 
 fn count(s: &Summary, name: &str) -> String {
@@ -221,7 +318,7 @@ pub const DERIVED: &[Derived] = &[
         "stuck locks",
         Unit::Count,
         Check::No("read at the server: keys without an expiry at the variant's end"),
-        "locks left without an expiry (PTTL −1) at the variant's end: holders that died between SETNX and EXPIRE",
+        "locks left without an expiry (PTTL −1) at the variant's end: holders that died between SETNX and EXPIRE, or locks a library or your own script took or re-armed without one (read only in such variants: `-` in others)",
         |s, _| match s.stuck_locks {
             NOT_RECORDED => "n/a".to_string(),
             n => n.to_string(),
@@ -304,6 +401,9 @@ pub fn figures() -> Vec<Figure> {
 
 /// A figure's cell in the terminal table and `report.html`: the value with its unit.
 pub fn cell(f: &Figure, s: &Summary) -> String {
+    if !f.measured(s) {
+        return "-".to_string();
+    }
     let v = f.value(s);
     let x = v.parse::<f64>();
     match (f.unit, x) {
@@ -327,6 +427,39 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), all.len());
         assert!(all.iter().all(|f| !f.definition.is_empty()));
+    }
+
+    /// Whether a figure was measured has one answer, which the table's cells, the verdict
+    /// table and the gates all read (issue 40: a script's stuck lock was `-` in the tables and
+    /// "crossed (1)" at the gate): stuck locks are measured for the user's own script and a
+    /// library without a crash, not for lockbench's own release without one.
+    #[test]
+    fn measured_is_one_answer_for_every_writer() {
+        use crate::analysis::summary::{Meta, summarize};
+        use crate::analysis::verdict_table::{State, VerdictTable};
+        let mut s = summarize(Meta::default(), &Default::default(), &Default::default());
+        s.counts.sections = 3;
+        s.counts.crashes = 0;
+        s.stuck_locks = 1;
+        let stuck = figures()
+            .into_iter()
+            .find(|f| f.name == "stuck_locks")
+            .unwrap();
+        let gate = crate::analysis::threshold::Threshold::parse("stuck_locks > 0").unwrap();
+        for (release, library, is_measured) in [
+            ("script", None, true),
+            ("token", Some("redis 6.0".to_string()), true),
+            ("token", None, false),
+        ] {
+            s.release = release.to_string();
+            s.library = library;
+            assert_eq!(measured(&s, "stuck_locks"), is_measured, "{release}");
+            assert_eq!(stuck.group.present(&s), is_measured, "{release}");
+            assert_eq!(cell(&stuck, &s) != "-", is_measured, "{release}");
+            let row = &VerdictTable::new("r", std::slice::from_ref(&s), false, None).rows[0];
+            assert_eq!(row.figures[3].state != State::NotMeasured, is_measured);
+            assert_eq!(gate.check(&s).crossed, is_measured, "{release}");
+        }
     }
 
     /// Numbers are written without trailing zeros.

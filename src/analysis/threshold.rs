@@ -109,13 +109,38 @@ impl Threshold {
     pub fn check(&self, s: &Summary) -> Crossing {
         // A figure the run did not measure (not recorded, or a block this run has not) crosses
         // nothing: NaN, which a verdict of its own reports where it matters.
-        let value = figure_value(s, &self.figure).unwrap_or(f64::NAN);
+        let value = figure_value(s, &self.figure)
+            .filter(|_| crate::analysis::figures::measured(s, &self.figure))
+            .unwrap_or(f64::NAN);
         Crossing {
             expr: self.expr.clone(),
             value,
             crossed: !value.is_nan() && self.op.holds(value, self.value),
         }
     }
+}
+
+/// Refuses gates on a figure no variant of the run will measure (`lost_updates > 0` without a
+/// protected resource read "held (0)" and passed): `measures` says whether the run has what a
+/// figure needs. The error names the gate, the figure and the setting that measures it.
+pub(crate) fn check_measured(
+    gates: &[Threshold],
+    measures: impl Fn(crate::analysis::figures::Needs) -> bool,
+) -> Result<(), String> {
+    for t in gates {
+        let needs = crate::analysis::figures::Needs::of(&t.figure);
+        if !measures(needs) {
+            return Err(format!(
+                "`{}`: this run does not measure {} (it would read 0 whatever happened); \
+                 {} is measured only with {}. Add that setting, or drop the gate",
+                t.expr,
+                t.figure,
+                t.figure,
+                needs.setting()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The numeric field `path` (`a` or `a.b`) of a summary, as summary.json has it.
@@ -224,11 +249,17 @@ mod tests {
         // A figure not measured crosses nothing (it read as 18446744073709551615 > 0), not even
         // `!=`; a measured one still does (the control).
         let lost = Threshold::parse("lost_updates > 0").unwrap();
+        s.protect.resource = true;
         s.lost_updates = crate::analysis::counts::NOT_RECORDED;
         let c = lost.check(&s);
         assert!(!c.crossed && c.value.is_nan(), "{c:?}");
         s.lost_updates = 2;
         assert!(lost.check(&s).crossed);
+        // Nor does a figure the variant had no setting for (`figures::measured`), whatever
+        // number stands in its field.
+        s.protect.resource = false;
+        let c = lost.check(&s);
+        assert!(!c.crossed && c.value.is_nan(), "{c:?}");
         s.redlock = None;
         let absent = Threshold::parse("redlock.failed_quorums != 0").unwrap();
         assert!(!absent.check(&s).crossed);

@@ -17,6 +17,36 @@ pub fn errors_dominate(s: &Summary) -> bool {
     s.errors > 0 && s.errors * 2 > commands(s)
 }
 
+/// Releases sent and, of them, those that failed (no reply, or an error reply); `None` for a
+/// summary written before these were counted.
+fn releases(s: &Summary) -> Option<(u64, u64)> {
+    let c = &s.counts;
+    let answered = [
+        c.released,
+        c.wrongful_deletes,
+        c.nothing_deleted,
+        c.refused_expired,
+        c.refused_held_by_other,
+        c.refused_unclassified,
+    ];
+    let all = answered.iter().chain([&c.release_errors]);
+    if all
+        .clone()
+        .any(|&n| n == crate::analysis::counts::NOT_RECORDED)
+    {
+        return None;
+    }
+    Some((all.sum(), c.release_errors))
+}
+
+/// Release errors dominate when more than half of the releases sent failed: the lock was not
+/// let go as the variant says (a release script that errors on every call), whatever the
+/// acquisitions did. Judged apart from [`errors_dominate`], whose commands include every
+/// busy reply of a contended run, so a run in which no release worked could still pass it.
+pub fn release_errors_dominate(s: &Summary) -> bool {
+    releases(s).is_some_and(|(sent, failed)| failed > 0 && failed * 2 > sent)
+}
+
 /// Commands the workers sent: counted one by one; summaries written before that counter
 /// existed had one per attempt and one release per section.
 fn commands(s: &Summary) -> u64 {
@@ -65,7 +95,7 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
 
 /// Why one variant failed the run, one line each (empty when it did not): it gave up,
 /// completed no section, its resource could not be read back, a fault could not be applied,
-/// or its errors dominated.
+/// its errors dominated, or most of its releases failed.
 pub fn variant_failures(s: &Summary) -> Vec<String> {
     let mut reasons = Vec::new();
     let v = &s.variant;
@@ -100,6 +130,13 @@ pub fn variant_failures(s: &Summary) -> Vec<String> {
             "variant `{v}`: {} of its {} commands failed",
             s.errors,
             commands(s)
+        ));
+    }
+    if release_errors_dominate(s)
+        && let Some((sent, failed)) = releases(s)
+    {
+        reasons.push(format!(
+            "variant `{v}`: {failed} of its {sent} releases failed: its locks were not let go as it says"
         ));
     }
     reasons
@@ -190,6 +227,34 @@ mod tests {
         let v = verdict(&[s], false, None);
         assert_eq!(v.code, FAILED);
         assert!(v.reasons[0].contains("stuck locks are not known"), "{v:?}");
+    }
+
+    /// A run in which no release worked has failed, even when its errors are a minority of
+    /// the commands sent (issue 40: a release script that errored on every call passed, the
+    /// busy replies of a contended run outnumbering the failed releases); a few failed
+    /// releases among many good ones do not fail it (the control), nor does an older summary
+    /// without the release counts.
+    #[test]
+    fn failed_releases_fail_the_run() {
+        let mut s = summary(1000, 100, 100, StopReason::Limit);
+        s.counts.commands = 1100;
+        s.counts.released = 0;
+        s.counts.release_errors = 100;
+        assert!(!errors_dominate(&s), "the old rule let it pass");
+        let v = verdict(std::slice::from_ref(&s), false, None);
+        assert_eq!(v.code, FAILED, "{v:?}");
+        assert!(
+            v.reasons
+                .iter()
+                .any(|r| r.contains("100 of its 100 releases failed")),
+            "{v:?}"
+        );
+        s.counts.released = 90;
+        s.counts.release_errors = 10;
+        s.errors = 10;
+        assert_eq!(verdict(std::slice::from_ref(&s), false, None).code, OK);
+        s.counts.release_errors = crate::analysis::counts::NOT_RECORDED;
+        assert!(!release_errors_dominate(&s));
     }
 
     /// Giving up and completing nothing are failures; an interrupt beats them all.

@@ -4,7 +4,7 @@
 //! `--summary-md` and `--junit` write; built here once, from the summaries alone.
 
 use crate::analysis::counts::NOT_RECORDED;
-use crate::analysis::figures::{Group, num};
+use crate::analysis::figures::{measured, num};
 use crate::analysis::summary::{Crossing, Summary};
 use crate::analysis::threshold::Threshold;
 use crate::analysis::verdict::{Verdict, variant_failures, verdict};
@@ -172,9 +172,7 @@ fn key_figures(s: &Summary) -> Vec<KeyFigure> {
             }
         }
     };
-    let resource = Group::Resource.present(s);
-    // Stuck locks are read at the server only after a holder crashed, or for a library.
-    let stuck = Group::Crash.present(s) || s.library.is_some();
+    let measured = |name: &str| measured(s, name);
     vec![
         KeyFigure {
             text: format!("{} / {}", num(s.overlap_ms), s.overlap_incidents),
@@ -184,10 +182,13 @@ fn key_figures(s: &Summary) -> Vec<KeyFigure> {
                 State::NonZero
             },
         },
-        count(s.lost_updates, resource),
+        count(s.lost_updates, measured("lost_updates")),
         count(s.counts.wrongful_deletes, true),
-        count(s.stuck_locks, stuck),
-        count(s.counts.unsafe_writes_accepted, resource),
+        count(s.stuck_locks, measured("stuck_locks")),
+        count(
+            s.counts.unsafe_writes_accepted,
+            measured("unsafe_writes_accepted"),
+        ),
         count(s.errors, true),
     ]
 }

@@ -51,7 +51,8 @@ impl Rslock {
         // gone: under 3 ms every acquisition would fail with `TtlExceeded`.
         if recipe.ttl_ms < 3 {
             return Err(fail(format!(
-                "rslock cannot take a TTL of {} ms: it keeps 1 % + 2 ms of it for clock drift,                  so every lock would be refused (TtlExceeded); use a TTL of 3 ms or more",
+                "rslock cannot take a TTL of {} ms: it keeps 1 % + 2 ms of it for clock drift, \
+                 so every lock would be refused (TtlExceeded); use a TTL of 3 ms or more",
                 recipe.ttl_ms
             )));
         }
@@ -175,5 +176,31 @@ impl Rslock {
             stderr: Vec::new(),
             refused: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A TTL rslock cannot take is refused with one readable sentence (issue 40: a missing
+    /// line continuation put a run of spaces in the middle of it).
+    #[test]
+    fn a_too_short_ttl_is_refused_in_one_sentence() {
+        let recipe = Recipe {
+            argv: Vec::new(),
+            client: "rslock",
+            servers: vec!["redis://127.0.0.1:1/0".to_string()],
+            cluster: false,
+            ttl_ms: 1,
+            command_timeout: Duration::from_secs(1),
+            patience: Duration::from_secs(1),
+        };
+        let e = Rslock::start(&recipe, 0)
+            .err()
+            .expect("a 1 ms TTL is refused");
+        assert!(e.refused, "{}", e.what);
+        assert!(e.what.contains("TTL of 1 ms"), "{}", e.what);
+        assert!(!e.what.contains("  "), "a run of spaces: {:?}", e.what);
     }
 }

@@ -219,7 +219,9 @@ pub struct RunArgs {
     /// CI summaries.
     pub ci: CiArgs,
     /// Release method: del (unconditional, the bug), token (Lua compare-and-delete), delex
-    /// (DELEX IFEQ, Redis ≥ 8.4), script (your own --release-script) [profile: release;
+    /// (DELEX IFEQ, Redis ≥ 8.4), script (your own --release-script), or a lock library, by
+    /// its driver: redis-py, python-redis-lock, python-redis-lock-renew, pottery, redlock5,
+    /// redlock4, redis-semaphore, redis-lock, rslock (Rust, in process) [profile: release;
     /// default token].
     #[arg(long)]
     pub release: Option<String>,
@@ -269,7 +271,8 @@ pub struct CompareArgs {
     /// CI summaries.
     pub ci: CiArgs,
     /// Release methods to compare, comma-separated, e.g. del,token or token,script (your own
-    /// --release-script) (`--releases` is an alias) [profile: releases; default del,token].
+    /// --release-script), or token,redis-py (a lock library, as --client names them)
+    /// (`--releases` is an alias) [profile: releases; default del,token].
     #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]
     pub release: Option<Vec<String>>,
     /// A lock library to measure beside them, by its driver (repeatable): redis-py,

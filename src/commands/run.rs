@@ -111,7 +111,10 @@ async fn compare_checked(a: &CompareArgs) -> anyhow::Result<i32> {
         ..Profile::default()
     };
     let mut plan = a.workload.plan(extra)?;
-    // `--client NAME` adds the library to the variants, after the release methods.
+    // `--client NAME` adds the library to the variants, after the release methods. A library
+    // named twice is refused, not dropped: the run would measure fewer variants than the
+    // command line lists, and a warning scrolls past in a CI log while the run goes on; the
+    // fix (name it once) costs nothing before anything ran.
     for name in &a.client {
         let lib = crate::model::client::Client::parse(name).ok_or_else(|| {
             BadInput(format!(
@@ -123,9 +126,20 @@ async fn compare_checked(a: &CompareArgs) -> anyhow::Result<i32> {
             client: Some(lib),
             ..Variant::from(crate::model::release::ReleaseMethod::Token)
         };
-        if !plan.protection.releases.contains(&v) {
-            plan.protection.releases.push(v);
+        if plan
+            .protection
+            .releases
+            .iter()
+            .any(|r| r.client == Some(lib))
+        {
+            return Err(BadInput(format!(
+                "--client {name}: {} is already a variant of this run (named twice, by --client \
+                 or --release); each variant runs once: name it once",
+                lib.name()
+            ))
+            .into());
         }
+        plan.protection.releases.push(v);
     }
     let methods: Vec<Variant> = plan.protection.releases.clone();
     let opts = a.workload.options("compare");

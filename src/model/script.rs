@@ -252,8 +252,14 @@ impl ScriptReply {
 
 /// A reply outside the convention: what the script answered and what it should answer.
 fn off_convention(s: &UserScript, reply: &ScriptReply, valid: &str) -> String {
+    // A table is several lines, as redis-cli prints it: set apart, indented.
+    let reply = reply.to_string();
+    let reply = match reply.contains('\n') {
+        true => format!(":\n    {}\n", reply.replace('\n', "\n    ")),
+        false => format!(" {reply}, "),
+    };
     format!(
-        "{} answered {reply}, which the convention does not know: return {valid}",
+        "{} answered{reply}which the convention does not know: return {valid}",
         s.label()
     )
 }
@@ -333,6 +339,12 @@ mod tests {
         assert_eq!(
             r(ScriptReply::Int(-1), false),
             Ok(ReleaseOutcome::RefusedHeldByOther)
+        );
+        // A table, as redis-cli prints it, is set apart on lines of its own.
+        let e = r(ScriptReply::Other("1) (integer) 1\n2) \"a\"".into()), false).unwrap_err();
+        assert!(
+            e.contains("answered:\n    1) (integer) 1\n    2) \"a\"\nwhich the convention"),
+            "{e}"
         );
         let e = r(ScriptReply::Other("\"yes\"".into()), false).unwrap_err();
         assert!(

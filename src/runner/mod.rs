@@ -123,6 +123,28 @@ pub async fn run_with<K: Connector>(
     run_on(&[target], kind, plan, variants, opts).await
 }
 
+/// Refuses, before anything runs, a gate (`fail_if`) on a figure no variant of the run
+/// measures: it would read 0 and hold, whatever happened.
+fn check_gates(plan: &Plan, variants: &[Variant]) -> anyhow::Result<()> {
+    use crate::analysis::figures::{Needs, reads_stuck_locks};
+    let own = variants.iter().filter(|v| v.client.is_none());
+    let measures = |needs: Needs| match needs {
+        Needs::Nothing => true,
+        Needs::Resource => plan.protection.resource,
+        Needs::Extension => own.clone().any(|v| v.extend),
+        Needs::StuckLockRead => reads_stuck_locks(
+            plan.has_crashes(),
+            variants.iter().any(|v| v.client.is_some()),
+            own.clone()
+                .any(|v| v.release == crate::model::release::ReleaseMethod::Script),
+        ),
+        Needs::Crashes => plan.has_crashes(),
+        Needs::Redlock => plan.backend.redlock.is_some() && own.clone().next().is_some(),
+    };
+    crate::analysis::threshold::check_measured(&plan.fail_if, measures)
+        .map_err(|m| BadInput(format!("thresholds.fail_if (--fail-if) {m}")).into())
+}
+
 /// Refuses, before anything runs, a lock library's variant the run cannot carry out: a store
 /// no library can reach (the model, virtual time), and what a driver does not do yet (a holder
 /// that dies mid-section, the two-command acquisition, which is lockbench's own).
@@ -137,11 +159,8 @@ fn check_clients<K: Connector>(
     let name = c.name();
     let refuse = |why: String| Err(BadInput(format!("client {name}: {why}")).into());
     for t in targets {
-        if t.connector.driver_urls().is_none() {
-            return refuse(format!(
-                "a lock library needs a Redis server it can connect to (backend spawn, or --redis URL); this run's store is {}",
-                t.connector.describe()
-            ));
+        if let Err(why) = t.connector.driver_urls() {
+            return refuse(why);
         }
     }
     // Settings of lockbench's own lock that no variant of the run takes: a library releases,
@@ -206,6 +225,7 @@ pub async fn run_on<K: Connector>(
 ) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
     check_clients(targets, plan, &variants)?;
+    check_gates(plan, &variants)?;
     for t in targets {
         t.control
             .check(&plan.faults.schedule, kind)

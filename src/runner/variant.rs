@@ -117,9 +117,16 @@ async fn prepare<K: Connector>(
     let (mut libs, mut client) = (Vec::new(), None);
     if let Some(c) = variant.client {
         let getdel = env.server.capabilities.get("GETDEL") == Some(&Some(true));
+        let prefix = key_names.prefix().to_string();
+        let watched = !std::env::var(WATCH_ENV).is_ok_and(|v| v == "off");
+        let getdel_refused = match getdel && watched {
+            true => getdel_refused(probe, &format!("{prefix}:probe")).await,
+            false => None,
+        };
         let watch = Watching {
             getdel,
-            prefix: key_names.prefix().to_string(),
+            getdel_refused,
+            prefix,
         };
         let (l, ctx) = start_drivers(connector, plan, c, slots, watch, &env.signals).await?;
         (libs, client) = (l, Some(ctx));
@@ -208,9 +215,9 @@ pub(super) fn driver_recipe<K: Connector>(
     client: crate::model::client::Client,
 ) -> anyhow::Result<crate::client::driver::Recipe> {
     // `run_on` refused, before anything ran, a store no driver can reach (`check_clients`).
-    let urls = connector
-        .driver_urls()
-        .context("a lock library's variant on a store no driver can reach")?;
+    let urls = connector.driver_urls().map_err(|why| {
+        anyhow::anyhow!("a lock library's variant on a store no driver can reach: {why}")
+    })?;
     // rslock runs in lockbench's process: no command line.
     let argv = if client.in_process() {
         Vec::new()
@@ -262,11 +269,34 @@ pub(super) async fn greet(
     })
 }
 
-/// What the holders' watches need to know: whether the server has `GETDEL`, and the run's
-/// key prefix (only its keys are rewritten or noted).
+/// What the holders' watches need to know: whether the server has `GETDEL`, whether the run's
+/// user may not run it (and why), and the run's key prefix (only its keys are rewritten or
+/// noted).
 struct Watching {
     getdel: bool,
+    getdel_refused: Option<String>,
     prefix: String,
+}
+
+/// Why the watch may not send a library's `DEL` as `GETDEL` for the run's user (`None`: it
+/// may). The watch never changes what a library can do: where the ACL denies the user
+/// `GETDEL`, every rewritten release would fail (a release the library itself may send), so
+/// the library's `DEL`s pass as they are and its wrongful deletes come from the timeline. `ACL
+/// DRYRUN` (Redis ≥ 7.0) answers without running anything; where it cannot answer (an older
+/// server, a user who may not run `ACL`), the permission is not known, and not assumed.
+async fn getdel_refused<C: LockConn>(probe: &C, key: &str) -> Option<String> {
+    let mut conn = probe.clone();
+    match conn.dry_run(&["GETDEL", key]).await {
+        Ok(Ok(())) => None,
+        Ok(Err(why)) => Some(format!(
+            "timeline (the user may not run GETDEL, which the watch sends for a DEL: {why})"
+        )),
+        Err(e) => Some(format!(
+            "timeline (ACL DRYRUN, Redis >= 7.0, could not confirm that the user may run GETDEL, \
+             which the watch sends for a DEL: {})",
+            e.detail
+        )),
+    }
 }
 
 /// The environment variable that turns the watches off (`off`): for measuring what they cost
@@ -277,11 +307,13 @@ pub(crate) const WATCH_ENV: &str = "LOCKBENCH_WATCH";
 pub(crate) const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
 
 /// Why the holders cannot be watched (`None`: they can).
-fn unwatched(urls: &[String], cluster: bool, watch: &Watching) -> Option<&'static str> {
+fn unwatched<'a>(urls: &[String], cluster: bool, watch: &'a Watching) -> Option<&'a str> {
     if std::env::var(WATCH_ENV).is_ok_and(|v| v == "off") {
         Some("timeline (the watch turned off by LOCKBENCH_WATCH=off)")
     } else if !watch.getdel {
         Some("timeline (the server has no GETDEL, Redis >= 6.2)")
+    } else if let Some(why) = &watch.getdel_refused {
+        Some(why)
     } else if cluster {
         // A cluster client follows the nodes' own addresses (`MOVED`, `CLUSTER SLOTS`), past
         // any watch in front of its seeds.
@@ -543,10 +575,11 @@ async fn read_back<C: LockConn>(
     let resource_final = resource_final(probe, &ctx, &touched, env).await;
     // A library, or the user's own scripts, may leave locks without an expiry too (a lock
     // taken or re-armed without one).
-    let stuck_locks = if recorder.counters.counts.crashes.load(Relaxed) > 0
-        || ctx.client.is_some()
-        || ctx.scripts.is_some()
-    {
+    let stuck_locks = if crate::analysis::figures::reads_stuck_locks(
+        recorder.counters.counts.crashes.load(Relaxed) > 0,
+        ctx.client.is_some(),
+        ctx.scripts.is_some(),
+    ) {
         stuck_locks(probe, &ctx, &touched, env).await
     } else {
         0

@@ -54,7 +54,7 @@ impl<K: Connector> Connector for Apart<K> {
         self.lock.take_redlock_figures()
     }
 
-    fn driver_urls(&self) -> Option<Vec<String>> {
+    fn driver_urls(&self) -> Result<Vec<String>, String> {
         self.lock.driver_urls()
     }
 

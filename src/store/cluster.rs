@@ -131,8 +131,8 @@ impl Connector for ClusterConnector {
     }
     /// The seed nodes: a library's cluster client finds the rest of the cluster from them,
     /// as lockbench's does.
-    fn driver_urls(&self) -> Option<Vec<String>> {
-        Some(self.seeds.clone())
+    fn driver_urls(&self) -> Result<Vec<String>, String> {
+        Ok(self.seeds.clone())
     }
 }
 

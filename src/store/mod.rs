@@ -320,9 +320,13 @@ pub trait Connector: Send + Sync + 'static {
     }
     /// The URLs a lock library's driver connects to (with credentials: never printed), one
     /// per server (N for a Redlock; a cluster's seed nodes, where [`Connector::hash_tags`]);
-    /// `None` where no library can reach it (the in-process model, a unix socket).
-    fn driver_urls(&self) -> Option<Vec<String>> {
-        None
+    /// or why no library can reach it (the in-process model, a unix socket).
+    fn driver_urls(&self) -> Result<Vec<String>, String> {
+        Err(format!(
+            "a lock library needs a Redis server it can connect to (backend spawn, or --redis \
+             redis://HOST:PORT); this run's store is {}",
+            self.describe()
+        ))
     }
     /// Where the protected resource lives when it is apart from the locks
     /// ([`apart::Apart`]); `None`: on the lock's store.

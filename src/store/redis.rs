@@ -248,12 +248,27 @@ impl Admin {
 impl Connector for RedisConnector {
     type Conn = RedisConn;
 
-    fn driver_urls(&self) -> Option<Vec<String>> {
+    fn driver_urls(&self) -> Result<Vec<String>, String> {
         let info = self.client.get_connection_info();
         let (scheme, host, port) = match info.addr() {
             ConnectionAddr::Tcp(h, p) => ("redis", h.clone(), *p),
             ConnectionAddr::TcpTls { host, port, .. } => ("rediss", host.clone(), *port),
-            _ => return None,
+            ConnectionAddr::Unix(path) => {
+                return Err(format!(
+                    "the lock libraries' drivers connect over TCP, and this server is given as \
+                     the unix socket {}: give it as redis://HOST:PORT (its `port` and `bind` in \
+                     redis.conf), or use backend spawn",
+                    path.display()
+                ));
+            }
+            _ => return Err(format!("a lock library cannot reach {}", self.describe())),
+        };
+        // An IPv6 address is bracketed in a URL (`redis://[::1]:6379`): redis-rs gives the bare
+        // address, which a library's URL parser splits at its first colon.
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host
         };
         let r = info.redis_settings();
         let enc = |s: &str| {
@@ -271,7 +286,7 @@ impl Connector for RedisConnector {
             (None, Some(p)) => format!(":{}@", enc(p)),
             _ => String::new(),
         };
-        Some(vec![format!("{scheme}://{auth}{host}:{port}/{}", r.db())])
+        Ok(vec![format!("{scheme}://{auth}{host}:{port}/{}", r.db())])
     }
 
     async fn connect(&self) -> anyhow::Result<RedisConn> {
@@ -799,6 +814,33 @@ pub fn version_tuple(version: &str) -> Option<(u32, u32)> {
 mod tests {
     use super::*;
     use crate::target::inet_aton;
+
+    /// A library's driver gets the server's address as a URL its parser reads: an IPv6 host in
+    /// brackets (issue 40: `redis://[::1]:P` reached redis-py as `redis://::1:P`, "Port could
+    /// not be cast to integer"); an IPv4 one and a name as they are; a unix socket is refused
+    /// saying that the drivers connect over TCP.
+    #[test]
+    fn driver_urls_bracket_an_ipv6_host() {
+        let t = Timeouts::default();
+        let url = |u: &str| RedisConnector::new(u, t, false).unwrap().driver_urls();
+        assert_eq!(
+            url("redis://u:p@[::1]:6391").unwrap(),
+            vec!["redis://u:p@[::1]:6391/0".to_string()]
+        );
+        assert_eq!(
+            url("redis://127.0.0.1:6391/2").unwrap(),
+            vec!["redis://127.0.0.1:6391/2".to_string()]
+        );
+        assert_eq!(
+            url("redis://localhost:6391").unwrap(),
+            vec!["redis://localhost:6391/0".to_string()]
+        );
+        let why = url("unix:///tmp/redis.sock").unwrap_err();
+        assert!(
+            why.contains("over TCP") && why.contains("/tmp/redis.sock") && why.contains("redis://"),
+            "{why}"
+        );
+    }
 
     /// Remote hosts are refused without --allow-remote; loopback is accepted.
     #[test]

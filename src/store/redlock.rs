@@ -110,10 +110,13 @@ impl Connector for RedlockConnector {
 
     /// Every instance's URL: a quorum library takes the lock on all of them, as lockbench's
     /// own Redlock does.
-    fn driver_urls(&self) -> Option<Vec<String>> {
+    fn driver_urls(&self) -> Result<Vec<String>, String> {
         self.instances
             .iter()
-            .map(|c| c.driver_urls().and_then(|v| v.into_iter().next()))
+            .map(|c| {
+                c.driver_urls()
+                    .and_then(|v| v.into_iter().next().ok_or_else(String::new))
+            })
             .collect()
     }
 

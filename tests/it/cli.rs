@@ -474,3 +474,59 @@ fn profile_mistakes_are_named_in_the_profiles_words() {
         assert!(Profile::parse(ok, "p.toml").is_ok(), "{ok}");
     }
 }
+
+/// `run --help` lists every lock library `--release` accepts, and `compare --help` every one
+/// `--client` accepts, by the names lockbench parses (issue 40: `run --help` listed none).
+#[test]
+fn help_lists_the_lock_libraries() {
+    for (sub, flag) in [("run", "--release"), ("compare", "--client")] {
+        let o = lockbench(&[sub, "--help"]).output();
+        assert!(o.status.success());
+        let out = text(&o).0;
+        // The option's line and its description, up to the next option's line.
+        let mut lines = out
+            .lines()
+            .skip_while(|l| !l.trim_start().starts_with(&format!("{flag} <")));
+        let first = lines
+            .next()
+            .unwrap_or_else(|| panic!("{sub} --help has no {flag}:\n{out}"));
+        let help: String = std::iter::once(first)
+            .chain(lines.take_while(|l| !l.trim_start().starts_with('-')))
+            .collect::<Vec<_>>()
+            .join(" ");
+        for c in lockbench::model::client::Client::ALL {
+            assert!(
+                help.contains(c.name()),
+                "{sub} --help's {flag} lacks {}: {help}",
+                c.name()
+            );
+        }
+    }
+}
+
+/// The same library twice (`--client`, or `--client` beside `--release NAME`) is bad input
+/// naming it, not dropped without a word (issue 40); two different libraries are not refused
+/// for it (the control: they reach the backend's own check).
+#[test]
+fn the_same_client_twice_is_refused() {
+    for args in [
+        &["--client", "redis-py", "--client", "redis-py"][..],
+        &["--release", "token,redis-py", "--client", "redis-py"][..],
+    ] {
+        let o = lockbench(&["compare", "--backend", "memory", "--sections", "5"])
+            .args(args)
+            .output();
+        let err = text(&o).1;
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("--client redis-py") && err.contains("named twice"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = lockbench(&["compare", "--backend", "memory", "--sections", "5"])
+        .args(["--client", "redis-py", "--client", "redis-lock"])
+        .output();
+    let err = text(&o).1;
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("named twice"), "{err}");
+}

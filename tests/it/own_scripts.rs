@@ -466,3 +466,105 @@ fn commands_are_checked_before_the_run() {
         assert!(text.contains(says), "{how:?}: {text}");
     }
 }
+
+/// A stuck lock left by the user's own acquire script — no holder crashed — is one figure
+/// everywhere (issue 40: summary.json said 1 and the gate "crossed (1)", while the terminal,
+/// `--summary-md` and `report.html` said `-`, "not measured"): the verdict row, the Markdown and
+/// the page show the 1 the gate read. The release refuses (`return 0`), so the first lock,
+/// taken without an expiry, is still there at the end.
+#[test]
+fn a_stuck_lock_without_a_crash_is_shown_where_the_gate_reads_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let acquire = tmp.path().join("acquire-no-px.lua");
+    std::fs::write(
+        &acquire,
+        "return redis.call('SET', KEYS[1], ARGV[1], 'NX')\n",
+    )
+    .unwrap();
+    let release = tmp.path().join("release-never.lua");
+    std::fs::write(&release, "return 0\n").unwrap();
+    let dir = tmp.path().join("out");
+    let md = tmp.path().join("summary.md");
+    let o = common::lockbench(&["run", "--backend", "spawn", "--release", "script"])
+        .arg("--acquire-script")
+        .arg(&acquire)
+        .arg("--release-script")
+        .arg(&release)
+        .args(["--workers", "1", "--keys", "1", "--ttl", "50ms"])
+        .args(["--dist", "constant(1ms)", "--duration", "300ms"])
+        .args(["--fail-if", "stuck_locks > 0", "--summary-md"])
+        .arg(&md)
+        .out(&dir)
+        .output();
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(99), "{text}");
+    let s = &common::summaries(&dir)[0];
+    assert_eq!(s["stuck_locks"], 1, "{s}");
+    assert_eq!(s["crashes"], 0, "{s}");
+    // The verdict row: variant, overlap, lost updates, wrongful deletes, stuck locks, …
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let row = stdout
+        .lines()
+        .find(|l| l.starts_with("script ") && l.contains("crossed (1)"))
+        .unwrap_or_else(|| panic!("no verdict row: {stdout}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // `script  0 / 0  -  0  1  -  0  crossed (1)`
+    assert_eq!(
+        &cells[..8],
+        ["script", "0", "/", "0", "-", "0", "1", "-"],
+        "{row}"
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    let md_row = md
+        .lines()
+        .find(|l| l.contains("script"))
+        .unwrap_or_else(|| panic!("{md}"));
+    let md_cells: Vec<&str> = md_row.split('|').map(str::trim).collect();
+    assert!(md_cells[5].ends_with('1'), "stuck locks: {md_row}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    // Verdict row: lost updates `-` (no resource), wrongful deletes 0, stuck locks 1.
+    assert!(
+        html.contains(r#"<td class="na">-</td><td class="zero">0</td><td class="nonzero">1</td>"#),
+        "{html}"
+    );
+    assert!(
+        html.contains("<tr><td>stuck locks</td><td>1</td>"),
+        "{html}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("stuck locks") && l.trim_end().ends_with(" 1")),
+        "{stdout}"
+    );
+}
+
+/// A release script that errors on every call fails the run (issue 40: `verdict: passed`,
+/// exit 0 — the errors were a minority of the commands, most of them busy replies); the
+/// shipped compare-and-delete under the same contention passes (the control).
+#[test]
+fn a_release_script_that_always_errors_fails_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let broken = tmp.path().join("release-broken.lua");
+    std::fs::write(&broken, "return redis.call('NOSUCHCMD')\n").unwrap();
+    let run = |release: &str, name: &str| {
+        common::lockbench(&["run", "--backend", "spawn", "--release", "script"])
+            .args(["--release-script", release])
+            .args(["--workers", "4", "--keys", "1", "--busy", "retry"])
+            .args(["--dist", "constant(10ms)", "--duration", "500ms"])
+            .out(tmp.path().join(name))
+            .output()
+    };
+    let o = run(&broken.display().to_string(), "broken");
+    let text = common::text_of(&o);
+    assert_eq!(o.status.code(), Some(1), "{text}");
+    let s = &common::summaries(&tmp.path().join("broken"))[0];
+    let failed = s["release_errors"].as_u64().unwrap();
+    assert!(failed > 0 && s["released"] == 0, "{s}");
+    assert!(
+        text.contains(&format!("{failed} of its {failed} releases failed")),
+        "{text}"
+    );
+    let o = run(&script("release-compare-and-delete.lua"), "good");
+    assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+}

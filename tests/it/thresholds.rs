@@ -116,3 +116,51 @@ fn profile_thresholds_and_bad_conditions() {
         "{err}"
     );
 }
+
+/// A gate on a figure the run does not measure is bad input, before the run, naming the
+/// figure and the setting that measures it (issue 40: `lost_updates > 0` without a resource
+/// read "held (0)" and passed); the same gate with the resource runs (the control).
+#[test]
+fn a_gate_on_a_figure_not_measured_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(
+        &["--fail-if", "lost_updates > 0"],
+        &dir.path().join("no-resource"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("lost_updates > 0")
+            && err.contains("does not measure lost_updates")
+            && err.contains("--resource"),
+        "{err}"
+    );
+    assert!(!dir.path().join("no-resource").join("summary.json").exists());
+    let o = run(
+        &["--fail-if", "stuck_locks > 0"],
+        &dir.path().join("no-stuck"),
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--crash-between"), "{err}");
+
+    let o = run(
+        // A TTL far above every section: no overlap, so no lost update, on any machine.
+        &[
+            "--resource",
+            "--ttl",
+            "10s",
+            "--dist",
+            "constant(1ms)",
+            "--fail-if",
+            "lost_updates > 0",
+        ],
+        &dir.path().join("resource"),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

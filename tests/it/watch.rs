@@ -231,3 +231,61 @@ async fn a_plain_del_s_wrongful_deletes_are_attributed_at_the_server() {
     );
     server.stop().await;
 }
+
+/// The watch never changes what a library can do (issue 40: for a user the ACL denies
+/// `GETDEL`, it rewrote every `DEL` into one and every release failed). Such a user's run of
+/// npm `redis-lock` (plain `DEL`s) releases every lock, with no error and no `GETDEL` at the
+/// server; its wrongful deletes come from the timeline, which says why. The same run as a user
+/// who may run `GETDEL` is watched (the control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_who_may_not_run_getdel_keeps_its_library_s_dels() {
+    let _cpu = common::shared();
+    let server = common::redis().await;
+    let mut admin = common::sync_conn(&server);
+    for (user, getdel) in [("no-getdel", "-getdel"), ("all", "+getdel")] {
+        let _: () = redis::cmd("ACL")
+            .arg("SETUSER")
+            .arg(user)
+            .arg(&["reset", "on", ">pw", "~*", "+@all", getdel])
+            .query(&mut admin)
+            .unwrap();
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |user: &str| {
+        let dir = tmp.path().join(user);
+        let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
+        let monitor = Monitor::start(server.port());
+        let o = common::lockbench(&["run", "--release", "redis-lock", "--redis", &url])
+            .args(["--workers", "2", "--keys", "1", "--busy", "retry"])
+            .args(["--ttl", "2s", "--dist", "constant(5ms)", "--sections", "40"])
+            .out(&dir)
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{user}: {}", common::text_of(&o));
+        let mut admin = common::sync_conn(&server);
+        let commands = monitor.until(&mut admin, &format!("end of {user}"));
+        (common::summaries(&dir)[0].clone(), commands)
+    };
+    let (s, commands) = run("no-getdel");
+    assert_eq!(s["errors"], 0, "{s}");
+    assert_eq!(s["released"], s["sections"], "{s}");
+    let source = s["wrongful_deletes_source"].as_str().unwrap();
+    assert!(
+        source.starts_with("timeline") && source.contains("may not run GETDEL"),
+        "{s}"
+    );
+    assert_eq!(s.get("watch"), None, "{s}");
+    assert_eq!(replay(&commands).0, 0, "no GETDEL: {s}");
+    assert!(
+        commands.iter().any(|(_, a)| a[0] == "DEL"),
+        "redis-lock's own DELs"
+    );
+
+    let (s, commands) = run("all");
+    assert_eq!(s["errors"], 0, "{s}");
+    assert_eq!(
+        s["wrongful_deletes_source"], "server (GETDEL through lockbench's watch)",
+        "{s}"
+    );
+    assert!(replay(&commands).0 > 0, "the watch's GETDELs: {s}");
+    server.stop().await;
+}

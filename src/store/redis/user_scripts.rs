@@ -102,6 +102,113 @@ fn script_reply(v: redis::Value) -> ScriptReply {
         redis::Value::SimpleString(s) if s == "OK" => ScriptReply::Ok,
         redis::Value::BulkString(b) => ScriptReply::Text(String::from_utf8_lossy(&b).into_owned()),
         redis::Value::SimpleString(s) => ScriptReply::Text(s),
-        other => ScriptReply::Other(format!("{other:?}")),
+        other => ScriptReply::Other(cli_text(&other)),
+    }
+}
+
+/// A reply as `redis-cli` prints it on a terminal — `(integer) 1`, `"text"`, `(nil)`, a
+/// table's elements numbered one per line, nested ones indented under their number — so a
+/// script's reply outside the convention reads as the user would see it in `redis-cli`, not as
+/// redis-rs's debug text (issue 40).
+pub(crate) fn cli_text(v: &redis::Value) -> String {
+    let mut out = String::new();
+    write_cli(v, "", &mut out);
+    out.truncate(out.trim_end_matches('\n').len());
+    out
+}
+
+/// Appends `v`, its lines after the first starting with `indent` (redis-cli's
+/// `cliFormatReplyTTY`); every element ends with a newline.
+fn write_cli(v: &redis::Value, indent: &str, out: &mut String) {
+    use redis::Value as V;
+    use std::fmt::Write as _;
+    let quoted = |b: &[u8]| format!("{:?}", String::from_utf8_lossy(b));
+    let line = match v {
+        V::Nil => "(nil)".to_string(),
+        V::Int(n) => format!("(integer) {n}"),
+        V::Okay => "OK".to_string(),
+        V::SimpleString(s) => s.clone(),
+        V::BulkString(b) => quoted(b),
+        V::VerbatimString { text, .. } => quoted(text.as_bytes()),
+        V::Double(d) => format!("(double) {d}"),
+        V::Boolean(b) => format!("({b})"),
+        V::BigNumber(n) => format!("(big number) {n:?}"),
+        V::ServerError(e) => format!("(error) {e}"),
+        V::Attribute { data, .. } => return write_cli(data, indent, out),
+        V::Array(items) | V::Set(items) | V::Push { data: items, .. } => {
+            let mark = if matches!(v, V::Set(_)) { '~' } else { ')' };
+            if items.is_empty() {
+                out.push_str(if mark == '~' {
+                    "(empty set)\n"
+                } else {
+                    "(empty array)\n"
+                });
+                return;
+            }
+            let width = items.len().to_string().len();
+            let inner = format!("{indent}{}", " ".repeat(width + 2));
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(indent);
+                }
+                let _ = write!(out, "{:>width$}{mark} ", i + 1);
+                write_cli(item, &inner, out);
+            }
+            return;
+        }
+        V::Map(pairs) => {
+            if pairs.is_empty() {
+                out.push_str("(empty hash)\n");
+                return;
+            }
+            let width = pairs.len().to_string().len();
+            let inner = format!("{indent}{}", " ".repeat(width + 2));
+            for (i, (k, val)) in pairs.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(indent);
+                }
+                let _ = write!(out, "{:>width$}# ", i + 1);
+                let mut key = String::new();
+                write_cli(k, &inner, &mut key);
+                out.push_str(key.trim_end_matches('\n'));
+                out.push_str(" => ");
+                write_cli(val, &inner, out);
+            }
+            return;
+        }
+        other => format!("{other:?}"),
+    };
+    out.push_str(&line);
+    out.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redis::Value as V;
+
+    /// A table reply reads as redis-cli prints it (issue 40: it was redis-rs's debug text,
+    /// `Array([Int(1), BulkString(...)])`): numbered elements, nested tables indented under
+    /// their number, the widths of ten elements and more aligned, empties named.
+    #[test]
+    fn a_table_reply_reads_as_redis_cli_prints_it() {
+        let table = V::Array(vec![
+            V::Int(1),
+            V::BulkString(b"tok".to_vec()),
+            V::Array(vec![V::Nil, V::SimpleString("OK".into())]),
+        ]);
+        assert_eq!(
+            cli_text(&table),
+            "1) (integer) 1\n2) \"tok\"\n3) 1) (nil)\n   2) OK"
+        );
+        let ten = V::Array((1..=10).map(V::Int).collect());
+        let text = cli_text(&ten);
+        assert!(text.starts_with(" 1) (integer) 1\n 2)"), "{text}");
+        assert!(text.ends_with("\n10) (integer) 10"), "{text}");
+        assert_eq!(cli_text(&V::Array(vec![])), "(empty array)");
+        assert_eq!(
+            script_reply(table),
+            ScriptReply::Other("1) (integer) 1\n2) \"tok\"\n3) 1) (nil)\n   2) OK".into())
+        );
     }
 }
