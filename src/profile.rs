@@ -450,12 +450,15 @@ impl Profile {
     /// Reads and parses a profile file.
     pub fn load(path: &Path) -> Result<(Profile, String), ProfileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
-            file: file.clone(),
-            line: None,
-            field: None,
-            message: format!("cannot read the profile: {e}"),
-        })?;
+        let text =
+            crate::inputs::read_to_string(path, crate::inputs::FileKind::Profile).map_err(|e| {
+                ProfileError {
+                    file: file.clone(),
+                    line: None,
+                    field: None,
+                    message: e.to_string(),
+                }
+            })?;
         Ok((Self::parse(&text, &file)?, text))
     }
 

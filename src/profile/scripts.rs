@@ -224,12 +224,8 @@ pub(super) fn load(cx: &Check<'_>, files: ScriptFiles) -> Result<Arc<UserScripts
             }
         };
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            cx.err(
-                role.field(),
-                format!("cannot read the Lua file {shown}: {e}"),
-            )
-        })?;
+        let text = crate::inputs::read_to_string(&path, crate::inputs::FileKind::Script)
+            .map_err(|e| cx.err(role.field(), e.to_string()))?;
         if text.trim().is_empty() {
             return Err(cx.err(
                 role.field(),
