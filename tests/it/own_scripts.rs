@@ -423,7 +423,8 @@ fn commands_that_check_then_delete_let_a_newer_holder_in() {
 }
 
 /// Commands are checked before the run without running them: a command that would touch
-/// another key (`COMMAND GETKEYS`), one the server does not know, a field given both as a
+/// another key (`COMMAND GETKEYS`), one that runs a script, one split badly (as redis-cli
+/// splits it), one the server does not know, a field given both as a
 /// file and as commands, and commands on lockbench's in-process model are bad input (exit 2)
 /// naming the field.
 #[test]
@@ -438,6 +439,25 @@ fn commands_are_checked_before_the_run() {
         (
             vec!["--release-commands", "FROB {key}"],
             "the server refuses it",
+        ),
+        // Issue 40, item 6: the key check sees only `{key}`; the script flushed the server.
+        (
+            vec![
+                "--release-commands",
+                "EVAL redis.call('FLUSHALL')return(1) 1 {key}",
+            ],
+            "--release-script",
+        ),
+        (
+            vec![
+                "--release-commands",
+                "GET {key} == {token}; EVAL \"x y\" 1 {key}",
+            ],
+            "runs a script",
+        ),
+        (
+            vec!["--release-commands", "SET {key} \"unclosed"],
+            "quote is not closed",
         ),
         (
             vec![
