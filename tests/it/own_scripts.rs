@@ -486,3 +486,55 @@ fn commands_are_checked_before_the_run() {
         assert!(text.contains(says), "{how:?}: {text}");
     }
 }
+
+/// Issue 40, item 8: the end of a run leaves no key holding the run's prefix, whoever wrote
+/// it — a release script's own key without a TTL, and python-redis-lock's `lock-signal:…`
+/// list, written by its release after lockbench's keys were removed by name. Each used to
+/// remain. The server holds a key of someone else's beside them, which stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_of_the_run_remains_whoever_wrote_it() {
+    let _cpu = common::shared();
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let _: () = redis::cmd("SET")
+        .arg("not-lockbench:mine")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let own_key = tmp.path().join("release-with-own-key.lua");
+    std::fs::write(
+        &own_key,
+        "redis.call('SET', KEYS[1] .. ':audit', ARGV[1])\n\
+         if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n\
+         return 0\n",
+    )
+    .unwrap();
+    let own_key = own_key.display().to_string();
+    for (i, how) in [
+        vec!["--release", "script", "--release-script", &own_key],
+        vec!["--release", "python-redis-lock"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = common::lockbench(&["run", "--redis", &server.url(), "--sections", "10"])
+            .args([
+                "--workers",
+                "2",
+                "--keys",
+                "1",
+                "--ttl",
+                "2s",
+                "--busy",
+                "retry",
+            ])
+            .args(&how)
+            .out(tmp.path().join(format!("out{i}")))
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{how:?}: {}", common::text_of(&o));
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        assert_eq!(keys, ["not-lockbench:mine"], "{how:?}");
+    }
+    server.stop().await;
+}
