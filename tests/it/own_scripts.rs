@@ -538,3 +538,79 @@ async fn no_key_of_the_run_remains_whoever_wrote_it() {
     }
     server.stop().await;
 }
+
+/// Issue 40, item 7: a release script that flushes the server (here `FLUSHALL`, with one
+/// holder so that the run is otherwise clean) fails the run, exit 1, naming the script: the
+/// canary planted outside the run's prefix is gone, as is the key of someone else's the test
+/// planted beside it. The run used to pass (exit 0) with the damage unreported. Negative
+/// controls: the shipped compare-and-delete finds the canary intact and removes it (exit 0, no
+/// key of lockbench left); a built-in method plants none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_deletes_keys_outside_the_run_fails_it() {
+    let _cpu = common::shared();
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let url = server.url();
+    let tmp = tempfile::tempdir().unwrap();
+    let flush = tmp.path().join("release-flushall.lua");
+    std::fs::write(&flush, "redis.call('FLUSHALL')\nreturn 1\n").unwrap();
+    let flush = flush.display().to_string();
+    let good = script("release-compare-and-delete.lua");
+    for (i, (release, file, code)) in [
+        ("script", flush.as_str(), 1),
+        ("script", good.as_str(), 0),
+        ("token", good.as_str(), 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let _: () = redis::cmd("SET")
+            .arg("not-lockbench:mine")
+            .arg("1")
+            .query(&mut conn)
+            .unwrap();
+        let dir = tmp.path().join(format!("out{i}"));
+        let mut args = vec!["run", "--redis", &url, "--release", release];
+        if release == "script" {
+            args.extend(["--release-script", file]);
+        }
+        let o = common::lockbench(&args)
+            .args(["--workers", "1", "--keys", "1", "--sections", "5"])
+            .args(["--ttl", "2s", "--quiet"])
+            .out(&dir)
+            .output();
+        let text = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(code), "{release} {file}: {text}");
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        let canary = &manifest["servers"][0]["canary"];
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        match (release, code) {
+            ("script", 1) => {
+                assert!(
+                    text.contains(&format!("release_script {flush}"))
+                        && text.contains("outside the run"),
+                    "the script is named: {text}"
+                );
+                assert_eq!(canary["state"], "deleted", "{manifest}");
+                let failure = manifest["failure"].as_str().unwrap_or_default();
+                assert!(failure.contains(&flush), "{manifest}");
+                assert!(keys.is_empty(), "the damage the canary reports: {keys:?}");
+            }
+            ("script", _) => {
+                assert_eq!(canary["state"], "intact", "{manifest}");
+                let probes = &manifest["servers"][0]["probes"];
+                for command in ["set", "get", "del"] {
+                    assert_eq!(probes[command], 1, "{command}: {manifest}");
+                }
+                assert_eq!(keys, ["not-lockbench:mine"], "the canary is removed");
+            }
+            _ => {
+                assert!(canary.is_null(), "no user code, no canary: {manifest}");
+                assert_eq!(keys, ["not-lockbench:mine"]);
+            }
+        }
+    }
+    server.stop().await;
+}
