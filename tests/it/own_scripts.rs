@@ -542,7 +542,8 @@ async fn no_key_of_the_run_remains_whoever_wrote_it() {
 /// Issue 40, item 7: a release script that flushes the server (here `FLUSHALL`, with one
 /// holder so that the run is otherwise clean) fails the run, exit 1, naming the script: the
 /// canary planted outside the run's prefix is gone, as is the key of someone else's the test
-/// planted beside it. The run used to pass (exit 0) with the damage unreported. Negative
+/// planted beside it; one that overwrites the canary it found by name fails it too, and the
+/// canary is left as found. The run used to pass (exit 0) with the damage unreported. Negative
 /// controls: the shipped compare-and-delete finds the canary intact and removes it (exit 0, no
 /// key of lockbench left); a built-in method plants none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -555,9 +556,20 @@ async fn a_script_that_deletes_keys_outside_the_run_fails_it() {
     let flush = tmp.path().join("release-flushall.lua");
     std::fs::write(&flush, "redis.call('FLUSHALL')\nreturn 1\n").unwrap();
     let flush = flush.display().to_string();
+    // One that finds the canary by its name and overwrites it: changed, left as found.
+    let overwrite = tmp.path().join("release-overwrites-others.lua");
+    std::fs::write(
+        &overwrite,
+        "for _, k in ipairs(redis.call('KEYS', 'lockbench:canary:*')) do redis.call('SET', k, 'mine') end\n\
+         if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n\
+         return 0\n",
+    )
+    .unwrap();
+    let overwrite = overwrite.display().to_string();
     let good = script("release-compare-and-delete.lua");
     for (i, (release, file, code)) in [
         ("script", flush.as_str(), 1),
+        ("script", overwrite.as_str(), 1),
         ("script", good.as_str(), 0),
         ("token", good.as_str(), 0),
     ]
@@ -589,14 +601,22 @@ async fn a_script_that_deletes_keys_outside_the_run_fails_it() {
         match (release, code) {
             ("script", 1) => {
                 assert!(
-                    text.contains(&format!("release_script {flush}"))
+                    text.contains(&format!("release_script {file}"))
                         && text.contains("outside the run"),
                     "the script is named: {text}"
                 );
-                assert_eq!(canary["state"], "deleted", "{manifest}");
                 let failure = manifest["failure"].as_str().unwrap_or_default();
-                assert!(failure.contains(&flush), "{manifest}");
-                assert!(keys.is_empty(), "the damage the canary reports: {keys:?}");
+                assert!(failure.contains(file), "{manifest}");
+                if file == flush {
+                    assert_eq!(canary["state"], "deleted", "{manifest}");
+                    assert!(keys.is_empty(), "the damage the canary reports: {keys:?}");
+                } else {
+                    assert_eq!(canary["state"], "changed", "{manifest}");
+                    let key = canary["key"].as_str().unwrap();
+                    let left: Option<String> = redis::cmd("GET").arg(key).query(&mut conn).unwrap();
+                    assert_eq!(left.as_deref(), Some("mine"), "left as found");
+                    let _: () = redis::cmd("DEL").arg(key).query(&mut conn).unwrap();
+                }
             }
             ("script", _) => {
                 assert_eq!(canary["state"], "intact", "{manifest}");
