@@ -1,14 +1,303 @@
-//! Duration columns read from CSV files with a header line: the one reader behind
-//! `empirical(file=…)` distributions ([`crate::dist`]) and the CSV inputs of `lockbench recommend`
-//! ([`crate::recommend`]), so both accept the same files and refuse bad ones with the same
-//! messages (line, column, what is wrong).
+//! Every file lockbench reads, and the duration columns of CSV files.
 //!
-//! The reader knows nothing of files or of its callers' error types: it reads from any
-//! [`Read`], reports a [`Problem`] (where and what), and each caller adds the file name.
+//! **Files.** Whatever the user names — a profile, a Lua script, an `empirical(file=…)` sample
+//! file, a run directory's JSON, histograms and `events.csv` — is opened here ([`open`],
+//! [`read`], [`read_to_string`]), with a size limit per [`FileKind`] stated in the refusal, and
+//! only if it is a regular file: `/dev/zero`, a FIFO or a directory would be read until memory
+//! runs out (or block forever), so they are refused by name before anything is read. A file read
+//! as a stream (`events.csv`) has its lines bounded too, so memory stays flat however large the
+//! file. Refusals are a [`FileError`]: bad input, exit code 2.
+//!
+//! **Duration columns.** One CSV reader behind `empirical(file=…)` distributions
+//! ([`crate::dist`]) and the CSV inputs of `lockbench recommend` ([`crate::recommend`]), so both
+//! accept the same files and refuse bad ones with the same messages (line, column, what is
+//! wrong). It knows nothing of files or of its callers' error types: it reads from any [`Read`],
+//! reports a [`Problem`] (where and what), and each caller adds the file name.
 
 use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+
+/// What a file is read as; each kind has its own size limit, generous for what a real one
+/// holds, so only a file that is not one (or a device) meets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A TOML profile.
+    Profile,
+    /// A Lua script of the `script` release method.
+    Script,
+    /// Durations read into memory: an `empirical(file=…)` sample file, `recommend`'s input.
+    Samples,
+    /// A run directory's `manifest.json` or `summary.json`.
+    RunJson,
+    /// An HdrHistogram file (`.hlog`, `.hgrm`), read whole.
+    Histogram,
+    /// A run's `events.csv`, read as a stream, one row at a time.
+    Events,
+}
+
+const MIB: u64 = 1 << 20;
+
+impl FileKind {
+    /// How messages name it.
+    pub fn what(self) -> &'static str {
+        match self {
+            FileKind::Profile => "profile",
+            FileKind::Script => "Lua file",
+            FileKind::Samples => "duration file",
+            FileKind::RunJson => "run's JSON file",
+            FileKind::Histogram => "histogram file",
+            FileKind::Events => "events.csv",
+        }
+    }
+
+    /// `a profile`, `an events.csv`.
+    fn a(self) -> String {
+        match self {
+            FileKind::Events => format!("an {}", self.what()),
+            _ => format!("a {}", self.what()),
+        }
+    }
+
+    /// The most bytes a file of this kind may hold. Those read whole bound lockbench's memory;
+    /// `events.csv`, streamed, is bounded by its lines ([`FileKind::max_line`]) and its limit
+    /// only stops a read that would never end.
+    pub fn limit(self) -> u64 {
+        match self {
+            FileKind::Profile | FileKind::Script => 4 * MIB,
+            FileKind::RunJson => 256 * MIB,
+            FileKind::Samples | FileKind::Histogram => 1024 * MIB,
+            FileKind::Events => 1024 * 1024 * MIB,
+        }
+    }
+
+    /// The longest line of a streamed kind (a row of `events.csv` is a few hundred bytes).
+    pub fn max_line(self) -> Option<u64> {
+        (self == FileKind::Events).then_some(MIB)
+    }
+}
+
+/// `4 MiB`, `1 GiB`, `1 TiB`: a limit as messages state it.
+fn bytes_text(n: u64) -> String {
+    let units = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut i = 0;
+    let mut v = n;
+    while v >= 1024 && v.is_multiple_of(1024) && i + 1 < units.len() {
+        v /= 1024;
+        i += 1;
+    }
+    if i == 0 && n >= 1024 {
+        return format!("{:.1} MiB", n as f64 / MIB as f64);
+    }
+    format!("{v} {}", units[i])
+}
+
+/// A file lockbench will not read, and why.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// It cannot be opened or read: check the path and the permissions.
+    #[error("cannot read the {} {}: {source}", kind.what(), path.display())]
+    Io {
+        /// The file as named.
+        path: PathBuf,
+        /// What it was read as.
+        kind: FileKind,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// It is a directory, a device, a FIFO or a socket: name a regular file.
+    #[error(
+        "{} is {found}, not a regular file: give {} that is a file",
+        path.display(),
+        kind.a()
+    )]
+    NotAFile {
+        /// The file as named.
+        path: PathBuf,
+        /// What it was read as.
+        kind: FileKind,
+        /// What it is instead, e.g. "a character device".
+        found: &'static str,
+    },
+    /// It holds more than a file of its kind ever does.
+    #[error(
+        "{} is larger than the {} {} may have{}",
+        path.display(),
+        bytes_text(kind.limit()),
+        kind.a(),
+        size.map(|s| format!(" ({})", bytes_text(s))).unwrap_or_default()
+    )]
+    TooLarge {
+        /// The file as named.
+        path: PathBuf,
+        /// What it was read as.
+        kind: FileKind,
+        /// Its size, when the file system told it.
+        size: Option<u64>,
+    },
+    /// A streamed file has a line longer than its kind's lines ever are.
+    #[error(
+        "{}, line {line}: longer than the {} a line of {} may have",
+        path.display(),
+        bytes_text(kind.max_line().unwrap_or(0)),
+        kind.a()
+    )]
+    LongLine {
+        /// The file as named.
+        path: PathBuf,
+        /// What it was read as.
+        kind: FileKind,
+        /// The 1-based line.
+        line: u64,
+    },
+}
+
+fn kind_of(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    }
+}
+
+/// A file of `kind` opened for reading: refused before any byte is read if it is not a regular
+/// file or is already above the limit, and the reader fails (an [`std::io::Error`] wrapping a
+/// [`FileError`]) if it grows past it or, for a streamed kind, meets a line too long.
+pub fn open(path: &Path, kind: FileKind) -> Result<BoundedFile, FileError> {
+    let io = |source| FileError::Io {
+        path: path.to_path_buf(),
+        kind,
+        source,
+    };
+    // Looked at before opening: opening a FIFO blocks until a writer comes.
+    let meta = std::fs::metadata(path).map_err(io)?;
+    let check = |meta: &std::fs::Metadata| {
+        if !meta.is_file() {
+            return Err(FileError::NotAFile {
+                path: path.to_path_buf(),
+                kind,
+                found: kind_of(meta.file_type()),
+            });
+        }
+        if meta.len() > kind.limit() {
+            return Err(FileError::TooLarge {
+                path: path.to_path_buf(),
+                kind,
+                size: Some(meta.len()),
+            });
+        }
+        Ok(())
+    };
+    check(&meta)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    // And again on what was opened, in case the name changed hands in between.
+    check(&file.metadata().map_err(io)?)?;
+    Ok(BoundedFile {
+        file,
+        path: path.to_path_buf(),
+        kind,
+        read: 0,
+        line: 1,
+        line_len: 0,
+        refused: None,
+    })
+}
+
+/// The whole file of `kind` (see [`open`]).
+pub fn read(path: &Path, kind: FileKind) -> Result<Vec<u8>, FileError> {
+    let mut f = open(path, kind)?;
+    let mut bytes = Vec::new();
+    f.read_to_end(&mut bytes).map_err(|e| f.error(e))?;
+    Ok(bytes)
+}
+
+/// The whole file of `kind` as text (see [`open`]); text that is not UTF-8 is refused.
+pub fn read_to_string(path: &Path, kind: FileKind) -> Result<String, FileError> {
+    let mut f = open(path, kind)?;
+    let mut text = String::new();
+    f.read_to_string(&mut text).map_err(|e| f.error(e))?;
+    Ok(text)
+}
+
+/// A file opened by [`open`]: reads fail past its kind's limit.
+#[derive(Debug)]
+pub struct BoundedFile {
+    file: std::fs::File,
+    path: PathBuf,
+    kind: FileKind,
+    read: u64,
+    line: u64,
+    line_len: u64,
+    refused: Option<FileError>,
+}
+
+impl BoundedFile {
+    /// The [`FileError`] an error of this reader stands for: its own refusal, or an I/O error
+    /// on this file.
+    pub fn error(&mut self, e: std::io::Error) -> FileError {
+        self.refused.take().unwrap_or_else(|| FileError::Io {
+            path: self.path.clone(),
+            kind: self.kind,
+            source: e,
+        })
+    }
+
+    /// An I/O error carrying the refusal's message (for a reader inside another, as the CSV
+    /// reader), the refusal itself kept for [`BoundedFile::error`].
+    fn refuse(&mut self, e: FileError) -> std::io::Error {
+        let error = std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string());
+        self.refused = Some(e);
+        error
+    }
+}
+
+impl Read for BoundedFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // One byte past the limit is asked for, to tell a file of exactly the limit from one
+        // above it.
+        let room = (self.kind.limit() + 1).saturating_sub(self.read);
+        let want = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
+        let n = self.file.read(&mut buf[..want])?;
+        self.read += n as u64;
+        if self.read > self.kind.limit() {
+            let too_large = FileError::TooLarge {
+                path: self.path.clone(),
+                kind: self.kind,
+                size: None,
+            };
+            return Err(self.refuse(too_large));
+        }
+        if let Some(max) = self.kind.max_line() {
+            for &b in &buf[..n] {
+                if b == b'\n' {
+                    self.line += 1;
+                    self.line_len = 0;
+                } else {
+                    self.line_len += 1;
+                    if self.line_len > max {
+                        let long = FileError::LongLine {
+                            path: self.path.clone(),
+                            kind: self.kind,
+                            line: self.line,
+                        };
+                        return Err(self.refuse(long));
+                    }
+                }
+            }
+        }
+        Ok(n)
+    }
+}
 
 /// Unit of the values in an input file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
@@ -239,6 +528,82 @@ mod tests {
 
     fn keep(_: &csv::StringRecord) -> bool {
         false
+    }
+
+    /// A FIFO at `dir/name` (made with mkfifo(1)).
+    fn fifo(dir: &Path, name: &str) -> PathBuf {
+        let p = dir.join(name);
+        let made = std::process::Command::new("mkfifo").arg(&p).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo {}", p.display());
+        p
+    }
+
+    /// Issue 40, item 5: a file that never ends, a FIFO (whose opening would wait for a writer
+    /// forever) and a directory are refused by name before a byte is read, whatever the kind.
+    #[test]
+    fn files_that_are_not_regular_are_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let pipe = fifo(dir.path(), "pipe.lua");
+        for (path, found) in [
+            (Path::new("/dev/zero"), "a character device"),
+            (pipe.as_path(), "a FIFO"),
+            (dir.path(), "a directory"),
+        ] {
+            for kind in [FileKind::Profile, FileKind::Script, FileKind::Events] {
+                let e = super::read(path, kind).unwrap_err();
+                assert!(matches!(e, FileError::NotAFile { .. }), "{e:?}");
+                let text = e.to_string();
+                assert!(
+                    text.contains(&path.display().to_string()) && text.contains(found),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    /// A file of exactly its kind's limit is read; one byte more is refused, stating the limit.
+    #[test]
+    fn the_size_limit_is_stated_and_holds_to_the_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let kind = FileKind::Script;
+        let path = dir.path().join("big.lua");
+        let limit = usize::try_from(kind.limit()).unwrap();
+        std::fs::write(&path, vec![b'-'; limit]).unwrap();
+        assert_eq!(super::read(&path, kind).unwrap().len(), limit);
+        std::fs::write(&path, vec![b'-'; limit + 1]).unwrap();
+        let e = read_to_string(&path, kind).unwrap_err();
+        assert!(matches!(e, FileError::TooLarge { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains(&bytes_text(kind.limit())),
+            "{e}: the limit is stated"
+        );
+        assert_eq!(bytes_text(4 << 20), "4 MiB");
+    }
+
+    /// A streamed file's reader stops at a line longer than its kind's lines, naming the line,
+    /// so memory stays bounded without a limit on the file's size.
+    #[test]
+    fn a_streamed_file_refuses_a_line_that_never_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.csv");
+        let max = usize::try_from(FileKind::Events.max_line().unwrap()).unwrap();
+        let mut text = b"a,b\n1,2\n".to_vec();
+        text.extend(vec![b'9'; max + 1]);
+        std::fs::write(&path, &text).unwrap();
+        let mut f = open(&path, FileKind::Events).unwrap();
+        let mut sink = Vec::new();
+        let io = f.read_to_end(&mut sink).unwrap_err();
+        assert!(io.to_string().contains("line 3"), "{io}");
+        let e = f.error(io);
+        assert!(matches!(e, FileError::LongLine { line: 3, .. }), "{e:?}");
+        // The same file with its last line ended at the bound is read whole.
+        text.truncate(text.len() - 1);
+        text.push(b'\n');
+        std::fs::write(&path, &text).unwrap();
+        assert_eq!(
+            super::read(&path, FileKind::Events).unwrap().len(),
+            text.len()
+        );
     }
 
     /// Values come back sorted, blank rows passed over, skipped rows left out.

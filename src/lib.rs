@@ -29,7 +29,7 @@
 //! 14. `analysis` — pure figures: counts, the one table of figures, overlap, summaries, thresholds, the verdict
 //! 15. `redlock`, `analytic`, `record` — quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
 //! 16. `dist` — latency distributions: grammar, sampler, analytic tails
-//! 17. `inputs` — the one reader of duration columns in CSV files
+//! 17. `inputs` — every file lockbench reads, bounded per kind and refused unless a regular file; the one reader of duration columns in CSV files
 //! 18. `model`, `exit`, `math`, `target`, `signals`, `lines`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; a child process's output read a bounded line at a time; the calling thread's kernel id and class
 //!
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it

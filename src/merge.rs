@@ -34,7 +34,7 @@ use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
 use crate::report::load::RunFiles;
 use crate::results::agents::{AgentRecord, MergeRecord, MergedAgent, MergedOverlap};
 use crate::results::{self, SummaryFile};
-use anyhow::Context;
+
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -377,7 +377,8 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     for (s, a) in sources.iter().zip(&agents) {
         for (mi, m) in Metric::ALL.iter().enumerate() {
             let p = s.dir.join(format!("{}.hlog", m.file_stem()));
-            let bytes = std::fs::read(&p).with_context(|| format!("cannot read {}", show(&p)))?;
+            let bytes = crate::inputs::read(&p, crate::inputs::FileKind::Histogram)
+                .map_err(|e| bad(e.to_string()))?;
             let all =
                 results::hlog::intervals(&bytes).map_err(|e| bad(format!("{} {e}", show(&p))))?;
             let mut per_variant: Vec<Histogram<u64>> =

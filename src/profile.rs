@@ -237,16 +237,18 @@ pub struct Profile {
     /// Your own release as commands for the `script` method, each a round trip of its own,
     /// `;` between them: 'GET {key} == {token}; DEL {key}' (placeholders {key}, {token},
     /// {ttl_ms}, {ttl_s}; `== VALUE` goes on only if the reply is VALUE, else reads 0). The last
-    /// reply is read as a release script's. Instead of --release-script.
-    #[arg(long, value_delimiter = ';')]
+    /// reply is read as a release script's. Arguments are split as redis-cli splits them
+    /// (quotes, escapes); no command that runs a script (EVAL, FCALL, SCRIPT, FUNCTION…): give a
+    /// script with --release-script instead.
+    #[arg(long)]
     pub release_commands: Option<Vec<String>>,
     /// Your own acquisition as commands (as --release-commands; e.g.
     /// 'SET {key} {token} NX EX {ttl_s}') [default: SET key token NX PX ttl].
-    #[arg(long, value_delimiter = ';')]
+    #[arg(long)]
     pub acquire_commands: Option<Vec<String>>,
     /// Your own extension as commands for `script+extend` (as --release-commands; e.g.
     /// 'GET {key} == {token}; PEXPIRE {key} {ttl_ms}').
-    #[arg(long, value_delimiter = ';')]
+    #[arg(long)]
     pub extend_commands: Option<Vec<String>>,
     /// When Redis does not answer (connection or timeout error): fail-closed (refuse the
     /// request) or fail-open (run the section without a lock)
@@ -450,12 +452,15 @@ impl Profile {
     /// Reads and parses a profile file.
     pub fn load(path: &Path) -> Result<(Profile, String), ProfileError> {
         let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ProfileError {
-            file: file.clone(),
-            line: None,
-            field: None,
-            message: format!("cannot read the profile: {e}"),
-        })?;
+        let text =
+            crate::inputs::read_to_string(path, crate::inputs::FileKind::Profile).map_err(|e| {
+                ProfileError {
+                    file: file.clone(),
+                    line: None,
+                    field: None,
+                    message: e.to_string(),
+                }
+            })?;
         Ok((Self::parse(&text, &file)?, text))
     }
 

@@ -45,6 +45,7 @@ pub fn code_of_error(e: &anyhow::Error) -> i32 {
             || c.is::<crate::dist::DistError>()
             || c.is::<crate::model::units::UnitError>()
             || c.is::<crate::recommend::LoadError>()
+            || c.is::<crate::inputs::FileError>()
             || c.is::<crate::recommend::ParamError>()
             || c.is::<crate::report::load::ReportError>()
             || c.is::<crate::target::RemoteRefused>()

@@ -565,11 +565,11 @@ impl Empirical {
             column: p.column,
             message: p.message,
         };
-        let file = std::fs::File::open(&path).map_err(|e| {
+        let file = inputs::open(&path, inputs::FileKind::Samples).map_err(|e| {
             fail(inputs::Problem {
                 line: None,
                 column: None,
-                message: format!("cannot read the file: {e}"),
+                message: e.to_string(),
             })
         })?;
         let csv = DurationCsv::new(file).map_err(fail)?;
@@ -685,7 +685,7 @@ mod tests {
         assert_eq!(d.mean_ms(), None);
         let e = d.load(None).unwrap_err().to_string();
         assert!(
-            e.contains("/nonexistent/lb/nope.csv") && e.contains("cannot read the file"),
+            e.contains("/nonexistent/lb/nope.csv") && e.contains("cannot read the duration file"),
             "{e}"
         );
         let path = temp_csv("load", "durationMs\n2\n4\n");

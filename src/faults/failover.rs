@@ -276,7 +276,7 @@ async fn locks_on(
         let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
             .arg(cursor)
             .arg("MATCH")
-            .arg(format!("{}*", glob_escape(prefix)))
+            .arg(format!("{}*", crate::store::glob_escape(prefix)))
             .arg("COUNT")
             .arg(1000)
             .query_async(c)
@@ -304,18 +304,6 @@ async fn locks_on(
         }
     }
     Ok(out)
-}
-
-/// `prefix` with the glob characters of `SCAN MATCH` escaped.
-fn glob_escape(prefix: &str) -> String {
-    let mut out = String::with_capacity(prefix.len());
-    for c in prefix.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            out.push('\\');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// Polls `INFO section` until `field` reads `value` (the node's own state; no event to wait
@@ -405,7 +393,7 @@ async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::store::glob_escape;
 
     #[test]
     fn glob_characters_are_escaped() {

@@ -68,14 +68,183 @@ pub struct CommandStep {
 /// The placeholders a command may hold.
 const PLACEHOLDERS: [&str; 4] = ["{key}", "{token}", "{ttl_ms}", "{ttl_s}"];
 
+/// Commands that run a script: its Lua can touch any key, which `COMMAND GETKEYS` cannot see
+/// (it sees the keys the call names), so a step given as text may not send them — a script is
+/// given as a file (`--release-script`), where lockbench knows it is the user's own code.
+const SCRIPT_COMMANDS: [&str; 8] = [
+    "EVAL",
+    "EVALSHA",
+    "EVAL_RO",
+    "EVALSHA_RO",
+    "FCALL",
+    "FCALL_RO",
+    "SCRIPT",
+    "FUNCTION",
+];
+
+/// Where quotes open and close in `text`, as [`split_args`] reads them: `true` for each byte
+/// inside quotes (quotes and escapes included).
+fn quoted_bytes(text: &str) -> Vec<bool> {
+    let b = text.as_bytes();
+    let mut inside = vec![false; b.len()];
+    let mut quote: Option<u8> = None;
+    let mut i = 0;
+    while i < b.len() {
+        match quote {
+            Some(q) => {
+                inside[i] = true;
+                if b[i] == b'\\' && i + 1 < b.len() {
+                    inside[i + 1] = true;
+                    i += 1;
+                } else if b[i] == q {
+                    quote = None;
+                }
+            }
+            None if b[i] == b'"' || b[i] == b'\'' => {
+                inside[i] = true;
+                quote = Some(b[i]);
+            }
+            None => {}
+        }
+        i += 1;
+    }
+    inside
+}
+
+/// `text` cut at every `sep` outside quotes (`GET {key} == "a==b"` is cut once).
+pub fn split_outside_quotes<'a>(text: &'a str, sep: &str) -> Vec<&'a str> {
+    let inside = quoted_bytes(text);
+    let mut parts = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < text.len() {
+        if !inside[i] && text[i..].starts_with(sep) {
+            parts.push(&text[start..i]);
+            i += sep.len();
+            start = i;
+        } else {
+            i += 1;
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+/// Splits a command line into arguments as `redis-cli` does (its `sdssplitargs`): words apart
+/// by white space; `"…"` with the escapes `\n \r \t \b \a \\ \" \xHH`; `'…'` with `\'` only; a
+/// closing quote must end the word. So `EVAL "x y" 1 {key}` is four arguments, as the user
+/// typed them into redis-cli.
+pub fn split_args(text: &str) -> Result<Vec<String>, String> {
+    let b = text.as_bytes();
+    let mut words = Vec::new();
+    let mut i = 0;
+    loop {
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == b.len() {
+            return Ok(words);
+        }
+        let mut word: Vec<u8> = Vec::new();
+        let mut quote: Option<u8> = None;
+        loop {
+            let Some(&c) = b.get(i) else {
+                if quote.is_some() {
+                    return Err(format!("`{text}`: a quote is not closed"));
+                }
+                break;
+            };
+            match quote {
+                Some(b'"') => match c {
+                    b'\\'
+                        if i + 3 < b.len()
+                            && b[i + 1] == b'x'
+                            && b[i + 2].is_ascii_hexdigit()
+                            && b[i + 3].is_ascii_hexdigit() =>
+                    {
+                        let hex = std::str::from_utf8(&b[i + 2..i + 4]).unwrap_or("0");
+                        word.push(u8::from_str_radix(hex, 16).unwrap_or(0));
+                        i += 3;
+                    }
+                    b'\\' if i + 1 < b.len() => {
+                        i += 1;
+                        word.push(match b[i] {
+                            b'n' => b'\n',
+                            b'r' => b'\r',
+                            b't' => b'\t',
+                            b'b' => 8,
+                            b'a' => 7,
+                            other => other,
+                        });
+                    }
+                    b'"' => {
+                        if b.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                            return Err(format!(
+                                "`{text}`: a closing quote must be followed by a space or nothing"
+                            ));
+                        }
+                        i += 1;
+                        break;
+                    }
+                    _ => word.push(c),
+                },
+                Some(_) => match c {
+                    b'\\' if b.get(i + 1) == Some(&b'\'') => {
+                        word.push(b'\'');
+                        i += 1;
+                    }
+                    b'\'' => {
+                        if b.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
+                            return Err(format!(
+                                "`{text}`: a closing quote must be followed by a space or nothing"
+                            ));
+                        }
+                        i += 1;
+                        break;
+                    }
+                    _ => word.push(c),
+                },
+                None => match c {
+                    c if c.is_ascii_whitespace() => break,
+                    b'"' | b'\'' => quote = Some(c),
+                    _ => word.push(c),
+                },
+            }
+            i += 1;
+        }
+        match String::from_utf8(word) {
+            Ok(w) => words.push(w),
+            Err(_) => return Err(format!("`{text}`: an argument is not UTF-8 text")),
+        }
+    }
+}
+
 impl CommandStep {
-    /// Parses `GET {key} == {token}`: an error says what is wrong with the command.
-    pub fn parse(text: &str) -> Result<CommandStep, String> {
-        let (cmd, expect) = match text.split_once("==") {
-            Some((c, e)) => (c, Some(e.trim())),
-            None => (text, None),
+    /// Parses `GET {key} == {token}`, a command of `role`'s step: an error says what is wrong
+    /// with the command.
+    pub fn parse(text: &str, role: ScriptRole) -> Result<CommandStep, String> {
+        let (cmd, expect) = match split_outside_quotes(text, "==").as_slice() {
+            [c] => (*c, None),
+            [c, e] => (*c, Some(e.trim())),
+            _ => {
+                return Err(format!(
+                    "`{text}`: `==` appears twice: give one expected reply"
+                ));
+            }
         };
-        let words: Vec<String> = cmd.split_whitespace().map(str::to_string).collect();
+        // A script is refused first, whatever its arguments (they need not split cleanly).
+        if let Some(name) = cmd.split_whitespace().next()
+            && SCRIPT_COMMANDS.contains(&name.to_ascii_uppercase().as_str())
+        {
+            return Err(format!(
+                "`{text}` runs a script ({name}), which commands given as text may not (its \
+                 code could touch any key, unseen by the key check): give the script as a Lua \
+                 file with --{} ({})",
+                role.field().replace('_', "-"),
+                role.field()
+            ));
+        }
+        let words = split_args(cmd)?;
         let Some(name) = words.first() else {
             return Err(format!("`{text}` has no command"));
         };
@@ -91,12 +260,15 @@ impl CommandStep {
         }
         let expect = match expect {
             Some("") => return Err(format!("`{text}`: nothing after `==`")),
-            Some(e) if e.split_whitespace().count() > 1 => {
-                return Err(format!(
-                    "`{text}`: `== {e}` must be one value, e.g. == {{token}}"
-                ));
-            }
-            e => e.map(str::to_string),
+            Some(e) => match split_args(e)?.as_slice() {
+                [one] => Some(one.clone()),
+                _ => {
+                    return Err(format!(
+                        "`{text}`: `== {e}` must be one value, e.g. == {{token}}"
+                    ));
+                }
+            },
+            None => None,
         };
         for w in words.iter().chain(&expect) {
             let mut rest = w.as_str();
@@ -379,10 +551,11 @@ mod tests {
     /// name the lock, an unknown placeholder or a second value after `==` is refused, saying why.
     #[test]
     fn commands_are_parsed_and_filled() {
-        let get = CommandStep::parse("GET {key} == {token}").unwrap();
+        let get = CommandStep::parse("GET {key} == {token}", ScriptRole::Release).unwrap();
         assert_eq!(get.args("k", "t", 1500), ["GET", "k"]);
         assert_eq!(get.expected("k", "t", 1500).as_deref(), Some("t"));
-        let set = CommandStep::parse("SET {key} {token} NX EX {ttl_s}").unwrap();
+        let set =
+            CommandStep::parse("SET {key} {token} NX EX {ttl_s}", ScriptRole::Acquire).unwrap();
         assert_eq!(set.args("k", "t", 1500), ["SET", "k", "t", "NX", "EX", "2"]);
         assert_eq!(set.expected("k", "t", 1500), None);
         assert_eq!(
@@ -397,8 +570,62 @@ mod tests {
             ("DEL {key} {user}", "unknown placeholder"),
             ("1DEL {key}", "not a Redis command name"),
         ] {
-            let e = CommandStep::parse(bad).unwrap_err();
+            let e = CommandStep::parse(bad, ScriptRole::Release).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    /// Issue 40, item 6: a command that runs a script is refused at the door, pointing to the
+    /// step's Lua file flag — the key check sees only the keys a script call names, so
+    /// `EVAL redis.call('FLUSHALL') … 1 {key}` used to pass it and flush the server.
+    #[test]
+    fn commands_that_run_scripts_are_refused() {
+        for text in [
+            "EVAL redis.call('FLUSHALL')return(1) 1 {key}",
+            "EVAL \"x y\" 1 {key}",
+            "evalsha abc 1 {key}",
+            "EVAL_RO \"return 1\" 1 {key}",
+            "EVALSHA_RO abc 1 {key}",
+            "FCALL f 1 {key}",
+            "FCALL_RO f 1 {key}",
+            "SCRIPT FLUSH {key}",
+            "FUNCTION FLUSH {key}",
+        ] {
+            let e = CommandStep::parse(text, ScriptRole::Release).unwrap_err();
+            assert!(
+                e.contains("runs a script") && e.contains("--release-script"),
+                "{text}: {e}"
+            );
+        }
+        let e = CommandStep::parse("EVAL x 1 {key}", ScriptRole::Acquire).unwrap_err();
+        assert!(e.contains("--acquire-script"), "{e}");
+    }
+
+    /// Issue 40, item 6: arguments are split as redis-cli's `sdssplitargs` splits them — the
+    /// words a user tried in redis-cli are the words sent.
+    #[test]
+    fn arguments_are_split_as_redis_cli_splits_them() {
+        let ok = |t: &str| split_args(t).unwrap_or_else(|e| panic!("{t}: {e}"));
+        assert_eq!(ok("SET {key} \"a b\""), ["SET", "{key}", "a b"]);
+        assert_eq!(ok("  SET   {key}\tv  "), ["SET", "{key}", "v"]);
+        assert_eq!(ok("SET k 'it\\'s'"), ["SET", "k", "it's"]);
+        assert_eq!(ok("SET k 'a\\nb'"), ["SET", "k", "a\\nb"]);
+        assert_eq!(ok("SET k \"\\x41\\n\\\"q\\\"\""), ["SET", "k", "A\n\"q\""]);
+        assert_eq!(ok("SET k a\"b c\""), ["SET", "k", "ab c"]);
+        assert_eq!(ok("SET k \"\""), ["SET", "k", ""]);
+        for bad in ["SET k \"abc", "SET k 'abc", "SET k \"a\"b", "SET k 'a'b"] {
+            assert!(split_args(bad).is_err(), "{bad}");
+        }
+        // `==` and `;` inside quotes belong to the argument.
+        let step = CommandStep::parse("GET {key} == \"x == y\"", ScriptRole::Release).unwrap();
+        assert_eq!(step.expected("k", "t", 1000).as_deref(), Some("x == y"));
+        let step = CommandStep::parse("SET {key} \"a b\" NX", ScriptRole::Acquire).unwrap();
+        assert_eq!(step.args("k", "t", 1000), ["SET", "k", "a b", "NX"]);
+        assert_eq!(
+            split_outside_quotes("SET {key} \"a;b\"; DEL {key}", ";"),
+            ["SET {key} \"a;b\"", " DEL {key}"]
+        );
+        let e = CommandStep::parse("SET {key} \"v", ScriptRole::Acquire).unwrap_err();
+        assert!(e.contains("quote is not closed"), "{e}");
     }
 }

@@ -5,7 +5,9 @@
 use super::check::Check;
 use super::{Acquire, BackendChoice, Plan, Profile, ProfileError};
 use crate::model::release::{ExtendCommand, ReleaseMethod};
-use crate::model::script::{CommandStep, ScriptRole, UserScript, UserScripts, commands_text};
+use crate::model::script::{
+    CommandStep, ScriptRole, UserScript, UserScripts, commands_text, split_outside_quotes,
+};
 use crate::model::variant::Fencing;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -180,11 +182,14 @@ fn parse_commands(
                 .to_string(),
         ));
     }
+    // A flag's value holds them all, `;` between them (outside quotes, as a `;` inside an
+    // argument is the argument's).
     list.iter()
+        .flat_map(|c| split_outside_quotes(c, ";"))
         .filter(|c| !c.trim().is_empty())
         .enumerate()
         .map(|(i, c)| {
-            CommandStep::parse(c)
+            CommandStep::parse(c, role)
                 .map_err(|e| cx.err(role.commands_field(), format!("command {}: {e}", i + 1)))
         })
         .collect()
@@ -224,12 +229,8 @@ pub(super) fn load(cx: &Check<'_>, files: ScriptFiles) -> Result<Arc<UserScripts
             }
         };
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            cx.err(
-                role.field(),
-                format!("cannot read the Lua file {shown}: {e}"),
-            )
-        })?;
+        let text = crate::inputs::read_to_string(&path, crate::inputs::FileKind::Script)
+            .map_err(|e| cx.err(role.field(), e.to_string()))?;
         if text.trim().is_empty() {
             return Err(cx.err(
                 role.field(),

@@ -3,7 +3,7 @@
 //! interval log. Histogram inputs keep their counts ([`Samples::Histogram`]).
 
 use crate::inputs::Unit;
-use crate::inputs::{self, DurationCsv, Problem};
+use crate::inputs::{self, DurationCsv, FileKind, Problem};
 use crate::record::new_hist;
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -114,6 +114,9 @@ pub enum LoadError {
         /// The OS error.
         source: io::Error,
     },
+    /// Not a regular file, or larger than a file of durations may be.
+    #[error(transparent)]
+    Refused(#[from] inputs::FileError),
     /// The extension is not one of the accepted kinds; rename the file or convert it.
     #[error(
         "`{file}`: unknown kind of file ({found}); accepted: .csv (a lockbench events.csv or a \
@@ -165,15 +168,15 @@ pub fn load_durations(path: &Path, opts: &LoadOptions) -> Result<Loaded, LoadErr
     std::fs::metadata(path).map_err(io_err)?;
     match ext.as_deref() {
         Some("csv") => {
-            let f = std::fs::File::open(path).map_err(io_err)?;
+            let f = inputs::open(path, FileKind::Samples)?;
             read_csv(io::BufReader::with_capacity(1 << 16, f), &file, opts)
         }
         Some("hgrm") => {
-            let text = std::fs::read_to_string(path).map_err(io_err)?;
+            let text = inputs::read_to_string(path, FileKind::Histogram)?;
             parse_hgrm(&text, &file, opts)
         }
         Some("hlog") => {
-            let bytes = std::fs::read(path).map_err(io_err)?;
+            let bytes = inputs::read(path, FileKind::Histogram)?;
             parse_hlog(&bytes, &file, opts)
         }
         Some(e) => Err(LoadError::UnknownKind {

@@ -3,6 +3,7 @@
 //! that made the run, so an old run can be re-rendered.
 
 use crate::analysis::counts::Counts;
+use crate::inputs::FileKind;
 use crate::model::release::StaleRule;
 use crate::record::{EventRow, new_hist};
 use crate::results::SummaryFile;
@@ -59,8 +60,9 @@ impl RunFiles {
     /// Loads the JSON files, or says which required files are missing.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
         // A run with `events = "none"` (its manifest says so) has no events.csv by design.
-        let without_rows = std::fs::read_to_string(dir.join("manifest.json"))
-            .ok()
+        let manifest_text =
+            || crate::inputs::read_to_string(&dir.join("manifest.json"), FileKind::RunJson).ok();
+        let without_rows = manifest_text()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|m| m.pointer("/profile/events").and_then(|e| e.as_bool()))
             == Some(false);
@@ -70,8 +72,7 @@ impl RunFiles {
             .filter(|f| !dir.join(f).is_file())
             .collect();
         // A run that failed before any variant finished says so in its manifest.
-        let failure = std::fs::read_to_string(dir.join("manifest.json"))
-            .ok()
+        let failure = manifest_text()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|m| m["failure"].as_str().map(str::to_string));
         if missing == ["summary.json"]
@@ -91,8 +92,10 @@ impl RunFiles {
             .into());
         }
         let read = |name: &str| -> anyhow::Result<String> {
-            let p = dir.join(name);
-            std::fs::read_to_string(&p).with_context(|| format!("cannot read {}", p.display()))
+            Ok(crate::inputs::read_to_string(
+                &dir.join(name),
+                FileKind::RunJson,
+            )?)
         };
         let manifest: serde_json::Value = serde_json::from_str(&read("manifest.json")?)
             .with_context(|| {

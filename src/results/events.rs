@@ -294,8 +294,8 @@ fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
 
 /// Calls `f` with every row of an `events.csv`, in file order. Errors name the file and line.
 pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Result<()> {
-    let mut rdr =
-        csv::Reader::from_path(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let file = crate::inputs::open(path, crate::inputs::FileKind::Events)?;
+    let mut rdr = csv::Reader::from_reader(std::io::BufReader::with_capacity(1 << 16, file));
     let mut row = csv::StringRecord::new();
     let headers = rdr.headers().map_err(|e| csv_error(path, e))?.clone();
     // This version's columns: read each row by position (serde would match every field's

@@ -99,8 +99,7 @@ pub fn for_each_interval(bytes: &[u8], mut f: impl FnMut(Interval)) -> Result<()
 /// The intervals of the file at `path` merged per tag (untagged ones under `""`), in order of
 /// first appearance.
 pub fn read_by_tag(path: &Path) -> anyhow::Result<Vec<(String, Histogram<u64>)>> {
-    let bytes =
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let bytes = crate::inputs::read(path, crate::inputs::FileKind::Histogram)?;
     let mut out: Vec<(String, Histogram<u64>)> = Vec::new();
     // Merged as they are read. A line that cannot be read is reported before an interval that
     // cannot be merged, wherever each is (as when every interval was read first).

@@ -23,7 +23,7 @@ pub(crate) fn server_label(version: &str) -> String {
 pub(crate) type Probes = std::collections::BTreeMap<String, u64>;
 
 /// Counts one probe command run on the server.
-fn ran(probes: &mut Probes, name: &str) {
+pub(super) fn ran(probes: &mut Probes, name: &str) {
     *probes.entry(name.to_string()).or_default() += 1;
 }
 
@@ -461,6 +461,7 @@ pub(crate) async fn probe_targets<K: Connector>(
             binary: t.binary.as_ref().map(|b| b.display().to_string()),
             capabilities,
             probes: probes_run,
+            canary: None,
         });
         probes.push(probe);
     }

@@ -46,6 +46,23 @@ pub(crate) async fn remove_keys<C: LockConn>(
     (leftover, removed)
 }
 
+/// The final sweep, once every holder and driver has stopped: every key whose name holds the
+/// run's prefix (`lockbench:<run-id>:`, unique to the run) is removed, whoever wrote it — a
+/// library's companion keys written after its release (python-redis-lock's
+/// `lock-signal:lockbench:…`), a user's script's own keys without a TTL. Returns the keys that
+/// may remain (the listing or a `DEL` failed).
+async fn sweep<C: LockConn>(
+    conn: &mut C,
+    prefix: &str,
+    signals: &mut watch::Receiver<u32>,
+) -> Vec<String> {
+    let needle = format!("{prefix}:");
+    match again_after_reconnect!(conn.keys_containing(&needle)) {
+        Ok(keys) => remove_keys(conn, &keys, signals).await.0,
+        Err(_) => vec![format!("*{needle}* (the final sweep could not list them)")],
+    }
+}
+
 /// Removes each target's keys after a run (locks first, counted): returns how many locks the
 /// cleanup ended and, when some keys may remain, how many (listed in `leftover-keys.txt` in
 /// `dir`). An agent whose peers may still be running leaves its locks to expire instead.
@@ -77,11 +94,15 @@ pub(crate) async fn clean_up<C: LockConn>(
     // the cleanup ended.
     let mut leftover = Vec::new();
     let mut removed = 0;
+    let peers_running = opts.agent.as_ref().is_some_and(|a| !a.peers_finished());
     for (ti, probe) in probes.iter_mut().enumerate() {
         let (left, removed_locks) = remove_keys(probe, &written_keys[ti], signals).await;
         leftover.extend(left);
         leftover.extend(remove_keys(probe, &companion_keys[ti], signals).await.0);
         removed += removed_locks;
+        if !peers_running {
+            leftover.extend(sweep(probe, prefix, signals).await);
+        }
     }
     if !leftover.is_empty() {
         let list = dir.join("leftover-keys.txt");

@@ -6,9 +6,12 @@
 //! - [`variant`]: one variant in four steps — prepare, execute ([`real`] time or
 //!   [`simulated`]), read back, summarise.
 //! - [`cleanup`]: the run's keys removed, its locks counted, what may remain listed.
+//! - [`canary`]: a key outside the run's prefix, planted before a run of the user's own code
+//!   and read after it: a script that deleted keys outside the run fails the run.
 //! - [`output`]: the manifest, `summary.json`, `summary.csv`, `faults.csv`.
 //! - [`progress`]: the progress bar.
 
+mod canary;
 mod capabilities;
 mod cleanup;
 mod env;
@@ -213,6 +216,44 @@ fn check_clients<K: Connector>(
     Ok(())
 }
 
+/// Plants a canary on each target where a variant runs the user's own code (the `script`
+/// release method): the only code of a run that can reach a key it does not name. Its `SET` is
+/// recorded among the target's probes. `None` where nothing of the user's runs: the other
+/// runs send the server no command beyond their own keys.
+async fn plant_canaries<C: crate::store::LockConn>(
+    probes: &mut [C],
+    servers: &mut [crate::model::server::ServerInfo],
+    cells: &[(usize, Variant, String)],
+    plan: &Plan,
+    run_id: &str,
+    opts: &RunOptions,
+) -> Vec<Option<canary::Planted>> {
+    let mut planted = Vec::new();
+    for (ti, (probe, server)) in probes.iter_mut().zip(servers.iter_mut()).enumerate() {
+        let users = cells
+            .iter()
+            .filter(|(t, v, _)| {
+                *t == ti && v.release == crate::model::release::ReleaseMethod::Script
+            })
+            .count() as u64;
+        if users == 0 {
+            planted.push(None);
+            continue;
+        }
+        let planned_ms = match plan.workload.stop {
+            crate::profile::Stop::Time { duration_us } => {
+                duration_us / 1000 * cells.iter().filter(|c| c.0 == ti).count() as u64
+            }
+            crate::profile::Stop::Sections { .. } => 0,
+        };
+        let key = canary::key(run_id, opts.agent.as_ref().map(|a| a.spec().index));
+        let p = canary::plant(probe, key, canary::ttl_ms(planned_ms), &mut server.probes).await;
+        server.canary = Some(p.record.clone());
+        planted.push(Some(p));
+    }
+    planted
+}
+
 /// Runs every variant on every target (same seed and workload on each; with several servers a
 /// variant's name gets `@<server>`). A method a server lacks is refused before anything runs
 /// — with one server, as bad input; with several, as a skipped cell while the others run.
@@ -316,6 +357,22 @@ pub async fn run_on<K: Connector>(
     let mut companion_keys: Vec<Vec<String>> = vec![Vec::new(); targets.len()];
     // The first thing that went wrong; what was measured before it is still written.
     let mut failure: Option<anyhow::Error> = None;
+    // Planted last before the variants, so that nothing returns early between it and its read;
+    // the manifest says it is there from now on.
+    let mut canaries = plant_canaries(
+        &mut probes,
+        &mut manifest.servers,
+        &cells,
+        plan,
+        &run_id,
+        opts,
+    )
+    .await;
+    if canaries.iter().any(Option::is_some)
+        && let Err(e) = results::write_json(&dir.join("manifest.json"), &manifest)
+    {
+        failure = Some(e);
+    }
     for (ti, variant, name) in &cells {
         let (ti, variant) = (*ti, *variant);
         if request_of(*signals.borrow()) != Request::Continue {
@@ -398,6 +455,33 @@ pub async fn run_on<K: Connector>(
     .await;
     manifest.cleanup_removed_locks += removed_locks;
     manifest.leftover_keys = leftover;
+    // Read after the sweep, once nothing of the run can write any more; a second Ctrl-C leaves
+    // the canaries to expire unread.
+    let abandoned = request_of(*signals.borrow()) == Request::Abandon;
+    for (ti, planted) in canaries.iter_mut().enumerate() {
+        let Some(planted) = planted.take() else {
+            continue;
+        };
+        let server = &mut manifest.servers[ti];
+        let record = if abandoned {
+            let mut r = planted.record;
+            r.state = crate::model::server::CanaryState::Unchecked;
+            r.note = Some("not read: the run was abandoned; it expires by itself".into());
+            r
+        } else {
+            canary::check(&mut probes[ti], planted, &mut server.probes).await
+        };
+        if let Some(damage) =
+            canary::damage(&record, plan.protection.scripts.as_deref(), &server.version)
+        {
+            // The damage comes first: it reaches beyond the run, whatever else failed.
+            failure = Some(match failure.take() {
+                None => anyhow::anyhow!(damage),
+                Some(f) => anyhow::anyhow!("{damage}; and {f:#}"),
+            });
+        }
+        server.canary = Some(record);
+    }
 
     if let Some(agent) = &opts.agent {
         agent.leave().await;

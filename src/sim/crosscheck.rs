@@ -219,12 +219,10 @@ pub struct CrosscheckArgs {
 
 fn summaries(dir: &std::path::Path) -> anyhow::Result<Vec<Summary>> {
     let path = dir.join("summary.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        crate::exit::BadInput(format!(
-            "cannot read {}: {e} (give two run directories, results/<run-id>/)",
-            path.display()
-        ))
-    })?;
+    let text =
+        crate::inputs::read_to_string(&path, crate::inputs::FileKind::RunJson).map_err(|e| {
+            crate::exit::BadInput(format!("{e} (give two run directories, results/<run-id>/)"))
+        })?;
     let file: crate::results::SummaryFile = serde_json::from_str(&text)
         .map_err(|e| crate::exit::BadInput(format!("{} is not a summary: {e}", path.display())))?;
     Ok(file.variants)

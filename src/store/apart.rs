@@ -98,6 +98,13 @@ impl<C: LockConn> LockConn for ApartConn<C> {
         Ok(self.lock.del(key).await? + self.resource.del(key).await?)
     }
 
+    /// On both stores.
+    async fn keys_containing(&mut self, needle: &str) -> CmdResult<Vec<String>> {
+        let mut keys = self.lock.keys_containing(needle).await?;
+        keys.extend(self.resource.keys_containing(needle).await?);
+        Ok(keys)
+    }
+
     /// On both stores, as [`del`](Self::del).
     async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
         Ok(self.lock.del_many(keys).await? + self.resource.del_many(keys).await?)

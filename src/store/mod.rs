@@ -239,6 +239,28 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     ) -> impl Future<Output = CmdResult<bool>> + Send;
     /// The resource's value (`HGET res_key value`; absent = 0), for the final read-back.
     fn resource_value(&mut self, res_key: &str) -> impl Future<Output = CmdResult<u64>> + Send;
+    /// Every key whose name holds `needle` (`SCAN MATCH *needle*`): the end of a run sweeps
+    /// the keys holding its unique prefix, whoever wrote them (a library's companion keys, a
+    /// script's own). A store that cannot list its keys finds none.
+    fn keys_containing(
+        &mut self,
+        needle: &str,
+    ) -> impl Future<Output = CmdResult<Vec<String>>> + Send {
+        let _ = needle;
+        async { Ok(Vec::new()) }
+    }
+}
+
+/// `text` with the glob characters of `SCAN MATCH` escaped.
+pub fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// What a read of the protected resource gave ([`LockConn::resource_read`]).

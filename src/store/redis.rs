@@ -108,6 +108,32 @@ pub trait Link: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
     fn renew(&self) -> impl std::future::Future<Output = bool> + Send {
         async { false }
     }
+    /// The keys matching `pattern`, walked with `SCAN` to the end (text names only).
+    fn scan_match(
+        &mut self,
+        pattern: &str,
+    ) -> impl std::future::Future<Output = redis::RedisResult<Vec<String>>> + Send {
+        let pattern = pattern.to_string();
+        async move {
+            let mut keys = Vec::new();
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(self)
+                    .await?;
+                keys.extend(batch.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+                if next == 0 {
+                    return Ok(keys);
+                }
+                cursor = next;
+            }
+        }
+    }
 }
 
 /// One server's connection: lockbench's pipelined link ([`PipeLink`]) for plain TCP and Unix
@@ -455,6 +481,11 @@ impl<K: Link> LockConn for RedisConn<K> {
             .query_async(&mut self.conn)
             .await
             .map_err(classify)
+    }
+
+    async fn keys_containing(&mut self, needle: &str) -> CmdResult<Vec<String>> {
+        let pattern = format!("*{}*", super::glob_escape(needle));
+        self.conn.scan_match(&pattern).await.map_err(classify)
     }
 
     async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {

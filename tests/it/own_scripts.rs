@@ -423,7 +423,8 @@ fn commands_that_check_then_delete_let_a_newer_holder_in() {
 }
 
 /// Commands are checked before the run without running them: a command that would touch
-/// another key (`COMMAND GETKEYS`), one the server does not know, a field given both as a
+/// another key (`COMMAND GETKEYS`), one that runs a script, one split badly (as redis-cli
+/// splits it), one the server does not know, a field given both as a
 /// file and as commands, and commands on lockbench's in-process model are bad input (exit 2)
 /// naming the field.
 #[test]
@@ -438,6 +439,25 @@ fn commands_are_checked_before_the_run() {
         (
             vec!["--release-commands", "FROB {key}"],
             "the server refuses it",
+        ),
+        // Issue 40, item 6: the key check sees only `{key}`; the script flushed the server.
+        (
+            vec![
+                "--release-commands",
+                "EVAL redis.call('FLUSHALL')return(1) 1 {key}",
+            ],
+            "--release-script",
+        ),
+        (
+            vec![
+                "--release-commands",
+                "GET {key} == {token}; EVAL \"x y\" 1 {key}",
+            ],
+            "runs a script",
+        ),
+        (
+            vec!["--release-commands", "SET {key} \"unclosed"],
+            "quote is not closed",
         ),
         (
             vec![
@@ -567,4 +587,152 @@ fn a_release_script_that_always_errors_fails_the_run() {
     );
     let o = run(&script("release-compare-and-delete.lua"), "good");
     assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+}
+
+/// Issue 40, item 8: the end of a run leaves no key holding the run's prefix, whoever wrote
+/// it — a release script's own key without a TTL, and python-redis-lock's `lock-signal:…`
+/// list, written by its release after lockbench's keys were removed by name. Each used to
+/// remain. The server holds a key of someone else's beside them, which stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_key_of_the_run_remains_whoever_wrote_it() {
+    let _cpu = common::shared();
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let _: () = redis::cmd("SET")
+        .arg("not-lockbench:mine")
+        .arg("1")
+        .query(&mut conn)
+        .unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let own_key = tmp.path().join("release-with-own-key.lua");
+    std::fs::write(
+        &own_key,
+        "redis.call('SET', KEYS[1] .. ':audit', ARGV[1])\n\
+         if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n\
+         return 0\n",
+    )
+    .unwrap();
+    let own_key = own_key.display().to_string();
+    for (i, how) in [
+        vec!["--release", "script", "--release-script", &own_key],
+        vec!["--release", "python-redis-lock"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let o = common::lockbench(&["run", "--redis", &server.url(), "--sections", "10"])
+            .args([
+                "--workers",
+                "2",
+                "--keys",
+                "1",
+                "--ttl",
+                "2s",
+                "--busy",
+                "retry",
+            ])
+            .args(&how)
+            .out(tmp.path().join(format!("out{i}")))
+            .output();
+        assert_eq!(o.status.code(), Some(0), "{how:?}: {}", common::text_of(&o));
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        assert_eq!(keys, ["not-lockbench:mine"], "{how:?}");
+    }
+    server.stop().await;
+}
+
+/// Issue 40, item 7: a release script that flushes the server (here `FLUSHALL`, with one
+/// holder so that the run is otherwise clean) fails the run, exit 1, naming the script: the
+/// canary planted outside the run's prefix is gone, as is the key of someone else's the test
+/// planted beside it; one that overwrites the canary it found by name fails it too, and the
+/// canary is left as found. The run used to pass (exit 0) with the damage unreported. Negative
+/// controls: the shipped compare-and-delete finds the canary intact and removes it (exit 0, no
+/// key of lockbench left); a built-in method plants none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_that_deletes_keys_outside_the_run_fails_it() {
+    let _cpu = common::shared();
+    let server = redis().await;
+    let mut conn = sync_conn(&server);
+    let url = server.url();
+    let tmp = tempfile::tempdir().unwrap();
+    let flush = tmp.path().join("release-flushall.lua");
+    std::fs::write(&flush, "redis.call('FLUSHALL')\nreturn 1\n").unwrap();
+    let flush = flush.display().to_string();
+    // One that finds the canary by its name and overwrites it: changed, left as found.
+    let overwrite = tmp.path().join("release-overwrites-others.lua");
+    std::fs::write(
+        &overwrite,
+        "for _, k in ipairs(redis.call('KEYS', 'lockbench:canary:*')) do redis.call('SET', k, 'mine') end\n\
+         if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end\n\
+         return 0\n",
+    )
+    .unwrap();
+    let overwrite = overwrite.display().to_string();
+    let good = script("release-compare-and-delete.lua");
+    for (i, (release, file, code)) in [
+        ("script", flush.as_str(), 1),
+        ("script", overwrite.as_str(), 1),
+        ("script", good.as_str(), 0),
+        ("token", good.as_str(), 0),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let _: () = redis::cmd("SET")
+            .arg("not-lockbench:mine")
+            .arg("1")
+            .query(&mut conn)
+            .unwrap();
+        let dir = tmp.path().join(format!("out{i}"));
+        let mut args = vec!["run", "--redis", &url, "--release", release];
+        if release == "script" {
+            args.extend(["--release-script", file]);
+        }
+        let o = common::lockbench(&args)
+            .args(["--workers", "1", "--keys", "1", "--sections", "5"])
+            .args(["--ttl", "2s", "--quiet"])
+            .out(&dir)
+            .output();
+        let text = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(code), "{release} {file}: {text}");
+        let manifest: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap())
+                .unwrap();
+        let canary = &manifest["servers"][0]["canary"];
+        let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        match (release, code) {
+            ("script", 1) => {
+                assert!(
+                    text.contains(&format!("release_script {file}"))
+                        && text.contains("outside the run"),
+                    "the script is named: {text}"
+                );
+                let failure = manifest["failure"].as_str().unwrap_or_default();
+                assert!(failure.contains(file), "{manifest}");
+                if file == flush {
+                    assert_eq!(canary["state"], "deleted", "{manifest}");
+                    assert!(keys.is_empty(), "the damage the canary reports: {keys:?}");
+                } else {
+                    assert_eq!(canary["state"], "changed", "{manifest}");
+                    let key = canary["key"].as_str().unwrap();
+                    let left: Option<String> = redis::cmd("GET").arg(key).query(&mut conn).unwrap();
+                    assert_eq!(left.as_deref(), Some("mine"), "left as found");
+                    let _: () = redis::cmd("DEL").arg(key).query(&mut conn).unwrap();
+                }
+            }
+            ("script", _) => {
+                assert_eq!(canary["state"], "intact", "{manifest}");
+                let probes = &manifest["servers"][0]["probes"];
+                for command in ["set", "get", "del"] {
+                    assert_eq!(probes[command], 1, "{command}: {manifest}");
+                }
+                assert_eq!(keys, ["not-lockbench:mine"], "the canary is removed");
+            }
+            _ => {
+                assert!(canary.is_null(), "no user code, no canary: {manifest}");
+                assert_eq!(keys, ["not-lockbench:mine"]);
+            }
+        }
+    }
+    server.stop().await;
 }
