@@ -57,9 +57,30 @@ async fn sweep<C: LockConn>(
     signals: &mut watch::Receiver<u32>,
 ) -> Vec<String> {
     let needle = format!("{prefix}:");
-    match again_after_reconnect!(conn.keys_containing(&needle)) {
-        Ok(keys) => remove_keys(conn, &keys, signals).await.0,
-        Err(_) => vec![format!("*{needle}* (the final sweep could not list them)")],
+    // A pattern, not a key: `redis-cli --scan --pattern '*<needle>*'` lists them.
+    let unlisted = || {
+        vec![format!(
+            "{needle}* (a pattern: the final sweep could not list the keys holding {needle}; \
+             redis-cli --scan --pattern '*{needle}*' lists them)"
+        )]
+    };
+    // A second signal abandons a stalled server: the listing is not waited for either.
+    if request_of(*signals.borrow()) == Request::Abandon {
+        return unlisted();
+    }
+    let listed = tokio::select! {
+        r = async { again_after_reconnect!(conn.keys_containing(&needle)) } => r.ok(),
+        Ok(_) = signals.wait_for(|n| request_of(*n) == Request::Abandon) => None,
+    };
+    match listed {
+        Some(mut keys) => {
+            // The agents' barrier keys are the last agent's to remove (`Agent::leave`): a peer
+            // still waiting on `…:barrier:done` must not see it vanish.
+            let barrier = format!("{prefix}:barrier:");
+            keys.retain(|k| !k.starts_with(&barrier));
+            remove_keys(conn, &keys, signals).await.0
+        }
+        None => unlisted(),
     }
 }
 

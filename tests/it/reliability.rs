@@ -17,7 +17,9 @@ fn dbsize(conn: &mut redis::Connection) -> u64 {
     redis::cmd("DBSIZE").query(conn).unwrap()
 }
 
-/// Process ids of every descendant of `pid` named `name` (from /proc).
+/// Process ids of every descendant of `pid` named `name` (from /proc), not counting a process
+/// forked by one of them (a redis-server's child for a replica's sync is a `redis-server` too
+/// until it renames itself: a cluster's count once read 7 of 6).
 fn descendants_named(pid: u32, name: &str) -> Vec<u32> {
     let mut procs = Vec::new(); // (pid, ppid, comm)
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -51,9 +53,10 @@ fn descendants_named(pid: u32, name: &str) -> Vec<u32> {
         );
         i += 1;
     }
+    let named = |p: u32| procs.iter().any(|(q, _, comm)| *q == p && comm == name);
     procs
         .iter()
-        .filter(|(p, _, comm)| family[1..].contains(p) && comm == name)
+        .filter(|(p, pp, comm)| family[1..].contains(p) && comm == name && !named(*pp))
         .map(|(p, ..)| *p)
         .collect()
 }
