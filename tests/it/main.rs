@@ -6,6 +6,7 @@
 //! process: none of them changes the environment, the current directory or signal handling of
 //! this process (signals go to child `lockbench` processes), and the few that must not share
 //! the CPU take `common::alone()` (the other tests' servers, runs and commands wait for them).
+//! `.cargo/config.toml` runs four tests at a time: most of them wait on servers and timers.
 
 // serde_json::json! of a whole summary (reports) nests deeper than the default limit.
 #![recursion_limit = "256"]
