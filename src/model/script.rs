@@ -137,6 +137,13 @@ pub fn split_outside_quotes<'a>(text: &'a str, sep: &str) -> Vec<&'a str> {
 pub fn split_args(text: &str) -> Result<Vec<String>, String> {
     let b = text.as_bytes();
     let mut words = Vec::new();
+    // As redis-cli: a closing quote ends its word.
+    let closed = |at: usize| match b.get(at + 1) {
+        Some(n) if !n.is_ascii_whitespace() => Err(format!(
+            "`{text}`: a closing quote must be followed by a space or nothing"
+        )),
+        _ => Ok(()),
+    };
     let mut i = 0;
     loop {
         while i < b.len() && b[i].is_ascii_whitespace() {
@@ -178,11 +185,7 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
                         });
                     }
                     b'"' => {
-                        if b.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                            return Err(format!(
-                                "`{text}`: a closing quote must be followed by a space or nothing"
-                            ));
-                        }
+                        closed(i)?;
                         i += 1;
                         break;
                     }
@@ -194,11 +197,7 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
                         i += 1;
                     }
                     b'\'' => {
-                        if b.get(i + 1).is_some_and(|n| !n.is_ascii_whitespace()) {
-                            return Err(format!(
-                                "`{text}`: a closing quote must be followed by a space or nothing"
-                            ));
-                        }
+                        closed(i)?;
                         i += 1;
                         break;
                     }
