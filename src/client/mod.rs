@@ -33,7 +33,7 @@ fn root() -> anyhow::Result<(std::path::PathBuf, String)> {
         let r = PathBuf::from(r);
         if !has_script(&r) {
             return Err(crate::exit::BadInput(format!(
-                "{DRIVERS_ROOT_ENV}={} has no {DRIVERS_SCRIPT}: name a lockbench checkout (the                  directory holding drivers/ and {DRIVERS_SCRIPT}), or unset it",
+                "{DRIVERS_ROOT_ENV}={} has no {DRIVERS_SCRIPT}: name a lockbench checkout (the directory holding drivers/ and {DRIVERS_SCRIPT}), or unset it",
                 r.display()
             ))
             .into());

@@ -231,22 +231,49 @@ impl CommandStep {
                 ));
             }
         };
-        // A script is refused first, whatever its arguments (they need not split cleanly).
-        if let Some(name) = cmd.split_whitespace().next()
-            && SCRIPT_COMMANDS.contains(&name.to_ascii_uppercase().as_str())
+        let runs_script = |name: &str| {
+            SCRIPT_COMMANDS
+                .contains(&name.to_ascii_uppercase().as_str())
+                .then(|| {
+                    format!(
+                        "`{text}` runs a script ({name}), which commands given as text may not \
+                         (its code could touch any key, unseen by the key check): give the \
+                         script as a Lua file with --{} ({})",
+                        role.field().replace('_', "-"),
+                        role.field()
+                    )
+                })
+        };
+        // A script is refused first, whatever its arguments (they need not split cleanly), its
+        // name quoted or not (`'EVAL' …` is EVAL to redis-cli) …
+        if let Some(raw) = cmd.split_whitespace().next()
+            && let Some(e) = runs_script(raw.trim_matches(['"', '\'']))
         {
-            return Err(format!(
-                "`{text}` runs a script ({name}), which commands given as text may not (its \
-                 code could touch any key, unseen by the key check): give the script as a Lua \
-                 file with --{} ({})",
-                role.field().replace('_', "-"),
-                role.field()
-            ));
+            return Err(e);
         }
         let words = split_args(cmd)?;
         let Some(name) = words.first() else {
             return Err(format!("`{text}` has no command"));
         };
+        // … and once more as the server will read it (`"\x45VAL"` is EVAL too).
+        if let Some(e) = runs_script(name) {
+            return Err(e);
+        }
+        // The key check sees the lock's key in these, yet they carry it out of the run's reach:
+        // to another database or another server (MIGRATE names any host), where the end of the
+        // run cannot remove it.
+        let upper = name.to_ascii_uppercase();
+        let elsewhere = match upper.as_str() {
+            "MOVE" | "MIGRATE" => true,
+            "COPY" => words.iter().any(|w| w.eq_ignore_ascii_case("DB")),
+            _ => false,
+        };
+        if elsewhere {
+            return Err(format!(
+                "`{text}` moves or copies a key to another database or server ({upper}), out of \
+                 the run's reach: commands given as text act on the run's server and database"
+            ));
+        }
         if !name.chars().all(|c| c.is_ascii_alphabetic()) {
             return Err(format!(
                 "`{text}`: `{name}` is not a Redis command name (letters only, e.g. GET, DEL, SET)"
@@ -587,6 +614,9 @@ mod tests {
             "EVALSHA_RO abc 1 {key}",
             "FCALL f 1 {key}",
             "FCALL_RO f 1 {key}",
+            "\"EVAL\" 'return 1' 1 {key}",
+            "'EVAL' \"redis.call('FLUSHALL') return 1\" 1 {key}",
+            "\"\\x45VAL\" 'return 1' 1 {key}",
             "SCRIPT FLUSH {key}",
             "FUNCTION FLUSH {key}",
         ] {
@@ -598,6 +628,24 @@ mod tests {
         }
         let e = CommandStep::parse("EVAL x 1 {key}", ScriptRole::Acquire).unwrap_err();
         assert!(e.contains("--acquire-script"), "{e}");
+    }
+
+    /// A hostile pass after issue 40: the key check sees the lock's key in `MOVE {key} 1`,
+    /// `MIGRATE … {key} …` and `COPY {key} {key} DB 1`, which left a run key in another
+    /// database or on another server. Refused; a `COPY` within the database is not (control).
+    #[test]
+    fn commands_that_carry_the_key_elsewhere_are_refused() {
+        for text in [
+            "MOVE {key} 1",
+            "move {key} 1",
+            "MIGRATE ::1 6380 {key} 0 1000 COPY REPLACE",
+            "COPY {key} {key} DB 1",
+            "COPY {key} {key} db 1 REPLACE",
+        ] {
+            let e = CommandStep::parse(text, ScriptRole::Release).unwrap_err();
+            assert!(e.contains("out of the run's reach"), "{text}: {e}");
+        }
+        assert!(CommandStep::parse("COPY {key} {key} REPLACE", ScriptRole::Release).is_ok());
     }
 
     /// Issue 40, item 6: arguments are split as redis-cli's `sdssplitargs` splits them — the
