@@ -18,7 +18,7 @@ use crate::model::fault::FaultKind;
 use crate::model::release::StaleRule;
 use crate::model::variant::Fencing;
 use crate::profile::{Acquire, OnLost, OnUnavailable, PauseAt};
-use crate::record::{CRASHED, UNLOCKED};
+use crate::record::SectionOutcome;
 use crate::record::{EventRow, Metric};
 use crate::store::LockConn;
 use crate::store::{ReadOutcome, WriteOutcome};
@@ -533,11 +533,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             rec.close_section(self.id, section.held.key, sent_us)
         };
         let h = &section.held;
-        let outcome_name = if h.unlocked {
+        let outcome = if h.unlocked {
             // No lock was taken: nothing to release.
-            UNLOCKED
+            SectionOutcome::Unlocked
         } else if section.crashed {
-            CRASHED
+            SectionOutcome::Crashed
         } else if self.lib.is_some() {
             // A newer holder in now means the lock was gone when the release was sent.
             let others = rec.newer_holder(h.key, h.acquired_us);
@@ -556,17 +556,17 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             match counted(&ctx.recorder, &mut self.drv, release).await {
                 Ok(o) => {
                     rec.ok();
-                    o.name()
+                    SectionOutcome::Release(o)
                 }
                 Err(e) => {
                     rec.error(&e);
                     ctx.note_script_error(&e);
-                    e.kind.outcome_name()
+                    SectionOutcome::ReleaseFailed(e.kind)
                 }
             }
         };
         let release_latency_us = rec.now_us().saturating_sub(sent_us);
-        let row = self.finish(section, outcome_name, release_latency_us);
+        let row = self.finish(section, outcome, release_latency_us);
         self.token_buf = std::mem::take(&mut section.held.token);
         self.name_buf = std::mem::take(&mut section.held.name);
         self.seq += 1;
@@ -578,7 +578,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     fn finish(
         &self,
         section: &Section,
-        outcome_name: &'static str,
+        outcome: SectionOutcome,
         release_latency_us: u64,
     ) -> EventRow {
         let ctx = &*self.ctx;
@@ -608,7 +608,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 Some(c) => c.name,
                 None => ctx.method.name(),
             }),
-            outcome: Cow::Borrowed(outcome_name),
+            outcome,
             interrupted: !section.completed,
             fence: h.fence,
             read: Cow::Borrowed(section.read),

@@ -324,7 +324,7 @@ pub fn window_sections(
                 seq: r.seq,
                 acquired_us: r.acquired_us,
                 released_us: r.released_us,
-                outcome: r.outcome.to_string(),
+                outcome: r.outcome,
                 write: r.write.to_string(),
                 pause_us: r.pause_us,
             });

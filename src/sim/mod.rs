@@ -476,7 +476,6 @@ pub(crate) struct Measured {
 
 /// Reads [`Measured`] from a real run's directory.
 pub(crate) fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
-    use crate::record::{CRASHED, UNLOCKED};
     let path = dir.join("events.csv");
     if !path.is_file() {
         anyhow::bail!(
@@ -486,7 +485,8 @@ pub(crate) fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
     }
     let (mut rtt, mut timer) = (Vec::new(), Vec::new());
     crate::results::events::for_each_event(&path, |r| {
-        if r.outcome != UNLOCKED && r.outcome != CRASHED && !r.outcome.starts_with("error") {
+        // A release that was answered: its round trip.
+        if r.outcome.release().is_some() {
             rtt.push(r.release_latency_us as f64 / 1000.0);
         }
         if let Some(late) = r.timer_error_us() {

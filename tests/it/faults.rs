@@ -133,7 +133,10 @@ async fn server_restart_loses_locks_and_fence_counters_and_workers_reconnect() {
         .count();
     assert!(again >= 1, "{rows:?}");
     // The pre-restart holder's lock was taken by the new one.
-    assert!(rows.iter().any(|r| r.outcome == "refused_held_by_other"));
+    assert!(rows.iter().any(|r| r.outcome
+        == lockbench::record::SectionOutcome::Release(
+            lockbench::model::release::ReleaseOutcome::RefusedHeldByOther
+        )));
     assert_eq!(code(&out), 0);
 }
 
@@ -242,7 +245,7 @@ async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
         assert!(s.counts.crashes > 0, "{acquire}: no crash happened");
         let crashed = common::events(&tmp.path().join(acquire))
             .iter()
-            .filter(|r| r.outcome == "crashed")
+            .filter(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
             .count() as u64;
         assert_eq!(crashed, s.counts.crashes);
         stuck.push((s.stuck_locks, s.counts.crashes));
@@ -315,7 +318,10 @@ async fn crash_blocked_time_is_the_rest_of_the_ttl() {
     let mut rows = common::events(tmp.path());
     rows.sort_by_key(|r| r.acquired_us);
     assert_eq!(s.counts.crashes, 5);
-    assert!(rows.iter().all(|r| r.outcome == "crashed"));
+    assert!(
+        rows.iter()
+            .all(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
+    );
     let mut blocked = Vec::new();
     for pair in rows.windows(2) {
         let (dead, next) = (&pair[0], &pair[1]);

@@ -376,7 +376,7 @@ fn row(worker: usize, seq: u64, a: u64, r: u64, outcome: &str) -> EventRow {
         acquire_latency_us: a.min(500),
         release_latency_us: 100,
         release: "del".into(),
-        outcome: outcome.to_string().into(),
+        outcome: lockbench::record::SectionOutcome::from_name(outcome).unwrap(),
         interrupted: false,
         ..EventRow::default()
     }

@@ -7,7 +7,8 @@ use crate::client::holder::Holder;
 use crate::engine::driver::Driver;
 use crate::faults::watch::{Removed, Watch};
 use crate::model::error::{CmdError, ErrorKind};
-use crate::record::Metric;
+use crate::model::release::ReleaseOutcome::*;
+use crate::record::{Metric, SectionOutcome};
 use crate::store::LockConn;
 use rand::RngExt;
 use std::sync::Arc;
@@ -206,24 +207,24 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         others: bool,
         expired: bool,
         key: &str,
-    ) -> &'static str {
+    ) -> SectionOutcome {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let Some(client) = ctx.client.as_ref() else {
-            return ErrorKind::Other.outcome_name();
+            return SectionOutcome::ReleaseFailed(ErrorKind::Other);
         };
         let Some(lib) = self.lib.as_mut() else {
-            return ErrorKind::Other.outcome_name();
+            return SectionOutcome::ReleaseFailed(ErrorKind::Other);
         };
         let Some(id) = lib.open.take() else {
-            return ErrorKind::Other.outcome_name();
+            return SectionOutcome::ReleaseFailed(ErrorKind::Other);
         };
         rec.counters.counts.commands.fetch_add(1, Relaxed);
         let left = match lib.driver.leave(id).await {
             Ok(l) => l,
             Err(e) => {
                 client.fail(e.to_string());
-                return ErrorKind::Other.outcome_name();
+                return SectionOutcome::ReleaseFailed(ErrorKind::Other);
             }
         };
         self.lib_events = (left.extended, left.lost);
@@ -237,20 +238,20 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         match left.outcome.as_str() {
             "ok" | "not_owned" | "lost" => {
                 rec.ok();
-                match (removed, left.outcome.as_str()) {
-                    (Some(Some(Removed::Other(_) | Removed::Unknown)), _) => "wrongful_delete",
-                    (Some(Some(Removed::Own)), _) => "released",
-                    (Some(Some(Removed::Nothing)), _) => "nothing_deleted",
-                    (_, "ok") if no_del => "nothing_deleted",
-                    (_, "ok") if unreported && others => "refused_held_by_other",
-                    (_, "ok") if unreported && expired => "refused_expired",
+                SectionOutcome::Release(match (removed, left.outcome.as_str()) {
+                    (Some(Some(Removed::Other(_) | Removed::Unknown)), _) => WrongfulDelete,
+                    (Some(Some(Removed::Own)), _) => Released,
+                    (Some(Some(Removed::Nothing)), _) => NothingDeleted,
+                    (_, "ok") if no_del => NothingDeleted,
+                    (_, "ok") if unreported && others => RefusedHeldByOther,
+                    (_, "ok") if unreported && expired => RefusedExpired,
                     // Watched, and no `DEL` removed anything: the library's compare-and-delete
                     // script ran, and with a newer holder in it refused.
-                    (Some(None), "ok") if others => "refused_held_by_other",
-                    (None, "ok") if others => "wrongful_delete",
-                    (_, "ok") => "released",
-                    _ => "refused_unclassified",
-                }
+                    (Some(None), "ok") if others => RefusedHeldByOther,
+                    (None, "ok") if others => WrongfulDelete,
+                    (_, "ok") => Released,
+                    _ => RefusedUnclassified,
+                })
             }
             other => {
                 let kind = error_kind(left.kind.as_deref());
@@ -262,7 +263,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         left.error.unwrap_or_else(|| other.to_string())
                     ),
                 });
-                kind.outcome_name()
+                SectionOutcome::ReleaseFailed(kind)
             }
         }
     }
