@@ -12,7 +12,7 @@
 //! The lead follows the thread's own lateness: the largest of its last [`LATE_WINDOW`] timed
 //! wake-ups plus [`MARGIN`], within [`MIN_EARLY`]..[`MAX_EARLY`] — and within the spin budget:
 //! the spins may take at most [`SPIN_BUDGET`] of the runtime thread at the current rate of
-//! section ends. Above [`MAX_RATE`] ends a second the driver keeps its yield loop instead
+//! section ends. Above [`MAX_RATE`] ends a second the pacer keeps its yield loop instead
 //! ([`use_thread`]), which shares the thread between many holders ending at once.
 //!
 //! While it wakes the ends, the thread asks for the real-time class ([`set_realtime`]), so that

@@ -4,7 +4,7 @@
 use super::{Held, Worker, busy};
 use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
 use crate::client::holder::Holder;
-use crate::engine::driver::Driver;
+use crate::engine::pacer::Pacer;
 use crate::faults::watch::{Removed, Watch};
 use crate::model::error::{CmdError, ErrorKind};
 use crate::model::release::ReleaseOutcome::*;
@@ -62,7 +62,7 @@ impl Library {
     }
 }
 
-impl<C: LockConn, D: Driver> Worker<C, D> {
+impl<C: LockConn, P: Pacer> Worker<C, P> {
     /// Acquire through the lock library: one `section` of its driver, the library's own idiom
     /// with its own retries within the wait budget. The section opens on lockbench's clock
     /// when the driver says the lock is held. A driver that fails stops the variant.
@@ -77,7 +77,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let client = ctx.client.as_ref()?;
         let mut name = std::mem::take(&mut self.name_buf);
         ctx.key_names.write(key, &mut name);
-        self.drv.will_record(rec, key);
+        self.pacer.will_record(rec, key);
         counts.attempts.fetch_add(1, Relaxed);
         counts.commands.fetch_add(1, Relaxed);
         let set_sent_us = rec.now_us();
@@ -96,9 +96,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             loop {
                 tokio::select! {
                     r = &mut section => break Some(r),
-                    // A halted driver's sleep returns at once: after the stop, the real clock's
+                    // A halted pacer's sleep returns at once: after the stop, the real clock's
                     // (a library runs only in real time).
-                    _ = self.drv.sleep_until(far), if !halted => halted = true,
+                    _ = self.pacer.sleep_until(far), if !halted => halted = true,
                     _ = tokio::time::sleep(std::time::Duration::from_millis(100)), if halted => {}
                 }
                 if halted && client.interrupted.load(Relaxed) {
