@@ -145,7 +145,7 @@ impl Pacer for RealPacer {
     /// With the precise timer, while section ends are rare ([`super::precise::use_thread`]) the
     /// timer thread wakes the task ahead of `t`, into the runtime's remote queue (run next), and
     /// it spins out the rest; when they are frequent, the last
-    /// [`crate::profile::PRECISE_LEAD`] is spent yielding instead of on tokio's millisecond
+    /// [`super::precise::PRECISE_LEAD`] is spent yielding instead of on tokio's millisecond
     /// timer, sharing the thread among the holders ending at once, and the timer thread wakes
     /// the task [`super::precise::SPIN_LAST`] before `t` too (run next: it spins out the rest).
     /// Either way the task wakes within tens of µs of `t` on a quiet machine (measured in the
@@ -164,7 +164,7 @@ impl Pacer for RealPacer {
                 Ok(_) = self.halt.wait_for(|h| *h != Halt::Run) => false,
             };
         }
-        let coarse = t.checked_sub(crate::profile::PRECISE_LEAD).unwrap_or(t);
+        let coarse = t.checked_sub(super::precise::PRECISE_LEAD).unwrap_or(t);
         if coarse > Instant::now() && !sleep_until_or_halt(coarse, &mut self.halt).await {
             return false;
         }

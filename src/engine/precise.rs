@@ -27,6 +27,11 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+/// How long before a precise section's end the pacer's yield loop takes over from tokio's timer
+/// (the timer's own lateness, ~1–2 ms, must fit inside it), when section ends are too frequent
+/// for this thread ([`use_thread`]).
+pub(crate) const PRECISE_LEAD: Duration = Duration::from_micros(2_500);
+
 /// The lead's bounds. Measured through this thread on this 2-core VM with both cores busy, a
 /// timed wait ends 20–30 µs late at the median and 300–450 µs at p99, and over a millisecond
 /// under a retry storm that saturates both cores (docs/src/measurements/section-precision.md).
