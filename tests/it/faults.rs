@@ -153,7 +153,7 @@ async fn latency_raises_round_trips_by_the_added_delay() {
     ));
     let out = run_faulted(&slow, &[slow.protection.release], &tmp.path().join("b")).await;
     let (c, s) = (&control.summaries[0], &out.summaries[0]);
-    assert!(s.backend.contains("fault proxy"), "{}", s.backend);
+    assert!(s.meta.backend.contains("fault proxy"), "{}", s.meta.backend);
     for (name, with, without) in [
         ("set", s.set_latency_ms.p50, c.set_latency_ms.p50),
         (
@@ -216,7 +216,7 @@ async fn fail_open_and_fail_closed_trade_refusals_for_unlocked_sections() {
     let out = run_faulted(&p, &p.protection.releases, tmp.path()).await;
     let (open, closed) = (&out.summaries[0], &out.summaries[1]);
     assert_eq!(
-        (open.variant.as_str(), closed.variant.as_str()),
+        (open.meta.variant.as_str(), closed.meta.variant.as_str()),
         ("token+fail-open", "token")
     );
     let (open, closed) = (open.counts, closed.counts);

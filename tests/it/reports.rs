@@ -166,7 +166,7 @@ fn interval_logs_round_trip_to_summary() {
                 .summary
                 .variants
                 .iter()
-                .find(|s| &s.variant == tag)
+                .find(|s| &s.meta.variant == tag)
                 .unwrap();
             let q = pick(s);
             assert_eq!(h.len(), q.count, "{stem} {tag} count");
