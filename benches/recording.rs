@@ -41,7 +41,9 @@ fn lockbench_section(rec: &Recorder, live: &LiveCounts, i: usize) {
         acquire_latency_us: 120,
         release_latency_us: 90,
         release: "token".to_string().into(),
-        outcome: "released".to_string().into(),
+        outcome: lockbench::record::SectionOutcome::Release(
+            lockbench::model::release::ReleaseOutcome::Released,
+        ),
         ..EventRow::default()
     };
     live.add(&Counts::of_section(&row, StaleRule::Reply));

@@ -219,7 +219,7 @@ fn check_counts(s: &Source) -> anyhow::Result<()> {
                     "{}: summary.json's `{name}` of variant `{}` is {n}, which no agent writes \
                      (edited by hand?)",
                     show(&s.dir),
-                    v.variant
+                    v.meta.variant
                 )));
             }
         }
@@ -294,7 +294,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         .summary
         .variants
         .first()
-        .map_or(0, |s| s.keys);
+        .map_or(0, |s| s.meta.keys);
 
     // events.csv: every agent's rows on the merged clock, and every section's interval.
     let mut intervals: Vec<BTreeMap<usize, Vec<(u64, u64)>>> =
@@ -409,7 +409,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
                         .summary
                         .variants
                         .iter()
-                        .find(|x| x.variant == variants[v])
+                        .find(|x| x.meta.variant == variants[v])
                     && h.len() != sum.duration_ms.count
                 {
                     return Err(bad(format!(
@@ -463,7 +463,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
                     .summary
                     .variants
                     .iter()
-                    .find(|x| x.variant == *name)
+                    .find(|x| x.meta.variant == *name)
                     .map(|x| (s, a, x))
             })
             .collect();
@@ -500,7 +500,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     results::write_summary_csv_file(out, &summaries)?;
     let faults: Vec<(String, crate::model::fault::FaultWindow)> = summaries
         .iter()
-        .flat_map(|s| s.faults.iter().map(|f| (s.variant.clone(), f.clone())))
+        .flat_map(|s| s.faults.iter().map(|f| (s.meta.variant.clone(), f.clone())))
         .collect();
     if !faults.is_empty() {
         crate::faults::write_csv(&out.join("faults.csv"), &faults)?;
@@ -541,7 +541,7 @@ fn merged_elapsed(sources: &[Source], agents: &[MergedAgent]) -> f64 {
                 .summary
                 .variants
                 .iter()
-                .map(|v| v.elapsed_s)
+                .map(|v| v.meta.elapsed_s)
                 .fold(0.0, f64::max);
             a.shift_us as f64 / 1e6 + elapsed
         })
@@ -573,7 +573,7 @@ fn merge_variant(
                 *first_msg = s.first_errors.get(kind.name()).cloned();
             }
         }
-        elapsed = elapsed.max(a.shift_us as f64 / 1e6 + s.elapsed_s);
+        elapsed = elapsed.max(a.shift_us as f64 / 1e6 + s.meta.elapsed_s);
         stop_reason = match (stop_reason, s.stop_reason) {
             (StopReason::Interrupted, _) | (_, StopReason::Interrupted) => StopReason::Interrupted,
             (StopReason::GaveUp, _) | (_, StopReason::GaveUp) => StopReason::GaveUp,
@@ -581,19 +581,18 @@ fn merge_variant(
         };
     }
     let meta = Meta {
-        variant: first.variant.clone(),
-        release: first.release.clone(),
-        connection_mode: first.connection_mode.clone(),
-        backend: first.backend.clone(),
-        server_version: first.server_version.clone(),
-        workers: parts.iter().map(|(_, _, s)| s.workers).sum(),
-        ttl_ms: first.ttl_ms,
-        time_scale: first.time_scale,
-        unscaled_ttl_ms: first.unscaled_ttl_ms,
-        seed: first.seed,
+        variant: first.meta.variant.clone(),
+        release: first.meta.release.clone(),
+        connection_mode: first.meta.connection_mode.clone(),
+        backend: first.meta.backend.clone(),
+        server_version: first.meta.server_version.clone(),
+        workers: parts.iter().map(|(_, _, s)| s.meta.workers).sum(),
+        keys: first.meta.keys,
+        ttl_ms: first.meta.ttl_ms,
+        time_scale: first.meta.time_scale,
+        unscaled_ttl_ms: first.meta.unscaled_ttl_ms,
+        seed: first.meta.seed,
         elapsed_s: elapsed,
-        stop_reason,
-        protect: first.protect,
     };
     let measured = Measured {
         counts,
@@ -601,7 +600,7 @@ fn merge_variant(
         per_key: per_key.to_vec(),
         outages,
     };
-    let mut summary = summarize(meta, &measured, hists);
+    let mut summary = summarize(meta, stop_reason, first.protect, &measured, hists);
     summary.stale_rule = first.stale_rule;
     summary.faults = parts
         .iter()
@@ -639,7 +638,7 @@ fn merge_variant(
     summary.analytic = match dist {
         Some(d) if parts.iter().all(|(_, _, s)| s.analytic.is_some()) => crate::analytic::check(
             &d,
-            summary.ttl_ms as f64,
+            summary.meta.ttl_ms as f64,
             hists.get(Metric::TimerError),
             summary.counts.overruns,
             summary.counts.sections,
@@ -718,7 +717,7 @@ fn merged_manifest(
             .filter_map(|s| field(s, f).and_then(|v| v.as_str().map(str::to_string)))
             .collect()
     };
-    let workers: usize = summaries.first().map_or(0, |s| s.workers);
+    let workers: usize = summaries.first().map_or(0, |s| s.meta.workers);
     if let Some(o) = m.as_object_mut() {
         o.insert("command".into(), "merge".into());
         o.remove("agent");

@@ -32,10 +32,10 @@ mod workload;
 
 pub use crate::model::plan::{Acquire, ExtendEvery, OnLost, OnUnavailable, Protection, Timeouts};
 pub use backend::{BackendChoice, BackendPlan, ClusterMode, ConnectionMode};
-pub use faults::{FaultPlan, PauseAt};
+pub use faults::FaultPlan;
 pub use plan::Plan;
 pub use sim::SimPlan;
-pub use workload::{BusyPolicy, PRECISE_LEAD, Stop, Timer, Workload};
+pub use workload::{BusyPolicy, Stop, Timer, Workload};
 
 use crate::analysis::threshold::Threshold;
 use crate::model::fault::FaultProfile;

@@ -4,11 +4,96 @@
 use hdrhistogram::Histogram;
 use std::borrow::Cow;
 
-/// The `outcome` of a section run without a lock (fail-open): nothing to release.
-pub const UNLOCKED: &str = "unlocked";
+use crate::model::error::ErrorKind;
+use crate::model::release::ReleaseOutcome;
 
-/// The `outcome` of a section whose holder died mid-section: nothing was released.
-pub const CRASHED: &str = "crashed";
+/// How a section ended: the `outcome` column of `events.csv`. Typed from the worker to the
+/// writer of the row and from the reader of a file on; its text ([`Self::name`]) exists only
+/// in the file, so nothing turns it into words and back in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SectionOutcome {
+    /// A release was sent and its reply classified.
+    Release(ReleaseOutcome),
+    /// The release failed (no reply, or an error reply): `error_<kind>`.
+    ReleaseFailed(ErrorKind),
+    /// Run without a lock (fail-open): nothing to release.
+    Unlocked,
+    /// The holder died mid-section: nothing was released.
+    Crashed,
+}
+
+impl SectionOutcome {
+    /// Every outcome, in the order the valid names are listed.
+    pub fn all() -> impl Iterator<Item = SectionOutcome> {
+        let released = ReleaseOutcome::ALL.into_iter().map(Self::Release);
+        let failed = ErrorKind::ALL.into_iter().map(Self::ReleaseFailed);
+        released
+            .chain(failed)
+            .chain([Self::Unlocked, Self::Crashed])
+    }
+
+    /// Its word in `events.csv` (`released`, `wrongful_delete`, … `error_<kind>`, `unlocked`,
+    /// `crashed`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Release(o) => o.name(),
+            Self::ReleaseFailed(k) => match k {
+                ErrorKind::Timeout => "error_timeout",
+                ErrorKind::Connection => "error_connection",
+                ErrorKind::Server => "error_server",
+                ErrorKind::Other => "error_other",
+                ErrorKind::Abandoned => "error_abandoned",
+            },
+            Self::Unlocked => "unlocked",
+            Self::Crashed => "crashed",
+        }
+    }
+
+    /// Reads [`Self::name`] back; `None` for a word no lockbench writes.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::all().find(|o| o.name() == s)
+    }
+
+    /// Why `s` is not an outcome, and what is valid.
+    pub fn unknown(s: &str) -> String {
+        let valid: Vec<&str> = Self::all().map(Self::name).collect();
+        format!("`{s}` is not a section outcome: use {}", valid.join(", "))
+    }
+
+    /// What the release did, when one was sent and answered.
+    pub fn release(self) -> Option<ReleaseOutcome> {
+        match self {
+            Self::Release(o) => Some(o),
+            _ => None,
+        }
+    }
+}
+
+/// A released section: what a row built field by field (tests, benches) starts from.
+impl Default for SectionOutcome {
+    fn default() -> Self {
+        Self::Release(ReleaseOutcome::Released)
+    }
+}
+
+impl std::fmt::Display for SectionOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl serde::Serialize for SectionOutcome {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SectionOutcome {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::from_name(&s).ok_or_else(|| serde::de::Error::custom(Self::unknown(&s)))
+    }
+}
 
 /// A recorded distribution. All values in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -178,8 +263,8 @@ pub struct EventRow {
     pub release_latency_us: u64,
     /// Release method.
     pub release: Cow<'static, str>,
-    /// Reply class (`released`, `wrongful_delete`, `refused_expired`, … or `error_<kind>`).
-    pub outcome: Cow<'static, str>,
+    /// How it ended (`released`, `wrongful_delete`, `refused_expired`, … or `error_<kind>`).
+    pub outcome: SectionOutcome,
     /// Cut short by Ctrl-C or the end-of-run grace period.
     pub interrupted: bool,
     /// The fence the acquisition returned (0: none, the variant does not fence).
@@ -220,7 +305,7 @@ impl EventRow {
     /// before it, its duration beyond the intended one, a pause aside). `None` for a section
     /// that did not run its course (cut short, aborted, crashed).
     pub fn timer_error_us(&self) -> Option<u64> {
-        (!self.interrupted && !self.aborted && self.outcome != crate::record::CRASHED).then(|| {
+        (!self.interrupted && !self.aborted && self.outcome != SectionOutcome::Crashed).then(|| {
             self.late_us.unwrap_or_else(|| {
                 self.duration_us
                     .saturating_sub(self.intended_us + self.pause_us)

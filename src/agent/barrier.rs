@@ -36,6 +36,10 @@ pub(crate) const POLL: Duration = Duration::from_millis(20);
 /// How far after the last agent is ready the start lies: time for every agent to see it (a
 /// poll, a round trip) before it comes.
 pub(crate) const START_MARGIN: Duration = Duration::from_millis(250);
+/// How long before the start an agent stops sleeping on tokio's timer and yields until it: the
+/// timer's own lateness, ~1–2 ms, must fit inside (the same lead as a precise section's end,
+/// `engine::precise::PRECISE_LEAD`, which this layer does not reach).
+const START_LEAD: Duration = Duration::from_micros(2_500);
 /// The expiry of every barrier key: a safety net for agents that never leave.
 pub(crate) const KEY_TTL: Duration = Duration::from_secs(24 * 3600);
 /// `TIME` round trips per clock reading (the fastest is kept).
@@ -404,7 +408,7 @@ impl Agent {
         }
         // Tokio's timer wakes about a millisecond late: sleep to just before the start, then
         // yield until it, so the agents start within tens of µs of each other.
-        let coarse = at.checked_sub(crate::profile::PRECISE_LEAD).unwrap_or(at);
+        let coarse = at.checked_sub(START_LEAD).unwrap_or(at);
         tokio::select! {
             _ = tokio::time::sleep_until(coarse) => {}
             Ok(_) = signals.wait_for(|n| request_of(*n) != Request::Continue) => return Err(Interrupted.into()),

@@ -8,8 +8,7 @@
 //! drift. Adding a counter is one line here plus the code that counts it.
 
 use crate::model::release::{ReleaseOutcome, StaleRule, tally};
-use crate::record::EventRow;
-use crate::record::{CRASHED, UNLOCKED};
+use crate::record::{EventRow, SectionOutcome};
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -179,38 +178,40 @@ impl Counts {
         c.sections_aborted = u64::from(r.aborted);
         c.pauses = u64::from(r.pause_us > 0);
         c.pause_total_us = r.pause_us;
-        if r.outcome == UNLOCKED {
+        let o = match r.outcome {
+            SectionOutcome::Release(o) => o,
             // No lock was taken, so none is released.
-            c.unlocked_sections = 1;
-            return c;
-        }
-        if r.outcome == CRASHED {
-            // The holder died: no release was sent.
-            c.crashes = 1;
-            return c;
-        }
-        match ReleaseOutcome::from_name(&r.outcome) {
-            Some(o) => {
-                *match o {
-                    ReleaseOutcome::Released => &mut c.released,
-                    ReleaseOutcome::WrongfulDelete => &mut c.wrongful_deletes,
-                    ReleaseOutcome::NothingDeleted => &mut c.nothing_deleted,
-                    ReleaseOutcome::RefusedExpired => &mut c.refused_expired,
-                    ReleaseOutcome::RefusedHeldByOther => &mut c.refused_held_by_other,
-                    ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
-                } += 1;
-                // The release ran at the server before its reply came back.
-                let decided_us = match rule {
-                    StaleRule::Reply => r.released_us.saturating_add(r.release_latency_us),
-                    StaleRule::Send => r.released_us,
-                };
-                let t = tally(o, overrun, r.set_sent_us, decided_us, r.ttl_us);
-                c.stale_releases = u64::from(t.stale);
-                c.stale_without_overrun = u64::from(t.stale_without_overrun);
-                c.deleted_by_other = u64::from(t.deleted_by_other);
+            SectionOutcome::Unlocked => {
+                c.unlocked_sections = 1;
+                return c;
             }
-            None => c.release_errors = 1,
-        }
+            // The holder died: no release was sent.
+            SectionOutcome::Crashed => {
+                c.crashes = 1;
+                return c;
+            }
+            SectionOutcome::ReleaseFailed(_) => {
+                c.release_errors = 1;
+                return c;
+            }
+        };
+        *match o {
+            ReleaseOutcome::Released => &mut c.released,
+            ReleaseOutcome::WrongfulDelete => &mut c.wrongful_deletes,
+            ReleaseOutcome::NothingDeleted => &mut c.nothing_deleted,
+            ReleaseOutcome::RefusedExpired => &mut c.refused_expired,
+            ReleaseOutcome::RefusedHeldByOther => &mut c.refused_held_by_other,
+            ReleaseOutcome::RefusedUnclassified => &mut c.refused_unclassified,
+        } += 1;
+        // The release ran at the server before its reply came back.
+        let decided_us = match rule {
+            StaleRule::Reply => r.released_us.saturating_add(r.release_latency_us),
+            StaleRule::Send => r.released_us,
+        };
+        let t = tally(o, overrun, r.set_sent_us, decided_us, r.ttl_us);
+        c.stale_releases = u64::from(t.stale);
+        c.stale_without_overrun = u64::from(t.stale_without_overrun);
+        c.deleted_by_other = u64::from(t.deleted_by_other);
         c
     }
 
@@ -244,7 +245,7 @@ mod tests {
             acquire_latency_us: 100,
             release_latency_us: 50,
             release: "del".into(),
-            outcome: outcome.to_string().into(),
+            outcome: SectionOutcome::from_name(outcome).unwrap(),
             interrupted: false,
             ..EventRow::default()
         }

@@ -173,7 +173,7 @@ impl Needs {
                 counted(s.counts.crashes),
                 s.library.is_some(),
                 s.library.is_none()
-                    && s.release == crate::model::release::ReleaseMethod::Script.name(),
+                    && s.meta.release == crate::model::release::ReleaseMethod::Script.name(),
             ),
             Needs::Crashes => counted(s.counts.crashes),
             Needs::Redlock => s.redlock.is_some(),
@@ -437,7 +437,13 @@ mod tests {
     fn measured_is_one_answer_for_every_writer() {
         use crate::analysis::summary::{Meta, summarize};
         use crate::analysis::verdict_table::{State, VerdictTable};
-        let mut s = summarize(Meta::default(), &Default::default(), &Default::default());
+        let mut s = summarize(
+            Meta::default(),
+            Default::default(),
+            Default::default(),
+            &Default::default(),
+            &Default::default(),
+        );
         s.counts.sections = 3;
         s.counts.crashes = 0;
         s.stuck_locks = 1;
@@ -451,7 +457,7 @@ mod tests {
             ("token", Some("redis 6.0".to_string()), true),
             ("token", None, false),
         ] {
-            s.release = release.to_string();
+            s.meta.release = release.to_string();
             s.library = library;
             assert_eq!(measured(&s, "stuck_locks"), is_measured, "{release}");
             assert_eq!(stuck.group.present(&s), is_measured, "{release}");

@@ -69,30 +69,9 @@ pub struct KeyOverlap {
 /// Summary of one variant (one release method) of a run.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Summary {
-    /// Variant name (the release method).
-    pub variant: String,
-    /// Release method.
-    pub release: String,
-    /// `per-worker` or `shared`.
-    pub connection_mode: String,
-    /// Backend description (no password).
-    pub backend: String,
-    /// Server name and version.
-    pub server_version: String,
-    /// Workers.
-    pub workers: usize,
-    /// Keys.
-    pub keys: usize,
-    /// TTL, ms.
-    pub ttl_ms: u64,
-    /// Factor applied to every duration of the workload (1 = unscaled).
-    pub time_scale: f64,
-    /// The TTL in real (unscaled) units, ms.
-    pub unscaled_ttl_ms: f64,
-    /// Seed.
-    pub seed: u64,
-    /// Wall time of the variant, s.
-    pub elapsed_s: f64,
+    /// What ran, on what, with which settings (flattened: the head of summary.json).
+    #[serde(flatten)]
+    pub meta: Meta,
     /// Which instant of a release decided stale vs deleted by another (older summaries: the
     /// send time).
     #[serde(default = "send_rule")]
@@ -341,35 +320,34 @@ impl StopReason {
     }
 }
 
-/// Facts about a variant that the recorder does not know.
-#[derive(Debug, Clone, Default)]
+/// Facts about a variant that the recorder does not know: what ran, on what, with which
+/// settings. The head of its summary (flattened into [`Summary`], field for field).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Meta {
-    /// Variant name.
+    /// Variant name (the release method).
     pub variant: String,
     /// Release method.
     pub release: String,
-    /// Connection mode.
+    /// `per-worker` or `shared`.
     pub connection_mode: String,
-    /// Backend description.
+    /// Backend description (no password).
     pub backend: String,
-    /// Server version.
+    /// Server name and version.
     pub server_version: String,
     /// Workers.
     pub workers: usize,
+    /// Keys ([`summarize`] sets it: the keys measured).
+    pub keys: usize,
     /// TTL, ms.
     pub ttl_ms: u64,
-    /// Time scale.
+    /// Factor applied to every duration of the workload (1 = unscaled).
     pub time_scale: f64,
-    /// Unscaled TTL, ms.
+    /// The TTL in real (unscaled) units, ms.
     pub unscaled_ttl_ms: f64,
     /// Seed.
     pub seed: u64,
-    /// Wall time, s.
+    /// Wall time of the variant, s.
     pub elapsed_s: f64,
-    /// Why it stopped.
-    pub stop_reason: StopReason,
-    /// What protected the resource.
-    pub protect: Protection,
 }
 
 /// What a variant did for the resource its lock protects.
@@ -427,7 +405,13 @@ impl Measured {
 }
 
 /// Builds the summary of one variant from what it measured and its histograms.
-pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
+pub fn summarize(
+    meta: Meta,
+    stop_reason: StopReason,
+    protect: Protection,
+    m: &Measured,
+    hists: &HistSet,
+) -> Summary {
     let c = m.counts;
     let mut all = OverlapStats::default();
     for k in &m.per_key {
@@ -435,22 +419,15 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
     }
     let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { 0.0 };
     let q = |metric: Metric| Quantiles::of(hists.get(metric));
+    let elapsed_s = meta.elapsed_s;
     Summary {
-        variant: meta.variant,
-        release: meta.release,
-        connection_mode: meta.connection_mode,
-        backend: meta.backend,
-        server_version: meta.server_version,
-        workers: meta.workers,
-        keys: m.per_key.len(),
-        ttl_ms: meta.ttl_ms,
-        time_scale: meta.time_scale,
-        unscaled_ttl_ms: meta.unscaled_ttl_ms,
-        seed: meta.seed,
-        elapsed_s: meta.elapsed_s,
+        meta: Meta {
+            keys: m.per_key.len(),
+            ..meta
+        },
         stale_rule: StaleRule::Reply,
         counts: c,
-        throughput_per_s: ratio(c.sections as f64, meta.elapsed_s),
+        throughput_per_s: ratio(c.sections as f64, elapsed_s),
         overrun_fraction: ratio(c.overruns as f64, c.sections as f64),
         excess_total_ms: c.excess_total_us as f64 / 1000.0,
         refused_releases: c.refused_releases(),
@@ -468,10 +445,10 @@ pub fn summarize(meta: Meta, m: &Measured, hists: &HistSet) -> Summary {
             .iter()
             .filter_map(|(k, _, first)| Some((k.name().to_string(), first.clone()?)))
             .collect(),
-        stop_reason: meta.stop_reason,
+        stop_reason,
         thresholds: Vec::new(),
-        protect: meta.protect,
-        lost_updates: match meta.protect.resource_final {
+        protect,
+        lost_updates: match protect.resource_final {
             NOT_RECORDED => NOT_RECORDED,
             f => c.writes_accepted.saturating_sub(f),
         },
@@ -533,8 +510,7 @@ mod tests {
             unscaled_ttl_ms: 10.0,
             seed: 1,
             elapsed_s: 2.0,
-            stop_reason: StopReason::Limit,
-            protect: Protection::default(),
+            keys: 0,
         }
     }
 
@@ -568,7 +544,13 @@ mod tests {
                 open_at_end: true,
             },
         };
-        let s = summarize(meta(), &m, &HistSet::default());
+        let s = summarize(
+            meta(),
+            StopReason::Limit,
+            Protection::default(),
+            &m,
+            &HistSet::default(),
+        );
         assert_eq!(s.throughput_per_s, 100.0);
         assert_eq!(s.overrun_fraction, 0.25);
         assert_eq!(s.excess_total_ms, 12.5);
@@ -577,7 +559,7 @@ mod tests {
             (s.overlap_ms, s.overlap_incidents, s.peak_holders),
             (4.0, 5, 3)
         );
-        assert_eq!(s.keys, 3);
+        assert_eq!(s.meta.keys, 3);
         assert_eq!(s.per_key.len(), 2, "only keys that overlapped");
         assert_eq!(s.errors, 5);
         assert_eq!(s.errors_by_kind["timeout"], 5);
@@ -588,13 +570,21 @@ mod tests {
     /// No section: fractions are 0, not NaN.
     #[test]
     fn empty_run_has_zero_fractions() {
-        let s = summarize(meta(), &Measured::default(), &HistSet::default());
+        let s = summarize(
+            meta(),
+            StopReason::Limit,
+            Protection::default(),
+            &Measured::default(),
+            &HistSet::default(),
+        );
         assert_eq!((s.overrun_fraction, s.counts.sections), (0.0, 0));
         let s = summarize(
             Meta {
                 elapsed_s: 0.0,
                 ..meta()
             },
+            StopReason::Limit,
+            Protection::default(),
             &Measured::default(),
             &HistSet::default(),
         );

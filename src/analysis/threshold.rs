@@ -161,6 +161,8 @@ fn known_figure(path: &str) -> bool {
     // have (Redlock's) are added, so their figures are known too.
     let mut probe = crate::analysis::summary::summarize(
         crate::analysis::summary::Meta::default(),
+        Default::default(),
+        Default::default(),
         &Default::default(),
         &Default::default(),
     );
@@ -224,6 +226,8 @@ mod tests {
     fn checks_a_summary() {
         let mut s = crate::analysis::summary::summarize(
             crate::analysis::summary::Meta::default(),
+            Default::default(),
+            Default::default(),
             &Default::default(),
             &Default::default(),
         );

@@ -70,10 +70,12 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
     let crossed: Vec<String> = summaries
         .iter()
         .flat_map(|s| {
-            s.thresholds
-                .iter()
-                .filter(|t| t.crossed)
-                .map(move |t| format!("variant `{}`: {} (it is {})", s.variant, t.expr, t.value))
+            s.thresholds.iter().filter(|t| t.crossed).map(move |t| {
+                format!(
+                    "variant `{}`: {} (it is {})",
+                    s.meta.variant, t.expr, t.value
+                )
+            })
         })
         .collect();
     let code = if interrupted {
@@ -98,7 +100,7 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
 /// its errors dominated, or most of its releases failed.
 pub fn variant_failures(s: &Summary) -> Vec<String> {
     let mut reasons = Vec::new();
-    let v = &s.variant;
+    let v = &s.meta.variant;
     if s.stop_reason == StopReason::GaveUp {
         reasons.push(format!(
             "variant `{v}` gave up: its commands kept failing with none succeeding (give_up_after)"

@@ -115,14 +115,14 @@ impl VerdictTable {
         let rows = summaries
             .iter()
             .map(|s| VerdictRow {
-                variant: s.variant.clone(),
+                variant: s.meta.variant.clone(),
                 figures: key_figures(s),
                 thresholds: thresholds
                     .iter()
                     .map(|e| s.thresholds.iter().find(|c| &c.expr == e).map(mark))
                     .collect(),
                 failures: variant_failures(s),
-                elapsed_s: s.elapsed_s,
+                elapsed_s: s.meta.elapsed_s,
             })
             .collect();
         let run_failure = match (failure, interrupted) {
@@ -216,8 +216,14 @@ mod tests {
     use crate::analysis::summary::{Meta, summarize};
 
     fn summary(variant: &str, overlap_ms: f64, crossed: bool) -> Summary {
-        let mut s = summarize(Meta::default(), &Default::default(), &Default::default());
-        s.variant = variant.to_string();
+        let mut s = summarize(
+            Meta::default(),
+            Default::default(),
+            Default::default(),
+            &Default::default(),
+            &Default::default(),
+        );
+        s.meta.variant = variant.to_string();
         s.counts.sections = 10;
         s.overlap_ms = overlap_ms;
         s.overlap_incidents = u64::from(overlap_ms > 0.0);

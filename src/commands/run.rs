@@ -374,9 +374,9 @@ fn finish(
                 };
                 println!(
                     "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s{parts})",
-                    v.variant,
+                    v.meta.variant,
                     crate::model::units::fmt_us(
-                        (v.elapsed_s * 1e6) as u64,
+                        (v.meta.elapsed_s * 1e6) as u64,
                         crate::model::units::Style::Compact
                     ),
                     sim.wall_s,
@@ -388,7 +388,7 @@ fn finish(
         let scale = outcome.manifest.profile.workload.time_scale;
         if scale != 1.0 {
             let s = &outcome.summaries;
-            let elapsed = s.iter().map(|v| v.elapsed_s).sum::<f64>();
+            let elapsed = s.iter().map(|v| v.meta.elapsed_s).sum::<f64>();
             println!(
                 "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
                 outcome.manifest.profile.workload.ttl_ms,
@@ -425,7 +425,7 @@ fn finish(
         if s.counts.requests > 0 && (late > 0 || dropped > 0) {
             eprintln!(
                 "warning: variant `{}`: {late} of {} arrivals found every request slot busy and waited, {dropped} were dropped (backlog full); raise max_in_flight or lower the rate",
-                s.variant, s.counts.requests
+                s.meta.variant, s.counts.requests
             );
         }
     }
@@ -440,7 +440,7 @@ fn finish(
                  workers for {} runtime thread(s), or another process took the CPU — so measured \
                  durations and overlap include that lateness; use fewer workers, --threads, or a \
                  bigger machine",
-                s.variant, late.p99, outcome.manifest.runtime_threads
+                s.meta.variant, late.p99, outcome.manifest.runtime_threads
             );
         }
     }
@@ -455,7 +455,10 @@ fn finish(
         for s in &outcome.summaries {
             let lines = crate::analysis::verdict::error_lines(s);
             if !lines.is_empty() {
-                eprintln!("errors of variant `{}`, first of each kind:", s.variant);
+                eprintln!(
+                    "errors of variant `{}`, first of each kind:",
+                    s.meta.variant
+                );
                 for l in lines {
                     eprintln!("  {}", crate::model::error::printable(&l));
                 }
@@ -480,7 +483,7 @@ fn finish(
                     )
                 })
                 .collect();
-            println!("thresholds, {}: {}", s.variant, line.join("; "));
+            println!("thresholds, {}: {}", s.meta.variant, line.join("; "));
         }
     }
     if verdict.code == crate::exit::FAILED || verdict.code == crate::exit::THRESHOLD {

@@ -42,7 +42,7 @@ impl SweepRow {
     /// Mean time a key stayed blocked per crash, in real (unscaled) ms.
     pub(crate) fn blocked_per_crash_ms(&self) -> Option<f64> {
         let s = self.summary.as_ref()?;
-        (s.crash_blocked_ms.count > 0).then(|| s.crash_blocked_ms.mean / s.time_scale)
+        (s.crash_blocked_ms.count > 0).then(|| s.crash_blocked_ms.mean / s.meta.time_scale)
     }
     /// Wrongful deletes per hour of real (unscaled) operation.
     pub(crate) fn wrongful_deletes_per_hour(&self) -> Option<f64> {
@@ -206,8 +206,11 @@ pub(crate) fn print_row<W: Write>(mut w: W, r: &SweepRow, crashes: bool) -> std:
         (Some(s), _) => writeln!(
             w,
             "{:>10} {:>10} {:>6} {:>9} {:>10.4} {:>7} {:>8} {:>9} {:>11.2} {:>5}{extra}  {}",
-            units::fmt_us(s.ttl_ms * 1000, units::Style::Compact),
-            units::fmt_us(units::ms_to_us(s.unscaled_ttl_ms), units::Style::Compact),
+            units::fmt_us(s.meta.ttl_ms * 1000, units::Style::Compact),
+            units::fmt_us(
+                units::ms_to_us(s.meta.unscaled_ttl_ms),
+                units::Style::Compact
+            ),
             r.release.name(),
             s.counts.sections,
             s.overrun_fraction * 100.0,

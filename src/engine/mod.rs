@@ -6,7 +6,7 @@
 //! - [`busy`]: the busy policy and the pause after a failed command.
 //! - [`worker`]: the one worker loop, in named steps (acquire, hold, release, think); its
 //!   shared [`context`], the run's [`keys`] and each worker's random [`streams`].
-//! - [`driver`]: what drives a worker through time: the real clock or the simulator's.
+//! - [`pacer`]: what paces a worker through time: the real clock or the simulator's.
 //! - [`collector`]: drains the histograms into `.hlog` interval logs once per interval.
 //! - [`recorder`]: live counters, striped histograms, per-key overlap trackers.
 //! - [`precise`]: the precise timer (a timer thread, then a yield loop to the section's end).
@@ -18,8 +18,8 @@ pub(crate) mod arrivals;
 pub(crate) mod busy;
 pub mod collector;
 pub(crate) mod context;
-pub(crate) mod driver;
 pub(crate) mod keys;
+pub(crate) mod pacer;
 pub mod precise;
 pub mod recorder;
 pub mod streams;

@@ -12,7 +12,7 @@
 //! The lead follows the thread's own lateness: the largest of its last [`LATE_WINDOW`] timed
 //! wake-ups plus [`MARGIN`], within [`MIN_EARLY`]..[`MAX_EARLY`] — and within the spin budget:
 //! the spins may take at most [`SPIN_BUDGET`] of the runtime thread at the current rate of
-//! section ends. Above [`MAX_RATE`] ends a second the driver keeps its yield loop instead
+//! section ends. Above [`MAX_RATE`] ends a second the pacer keeps its yield loop instead
 //! ([`use_thread`]), which shares the thread between many holders ending at once.
 //!
 //! While it wakes the ends, the thread asks for the real-time class ([`set_realtime`]), so that
@@ -26,6 +26,11 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering::Relaxed};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
+
+/// How long before a precise section's end the pacer's yield loop takes over from tokio's timer
+/// (the timer's own lateness, ~1–2 ms, must fit inside it), when section ends are too frequent
+/// for this thread ([`use_thread`]).
+pub(crate) const PRECISE_LEAD: Duration = Duration::from_micros(2_500);
 
 /// The lead's bounds. Measured through this thread on this 2-core VM with both cores busy, a
 /// timed wait ends 20–30 µs late at the median and 300–450 µs at p99, and over a millisecond

@@ -8,17 +8,18 @@
 use crate::analysis::counts::Counts;
 use crate::engine::busy::{self, AfterBusy};
 use crate::engine::context::WorkerCtx;
-use crate::engine::driver::Driver;
-use crate::engine::driver::Halt;
 use crate::engine::keys::{push_decimal, push_hex16};
+use crate::engine::pacer::Halt;
+use crate::engine::pacer::Pacer;
 use crate::engine::recorder::Recorder;
 use crate::engine::streams::Streams;
 use crate::model::error::{CmdResult, ErrorKind};
 use crate::model::fault::FaultKind;
+use crate::model::fault::PauseAt;
 use crate::model::release::StaleRule;
 use crate::model::variant::Fencing;
-use crate::profile::{Acquire, OnLost, OnUnavailable, PauseAt};
-use crate::record::{CRASHED, UNLOCKED};
+use crate::profile::{Acquire, OnLost, OnUnavailable};
+use crate::record::SectionOutcome;
 use crate::record::{EventRow, Metric};
 use crate::store::LockConn;
 use crate::store::{ReadOutcome, WriteOutcome};
@@ -33,18 +34,18 @@ mod library;
 
 pub(crate) use library::Library;
 
-/// Awaits a command's reply through the driver (unless the run is abandoned first: then an
+/// Awaits a command's reply through the pacer (unless the run is abandoned first: then an
 /// `abandoned` error, so its section still gets its row). Not an `async fn`: that would be one
 /// more future holding its own copy of `command` in every worker's state.
 fn counted<'a, T: Send + 'a>(
     rec: &Recorder,
-    drv: &'a mut impl Driver,
+    pacer: &'a mut impl Pacer,
     command: impl std::future::Future<Output = CmdResult<T>> + Send + 'a,
 ) -> impl std::future::Future<Output = CmdResult<T>> + Send + 'a {
     // Every command a worker sends goes through here: the one place they are counted (as it
     // is sent: the caller awaits the reply at once).
     rec.counters.counts.commands.fetch_add(1, Relaxed);
-    drv.command(command)
+    pacer.command(command)
 }
 
 /// A lock just acquired.
@@ -116,11 +117,11 @@ impl Section {
 }
 
 /// One worker: its connection, random streams and counters, and the steps of a section.
-struct Worker<C, D> {
+struct Worker<C, P> {
     id: usize,
     conn: C,
     ctx: Arc<WorkerCtx>,
-    drv: D,
+    pacer: P,
     st: Streams,
     seq: u64,
     token_seq: u64,
@@ -135,9 +136,9 @@ struct Worker<C, D> {
     lib_events: (u32, u32),
 }
 
-impl<C: LockConn, D: Driver> Worker<C, D> {
+impl<C: LockConn, P: Pacer> Worker<C, P> {
     fn may_start(&self) -> bool {
-        !self.ctx.should_stop() && self.drv.halt() == Halt::Run && self.ctx.reserve()
+        !self.ctx.should_stop() && self.pacer.halt() == Halt::Run && self.ctx.reserve()
     }
 
     /// Acquire: `SET NX PX` until it succeeds or the busy policy says stop. The section's
@@ -155,7 +156,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let mut round: u32 = 0;
         let mut name = std::mem::take(&mut self.name_buf);
         ctx.key_names.write(key, &mut name);
-        self.drv.will_record(rec, key);
+        self.pacer.will_record(rec, key);
         loop {
             self.token_seq += 1;
             // The string of the last section that released, reused: no allocation per section.
@@ -186,13 +187,13 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         &token,
                         ctx.ttl_ms,
                     );
-                    counted(&ctx.recorder, &mut self.drv, set).await
+                    counted(&ctx.recorder, &mut self.pacer, set).await
                 }
                 _ if ctx.acquire == Acquire::SetnxExpire => self.setnx_expire(lock, &token).await,
                 _ if ctx.acquire_script().is_some() => self.acquire_by_script(lock, &token).await,
                 _ => {
                     let set = self.conn.set_nx_px(lock, &token, ctx.ttl_ms);
-                    counted(&ctx.recorder, &mut self.drv, set)
+                    counted(&ctx.recorder, &mut self.pacer, set)
                         .await
                         .map(|ok| ok.then_some(0))
                 }
@@ -299,7 +300,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         if let Some(r) = &ctx.resource {
             let register = (r.fencing == Fencing::ReadWrite).then_some(s.held.fence);
             let read = self.conn.resource_read(&r.res_keys[key], register);
-            let reply = counted(&ctx.recorder, &mut self.drv, read).await;
+            let reply = counted(&ctx.recorder, &mut self.pacer, read).await;
             if reply.is_ok() {
                 rec.ok();
             }
@@ -350,7 +351,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 _ => None,
             }
         };
-        self.drv.will_record(rec, key);
+        self.pacer.will_record(rec, key);
         // How late the harness's last wake-up was: the timer error, when the section ends on
         // it. Time spent in commands (the read, an extension) is the server's, not lateness:
         // a wait that begins after its due time is not late.
@@ -367,9 +368,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 before
             } else {
                 let slept = if next == end_at {
-                    self.drv.sleep_until_precise(next).await
+                    self.pacer.sleep_until_precise(next).await
                 } else {
-                    self.drv.sleep_until(next).await
+                    self.pacer.sleep_until(next).await
                 };
                 if !slept {
                     s.completed = false;
@@ -394,7 +395,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 if let Some(lib) = &self.lib {
                     lib.driver.freeze(true).await;
                 }
-                let slept = self.drv.sleep_until(now + d).await;
+                let slept = self.pacer.sleep_until(now + d).await;
                 if let Some(lib) = &self.lib {
                     lib.driver.freeze(false).await;
                 }
@@ -414,7 +415,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 late_us = 0;
                 let (token, script) = (&s.held.token, ctx.extend_script());
                 let ext = extend_by(&mut self.conn, e.with, script, lock, token, ctx.ttl_ms);
-                next_extend = match counted(&ctx.recorder, &mut self.drv, ext).await {
+                next_extend = match counted(&ctx.recorder, &mut self.pacer, ext).await {
                     Ok(true) => {
                         rec.ok();
                         s.extensions += 1;
@@ -471,7 +472,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             fence,
             value + 1,
         );
-        let reply = counted(&ctx.recorder, &mut self.drv, write).await;
+        let reply = counted(&ctx.recorder, &mut self.pacer, write).await;
         if reply.is_ok() {
             ctx.recorder.ok();
         }
@@ -533,11 +534,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             rec.close_section(self.id, section.held.key, sent_us)
         };
         let h = &section.held;
-        let outcome_name = if h.unlocked {
+        let outcome = if h.unlocked {
             // No lock was taken: nothing to release.
-            UNLOCKED
+            SectionOutcome::Unlocked
         } else if section.crashed {
-            CRASHED
+            SectionOutcome::Crashed
         } else if self.lib.is_some() {
             // A newer holder in now means the lock was gone when the release was sent.
             let others = rec.newer_holder(h.key, h.acquired_us);
@@ -553,20 +554,20 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             let (name, token, ttl) = (&h.name, &h.token, ctx.ttl_ms);
             let script = ctx.release_script();
             let release = release(&mut self.conn, ctx.method, script, name, token, ttl, newer);
-            match counted(&ctx.recorder, &mut self.drv, release).await {
+            match counted(&ctx.recorder, &mut self.pacer, release).await {
                 Ok(o) => {
                     rec.ok();
-                    o.name()
+                    SectionOutcome::Release(o)
                 }
                 Err(e) => {
                     rec.error(&e);
                     ctx.note_script_error(&e);
-                    e.kind.outcome_name()
+                    SectionOutcome::ReleaseFailed(e.kind)
                 }
             }
         };
         let release_latency_us = rec.now_us().saturating_sub(sent_us);
-        let row = self.finish(section, outcome_name, release_latency_us);
+        let row = self.finish(section, outcome, release_latency_us);
         self.token_buf = std::mem::take(&mut section.held.token);
         self.name_buf = std::mem::take(&mut section.held.name);
         self.seq += 1;
@@ -578,7 +579,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     fn finish(
         &self,
         section: &Section,
-        outcome_name: &'static str,
+        outcome: SectionOutcome,
         release_latency_us: u64,
     ) -> EventRow {
         let ctx = &*self.ctx;
@@ -608,7 +609,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 Some(c) => c.name,
                 None => ctx.method.name(),
             }),
-            outcome: Cow::Borrowed(outcome_name),
+            outcome,
             interrupted: !section.completed,
             fence: h.fence,
             read: Cow::Borrowed(section.read),
@@ -655,11 +656,11 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     async fn serve_arrivals(&mut self) {
         let ctx = self.ctx.clone();
         loop {
-            if self.drv.halt() != Halt::Run {
+            if self.pacer.halt() != Halt::Run {
                 return;
             }
             let waiting_since_us = ctx.recorder.now_us();
-            let Some(intended_us) = self.drv.next_arrival().await else {
+            let Some(intended_us) = self.pacer.next_arrival().await else {
                 return;
             };
             // Within the timer's resolution of its due time is on time.
@@ -680,7 +681,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                 if section.crashed {
                     let restart_us = section.restart_us;
                     let row = self.release_and_finish(&mut section).await;
-                    self.drv.row(row).await;
+                    self.pacer.row(row).await;
                     self.pause_us(restart_us).await;
                 } else {
                     self.write(&mut section).await;
@@ -691,7 +692,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             let latency = rec.now_us().saturating_sub(intended_us);
             rec.record(self.id, Metric::RequestLatency, latency);
             if let Some(row) = row {
-                self.drv.row(row).await;
+                self.pacer.row(row).await;
             }
         }
     }
@@ -703,7 +704,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             self.pause_us(think_us).await
         } else {
             // Let other tasks run between iterations even with zero think time.
-            self.drv.yield_now().await;
+            self.pacer.yield_now().await;
             true
         }
     }
@@ -711,7 +712,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
     /// Sleeps `us`; `false` when the run stops meanwhile.
     async fn pause_us(&mut self, us: u64) -> bool {
         let until = self.ctx.recorder.now_us() + us;
-        self.drv.sleep_until(until).await
+        self.pacer.sleep_until(until).await
     }
 }
 
@@ -719,12 +720,12 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
 /// think. Never panics on a Redis error: every failure is counted and the loop goes on.
 ///
 /// Not an `async fn`: the worker is built here and moved into the future, which therefore
-/// holds one copy of the connection and the driver, not the arguments too.
-pub(crate) fn run_worker<C: LockConn, D: Driver>(
+/// holds one copy of the connection and the pacer, not the arguments too.
+pub(crate) fn run_worker<C: LockConn, P: Pacer>(
     id: usize,
     conn: C,
     ctx: Arc<WorkerCtx>,
-    drv: D,
+    pacer: P,
     lib: Option<Library>,
 ) -> impl std::future::Future<Output = ()> {
     let mut w = Worker {
@@ -732,7 +733,7 @@ pub(crate) fn run_worker<C: LockConn, D: Driver>(
         conn,
         st: Streams::new(ctx.seed, id),
         ctx,
-        drv,
+        pacer,
         seq: 0,
         token_seq: 0,
         token_buf: String::new(),
@@ -753,13 +754,13 @@ pub(crate) fn run_worker<C: LockConn, D: Driver>(
     }
 }
 
-impl<C: LockConn, D: Driver> Worker<C, D> {
+impl<C: LockConn, P: Pacer> Worker<C, P> {
     /// The closed loop: sections back to back, with think time between them.
     async fn closed_loop(&mut self) {
         let w = self;
         if let Some((ramp_us, fleet)) = w.ctx.ramp_up {
             let at = (u128::from(ramp_us) * w.id as u128 / fleet.max(1) as u128) as u64;
-            if at > 0 && !w.drv.sleep_until(at).await {
+            if at > 0 && !w.pacer.sleep_until(at).await {
                 return;
             }
         }
@@ -775,7 +776,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         // client.
                         let restart_us = section.restart_us;
                         let row = w.release_and_finish(&mut section).await;
-                        w.drv.row(row).await;
+                        w.pacer.row(row).await;
                         if !w.pause_us(restart_us).await {
                             break;
                         }
@@ -783,7 +784,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                     }
                     w.write(&mut section).await;
                     let row = w.release_and_finish(&mut section).await;
-                    w.drv.row(row).await;
+                    w.pacer.row(row).await;
                 }
                 None => w.ctx.unreserve(),
             }

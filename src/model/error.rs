@@ -26,17 +26,6 @@ impl ErrorKind {
         Self::Abandoned,
     ];
 
-    /// The `outcome` of a section whose release failed this way (`error_<kind>`).
-    pub fn outcome_name(self) -> &'static str {
-        match self {
-            Self::Timeout => "error_timeout",
-            Self::Connection => "error_connection",
-            Self::Server => "error_server",
-            Self::Other => "error_other",
-            Self::Abandoned => "error_abandoned",
-        }
-    }
-
     /// Stable snake_case name used in reports.
     pub fn name(self) -> &'static str {
         match self {

@@ -1,6 +1,7 @@
 //! The fault schedule as data: what breaks (`FaultKind`), when and for how long (`Fault`,
-//! `[[fault]]` or `--fault`), and the window a fault held during a variant (`FaultWindow`). The
-//! driver that applies a schedule is the `faults` module.
+//! `[[fault]]` or `--fault`), the window a fault held during a variant (`FaultWindow`), and
+//! where a holder's pause strikes (`PauseAt`: the profile chooses it, the worker acts on it).
+//! The driver that applies a schedule is the `faults` module.
 
 use super::units;
 use serde::{Deserialize, Serialize};
@@ -432,4 +433,14 @@ impl Lost {
             self.shard, self.old_master, self.new_master, self.locks_lost, self.locks_held
         )
     }
+}
+
+/// Where a holder's pause strikes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PauseAt {
+    /// At a uniformly random point of the section's work.
+    Random,
+    /// After the work, right before the resource write.
+    BeforeWrite,
 }

@@ -85,6 +85,16 @@ pub enum ReleaseOutcome {
 }
 
 impl ReleaseOutcome {
+    /// Every outcome, in report order.
+    pub const ALL: [ReleaseOutcome; 6] = [
+        Self::Released,
+        Self::WrongfulDelete,
+        Self::NothingDeleted,
+        Self::RefusedExpired,
+        Self::RefusedHeldByOther,
+        Self::RefusedUnclassified,
+    ];
+
     /// Stable snake_case name for CSV rows.
     pub fn name(self) -> &'static str {
         match self {
@@ -109,20 +119,6 @@ impl ReleaseOutcome {
             self,
             Self::RefusedExpired | Self::RefusedHeldByOther | Self::RefusedUnclassified
         )
-    }
-
-    /// Parses [`ReleaseOutcome::name`] back.
-    pub fn from_name(s: &str) -> Option<Self> {
-        [
-            Self::Released,
-            Self::WrongfulDelete,
-            Self::NothingDeleted,
-            Self::RefusedExpired,
-            Self::RefusedHeldByOther,
-            Self::RefusedUnclassified,
-        ]
-        .into_iter()
-        .find(|o| o.name() == s)
     }
 }
 
@@ -269,12 +265,6 @@ mod tests {
         assert!(ReleaseOutcome::WrongfulDelete.is_stale());
         assert!(!ReleaseOutcome::WrongfulDelete.is_refused());
         assert!(ReleaseOutcome::RefusedExpired.is_refused());
-        for o in [
-            ReleaseOutcome::Released,
-            ReleaseOutcome::RefusedUnclassified,
-        ] {
-            assert_eq!(ReleaseOutcome::from_name(o.name()), Some(o));
-        }
     }
 
     /// A key gone before its TTL could have run out was deleted by another holder; after, it

@@ -4,7 +4,7 @@
 use super::check::{Check, locate};
 use super::{Plan, Profile, ProfileError};
 use crate::dist::Dist;
-use crate::model::fault::Fault;
+use crate::model::fault::{Fault, PauseAt};
 use serde::Serialize;
 
 /// What goes wrong on purpose: the fault schedule, holders' pauses and crashes. (Here, not in
@@ -20,16 +20,6 @@ pub struct FaultPlan {
     pub pause_at: PauseAt,
     /// Probability that a holder dies right after acquiring.
     pub crash_between: f64,
-}
-
-/// Where a holder's pause strikes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PauseAt {
-    /// At a uniformly random point of the section's work.
-    Random,
-    /// After the work, right before the resource write.
-    BeforeWrite,
 }
 
 impl Profile {

@@ -6,7 +6,6 @@ use super::{MAX_TIME_SCALE, MIN_TIME_SCALE, Profile, ProfileError};
 use crate::dist::Dist;
 use crate::model::units;
 use serde::Serialize;
-use std::time::Duration;
 
 /// What the workers do and for how long: the load, the lock's TTL, the durations and the
 /// busy policy. (Here, not in `crate::model::plan`: it holds distributions, `crate::dist`'s.)
@@ -50,7 +49,7 @@ pub enum Timer {
     Tokio,
     /// Tens of µs late: while section ends are rare, woken ahead by a timer thread of its own
     /// and spun out (see [`crate::engine::precise`]); when they are frequent, tokio's timer to
-    /// [`PRECISE_LEAD`] before the end, then yielding until it (a busy core meanwhile).
+    /// [`crate::engine::precise::PRECISE_LEAD`] before the end, then yielding until it (a busy core meanwhile).
     Precise,
 }
 
@@ -63,10 +62,6 @@ impl Timer {
         }
     }
 }
-
-/// How long before a precise section's end the yield loop takes over from the timer (the
-/// timer's own lateness, ~1–2 ms, must fit inside it).
-pub const PRECISE_LEAD: Duration = Duration::from_micros(2_500);
 
 /// What to do when the lock is busy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]

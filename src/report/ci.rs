@@ -219,10 +219,12 @@ mod tests {
     fn summary(variant: &str, sections: u64, overlap_ms: f64) -> crate::analysis::summary::Summary {
         let mut s = crate::analysis::summary::summarize(
             Default::default(),
+            Default::default(),
+            Default::default(),
             &Default::default(),
             &Default::default(),
         );
-        s.variant = variant.to_string();
+        s.meta.variant = variant.to_string();
         s.counts.sections = sections;
         s.overlap_ms = overlap_ms;
         s.thresholds = vec![crate::analysis::summary::Crossing {

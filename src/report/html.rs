@@ -69,20 +69,22 @@ type Row = (&'static str, fn(&Summary) -> String);
 
 /// Rows before the figures: what the variant was.
 const BEFORE: &[Row] = &[
-    ("release method", |s| s.release.clone()),
-    ("connection", |s| s.connection_mode.clone()),
-    ("workers / keys", |s| format!("{} / {}", s.workers, s.keys)),
+    ("release method", |s| s.meta.release.clone()),
+    ("connection", |s| s.meta.connection_mode.clone()),
+    ("workers / keys", |s| {
+        format!("{} / {}", s.meta.workers, s.meta.keys)
+    }),
     ("TTL", |s| {
-        if s.time_scale == 1.0 {
-            format!("{} ms", s.ttl_ms)
+        if s.meta.time_scale == 1.0 {
+            format!("{} ms", s.meta.ttl_ms)
         } else {
             format!(
                 "{} ms (time scale {}: stands for {} ms)",
-                s.ttl_ms, s.time_scale, s.unscaled_ttl_ms
+                s.meta.ttl_ms, s.meta.time_scale, s.meta.unscaled_ttl_ms
             )
         }
     }),
-    ("elapsed", |s| format!("{:.2} s", s.elapsed_s)),
+    ("elapsed", |s| format!("{:.2} s", s.meta.elapsed_s)),
 ];
 
 /// Rows after the figures: the CI gates, the theory check and percentiles.
@@ -271,7 +273,7 @@ fn shards_table(summaries: &[Summary]) -> String {
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{}</td>\
                  <td>{:.3} ms</td><td>{}</td></tr>",
-                esc(&s.variant),
+                esc(&s.meta.variant),
                 f.shard,
                 esc(&f.master),
                 f.slots,
@@ -384,8 +386,8 @@ pub(crate) fn page(p: &Page<'_>) -> String {
         let _ = write!(
             h,
             "<th style=\"background:{}\">{}</th>",
-            method_hex(&s.variant),
-            esc(&s.variant)
+            method_hex(&s.meta.variant),
+            esc(&s.meta.variant)
         );
     }
     h.push_str("</tr></thead>\n<tbody>\n");

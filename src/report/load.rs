@@ -126,7 +126,7 @@ impl RunFiles {
                 .summary
                 .variants
                 .iter()
-                .map(|s| s.variant.clone())
+                .map(|s| s.meta.variant.clone())
                 .collect(),
         }
     }
@@ -154,7 +154,7 @@ impl RunFiles {
         self.summary
             .variants
             .first()
-            .map(|s| s.ttl_ms * 1000)
+            .map(|s| s.meta.ttl_ms * 1000)
             .or_else(|| {
                 self.manifest
                     .pointer("/profile/ttl_ms")
@@ -283,12 +283,12 @@ pub fn scan_histograms(dir: &Path, run: &RunFiles) -> anyhow::Result<EventScan> 
     let acquire = read_hlog(&dir.join("acquire-latency.hlog")).unwrap_or_default();
     let mut scan = EventScan::default();
     for s in &run.summary.variants {
-        let mut v = VariantEvents::new(&s.variant, s.stale_rule);
-        v.ttl_us = s.ttl_ms * 1000;
+        let mut v = VariantEvents::new(&s.meta.variant, s.stale_rule);
+        v.ttl_us = s.meta.ttl_ms * 1000;
         v.counts = s.counts;
         let tagged = |logs: &[(String, Histogram<u64>)]| {
             logs.iter()
-                .find(|(t, _)| *t == s.variant)
+                .find(|(t, _)| *t == s.meta.variant)
                 .map(|(_, h)| h.clone())
         };
         if let Some(h) = tagged(&durations) {
@@ -324,7 +324,7 @@ pub fn window_sections(
                 seq: r.seq,
                 acquired_us: r.acquired_us,
                 released_us: r.released_us,
-                outcome: r.outcome.to_string(),
+                outcome: r.outcome,
                 write: r.write.to_string(),
                 pause_us: r.pause_us,
             });

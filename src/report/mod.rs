@@ -133,7 +133,7 @@ fn busiest<'a>(summary: &SummaryFile, variants: &[&'a VariantEvents]) -> Option<
         .iter()
         .enumerate()
         .filter_map(|(i, v)| {
-            let s = summary.variants.iter().find(|s| s.variant == v.name)?;
+            let s = summary.variants.iter().find(|s| s.meta.variant == v.name)?;
             Some(s.per_key.iter().map(move |k| (i, *v, k)))
         })
         .flatten()
@@ -311,7 +311,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         .summary
         .variants
         .iter()
-        .find(|s| s.variant == timeline.variant)
+        .find(|s| s.meta.variant == timeline.variant)
         .map(|s| {
             s.faults
                 .iter()

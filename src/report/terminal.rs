@@ -79,8 +79,11 @@ pub(crate) fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Resu
     let pct = |x: f64| format!("{:.4} %", x * 100.0);
     type Cell = Box<dyn Fn(&Summary) -> String>;
     let mut rows: Vec<(String, Cell)> = vec![
-        ("release".into(), Box::new(|s| s.release.clone())),
-        ("connection".into(), Box::new(|s| s.connection_mode.clone())),
+        ("release".into(), Box::new(|s| s.meta.release.clone())),
+        (
+            "connection".into(),
+            Box::new(|s| s.meta.connection_mode.clone()),
+        ),
     ];
     // Every figure of the one table that the terminal shows.
     for f in figures()
@@ -188,12 +191,12 @@ pub(crate) fn print_table<W: Write>(mut w: W, summaries: &[Summary]) -> io::Resu
                 .map(|r| r[i].chars().count())
                 .max()
                 .unwrap_or(0)
-                .max(summaries[i].variant.len())
+                .max(summaries[i].meta.variant.len())
         })
         .collect();
     write!(w, "{:label_w$}", "")?;
     for (s, cw) in summaries.iter().zip(&col_w) {
-        write!(w, "  {:>cw$}", s.variant)?;
+        write!(w, "  {:>cw$}", s.meta.variant)?;
     }
     writeln!(w)?;
     for ((label, _), row) in rows.iter().zip(&cells) {

@@ -98,7 +98,7 @@ pub(crate) fn check(
         rules: summary
             .variants
             .iter()
-            .map(|s| (s.variant.clone(), s.stale_rule))
+            .map(|s| (s.meta.variant.clone(), s.stale_rule))
             .collect(),
         ..EventScan::default()
     };
@@ -119,11 +119,11 @@ pub(crate) fn compare(
 ) -> Vec<Mismatch> {
     let mut out = Vec::new();
     for s in &summary.variants {
-        match scan.get(&s.variant) {
+        match scan.get(&s.meta.variant) {
             Some(v) => compare_variant(s, v, intervals, &mut out),
             None if s.counts.sections == 0 => {}
             None => out.push(Mismatch {
-                variant: s.variant.clone(),
+                variant: s.meta.variant.clone(),
                 figure: "sections".into(),
                 from_events: "no rows".into(),
                 in_summary: s.counts.sections.to_string(),
@@ -131,7 +131,7 @@ pub(crate) fn compare(
         }
     }
     for v in &scan.variants {
-        if !summary.variants.iter().any(|s| s.variant == v.name) && failed != Some(&v.name) {
+        if !summary.variants.iter().any(|s| s.meta.variant == v.name) && failed != Some(&v.name) {
             out.push(Mismatch {
                 variant: v.name.clone(),
                 figure: "variant".into(),
@@ -158,7 +158,7 @@ fn compare_variant(
     let mut check = |figure: &str, events: String, summary: String| {
         if events != summary {
             out.push(Mismatch {
-                variant: s.variant.clone(),
+                variant: s.meta.variant.clone(),
                 figure: figure.to_string(),
                 from_events: events,
                 in_summary: summary,
@@ -196,11 +196,11 @@ fn compare_variant(
             r.acquired.to_string(),
         );
     }
-    if v.ttl_us != 0 && v.ttl_us != s.ttl_ms * 1000 {
+    if v.ttl_us != 0 && v.ttl_us != s.meta.ttl_ms * 1000 {
         check(
             "ttl_ms",
             format!("{}", v.ttl_us as f64 / 1000.0),
-            s.ttl_ms.to_string(),
+            s.meta.ttl_ms.to_string(),
         );
     }
 

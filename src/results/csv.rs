@@ -12,18 +12,18 @@ use std::path::Path;
 type Column<T> = (&'static str, fn(&Summary) -> T);
 
 const META_COLUMNS: &[Column<String>] = &[
-    ("variant", |s| s.variant.clone()),
-    ("release", |s| s.release.clone()),
-    ("connection_mode", |s| s.connection_mode.clone()),
-    ("backend", |s| s.backend.clone()),
-    ("server_version", |s| s.server_version.clone()),
-    ("workers", |s| s.workers.to_string()),
-    ("keys", |s| s.keys.to_string()),
-    ("ttl_ms", |s| s.ttl_ms.to_string()),
-    ("time_scale", |s| num(s.time_scale)),
-    ("unscaled_ttl_ms", |s| num(s.unscaled_ttl_ms)),
-    ("seed", |s| s.seed.to_string()),
-    ("elapsed_s", |s| num(s.elapsed_s)),
+    ("variant", |s| s.meta.variant.clone()),
+    ("release", |s| s.meta.release.clone()),
+    ("connection_mode", |s| s.meta.connection_mode.clone()),
+    ("backend", |s| s.meta.backend.clone()),
+    ("server_version", |s| s.meta.server_version.clone()),
+    ("workers", |s| s.meta.workers.to_string()),
+    ("keys", |s| s.meta.keys.to_string()),
+    ("ttl_ms", |s| s.meta.ttl_ms.to_string()),
+    ("time_scale", |s| num(s.meta.time_scale)),
+    ("unscaled_ttl_ms", |s| num(s.meta.unscaled_ttl_ms)),
+    ("seed", |s| s.meta.seed.to_string()),
+    ("elapsed_s", |s| num(s.meta.elapsed_s)),
 ];
 
 /// Percentiles that follow the figures in `summary.csv`.

@@ -1,7 +1,7 @@
 //! `events.csv`: one row per section, streamed while the run goes ([`EventsWriter`]) and read
 //! back one row at a time ([`for_each_event`]), so neither side keeps the rows in memory.
 
-use crate::record::EventRow;
+use crate::record::{EventRow, SectionOutcome};
 use anyhow::Context;
 use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
@@ -132,7 +132,7 @@ fn header_line() -> String {
 /// A word that would need quoting (a comma, quote or line break: never one lockbench writes)
 /// takes the csv crate's path instead.
 pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
-    let words = [&*r.variant, &*r.release, &*r.outcome, &*r.read, &*r.write];
+    let words = [&*r.variant, &*r.release, &*r.read, &*r.write];
     if words
         .iter()
         .any(|w| w.bytes().any(|b| matches!(b, b',' | b'"' | b'\n' | b'\r')))
@@ -171,7 +171,7 @@ pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
     num(out, r.acquire_latency_us);
     num(out, r.release_latency_us);
     word(out, &r.release);
-    word(out, &r.outcome);
+    word(out, r.outcome.name());
     flag(out, r.interrupted);
     num(out, r.fence);
     word(out, &r.read);
@@ -254,7 +254,15 @@ fn decode_row(raw: &csv::ByteRecord, out: &mut EventRow) -> Result<(), String> {
     out.acquire_latency_us = num(15)?;
     out.release_latency_us = num(16)?;
     out.release = word(17)?;
-    out.outcome = word(18)?;
+    out.outcome = {
+        let t = text(18)?;
+        SectionOutcome::from_name(t).ok_or_else(|| {
+            format!(
+                "cannot read the row: field 19: {}",
+                SectionOutcome::unknown(t)
+            )
+        })?
+    };
     out.interrupted = flag(19)?;
     out.fence = num(20)?;
     out.read = word(21)?;
@@ -340,6 +348,7 @@ pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::release::ReleaseOutcome;
 
     /// The writer runs in the idle class (`SCHED_IDLE`, policy 5 in `/proc`'s field 41), so it
     /// never takes a core from the server or the runtime thread; a writer left in the normal
@@ -387,7 +396,7 @@ mod tests {
             acquire_latency_us: 10,
             release_latency_us: 11,
             release: "token".into(),
-            outcome: "refused_expired".into(),
+            outcome: SectionOutcome::Release(ReleaseOutcome::RefusedExpired),
             interrupted: true,
             fence: 12,
             read: "value".into(),
@@ -417,5 +426,47 @@ mod tests {
         let mut back = Vec::new();
         for_each_event(&path, |r| back.push(r.clone())).unwrap();
         assert_eq!(back, rows);
+    }
+
+    /// Every outcome is written as its word and read back as itself; a word no lockbench
+    /// writes is refused with its line, its field and the valid words, in this version's
+    /// columns and in an older file's (serde's path) alike.
+    #[test]
+    fn outcomes_read_back_and_unknown_ones_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.csv");
+        let rows: Vec<EventRow> = SectionOutcome::all()
+            .map(|outcome| EventRow {
+                outcome,
+                ..EventRow::default()
+            })
+            .collect();
+        assert_eq!(rows.len(), 13);
+        let mut text = header_line().into_bytes();
+        for r in &rows {
+            encode_row(&mut text, r);
+        }
+        std::fs::write(&path, &text).unwrap();
+        let mut back = Vec::new();
+        for_each_event(&path, |r| back.push(r.outcome)).unwrap();
+        assert_eq!(back, rows.iter().map(|r| r.outcome).collect::<Vec<_>>());
+
+        let text = String::from_utf8(text).unwrap();
+        let edited = text.replacen(",crashed,", ",vanished,", 1);
+        assert_ne!(edited, text);
+        std::fs::write(&path, &edited).unwrap();
+        let e = format!("{:#}", for_each_event(&path, |_| {}).unwrap_err());
+        assert!(e.contains("line 14"), "{e}");
+        assert!(e.contains("`vanished` is not a section outcome"), "{e}");
+        assert!(e.contains("error_timeout, error_connection"), "{e}");
+
+        // An older file (without the last column) goes through serde.
+        let older: String = edited
+            .lines()
+            .map(|l| format!("{}\n", &l[..l.rfind(',').unwrap()]))
+            .collect();
+        std::fs::write(&path, &older).unwrap();
+        let e = format!("{:#}", for_each_event(&path, |_| {}).unwrap_err());
+        assert!(e.contains("`vanished` is not a section outcome"), "{e}");
     }
 }

@@ -89,7 +89,7 @@ pub(crate) fn write_results(
     if !plan.faults.schedule.is_empty() {
         let rows: Vec<(String, crate::model::fault::FaultWindow)> = summaries
             .iter()
-            .flat_map(|s| s.faults.iter().map(|f| (s.variant.clone(), f.clone())))
+            .flat_map(|s| s.faults.iter().map(|f| (s.meta.variant.clone(), f.clone())))
             .collect();
         crate::faults::write_csv(&dir.join("faults.csv"), &rows)?;
     }

@@ -4,10 +4,10 @@ use super::env::{Executed, VariantEnv};
 use super::progress::{progress_bar, update_bar};
 use crate::analysis::summary::StopReason;
 use crate::engine::context::WorkerCtx;
-use crate::engine::driver::ArrivalQueue;
-use crate::engine::driver::Halt;
-use crate::engine::driver::RealDriver;
 use crate::engine::end_grace;
+use crate::engine::pacer::ArrivalQueue;
+use crate::engine::pacer::Halt;
+use crate::engine::pacer::RealPacer;
 use crate::engine::recorder::Recorder;
 use crate::engine::worker::run_worker;
 use crate::profile::Plan;
@@ -65,7 +65,7 @@ pub(crate) async fn run_real<C: LockConn>(
     let deadline = plan.run_time().map(|d| recorder.start + d);
     // Sections still open at the deadline may finish; past this grace they are cut short.
     let (local_tx, local_rx) = watch::channel(Halt::Run);
-    let abandon = Arc::new(crate::engine::driver::AbandonSignal::default());
+    let abandon = Arc::new(crate::engine::pacer::AbandonSignal::default());
     let halt = |h: Halt| {
         local_tx.send_if_modified(|cur| {
             let raise = h > *cur;
@@ -90,7 +90,7 @@ pub(crate) async fn run_real<C: LockConn>(
     let first = env.opts.agent.as_ref().map_or(0, |a| a.worker_first());
     let mut libs = libs.into_iter();
     for (id, conn) in conns.into_iter().enumerate() {
-        let drv = RealDriver {
+        let pacer = RealPacer {
             start: recorder.start,
             halt: local_rx.clone(),
             abandon: abandon.clone(),
@@ -99,7 +99,13 @@ pub(crate) async fn run_real<C: LockConn>(
             arrivals: arrivals.clone(),
             events: plan.events.then(|| events.clone()),
         };
-        set.spawn(run_worker(first + id, conn, ctx.clone(), drv, libs.next()));
+        set.spawn(run_worker(
+            first + id,
+            conn,
+            ctx.clone(),
+            pacer,
+            libs.next(),
+        ));
     }
     // Arrivals at their intended times, until the run's length (or a stop).
     let dispatcher = arrival_tx.map(|tx| {

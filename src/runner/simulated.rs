@@ -4,7 +4,7 @@
 use super::env::{Executed, Prepared, VariantEnv};
 use super::progress::{progress_bar, update_bar};
 use crate::analysis::summary::StopReason;
-use crate::engine::driver::Halt;
+use crate::engine::pacer::Halt;
 use crate::profile::Plan;
 use crate::signals::{Request, request_of};
 use crate::sim::part::part_len_us;

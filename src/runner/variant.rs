@@ -689,26 +689,26 @@ fn summarise<K: Connector>(
         backend: env.server.backend_detail.clone(),
         server_version: env.server.version.clone(),
         workers: plan.workload.workers,
+        keys: plan.workload.keys,
         ttl_ms: plan.workload.ttl_ms,
         time_scale: plan.workload.time_scale,
         unscaled_ttl_ms: plan.workload.unscaled_ttl_ms,
         seed: plan.seed,
         elapsed_s,
-        stop_reason,
-        protect: Protection {
-            resource: plan.protection.resource,
-            fencing: variant.fencing,
-            extend_with: variant.extend.then_some(plan.protection.extend_with),
-            extend_every_ms: if variant.extend {
-                plan.protection.extend_us as f64 / 1000.0
-            } else {
-                0.0
-            },
-            // Unknown when the read-back failed: lost updates then read "n/a".
-            resource_final,
-        },
     };
-    let mut summary = summarize(meta, &measured, &hists);
+    let protect = Protection {
+        resource: plan.protection.resource,
+        fencing: variant.fencing,
+        extend_with: variant.extend.then_some(plan.protection.extend_with),
+        extend_every_ms: if variant.extend {
+            plan.protection.extend_us as f64 / 1000.0
+        } else {
+            0.0
+        },
+        // Unknown when the read-back failed: lost updates then read "n/a".
+        resource_final,
+    };
+    let mut summary = summarize(meta, stop_reason, protect, &measured, &hists);
     summary.faults = faults;
     let shards = connector.shards();
     if !shards.is_empty() {

@@ -68,15 +68,15 @@ impl Batches {
         }
         let mut b = Batches::default();
         crate::results::events::for_each_event(&path, |r| {
-            let Some(s) = summaries.iter().find(|s| *s.variant == *r.variant) else {
+            let Some(s) = summaries.iter().find(|s| *s.meta.variant == *r.variant) else {
                 return;
             };
-            let length = (s.elapsed_s * 1e6).max(1.0);
+            let length = (s.meta.elapsed_s * 1e6).max(1.0);
             let i = ((r.acquired_us as f64 / length * BATCHES as f64) as usize).min(BATCHES - 1);
             let c = crate::analysis::counts::Counts::of_section(r, s.stale_rule);
             let v = b
                 .by_variant
-                .entry(s.variant.clone())
+                .entry(s.meta.variant.clone())
                 .or_insert_with(|| vec![(0, [0; 4]); BATCHES]);
             v[i].0 += 1;
             let k = [
@@ -129,7 +129,7 @@ pub(crate) fn compare_with(
 ) -> Vec<Agreement> {
     let mut out = Vec::new();
     for r in real {
-        let Some(s) = sim.iter().find(|s| s.variant == r.variant) else {
+        let Some(s) = sim.iter().find(|s| s.meta.variant == r.meta.variant) else {
             continue;
         };
         let rates: [(&'static str, Count); 4] = [
@@ -144,13 +144,13 @@ pub(crate) fn compare_with(
             let (p1, v1) = rate(k(r), r.counts.sections);
             let (p2, v2) = rate(k(s), s.counts.sections);
             let v1 = real_rows
-                .and_then(|b| b.variance(&r.variant, which))
+                .and_then(|b| b.variance(&r.meta.variant, which))
                 .unwrap_or(v1);
             let v2 = sim_rows
-                .and_then(|b| b.variance(&s.variant, which))
+                .and_then(|b| b.variance(&s.meta.variant, which))
                 .unwrap_or(v2);
             out.push(Agreement {
-                variant: r.variant.clone(),
+                variant: r.meta.variant.clone(),
                 figure,
                 real: p1,
                 sim: p2,
@@ -171,7 +171,7 @@ pub(crate) fn compare_with(
         };
         let ((f1, e1), (f2, e2)) = (fraction(r), fraction(s));
         out.push(Agreement {
-            variant: r.variant.clone(),
+            variant: r.meta.variant.clone(),
             figure: "overlap-time fraction",
             real: f1,
             sim: f2,

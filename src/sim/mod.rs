@@ -2,8 +2,8 @@
 //! commands as the memory backend, on a virtual clock ([`exec`]), so a day of a service runs in
 //! seconds.
 //!
-//! - The workers are [`crate::engine::worker::run_worker`] with a [`SimDriver`]: the real
-//!   driver's sleeps, stop signal, arrivals and rows, in virtual time.
+//! - The workers are [`crate::engine::worker::run_worker`] with a [`SimPacer`]: the real
+//!   pacer's sleeps, stop signal, arrivals and rows, in virtual time.
 //! - The server is [`crate::store::memory::MemoryStore`] behind a [`SimNet`]: each command
 //!   travels half a round trip (drawn from a distribution), waits for the server — one command
 //!   at a time, each taking the service time — runs on the keyspace at that instant, and its
@@ -17,7 +17,7 @@ pub(crate) mod exec;
 pub(crate) mod part;
 
 use crate::dist::Sampler;
-use crate::engine::driver::{Driver, Halt};
+use crate::engine::pacer::{Halt, Pacer};
 use crate::model::error::CmdResult;
 use crate::record::EventRow;
 use crate::store::memory::keyspace::{Keyspace, lock};
@@ -223,15 +223,15 @@ impl Net for SimNet {
     }
 }
 
-/// The virtual clock's [`Driver`].
-pub(crate) struct SimDriver {
+/// The virtual clock's [`Pacer`].
+pub(crate) struct SimPacer {
     /// Section rows for `events.csv` (`None`: not written).
     pub events: Option<mpsc::Sender<EventRow>>,
     /// How late a timer fires (ms), as a real runtime's timer does (`None`: on time).
     pub timer: Option<Sampler>,
 }
 
-impl SimDriver {
+impl SimPacer {
     fn late_us(&self) -> u64 {
         self.timer.as_ref().map_or(0, |t| {
             NET_RNG.with(|r| crate::model::units::ms_to_us(t.sample_ms(&mut *r.borrow_mut())))
@@ -254,7 +254,7 @@ async fn sleep_or_cut(t_us: u64) -> bool {
     HALT.with(Cell::get) == Halt::Run
 }
 
-impl Driver for SimDriver {
+impl Pacer for SimPacer {
     fn halt(&self) -> Halt {
         HALT.with(Cell::get)
     }
@@ -371,7 +371,7 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
             reset(plan.seed, cut_us);
             let mut tasks: Vec<exec::Task> = Vec::with_capacity(conns.len() + 1);
             for (id, conn) in conns.into_iter().enumerate() {
-                let drv = SimDriver {
+                let pacer = SimPacer {
                     events: events.clone(),
                     timer: plan.sim.sim_timer.clone(),
                 };
@@ -379,7 +379,7 @@ pub(crate) fn run_workers<C: crate::store::LockConn>(
                     id,
                     conn,
                     ctx.clone(),
-                    drv,
+                    pacer,
                     None,
                 )));
             }
@@ -476,7 +476,6 @@ pub(crate) struct Measured {
 
 /// Reads [`Measured`] from a real run's directory.
 pub(crate) fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
-    use crate::record::{CRASHED, UNLOCKED};
     let path = dir.join("events.csv");
     if !path.is_file() {
         anyhow::bail!(
@@ -486,7 +485,8 @@ pub(crate) fn measured(dir: &std::path::Path) -> anyhow::Result<Measured> {
     }
     let (mut rtt, mut timer) = (Vec::new(), Vec::new());
     crate::results::events::for_each_event(&path, |r| {
-        if r.outcome != UNLOCKED && r.outcome != CRASHED && !r.outcome.starts_with("error") {
+        // A release that was answered: its round trip.
+        if r.outcome.release().is_some() {
             rtt.push(r.release_latency_us as f64 / 1000.0);
         }
         if let Some(late) = r.timer_error_us() {

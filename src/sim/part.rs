@@ -4,7 +4,7 @@
 
 use crate::engine::collector::Collector;
 use crate::engine::context::WorkerCtx;
-use crate::engine::driver::Halt;
+use crate::engine::pacer::Halt;
 use crate::engine::recorder::Recorder;
 use crate::profile::Plan;
 use crate::signals::{Request, request_of};

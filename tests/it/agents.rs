@@ -155,7 +155,7 @@ async fn two_agents_merge_like_one_process_of_twice_the_workers() {
     }
     assert_eq!(m.counts.sections, 4);
     assert_eq!(s.counts.sections, 4);
-    assert_eq!(m.workers, 4);
+    assert_eq!(m.meta.workers, 4);
     // Histogram totals: added exactly, and the largest value is the larger of the two.
     for ((name, q), ((_, q0), (_, q1))) in quantiles(m)
         .into_iter()

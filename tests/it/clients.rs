@@ -508,7 +508,10 @@ fn crash_and_restart(server: &common::Server, lib: &str, step_ms: f64) {
         let s = &common::summaries(&dir)[0];
         let crashes = s["crashes"].as_u64().unwrap();
         let rows = common::events(&dir);
-        let crashed = rows.iter().filter(|r| r.outcome == "crashed").count() as u64;
+        let crashed = rows
+            .iter()
+            .filter(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
+            .count() as u64;
         assert_eq!(crashed, crashes, "{s}");
         added.push((accepted(&mut admin) - before, crashes, s.clone()));
     }

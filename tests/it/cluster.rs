@@ -71,21 +71,21 @@ async fn contended_run_on_a_cluster_gives_the_single_server_figures() {
         .collect();
     check_contention(&s);
     for v in &s {
-        assert!(v.backend.contains("cluster"), "{}", v.backend);
-        assert_eq!(v.shards.len(), 3, "{}: {:?}", v.variant, v.shards);
+        assert!(v.meta.backend.contains("cluster"), "{}", v.meta.backend);
+        assert_eq!(v.shards.len(), 3, "{}: {:?}", v.meta.variant, v.shards);
         assert_eq!(v.shards.iter().map(|f| f.slots).sum::<u32>(), 16384);
         assert_eq!(v.shards.iter().map(|f| f.keys).sum::<usize>(), 9);
         for f in &v.shards {
             assert!(
                 f.keys_used > 0,
                 "{}: no key landed on shard {} ({})",
-                v.variant,
+                v.meta.variant,
                 f.shard,
                 f.master
             );
         }
         let incidents: u64 = v.shards.iter().map(|f| f.overlap_incidents).sum();
-        assert_eq!(incidents, v.overlap_incidents, "{}", v.variant);
+        assert_eq!(incidents, v.overlap_incidents, "{}", v.meta.variant);
     }
     assert_eq!(keys_on(&urls), 0, "the run left keys on the cluster");
     common::report_agrees(&out);

@@ -133,7 +133,10 @@ async fn server_restart_loses_locks_and_fence_counters_and_workers_reconnect() {
         .count();
     assert!(again >= 1, "{rows:?}");
     // The pre-restart holder's lock was taken by the new one.
-    assert!(rows.iter().any(|r| r.outcome == "refused_held_by_other"));
+    assert!(rows.iter().any(|r| r.outcome
+        == lockbench::record::SectionOutcome::Release(
+            lockbench::model::release::ReleaseOutcome::RefusedHeldByOther
+        )));
     assert_eq!(code(&out), 0);
 }
 
@@ -150,7 +153,7 @@ async fn latency_raises_round_trips_by_the_added_delay() {
     ));
     let out = run_faulted(&slow, &[slow.protection.release], &tmp.path().join("b")).await;
     let (c, s) = (&control.summaries[0], &out.summaries[0]);
-    assert!(s.backend.contains("fault proxy"), "{}", s.backend);
+    assert!(s.meta.backend.contains("fault proxy"), "{}", s.meta.backend);
     for (name, with, without) in [
         ("set", s.set_latency_ms.p50, c.set_latency_ms.p50),
         (
@@ -213,7 +216,7 @@ async fn fail_open_and_fail_closed_trade_refusals_for_unlocked_sections() {
     let out = run_faulted(&p, &p.protection.releases, tmp.path()).await;
     let (open, closed) = (&out.summaries[0], &out.summaries[1]);
     assert_eq!(
-        (open.variant.as_str(), closed.variant.as_str()),
+        (open.meta.variant.as_str(), closed.meta.variant.as_str()),
         ("token+fail-open", "token")
     );
     let (open, closed) = (open.counts, closed.counts);
@@ -242,7 +245,7 @@ async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
         assert!(s.counts.crashes > 0, "{acquire}: no crash happened");
         let crashed = common::events(&tmp.path().join(acquire))
             .iter()
-            .filter(|r| r.outcome == "crashed")
+            .filter(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
             .count() as u64;
         assert_eq!(crashed, s.counts.crashes);
         stuck.push((s.stuck_locks, s.counts.crashes));
@@ -315,7 +318,10 @@ async fn crash_blocked_time_is_the_rest_of_the_ttl() {
     let mut rows = common::events(tmp.path());
     rows.sort_by_key(|r| r.acquired_us);
     assert_eq!(s.counts.crashes, 5);
-    assert!(rows.iter().all(|r| r.outcome == "crashed"));
+    assert!(
+        rows.iter()
+            .all(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
+    );
     let mut blocked = Vec::new();
     for pair in rows.windows(2) {
         let (dead, next) = (&pair[0], &pair[1]);

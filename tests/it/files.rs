@@ -298,7 +298,9 @@ fn row() -> EventRow {
         acquire_latency_us: 2,
         release_latency_us: 1,
         release: "token".into(),
-        outcome: "released".into(),
+        outcome: lockbench::record::SectionOutcome::Release(
+            lockbench::model::release::ReleaseOutcome::Released,
+        ),
         interrupted: false,
         ..EventRow::default()
     }

@@ -14,18 +14,30 @@ fn assert_clean(s: &Summary) {
         "too few sections to prove anything: {}",
         s.counts.sections
     );
-    assert_eq!(s.counts.overruns, 0, "{}: overruns", s.variant);
-    assert_eq!(s.counts.stale_releases, 0, "{}: stale releases", s.variant);
-    assert_eq!(s.refused_releases, 0, "{}: refused releases", s.variant);
+    assert_eq!(s.counts.overruns, 0, "{}: overruns", s.meta.variant);
+    assert_eq!(
+        s.counts.stale_releases, 0,
+        "{}: stale releases",
+        s.meta.variant
+    );
+    assert_eq!(
+        s.refused_releases, 0,
+        "{}: refused releases",
+        s.meta.variant
+    );
     assert_eq!(
         s.counts.wrongful_deletes, 0,
         "{}: wrongful deletes",
-        s.variant
+        s.meta.variant
     );
-    assert_eq!(s.overlap_ms, 0.0, "{}: overlap", s.variant);
-    assert_eq!(s.overlap_incidents, 0, "{}: incidents", s.variant);
-    assert_eq!(s.peak_holders, 1, "{}: peak holders", s.variant);
-    assert_eq!(s.errors, 0, "{}: errors {:?}", s.variant, s.first_errors);
+    assert_eq!(s.overlap_ms, 0.0, "{}: overlap", s.meta.variant);
+    assert_eq!(s.overlap_incidents, 0, "{}: incidents", s.meta.variant);
+    assert_eq!(s.peak_holders, 1, "{}: peak holders", s.meta.variant);
+    assert_eq!(
+        s.errors, 0,
+        "{}: errors {:?}",
+        s.meta.variant, s.first_errors
+    );
 }
 
 /// With the TTL far above every duration, heavy contention (60 workers on 2 keys) produces

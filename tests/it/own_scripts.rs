@@ -35,9 +35,12 @@ fn releases(s: &Summary) -> u64 {
 fn check_run(out: &lockbench::runner::RunOutcome, conn: &mut redis::Connection, file: &str) {
     let rows = events(&out.dir);
     for s in &out.summaries {
-        let n = rows.iter().filter(|r| *r.variant == *s.variant).count() as u64;
-        assert_eq!(n, s.counts.sections, "{}: events.csv rows", s.variant);
-        assert_eq!(s.errors, 0, "{}: {:?}", s.variant, s.first_errors);
+        let n = rows
+            .iter()
+            .filter(|r| *r.variant == *s.meta.variant)
+            .count() as u64;
+        assert_eq!(n, s.counts.sections, "{}: events.csv rows", s.meta.variant);
+        assert_eq!(s.errors, 0, "{}: {:?}", s.meta.variant, s.first_errors);
     }
     let dbsize: u64 = redis::cmd("DBSIZE").query(conn).unwrap();
     assert_eq!(dbsize, 0, "keys of the run remain");
@@ -72,19 +75,27 @@ async fn your_release_script_is_judged_by_the_same_measurement() {
         panic!("two variants")
     };
     assert_eq!(
-        (mine.variant.as_str(), mine.release.as_str()),
+        (mine.meta.variant.as_str(), mine.meta.release.as_str()),
         ("script", "script")
     );
     for s in [token, mine] {
-        assert!(s.counts.sections >= 20, "{}: too few sections", s.variant);
-        assert_eq!(s.counts.overruns, s.counts.sections, "{}", s.variant);
-        assert_eq!(s.counts.wrongful_deletes, 0, "{}", s.variant);
-        assert_eq!(s.counts.deleted_by_other, 0, "{}", s.variant);
-        assert!(s.refused_releases > 0, "{}: nothing refused", s.variant);
+        assert!(
+            s.counts.sections >= 20,
+            "{}: too few sections",
+            s.meta.variant
+        );
+        assert_eq!(s.counts.overruns, s.counts.sections, "{}", s.meta.variant);
+        assert_eq!(s.counts.wrongful_deletes, 0, "{}", s.meta.variant);
+        assert_eq!(s.counts.deleted_by_other, 0, "{}", s.meta.variant);
+        assert!(
+            s.refused_releases > 0,
+            "{}: nothing refused",
+            s.meta.variant
+        );
         assert!(
             s.overlap_ms > 0.0,
             "{}: compare-and-delete does not fence",
-            s.variant
+            s.meta.variant
         );
     }
     assert!(
@@ -113,11 +124,15 @@ async fn your_release_script_is_judged_by_the_same_measurement() {
     // `lockbench report` recounts the script's figures from events.csv and agrees.
     report_agrees(&out.dir);
     for s in [del, broken] {
-        assert!(s.counts.sections >= 20, "{}: too few sections", s.variant);
+        assert!(
+            s.counts.sections >= 20,
+            "{}: too few sections",
+            s.meta.variant
+        );
         assert!(
             s.counts.wrongful_deletes > 0,
             "{}: no wrongful delete caught",
-            s.variant
+            s.meta.variant
         );
     }
     server.stop().await;
@@ -140,7 +155,7 @@ async fn your_acquire_and_extend_scripts_take_and_keep_the_lock() {
     ));
     let out = run_redis_data(&server, &p, &[p.protection.release], dir.path()).await;
     let s = &out.summaries[0];
-    assert_eq!(s.variant, "script+extend");
+    assert_eq!(s.meta.variant, "script+extend");
     assert_eq!(s.counts.sections, 8);
     assert_eq!(s.counts.released, 8, "{s:?}");
     assert!(s.counts.extensions >= 16, "{}", s.counts.extensions);

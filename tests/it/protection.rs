@@ -21,7 +21,7 @@ fn variants(list: &[&str]) -> Vec<Variant> {
 }
 
 fn by_name<'a>(s: &'a [Summary], name: &str) -> &'a Summary {
-    s.iter().find(|v| v.variant == name).unwrap()
+    s.iter().find(|v| v.meta.variant == name).unwrap()
 }
 
 /// The resource's books balance on every variant: every section wrote or skipped, and the
@@ -32,13 +32,13 @@ fn check_books(s: &Summary) {
         c.resource_writes,
         c.writes_accepted + c.writes_rejected_fenced,
         "{}",
-        s.variant
+        s.meta.variant
     );
     assert_eq!(
         s.protect.resource_final + s.lost_updates,
         c.writes_accepted,
         "{}: final = initial + accepted − lost",
-        s.variant
+        s.meta.variant
     );
     assert!(c.unsafe_writes_over_holder <= c.unsafe_writes_accepted);
     assert!(c.unsafe_writes_accepted <= c.writes_accepted);
@@ -58,7 +58,7 @@ async fn read_write_fencing_stops_the_damage_that_overlap_does() {
         assert!(
             s.overlap_ms > 0.0,
             "{}: the workload must overlap",
-            s.variant
+            s.meta.variant
         );
     }
     let off = by_name(&out.summaries, "token");
@@ -124,7 +124,7 @@ async fn extension_keeps_long_sections_locked() {
         serde_json::from_str(&std::fs::read_to_string(sim.join("summary.json")).unwrap()).unwrap();
     let s = file.variants;
     for v in &s {
-        assert!(v.simulated.is_some(), "{}: not simulated", v.variant);
+        assert!(v.simulated.is_some(), "{}: not simulated", v.meta.variant);
     }
     check(by_name(&s, "token"), by_name(&s, "token+extend"), true);
     // A real server: the run extends, and the control overlaps.
@@ -155,9 +155,9 @@ async fn pauses_defeat_extension_and_fencing_catches_them() {
     let out = run_redis(&server, &p, &v, dir.path()).await;
     for s in &out.summaries {
         check_books(s);
-        assert!(s.counts.pauses > 0, "{}", s.variant);
-        assert!(s.counts.extension_failures > 0, "{}: {s:?}", s.variant);
-        assert!(s.overlap_ms > 0.0, "{}", s.variant);
+        assert!(s.counts.pauses > 0, "{}", s.meta.variant);
+        assert!(s.counts.extension_failures > 0, "{}: {s:?}", s.meta.variant);
+        assert!(s.overlap_ms > 0.0, "{}", s.meta.variant);
         assert!(s.analytic.is_none(), "no theory for paused holders");
     }
     let ext = by_name(&out.summaries, "token+extend");

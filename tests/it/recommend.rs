@@ -196,7 +196,9 @@ fn event(variant: &str, seq: u64, duration_us: u64, interrupted: bool) -> EventR
         acquire_latency_us: 10,
         release_latency_us: 20,
         release: variant.to_string().into(),
-        outcome: "released".to_string().into(),
+        outcome: lockbench::record::SectionOutcome::Release(
+            lockbench::model::release::ReleaseOutcome::Released,
+        ),
         interrupted,
         ..EventRow::default()
     }

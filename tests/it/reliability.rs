@@ -450,7 +450,7 @@ async fn compare_keeps_a_finished_variant_when_the_server_dies() {
     server.stop().await;
     let outcome = run.await.unwrap().expect("what was measured is returned");
     assert_eq!(outcome.summaries.len(), 1);
-    assert_eq!(outcome.summaries[0].variant, "del");
+    assert_eq!(outcome.summaries[0].meta.variant, "del");
     let failure = outcome
         .manifest
         .failure

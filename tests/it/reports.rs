@@ -166,7 +166,7 @@ fn interval_logs_round_trip_to_summary() {
                 .summary
                 .variants
                 .iter()
-                .find(|s| &s.variant == tag)
+                .find(|s| &s.meta.variant == tag)
                 .unwrap();
             let q = pick(s);
             assert_eq!(h.len(), q.count, "{stem} {tag} count");
@@ -376,7 +376,7 @@ fn row(worker: usize, seq: u64, a: u64, r: u64, outcome: &str) -> EventRow {
         acquire_latency_us: a.min(500),
         release_latency_us: 100,
         release: "del".into(),
-        outcome: outcome.to_string().into(),
+        outcome: lockbench::record::SectionOutcome::from_name(outcome).unwrap(),
         interrupted: false,
         ..EventRow::default()
     }

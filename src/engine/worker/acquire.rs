@@ -2,19 +2,19 @@
 //! anti-pattern, and the user's own acquire script.
 
 use super::{Worker, counted};
-use crate::engine::driver::Driver;
+use crate::engine::pacer::Pacer;
 use crate::model::error::CmdResult;
 use crate::store::{LockConn, acquire_by_script};
 use rand::RngExt;
 
-impl<C: LockConn, D: Driver> Worker<C, D> {
+impl<C: LockConn, P: Pacer> Worker<C, P> {
     /// The two-command acquisition: `SETNX`, then `PEXPIRE` — unless the holder dies in
     /// between (`crash_between`, decided as the section opens), which this sends nothing for.
     /// `Some(0)`: acquired (these locks are never fenced).
     pub(super) async fn setnx_expire(&mut self, lock: &str, token: &str) -> CmdResult<Option<u64>> {
         let ctx = self.ctx.clone();
         let set = self.conn.setnx(lock, token);
-        if !counted(&ctx.recorder, &mut self.drv, set).await? {
+        if !counted(&ctx.recorder, &mut self.pacer, set).await? {
             return Ok(None);
         }
         if ctx.crash_between > 0.0 {
@@ -25,7 +25,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             }
         }
         let expire = self.conn.pexpire(lock, ctx.ttl_ms);
-        if let Err(e) = counted(&ctx.recorder, &mut self.drv, expire).await {
+        if let Err(e) = counted(&ctx.recorder, &mut self.pacer, expire).await {
             // Held without an expiry until released: the hazard the one-command SET avoids.
             ctx.recorder.error(&e);
         }
@@ -45,7 +45,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             return Ok(None);
         };
         let set = acquire_by_script(&mut self.conn, script, lock, token, ctx.ttl_ms);
-        let acquired = counted(&ctx.recorder, &mut self.drv, set).await;
+        let acquired = counted(&ctx.recorder, &mut self.pacer, set).await;
         if let Err(e) = &acquired {
             ctx.note_script_error(e);
         }

@@ -4,10 +4,11 @@
 use super::{Held, Worker, busy};
 use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
 use crate::client::holder::Holder;
-use crate::engine::driver::Driver;
+use crate::engine::pacer::Pacer;
 use crate::faults::watch::{Removed, Watch};
 use crate::model::error::{CmdError, ErrorKind};
-use crate::record::Metric;
+use crate::model::release::ReleaseOutcome::*;
+use crate::record::{Metric, SectionOutcome};
 use crate::store::LockConn;
 use rand::RngExt;
 use std::sync::Arc;
@@ -61,7 +62,7 @@ impl Library {
     }
 }
 
-impl<C: LockConn, D: Driver> Worker<C, D> {
+impl<C: LockConn, P: Pacer> Worker<C, P> {
     /// Acquire through the lock library: one `section` of its driver, the library's own idiom
     /// with its own retries within the wait budget. The section opens on lockbench's clock
     /// when the driver says the lock is held. A driver that fails stops the variant.
@@ -76,7 +77,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         let client = ctx.client.as_ref()?;
         let mut name = std::mem::take(&mut self.name_buf);
         ctx.key_names.write(key, &mut name);
-        self.drv.will_record(rec, key);
+        self.pacer.will_record(rec, key);
         counts.attempts.fetch_add(1, Relaxed);
         counts.commands.fetch_add(1, Relaxed);
         let set_sent_us = rec.now_us();
@@ -95,9 +96,9 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
             loop {
                 tokio::select! {
                     r = &mut section => break Some(r),
-                    // A halted driver's sleep returns at once: after the stop, the real clock's
+                    // A halted pacer's sleep returns at once: after the stop, the real clock's
                     // (a library runs only in real time).
-                    _ = self.drv.sleep_until(far), if !halted => halted = true,
+                    _ = self.pacer.sleep_until(far), if !halted => halted = true,
                     _ = tokio::time::sleep(std::time::Duration::from_millis(100)), if halted => {}
                 }
                 if halted && client.interrupted.load(Relaxed) {
@@ -206,24 +207,24 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         others: bool,
         expired: bool,
         key: &str,
-    ) -> &'static str {
+    ) -> SectionOutcome {
         let ctx = self.ctx.clone();
         let rec = &ctx.recorder;
         let Some(client) = ctx.client.as_ref() else {
-            return ErrorKind::Other.outcome_name();
+            return SectionOutcome::ReleaseFailed(ErrorKind::Other);
         };
         let Some(lib) = self.lib.as_mut() else {
-            return ErrorKind::Other.outcome_name();
+            return SectionOutcome::ReleaseFailed(ErrorKind::Other);
         };
         let Some(id) = lib.open.take() else {
-            return ErrorKind::Other.outcome_name();
+            return SectionOutcome::ReleaseFailed(ErrorKind::Other);
         };
         rec.counters.counts.commands.fetch_add(1, Relaxed);
         let left = match lib.driver.leave(id).await {
             Ok(l) => l,
             Err(e) => {
                 client.fail(e.to_string());
-                return ErrorKind::Other.outcome_name();
+                return SectionOutcome::ReleaseFailed(ErrorKind::Other);
             }
         };
         self.lib_events = (left.extended, left.lost);
@@ -237,20 +238,20 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
         match left.outcome.as_str() {
             "ok" | "not_owned" | "lost" => {
                 rec.ok();
-                match (removed, left.outcome.as_str()) {
-                    (Some(Some(Removed::Other(_) | Removed::Unknown)), _) => "wrongful_delete",
-                    (Some(Some(Removed::Own)), _) => "released",
-                    (Some(Some(Removed::Nothing)), _) => "nothing_deleted",
-                    (_, "ok") if no_del => "nothing_deleted",
-                    (_, "ok") if unreported && others => "refused_held_by_other",
-                    (_, "ok") if unreported && expired => "refused_expired",
+                SectionOutcome::Release(match (removed, left.outcome.as_str()) {
+                    (Some(Some(Removed::Other(_) | Removed::Unknown)), _) => WrongfulDelete,
+                    (Some(Some(Removed::Own)), _) => Released,
+                    (Some(Some(Removed::Nothing)), _) => NothingDeleted,
+                    (_, "ok") if no_del => NothingDeleted,
+                    (_, "ok") if unreported && others => RefusedHeldByOther,
+                    (_, "ok") if unreported && expired => RefusedExpired,
                     // Watched, and no `DEL` removed anything: the library's compare-and-delete
                     // script ran, and with a newer holder in it refused.
-                    (Some(None), "ok") if others => "refused_held_by_other",
-                    (None, "ok") if others => "wrongful_delete",
-                    (_, "ok") => "released",
-                    _ => "refused_unclassified",
-                }
+                    (Some(None), "ok") if others => RefusedHeldByOther,
+                    (None, "ok") if others => WrongfulDelete,
+                    (_, "ok") => Released,
+                    _ => RefusedUnclassified,
+                })
             }
             other => {
                 let kind = error_kind(left.kind.as_deref());
@@ -262,7 +263,7 @@ impl<C: LockConn, D: Driver> Worker<C, D> {
                         left.error.unwrap_or_else(|| other.to_string())
                     ),
                 });
-                kind.outcome_name()
+                SectionOutcome::ReleaseFailed(kind)
             }
         }
     }

@@ -44,7 +44,7 @@ pub fn compare_panels(summaries: &[crate::analysis::summary::Summary]) -> Vec<Co
             unit,
             values: summaries
                 .iter()
-                .map(|s| (s.variant.clone(), pick(s)))
+                .map(|s| (s.meta.variant.clone(), pick(s)))
                 .collect(),
         })
         .collect()

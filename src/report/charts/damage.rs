@@ -99,7 +99,7 @@ pub fn damage_chart(summaries: &[crate::analysis::summary::Summary]) -> Option<V
                 let unsafe_all = n(c.unsafe_writes_accepted);
                 let over_holder = n(c.unsafe_writes_over_holder);
                 DamageGroup {
-                    variant: s.variant.clone(),
+                    variant: s.meta.variant.clone(),
                     resource: s.protect.resource,
                     lost_updates: s.lost_updates,
                     unsafe_over_holder: over_holder,
@@ -270,18 +270,23 @@ mod tests {
             unscaled_ttl_ms: 50.0,
             seed: 1,
             elapsed_s: 1.0,
-            stop_reason: StopReason::Limit,
-            protect: Protection {
-                resource,
-                resource_final,
-                ..Protection::default()
-            },
+            keys: 0,
         };
         let m = Measured {
             counts,
             ..Measured::default()
         };
-        summarize(meta, &m, &crate::record::HistSet::default())
+        summarize(
+            meta,
+            StopReason::Limit,
+            Protection {
+                resource,
+                resource_final,
+                ..Protection::default()
+            },
+            &m,
+            &crate::record::HistSet::default(),
+        )
     }
 
     /// Each bar of `damage.png` is its summary figure: lost updates, the unsafe writes split

@@ -30,18 +30,18 @@ pub(crate) struct SweepSeries {
 /// Seconds of overlap per hour of operation (real, unscaled time: the scale cancels); `None`
 /// when the cell ran for no time.
 pub(crate) fn overlap_s_per_hour(s: &Summary) -> Option<f64> {
-    (s.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.elapsed_s / 3600.0))
+    (s.meta.elapsed_s > 0.0).then(|| s.overlap_ms / 1000.0 / (s.meta.elapsed_s / 3600.0))
 }
 /// Seconds keys stayed blocked after holder crashes, per hour of operation (the scale
 /// cancels, as for overlap).
 pub(crate) fn blocked_s_per_hour(s: &Summary) -> Option<f64> {
     let total_ms = s.crash_blocked_ms.mean * s.crash_blocked_ms.count as f64;
-    (s.elapsed_s > 0.0).then(|| total_ms / 1000.0 / (s.elapsed_s / 3600.0))
+    (s.meta.elapsed_s > 0.0).then(|| total_ms / 1000.0 / (s.meta.elapsed_s / 3600.0))
 }
 /// Wrongful deletes per hour of real (unscaled) operation.
 pub(crate) fn wrongful_deletes_per_hour(s: &Summary) -> Option<f64> {
-    (s.elapsed_s > 0.0)
-        .then(|| s.counts.wrongful_deletes as f64 / (s.elapsed_s / s.time_scale / 3600.0))
+    (s.meta.elapsed_s > 0.0)
+        .then(|| s.counts.wrongful_deletes as f64 / (s.meta.elapsed_s / s.meta.time_scale / 3600.0))
 }
 
 /// The numbers `sweep.png` plots, from the sweep's cells that ran (their release method and
@@ -65,7 +65,7 @@ pub(crate) fn series<'a>(
                 out.len() - 1
             }
         };
-        let x = s.unscaled_ttl_ms;
+        let x = s.meta.unscaled_ttl_ms;
         let e = &mut out[i];
         e.overrun_fraction.push((x, s.overrun_fraction));
         e.overlap_s_per_hour
@@ -283,8 +283,7 @@ mod tests {
             unscaled_ttl_ms: ttl_ms,
             seed: 1,
             elapsed_s,
-            stop_reason: StopReason::Limit,
-            protect: Protection::default(),
+            keys: 0,
         };
         let m = Measured {
             counts: crate::analysis::counts::Counts {
@@ -293,7 +292,13 @@ mod tests {
             },
             ..Measured::default()
         };
-        let mut s = summarize(meta, &m, &crate::record::HistSet::default());
+        let mut s = summarize(
+            meta,
+            StopReason::Limit,
+            Protection::default(),
+            &m,
+            &crate::record::HistSet::default(),
+        );
         s.overlap_ms = overlap_ms;
         s
     }

@@ -186,25 +186,25 @@ pub const CONTENTION: &str = "workers = 20\nkeys = 1\nttl = \"20ms\"\ndist = \"c
 pub fn check_contention(s: &[Summary]) {
     let (del, token) = (&s[0], &s[1]);
     assert_eq!(
-        (del.release.as_str(), token.release.as_str()),
+        (del.meta.release.as_str(), token.meta.release.as_str()),
         ("del", "token")
     );
     for v in s {
         assert!(
             v.counts.sections >= 20,
             "{}: too few sections ({})",
-            v.variant,
+            v.meta.variant,
             v.counts.sections
         );
         assert_eq!(
             v.counts.overruns, v.counts.sections,
             "{}: every 30ms section overruns a 20ms TTL",
-            v.variant
+            v.meta.variant
         );
         assert!(
             v.overlap_ms > 0.0 && v.overlap_incidents > 0,
             "{}: no overlap",
-            v.variant
+            v.meta.variant
         );
         assert_eq!(v.errors, 0, "{:?}", v.first_errors);
     }
@@ -229,7 +229,7 @@ pub fn check_contention(s: &[Summary]) {
         assert!(
             v.counts.stale_releases >= v.counts.overruns,
             "{}: {} overruns, {} stale",
-            v.variant,
+            v.meta.variant,
             v.counts.overruns,
             v.counts.stale_releases
         );

@@ -7,7 +7,9 @@
 pub mod window;
 
 use super::{Area, HEIGHT, Hatch, WIDTH, axis_num, bold, font, hatch, ms, with_png};
+use crate::model::release::ReleaseOutcome;
 use crate::model::units::{Style::Spaced, fmt_us};
+use crate::record::SectionOutcome;
 use crate::report::palette::method_colour;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -53,13 +55,13 @@ pub enum ReleaseMark {
 
 impl ReleaseMark {
     /// From the `outcome` column; `None` for outcomes not marked.
-    pub fn from_outcome(outcome: &str) -> Option<Self> {
-        match outcome {
-            "wrongful_delete" => Some(Self::WrongfulDelete),
-            "refused_expired" => Some(Self::RefusedExpired),
-            "refused_held_by_other" => Some(Self::RefusedHeldByOther),
-            "refused_unclassified" => Some(Self::RefusedUnclassified),
-            _ => None,
+    pub fn from_outcome(outcome: SectionOutcome) -> Option<Self> {
+        match outcome.release()? {
+            ReleaseOutcome::WrongfulDelete => Some(Self::WrongfulDelete),
+            ReleaseOutcome::RefusedExpired => Some(Self::RefusedExpired),
+            ReleaseOutcome::RefusedHeldByOther => Some(Self::RefusedHeldByOther),
+            ReleaseOutcome::RefusedUnclassified => Some(Self::RefusedUnclassified),
+            ReleaseOutcome::Released | ReleaseOutcome::NothingDeleted => None,
         }
     }
     /// Legend text.
@@ -188,7 +190,7 @@ pub struct SectionSpan {
     /// End, µs.
     pub released_us: u64,
     /// `outcome` column.
-    pub outcome: String,
+    pub outcome: SectionOutcome,
     /// `write` column.
     pub write: String,
     /// `pause_us` column.
@@ -227,7 +229,7 @@ pub fn timeline(
                 released_us: r,
                 expiry_us: a + ttl_us,
                 red,
-                mark: ReleaseMark::from_outcome(&s.outcome),
+                mark: ReleaseMark::from_outcome(s.outcome),
                 lost_at_us: None,
                 write: WriteMark::from_write(&s.write),
                 pause_us: s.pause_us,
@@ -597,7 +599,7 @@ mod tests {
             seq: 0,
             acquired_us: a,
             released_us: r,
-            outcome: outcome.into(),
+            outcome: SectionOutcome::from_name(outcome).unwrap(),
             ..SectionSpan::default()
         }
     }

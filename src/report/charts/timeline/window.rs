@@ -177,7 +177,6 @@ mod tests {
                 seq: 0,
                 acquired_us: a,
                 released_us: r,
-                outcome: "released".into(),
                 ..SectionSpan::default()
             })
             .collect()

@@ -1,9 +1,9 @@
-//! What drives a worker's steps through time: the real clock (tokio timers, the run's stop
+//! What paces a worker's steps through time: the real clock (tokio timers, the run's stop
 //! signal, a channel to the `events.csv` writer) or the simulator's virtual clock
 //! ([`crate::sim`]). The worker's steps — acquire, hold, write, release, think — are written
-//! once against [`Driver`], so a simulated run and a real one cannot drift apart.
+//! once against [`Pacer`], so a simulated run and a real one cannot drift apart.
 //!
-//! Every instant a driver takes or gives is µs since the variant's time zero, the same clock
+//! Every instant a pacer takes or gives is µs since the variant's time zero, the same clock
 //! as [`crate::engine::recorder::Recorder::now_us`].
 
 use crate::engine::recorder::Recorder;
@@ -31,12 +31,12 @@ pub(crate) enum Halt {
 
 /// A worker's access to time, to the run's stop signal, to the open model's arrivals and to
 /// the `events.csv` writer.
-pub(crate) trait Driver: Send + 'static {
+pub(crate) trait Pacer: Send + 'static {
     /// The run's current request to its workers.
     fn halt(&self) -> Halt;
     /// Sleeps until `t_us`; `false` when the run stops first.
     fn sleep_until(&mut self, t_us: u64) -> impl Future<Output = bool> + Send;
-    /// As [`Driver::sleep_until`], for a section's end: as close to `t_us` as the driver can.
+    /// As [`Pacer::sleep_until`], for a section's end: as close to `t_us` as the pacer can.
     fn sleep_until_precise(&mut self, t_us: u64) -> impl Future<Output = bool> + Send;
     /// Lets the other workers run.
     fn yield_now(&mut self) -> impl Future<Output = ()> + Send;
@@ -98,7 +98,7 @@ impl AbandonSignal {
 }
 
 /// The real clock: tokio's timers, the run's stop signal as a watch channel.
-pub(crate) struct RealDriver {
+pub(crate) struct RealPacer {
     /// The variant's time zero.
     pub start: Instant,
     /// The run's stop signal.
@@ -115,7 +115,7 @@ pub(crate) struct RealDriver {
     pub events: Option<mpsc::Sender<EventRow>>,
 }
 
-impl RealDriver {
+impl RealPacer {
     fn at(&self, t_us: u64) -> Instant {
         self.start + Duration::from_micros(t_us)
     }
@@ -132,7 +132,7 @@ async fn sleep_until_or_halt(t: Instant, halt: &mut watch::Receiver<Halt>) -> bo
     }
 }
 
-impl Driver for RealDriver {
+impl Pacer for RealPacer {
     fn halt(&self) -> Halt {
         *self.halt.borrow()
     }
@@ -145,7 +145,7 @@ impl Driver for RealDriver {
     /// With the precise timer, while section ends are rare ([`super::precise::use_thread`]) the
     /// timer thread wakes the task ahead of `t`, into the runtime's remote queue (run next), and
     /// it spins out the rest; when they are frequent, the last
-    /// [`crate::profile::PRECISE_LEAD`] is spent yielding instead of on tokio's millisecond
+    /// [`super::precise::PRECISE_LEAD`] is spent yielding instead of on tokio's millisecond
     /// timer, sharing the thread among the holders ending at once, and the timer thread wakes
     /// the task [`super::precise::SPIN_LAST`] before `t` too (run next: it spins out the rest).
     /// Either way the task wakes within tens of µs of `t` on a quiet machine (measured in the
@@ -164,7 +164,7 @@ impl Driver for RealDriver {
                 Ok(_) = self.halt.wait_for(|h| *h != Halt::Run) => false,
             };
         }
-        let coarse = t.checked_sub(crate::profile::PRECISE_LEAD).unwrap_or(t);
+        let coarse = t.checked_sub(super::precise::PRECISE_LEAD).unwrap_or(t);
         if coarse > Instant::now() && !sleep_until_or_halt(coarse, &mut self.halt).await {
             return false;
         }
