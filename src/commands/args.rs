@@ -409,8 +409,9 @@ impl WorkloadArgs {
             })?;
         plan.backend.allow_remote = self.allow_remote;
         for expr in &self.fail_if {
-            let t =
-                crate::analysis::threshold::Threshold::parse(expr).map_err(|m| ProfileError {
+            let t = expr
+                .parse::<crate::analysis::threshold::Threshold>()
+                .map_err(|m| ProfileError {
                     file: "command line".to_string(),
                     line: None,
                     message: format!("--fail-if {m}"),
