@@ -381,7 +381,7 @@ impl OneOrMany {
 pub struct ThresholdsProfile {
     /// Conditions on summary figures, e.g. `"overlap_ms > 0"`: a variant for which one holds
     /// fails the gate (exit 99).
-    pub fail_if: Option<Vec<String>>,
+    pub fail_if: Option<Vec<Threshold>>,
 }
 
 /// `[retry]` table.
@@ -545,16 +545,12 @@ impl Profile {
         let timeouts = self.plan_timeouts(&cx)?;
         let faults = self.plan_faults(&cx)?;
         let sim = self.plan_sim(&cx)?;
-        let mut fail_if = Vec::new();
-        for expr in self
+        // Each condition was parsed as the profile was read (`Threshold`'s `Deserialize`).
+        let fail_if = self
             .thresholds
             .as_ref()
-            .and_then(|t| t.fail_if.as_ref())
-            .into_iter()
-            .flatten()
-        {
-            fail_if.push(Threshold::parse(expr).map_err(|m| cx.err("thresholds.fail_if", m))?);
-        }
+            .and_then(|t| t.fail_if.clone())
+            .unwrap_or_default();
         let events = match self.events.as_deref().unwrap_or("all") {
             "all" => true,
             "none" => false,

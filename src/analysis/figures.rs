@@ -451,7 +451,9 @@ mod tests {
             .into_iter()
             .find(|f| f.name == "stuck_locks")
             .unwrap();
-        let gate = crate::analysis::threshold::Threshold::parse("stuck_locks > 0").unwrap();
+        let gate = "stuck_locks > 0"
+            .parse::<crate::analysis::threshold::Threshold>()
+            .unwrap();
         for (release, library, is_measured) in [
             ("script", None, true),
             ("token", Some("redis 6.0".to_string()), true),

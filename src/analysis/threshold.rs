@@ -3,7 +3,8 @@
 //! variants cross one exits with 99, distinct from errors (1), bad input (2) and Ctrl-C (130).
 
 use crate::analysis::summary::{Crossing, Summary};
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
+use std::str::FromStr;
 
 /// A comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,8 +42,11 @@ impl Op {
     }
 }
 
-/// One `fail_if` condition: the run fails the gate when it holds for a variant.
+/// One `fail_if` condition: the run fails the gate when it holds for a variant. Written as
+/// `FIGURE OP NUMBER` ([`FromStr`]) wherever it is written, `--fail-if` or `[thresholds]
+/// fail_if`; `manifest.json` records it parsed, and reads back either form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self")]
 pub struct Threshold {
     /// As written.
     pub expr: String,
@@ -55,9 +59,11 @@ pub struct Threshold {
     pub value: f64,
 }
 
-impl Threshold {
+impl FromStr for Threshold {
+    type Err = String;
+
     /// Parses `FIGURE OP NUMBER`; the figure must be a number in every summary.
-    pub fn parse(expr: &str) -> Result<Threshold, String> {
+    fn from_str(expr: &str) -> Result<Threshold, String> {
         let ops = [
             ("<=", Op::Le),
             (">=", Op::Ge),
@@ -104,7 +110,37 @@ impl Threshold {
             value,
         })
     }
+}
 
+/// Serialized as recorded (`manifest.json`'s plan): the fields, parsed.
+impl Serialize for Threshold {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Threshold::serialize(self, s)
+    }
+}
+
+/// A condition as written (a string, by [`FromStr`]: a profile's `fail_if`) or as recorded (the
+/// fields: `manifest.json`, read back by `merge`).
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = Threshold;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a condition FIGURE OP NUMBER, e.g. \"overlap_ms > 0\"")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Threshold, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, m: A) -> Result<Threshold, A::Error> {
+                Threshold::deserialize(serde::de::value::MapAccessDeserializer::new(m))
+            }
+        }
+        d.deserialize_any(Either)
+    }
+}
+
+impl Threshold {
     /// Its verdict on `s`.
     pub fn check(&self, s: &Summary) -> Crossing {
         // A figure the run did not measure (not recorded, or a block this run has not) crosses
@@ -177,25 +213,31 @@ mod tests {
     /// Conditions parse with every operator; unknown figures and bad numbers say what is valid.
     #[test]
     fn parses_conditions() {
-        let t = Threshold::parse("overlap_ms > 0").unwrap();
+        let t = "overlap_ms > 0".parse::<Threshold>().unwrap();
         assert_eq!(
             (t.figure.as_str(), t.op, t.value),
             ("overlap_ms", Op::Gt, 0.0)
         );
-        assert_eq!(Threshold::parse("duration_ms.p99>=250").unwrap().op, Op::Ge);
-        assert_eq!(Threshold::parse("errors != 0").unwrap().op, Op::Ne);
+        assert_eq!(
+            "duration_ms.p99>=250".parse::<Threshold>().unwrap().op,
+            Op::Ge
+        );
+        assert_eq!("errors != 0".parse::<Threshold>().unwrap().op, Op::Ne);
         assert!(
-            Threshold::parse("overlap > 0")
+            "overlap > 0"
+                .parse::<Threshold>()
                 .unwrap_err()
                 .contains("not a figure")
         );
         assert!(
-            Threshold::parse("overlap_ms > x")
+            "overlap_ms > x"
+                .parse::<Threshold>()
                 .unwrap_err()
                 .contains("not a number")
         );
         assert!(
-            Threshold::parse("overlap_ms")
+            "overlap_ms"
+                .parse::<Threshold>()
                 .unwrap_err()
                 .contains("FIGURE OP NUMBER")
         );
@@ -206,7 +248,7 @@ mod tests {
             ("overlap_ms = 0", "="),
             ("errors <> 0", "<>"),
         ] {
-            let e = Threshold::parse(expr).unwrap_err();
+            let e = expr.parse::<Threshold>().unwrap_err();
             assert!(
                 e.contains(&format!("`{run}` is not a comparison"))
                     && e.contains("< <= > >= == !=")
@@ -215,10 +257,10 @@ mod tests {
             );
         }
         // Redlock's figures are fields of summary.json too (issue 32: refused).
-        let t = Threshold::parse("redlock.failed_quorums > 0").unwrap();
+        let t = "redlock.failed_quorums > 0".parse::<Threshold>().unwrap();
         assert_eq!(t.figure, "redlock.failed_quorums");
-        assert!(Threshold::parse("redlock.acquired >= 1").is_ok());
-        assert!(Threshold::parse("redlock.nonsense > 0").is_err());
+        assert!("redlock.acquired >= 1".parse::<Threshold>().is_ok());
+        assert!("redlock.nonsense > 0".parse::<Threshold>().is_err());
     }
 
     /// A condition crosses exactly when it holds for the variant.
@@ -232,17 +274,18 @@ mod tests {
             &Default::default(),
         );
         s.overlap_ms = 12.5;
-        let t = Threshold::parse("overlap_ms > 0").unwrap();
+        let t = "overlap_ms > 0".parse::<Threshold>().unwrap();
         assert!(t.check(&s).crossed);
         s.overlap_ms = 0.0;
         assert!(!t.check(&s).crossed);
         assert!(
-            Threshold::parse("duration_ms.p99 >= 0")
+            "duration_ms.p99 >= 0"
+                .parse::<Threshold>()
                 .unwrap()
                 .check(&s)
                 .crossed
         );
-        let q = Threshold::parse("redlock.failed_quorums > 0").unwrap();
+        let q = "redlock.failed_quorums > 0".parse::<Threshold>().unwrap();
         s.redlock = Some(crate::redlock::RedlockFigures {
             failed_quorums: 3,
             ..Default::default()
@@ -252,7 +295,7 @@ mod tests {
         assert!(!q.check(&s).crossed);
         // A figure not measured crosses nothing (it read as 18446744073709551615 > 0), not even
         // `!=`; a measured one still does (the control).
-        let lost = Threshold::parse("lost_updates > 0").unwrap();
+        let lost = "lost_updates > 0".parse::<Threshold>().unwrap();
         s.protect.resource = true;
         s.lost_updates = crate::analysis::counts::NOT_RECORDED;
         let c = lost.check(&s);
@@ -265,7 +308,28 @@ mod tests {
         let c = lost.check(&s);
         assert!(!c.crossed && c.value.is_nan(), "{c:?}");
         s.redlock = None;
-        let absent = Threshold::parse("redlock.failed_quorums != 0").unwrap();
+        let absent = "redlock.failed_quorums != 0".parse::<Threshold>().unwrap();
         assert!(!absent.check(&s).crossed);
+    }
+
+    /// One grammar: a profile's `fail_if` entry reads as the flag's text parses, with the same
+    /// refusal; `manifest.json`'s recorded form reads back as it was.
+    #[test]
+    fn reads_the_same_from_text_toml_and_manifest() {
+        #[derive(Deserialize)]
+        struct Gates {
+            fail_if: Vec<Threshold>,
+        }
+        let flag = "duration_ms.p99 >= 250".parse::<Threshold>().unwrap();
+        let toml: Gates = toml::from_str("fail_if = [\"duration_ms.p99 >= 250\"]").unwrap();
+        assert_eq!(toml.fail_if, std::slice::from_ref(&flag));
+        let bad = "overlap > 0".parse::<Threshold>().unwrap_err();
+        let e = toml::from_str::<Gates>("fail_if = [\"overlap > 0\"]")
+            .err()
+            .unwrap();
+        assert!(e.message().contains(&bad), "{e}");
+        let recorded = serde_json::to_value(&flag).unwrap();
+        assert_eq!(recorded["figure"], "duration_ms.p99", "{recorded}");
+        assert_eq!(serde_json::from_value::<Threshold>(recorded).unwrap(), flag);
     }
 }

@@ -195,7 +195,7 @@ fn key_figures(s: &Summary) -> Vec<KeyFigure> {
 
 /// A crossing with its message: `overlap_ms = 12.3 > 0`.
 fn mark(c: &Crossing) -> Mark {
-    let message = match Threshold::parse(&c.expr) {
+    let message = match c.expr.parse::<Threshold>() {
         Ok(t) => {
             let rest = c.expr.trim()[t.figure.len()..].trim();
             format!("{} = {} {rest}", t.figure, num(c.value))

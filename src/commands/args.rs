@@ -356,12 +356,13 @@ impl WorkloadArgs {
             let mut list = Vec::new();
             for f in &self.fault {
                 list.push(
-                    crate::model::fault::Fault::parse_flag(f).map_err(|m| ProfileError {
-                        file: "command line".to_string(),
-                        line: None,
-                        message: format!("--fault {m}"),
-                        field: Some("fault".to_string()),
-                    })?,
+                    f.parse::<crate::model::fault::FaultProfile>()
+                        .map_err(|m| ProfileError {
+                            file: "command line".to_string(),
+                            line: None,
+                            message: format!("--fault {m}"),
+                            field: Some("fault".to_string()),
+                        })?,
                 );
             }
             flags.fault = Some(list);
@@ -409,8 +410,9 @@ impl WorkloadArgs {
             })?;
         plan.backend.allow_remote = self.allow_remote;
         for expr in &self.fail_if {
-            let t =
-                crate::analysis::threshold::Threshold::parse(expr).map_err(|m| ProfileError {
+            let t = expr
+                .parse::<crate::analysis::threshold::Threshold>()
+                .map_err(|m| ProfileError {
                     file: "command line".to_string(),
                     line: None,
                     message: format!("--fail-if {m}"),

@@ -445,24 +445,31 @@ pub fn write_csv(path: &std::path::Path, rows: &[(String, FaultWindow)]) -> anyh
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::fault::FaultProfile;
 
     /// The flag syntax covers what the profile table does, and bad settings say what is valid.
     #[test]
     fn flag_syntax_and_errors() {
-        let f = Fault::parse_flag("latency@1s+2s,delay=20ms,jitter=5ms")
+        let f = "latency@1s+2s,delay=20ms,jitter=5ms"
+            .parse::<FaultProfile>()
             .unwrap()
             .validate()
             .unwrap();
         assert_eq!(f.kind, FaultKind::Latency);
         assert_eq!((f.at_us, f.length_us), (1_000_000, 2_000_000));
         assert_eq!((f.delay_us, f.jitter_us), (20_000, 5_000));
-        let c = Fault::parse_flag("holder-crash,probability=0.1,restart=50ms")
+        let c = "holder-crash,probability=0.1,restart=50ms"
+            .parse::<FaultProfile>()
             .unwrap()
             .validate()
             .unwrap();
         assert_eq!((c.at_us, c.length_us), (0, u64::MAX));
         assert!(c.covers(123_456_789));
-        let e = |t: &str| Fault::parse_flag(t).and_then(|p| p.validate()).unwrap_err();
+        let e = |t: &str| {
+            t.parse::<FaultProfile>()
+                .and_then(|p| p.validate())
+                .unwrap_err()
+        };
         assert!(e("server-pause@1s").contains("needs a `length`"));
         assert!(e("server-nap@1s+1s").contains("server-pause, server-restart"));
         assert!(e("holder-crash").contains("probability"));
@@ -476,7 +483,7 @@ mod tests {
     /// A backend that cannot carry out a kind is refused with what it would need.
     #[test]
     fn check_names_what_is_missing() {
-        let f = |t: &str| Fault::parse_flag(t).unwrap().validate().unwrap();
+        let f = |t: &str| t.parse::<FaultProfile>().unwrap().validate().unwrap();
         let none = FaultControl::default();
         assert!(none.check(&[f("holder-crash,p=0.5")], "memory").is_ok());
         let e = none
@@ -484,5 +491,45 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("backend = \"spawn\""), "{e}");
         assert!(none.check(&[f("partition@1s+1s")], "memory").is_err());
+    }
+
+    /// The fault's settings are listed once (`FaultProfile::SETTINGS`): every one is a key of
+    /// `[[fault]]` and of `--fault`, every key of `[[fault]]` but `kind` is one of them, and the
+    /// flag's two refusals print the list as they did.
+    #[test]
+    fn one_list_of_settings() {
+        let every = FaultProfile {
+            kind: Some("latency".into()),
+            at: Some("0s".into()),
+            length: Some("1s".into()),
+            delay: Some("1ms".into()),
+            jitter: Some("1ms".into()),
+            probability: Some(0.5),
+            restart: Some("1ms".into()),
+            shard: Some(0),
+            instance: Some(0),
+        };
+        let table = toml::Table::try_from(&every).unwrap();
+        let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
+        let mut listed = FaultProfile::SETTINGS.to_vec();
+        listed.push("kind");
+        keys.sort_unstable();
+        listed.sort_unstable();
+        assert_eq!(keys, listed);
+        for key in FaultProfile::SETTINGS {
+            let text = format!("latency,{key}=0");
+            assert!(text.parse::<FaultProfile>().is_ok(), "{text}");
+        }
+        let e = |t: &str| t.parse::<FaultProfile>().unwrap_err();
+        assert_eq!(
+            e("partition@0s+1s,bogus=1"),
+            "`bogus` in `partition@0s+1s,bogus=1` is not a fault setting: use delay, jitter, \
+             probability, restart, shard, instance, at or length"
+        );
+        assert_eq!(
+            e("partition@0s+1s,bogus"),
+            "`bogus` in `partition@0s+1s,bogus`: write key=value (delay, jitter, probability, \
+             restart, shard, instance)"
+        );
     }
 }

@@ -138,10 +138,15 @@ impl Fault {
     pub fn covers(&self, t_us: u64) -> bool {
         (self.at_us..self.end_us()).contains(&t_us)
     }
+}
 
-    /// The `--fault` syntax: `KIND[@AT[+LENGTH]][,key=value…]`, e.g. `server-pause@1s+500ms`,
-    /// `latency@0s+2s,delay=20ms,jitter=5ms`, `holder-crash,probability=0.1,restart=100ms`.
-    pub fn parse_flag(text: &str) -> Result<FaultProfile, String> {
+/// The `--fault` syntax: `KIND[@AT[+LENGTH]][,key=value…]`, e.g. `server-pause@1s+500ms`,
+/// `latency@0s+2s,delay=20ms,jitter=5ms`, `holder-crash,probability=0.1,restart=100ms`: the
+/// same entry a `[[fault]]` table writes, checked by the same [`FaultProfile::validate`].
+impl std::str::FromStr for FaultProfile {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<FaultProfile, String> {
         let mut parts = text.split(',');
         let head = parts.next().unwrap_or("").trim();
         let (kind, when) = match head.split_once('@') {
@@ -162,7 +167,10 @@ impl Fault {
         }
         for kv in parts {
             let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!("`{kv}` in `{text}`: write key=value (delay, jitter, probability, restart, shard, instance)")
+                format!(
+                    "`{kv}` in `{text}`: write key=value ({})",
+                    FaultProfile::SETTINGS[..FaultProfile::AFTER_WINDOW].join(", ")
+                )
             })?;
             let v = v.trim().to_string();
             match k.trim() {
@@ -187,8 +195,10 @@ impl Fault {
                     })?)
                 }
                 other => {
+                    let [rest @ .., last] = FaultProfile::SETTINGS;
                     return Err(format!(
-                        "`{other}` in `{text}` is not a fault setting: use delay, jitter, probability, restart, shard, instance, at or length"
+                        "`{other}` in `{text}` is not a fault setting: use {} or {last}",
+                        rest.join(", ")
                     ));
                 }
             }
@@ -198,6 +208,23 @@ impl Fault {
 }
 
 impl FaultProfile {
+    /// The settings of a fault after its kind, as `--fault` writes them (`key=value`) and
+    /// `[[fault]]` names them: the one list error texts print (`probability` is also `p` in a
+    /// flag). The window (`at`, `length`) comes last: a flag writes it as `@AT+LENGTH`.
+    pub const SETTINGS: [&'static str; 8] = [
+        "delay",
+        "jitter",
+        "probability",
+        "restart",
+        "shard",
+        "instance",
+        "at",
+        "length",
+    ];
+
+    /// How many of [`Self::SETTINGS`] come after the window.
+    const AFTER_WINDOW: usize = 6;
+
     /// Validates one entry; the error names the setting and what would be valid.
     pub fn validate(&self) -> Result<Fault, String> {
         let kind = FaultKind::parse(

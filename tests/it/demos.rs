@@ -718,3 +718,35 @@ async fn every_step_shown_is_the_command_the_server_ran() {
     assert_eq!(dbsize(&server), 0, "keys left behind");
     server.stop().await;
 }
+
+/// `demo` reads its flags as `run` does: `--ttl x` exits 2 with `run`'s message (it exited 1,
+/// the error's type dropped), a TTL Redis PX cannot express is refused as `run` refuses it, and
+/// the demo's own bound and `--backend url` without `--redis` are bad input too.
+#[test]
+fn demo_refuses_a_bad_flag_as_run_does() {
+    let run = |args: &[&str]| {
+        let o = common::Lockbench::new()
+            .args(["run", "--backend", "memory"])
+            .args(args)
+            .output();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    for ttl in ["x", "0ms", "1500us"] {
+        let (code, _, err) = demo(&["stale-release", "--ttl", ttl, "--backend", "memory"]);
+        let (run_code, run_err) = run(&["--ttl", ttl]);
+        assert_eq!(run_code, 2, "run --ttl {ttl}: {run_err}");
+        assert_eq!((code, err.trim()), (2, run_err.trim()), "--ttl {ttl}");
+    }
+    let (code, _, err) = demo(&["stale-release", "--ttl", "61s", "--backend", "memory"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--ttl: use 1ms to 60s"), "{err}");
+    let (code, _, err) = demo(&["stale-release", "--backend", "url"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--redis"), "{err}");
+    // The control: a good TTL still plays.
+    let (code, out, err) = demo(&["stale-release", "--ttl", "20ms", "--backend", "memory"]);
+    assert_eq!(code, 0, "{err}\n{out}");
+}

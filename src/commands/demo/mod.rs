@@ -19,7 +19,7 @@ mod script;
 pub mod side_by_side;
 
 use crate::backend::{Backend, Store};
-use crate::profile::{BackendChoice, Profile};
+use crate::profile::Profile;
 use crate::store::{Connector, LockConn};
 pub use acts::{FencingKeys, dedup_window, fencing, one_time_token, setnx_expire, stale_release};
 use anyhow::Context;
@@ -80,12 +80,10 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     } else {
         "300ms"
     };
-    let ttl = crate::model::units::parse_duration(a.ttl.as_deref().unwrap_or(default_ttl))
-        .map_err(|e| anyhow::anyhow!("--ttl: {e}"))?;
-    if ttl < std::time::Duration::from_millis(1) || ttl > std::time::Duration::from_secs(60) {
-        anyhow::bail!("--ttl: use 1ms to 60s");
-    }
+    // The TTL is read as `run` reads it, by the profile's grammar: the same message and exit
+    // code for `--ttl x`, and the same refusal of what Redis PX cannot express.
     let profile = Profile {
+        ttl: Some(a.ttl.clone().unwrap_or_else(|| default_ttl.to_string())),
         redis: a.redis.clone(),
         backend: a.backend.clone(),
         redis_server: (!a.redis_server.is_empty()).then(|| a.redis_server.clone()),
@@ -108,10 +106,12 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
             }
             e
         })?;
-    plan.backend.allow_remote = a.allow_remote;
-    if plan.backend.kind == BackendChoice::Url && plan.backend.redis.is_none() {
-        anyhow::bail!("--backend url needs --redis URL");
+    // The stories wait past the TTL: longer than a minute would only look hung.
+    let ttl = Duration::from_millis(plan.workload.ttl_ms);
+    if ttl > Duration::from_secs(60) {
+        return Err(bad_flag("ttl", "use 1ms to 60s").into());
     }
+    plan.backend.allow_remote = a.allow_remote;
     if plan.backend.redis_servers.is_empty() {
         play(&a, &plan, ttl, None).await?;
         return Ok(0);
@@ -131,6 +131,16 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
         side_by_side::print(&transcripts, &d, std::io::stdout()).map_err(io_err)?;
     }
     Ok(0)
+}
+
+/// A flag of `demo` refused: exit 2, named as `run` names a flag (`command line: --ttl: …`).
+fn bad_flag(field: &str, message: &str) -> crate::profile::ProfileError {
+    crate::profile::ProfileError {
+        file: "command line".to_string(),
+        line: None,
+        field: Some(field.to_string()),
+        message: format!("--{field}: {message}"),
+    }
 }
 
 /// Which of the `--redis-server` binaries a transcript runs on.
