@@ -539,10 +539,14 @@ fn silent_throughout(out: &RunOutcome, dir: &Path, late_ms: f64, applied: &str) 
         "only {} requests sent inside the window",
         inside.len()
     );
+    // The window's end is taken on the fault task's clock, a reply on its worker's: on a
+    // loaded machine the two readings of one instant have differed by 3.3 ms (fresh-clone CI
+    // with builds beside it). 25 ms of margin is far inside what the check is for: a pause in
+    // ~100 ms slices answered requests up to 900 ms before the end.
     for r in &inside {
         let answered = r.acquired_us as f64;
         assert!(
-            (end_us - 3_000.0..=end_us + 50_000.0).contains(&answered),
+            (end_us - 25_000.0..=end_us + 50_000.0).contains(&answered),
             "a request sent at {} ms was answered at {} ms, the window ending at {} ms: {r:?}",
             r.set_sent_us as f64 / 1000.0,
             answered / 1000.0,
