@@ -72,9 +72,11 @@ impl FileKind {
         }
     }
 
-    /// The longest line of a streamed kind (a row of `events.csv` is a few hundred bytes).
+    /// The longest line of a streamed kind (a row of `events.csv` is a few hundred bytes, one
+    /// of a duration file a few dozen: a hostile pass's 1000 MiB line of a duration file,
+    /// under the file's limit, grew the CSV reader past 6 GB).
     pub fn max_line(self) -> Option<u64> {
-        (self == FileKind::Events).then_some(MIB)
+        matches!(self, FileKind::Events | FileKind::Samples).then_some(MIB)
     }
 }
 
@@ -429,7 +431,20 @@ impl<R: Read> DurationCsv<R> {
             ));
         }
         let Some(index) = self.find(name) else {
-            let names: Vec<String> = self.headers.iter().map(|h| format!("`{h}`")).collect();
+            // A header is a line (up to 1 MiB): the message names at most 20 columns, each
+            // cut to 60 characters.
+            let mut names: Vec<String> = self
+                .headers
+                .iter()
+                .take(20)
+                .map(|h| match h.char_indices().nth(60) {
+                    Some((cut, _)) => format!("`{}…`", &h[..cut]),
+                    None => format!("`{h}`"),
+                })
+                .collect();
+            if self.headers.len() > 20 {
+                names.push(format!("and {} more", self.headers.len() - 20));
+            }
             return Err(Problem::at(
                 Some(1),
                 None,
@@ -584,26 +599,40 @@ mod tests {
     /// so memory stays bounded without a limit on the file's size.
     #[test]
     fn a_streamed_file_refuses_a_line_that_never_ends() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("events.csv");
-        let max = usize::try_from(FileKind::Events.max_line().unwrap()).unwrap();
-        let mut text = b"a,b\n1,2\n".to_vec();
-        text.extend(vec![b'9'; max + 1]);
-        std::fs::write(&path, &text).unwrap();
-        let mut f = open(&path, FileKind::Events).unwrap();
-        let mut sink = Vec::new();
-        let io = f.read_to_end(&mut sink).unwrap_err();
-        assert!(io.to_string().contains("line 3"), "{io}");
-        let e = f.error(io);
-        assert!(matches!(e, FileError::LongLine { line: 3, .. }), "{e:?}");
-        // The same file with its last line ended at the bound is read whole.
-        text.truncate(text.len() - 1);
-        text.push(b'\n');
-        std::fs::write(&path, &text).unwrap();
-        assert_eq!(
-            super::read(&path, FileKind::Events).unwrap().len(),
-            text.len()
-        );
+        // events.csv, and a duration file (`empirical(file=…)`, recommend's `.csv`).
+        for kind in [FileKind::Events, FileKind::Samples] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("file.csv");
+            let max = usize::try_from(kind.max_line().unwrap()).unwrap();
+            let mut text = b"a,b\n1,2\n".to_vec();
+            text.extend(vec![b'9'; max + 1]);
+            std::fs::write(&path, &text).unwrap();
+            let mut f = open(&path, kind).unwrap();
+            let mut sink = Vec::new();
+            let io = f.read_to_end(&mut sink).unwrap_err();
+            assert!(io.to_string().contains("line 3"), "{kind:?}: {io}");
+            let e = f.error(io);
+            assert!(matches!(e, FileError::LongLine { line: 3, .. }), "{e:?}");
+            // The same file with its last line ended at the bound is read whole.
+            text.truncate(text.len() - 1);
+            text.push(b'\n');
+            std::fs::write(&path, &text).unwrap();
+            assert_eq!(super::read(&path, kind).unwrap().len(), text.len());
+        }
+    }
+
+    /// A header of many or long columns is named in a message of bounded length (a hostile
+    /// pass's 286 MiB header came back as a 300 MB message).
+    #[test]
+    fn a_missing_column_names_a_bounded_list() {
+        let long = "x".repeat(10_000);
+        let header: Vec<String> = (0..50).map(|i| format!("{long}{i}")).collect();
+        let text = format!("{}\n1\n", header.join(","));
+        let csv = DurationCsv::new(text.as_bytes()).unwrap();
+        let e = csv.column("durationMs", "column=…").unwrap_err();
+        let msg = format!("{e:?}");
+        assert!(msg.len() < 3_000, "{} bytes", msg.len());
+        assert!(msg.contains("and 30 more"), "{msg}");
     }
 
     /// Values come back sorted, blank rows passed over, skipped rows left out.
