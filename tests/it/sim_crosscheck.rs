@@ -10,7 +10,8 @@ use common::{crosscheck_profile as profile, lockbench, summaries};
 /// The same profile and seed, run for real on a private redis-server and then simulated with
 /// the round trips and timer lateness that real run measured: overruns, stale releases,
 /// wrongful deletes and overlap incidents per section and the overlap-time fraction agree, for
-/// del and token. A model whose round trip is ten times too long fails the same comparison.
+/// del and token. A model whose round trip is ten times too long (and at least a quarter of the
+/// TTL) fails the same comparison.
 #[test]
 fn simulation_agrees_with_a_real_redis_and_a_wrong_model_does_not() {
     let _alone = common::alone();
@@ -59,13 +60,16 @@ fn simulation_agrees_with_a_real_redis_and_a_wrong_model_does_not() {
     let table = String::from_utf8_lossy(&check.stdout);
     assert_eq!(table.matches(" yes\n").count(), 10, "{table}");
 
-    // The negative control: round trips ten times the measured ones.
+    // The negative control: round trips ten times the measured ones, and at least a quarter
+    // of the TTL (5 ms of 20). On a quiet machine ten times the measured round trip was only
+    // ~2 ms, and the stale releases it added stayed just inside the margin (0.034 of 0.037):
+    // the control passed on the machine that should have made it easiest.
     let rel = &del["release_latency_ms"];
     let (p50, p99) = (rel["p50"].as_f64().unwrap(), rel["p99"].as_f64().unwrap());
+    let median = (10.0 * p50).max(5.0);
     let rtt = format!(
-        "lognormal(median={:.3}ms,p99={:.3}ms)",
-        10.0 * p50,
-        10.0 * p99.max(p50 * 1.5)
+        "lognormal(median={median:.3}ms,p99={:.3}ms)",
+        (10.0 * p99).max(median * 1.5)
     );
     simulate(&wrong, &["--sim-rtt", &rtt]);
     let check = lockbench(&["crosscheck", real_s, wrong.to_str().unwrap()]).output();
