@@ -435,15 +435,9 @@ mod tests {
     /// library without a crash, not for lockbench's own release without one.
     #[test]
     fn measured_is_one_answer_for_every_writer() {
-        use crate::analysis::summary::{Meta, summarize};
+        use crate::analysis::summary::Summary;
         use crate::analysis::verdict_table::{State, VerdictTable};
-        let mut s = summarize(
-            Meta::default(),
-            Default::default(),
-            Default::default(),
-            &Default::default(),
-            &Default::default(),
-        );
+        let mut s = Summary::empty();
         s.counts.sections = 3;
         s.counts.crashes = 0;
         s.stuck_locks = 1;

@@ -404,6 +404,20 @@ impl Measured {
     }
 }
 
+impl Summary {
+    /// The summary of a variant that measured nothing: every field there, each at its empty
+    /// value (the names a gate may read; the tests' starting point).
+    pub fn empty() -> Summary {
+        summarize(
+            Meta::default(),
+            StopReason::default(),
+            Protection::default(),
+            &Measured::default(),
+            &HistSet::default(),
+        )
+    }
+}
+
 /// Builds the summary of one variant from what it measured and its histograms.
 pub fn summarize(
     meta: Meta,

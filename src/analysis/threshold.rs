@@ -195,13 +195,7 @@ fn figure_value(s: &Summary, path: &str) -> Option<f64> {
 fn known_figure(path: &str) -> bool {
     // An empty summary has every field: enough to know the names. The blocks only some runs
     // have (Redlock's) are added, so their figures are known too.
-    let mut probe = crate::analysis::summary::summarize(
-        crate::analysis::summary::Meta::default(),
-        Default::default(),
-        Default::default(),
-        &Default::default(),
-        &Default::default(),
-    );
+    let mut probe = crate::analysis::summary::Summary::empty();
     probe.redlock.get_or_insert_with(Default::default);
     figure_value(&probe, path).is_some()
 }
@@ -266,13 +260,7 @@ mod tests {
     /// A condition crosses exactly when it holds for the variant.
     #[test]
     fn checks_a_summary() {
-        let mut s = crate::analysis::summary::summarize(
-            crate::analysis::summary::Meta::default(),
-            Default::default(),
-            Default::default(),
-            &Default::default(),
-            &Default::default(),
-        );
+        let mut s = crate::analysis::summary::Summary::empty();
         s.overlap_ms = 12.5;
         let t = "overlap_ms > 0".parse::<Threshold>().unwrap();
         assert!(t.check(&s).crossed);

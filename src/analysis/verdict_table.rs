@@ -213,16 +213,9 @@ fn mark(c: &Crossing) -> Mark {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::summary::{Meta, summarize};
 
     fn summary(variant: &str, overlap_ms: f64, crossed: bool) -> Summary {
-        let mut s = summarize(
-            Meta::default(),
-            Default::default(),
-            Default::default(),
-            &Default::default(),
-            &Default::default(),
-        );
+        let mut s = Summary::empty();
         s.meta.variant = variant.to_string();
         s.counts.sections = 10;
         s.overlap_ms = overlap_ms;

@@ -270,23 +270,9 @@ async fn locks_on(
     c: &mut MultiplexedConnection,
     prefix: &str,
 ) -> anyhow::Result<Vec<(String, Vec<u8>, i64)>> {
-    let mut keys = Vec::new();
-    let mut cursor: u64 = 0;
-    loop {
-        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(cursor)
-            .arg("MATCH")
-            .arg(format!("{}*", crate::store::glob_escape(prefix)))
-            .arg("COUNT")
-            .arg(1000)
-            .query_async(c)
-            .await?;
-        keys.extend(batch.into_iter().filter(|k| k.ends_with('}')));
-        if next == 0 {
-            break;
-        }
-        cursor = next;
-    }
+    let pattern = format!("{}*", crate::store::glob_escape(prefix));
+    let mut keys = crate::store::redis::scan_keys(c, &pattern).await?;
+    keys.retain(|k| k.ends_with('}'));
     if keys.is_empty() {
         return Ok(Vec::new());
     }

@@ -217,13 +217,7 @@ mod tests {
     }
 
     fn summary(variant: &str, sections: u64, overlap_ms: f64) -> crate::analysis::summary::Summary {
-        let mut s = crate::analysis::summary::summarize(
-            Default::default(),
-            Default::default(),
-            Default::default(),
-            &Default::default(),
-            &Default::default(),
-        );
+        let mut s = crate::analysis::summary::Summary::empty();
         s.meta.variant = variant.to_string();
         s.counts.sections = sections;
         s.overlap_ms = overlap_ms;

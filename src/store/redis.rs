@@ -114,25 +114,7 @@ pub trait Link: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
         pattern: &str,
     ) -> impl std::future::Future<Output = redis::RedisResult<Vec<String>>> + Send {
         let pattern = pattern.to_string();
-        async move {
-            let mut keys = Vec::new();
-            let mut cursor: u64 = 0;
-            loop {
-                let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                    .arg(cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .query_async(self)
-                    .await?;
-                keys.extend(batch.into_iter().filter_map(|k| String::from_utf8(k).ok()));
-                if next == 0 {
-                    return Ok(keys);
-                }
-                cursor = next;
-            }
-        }
+        async move { scan_keys(self, &pattern).await }
     }
 }
 
@@ -173,6 +155,32 @@ impl redis::aio::ConnectionLike for ServerLink {
             Self::Pipe(c) => c.get_db(),
             Self::Managed(c) => c.get_db(),
         }
+    }
+}
+
+/// The keys matching `pattern` on one server, walked with `SCAN` to the end (text names only;
+/// a name that is not UTF-8 is not one lockbench wrote): the end-of-run sweep and the
+/// failover's reading of a node's locks.
+pub(crate) async fn scan_keys<C: redis::aio::ConnectionLike + Send>(
+    c: &mut C,
+    pattern: &str,
+) -> redis::RedisResult<Vec<String>> {
+    let mut keys = Vec::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, batch): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg(pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .query_async(c)
+            .await?;
+        keys.extend(batch.into_iter().filter_map(|k| String::from_utf8(k).ok()));
+        if next == 0 {
+            return Ok(keys);
+        }
+        cursor = next;
     }
 }
 
