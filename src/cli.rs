@@ -68,7 +68,7 @@ pub enum Command {
     /// Replay a story step by step against a real server.
     Demo(DemoArgs),
     /// Recommend a TTL from measured section durations (events.csv, CSV, .hgrm, .hlog).
-    Recommend(crate::recommend::RecommendArgs),
+    Recommend(commands::recommend::RecommendArgs),
     /// Combine the result directories of the agents of one run (`run --agent I/N`) into one:
     /// counters summed, histograms added from the interval logs, overlap across agents on the
     /// server's clock with its error bound, and the report of a single run.
@@ -83,7 +83,7 @@ pub enum Command {
     /// Compare a simulated run with a real one of the same profile and seed: overruns, stale
     /// releases, wrongful deletes and overlap incidents per section, and the overlap-time
     /// fraction, each with the 99 % interval of the difference (exit 1 when one disagrees).
-    Crosscheck(crate::sim::crosscheck::CrosscheckArgs),
+    Crosscheck(commands::crosscheck::CrosscheckArgs),
 }
 
 /// Runs a parsed command line; returns the process exit code.
@@ -93,10 +93,10 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Compare(a) => commands::run::compare(a).await,
         Command::Sweep(a) => commands::sweep::run(a).await,
         Command::Demo(a) => commands::demo::run(a).await,
-        Command::Recommend(a) => crate::recommend::run_recommend(&a),
+        Command::Recommend(a) => commands::recommend::run(&a),
         Command::Merge(a) => commands::merge::run(&a),
         Command::Report(a) => commands::report::run(&a),
-        Command::Crosscheck(a) => crate::sim::crosscheck::run(&a),
+        Command::Crosscheck(a) => commands::crosscheck::run(&a),
     }
 }
 

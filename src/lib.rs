@@ -27,7 +27,7 @@
 //! 12. `profile` — the TOML profile and its validation into a `Plan`, one function per part of the plan
 //! 13. `metrics` — live metrics for Prometheus: the address, which metric each figure becomes, the served values (set from the summary at a variant's end) and the HTTP endpoint
 //! 14. `analysis` — pure figures: counts, the one table of figures, overlap, summaries, thresholds, the verdict
-//! 15. `redlock`, `analytic`, `record` — quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
+//! 15. `quorum`, `analytic`, `record` — Redlock's quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
 //! 16. `dist` — latency distributions: grammar, sampler, analytic tails
 //! 17. `inputs` — every file lockbench reads, bounded per kind and refused unless a regular file; the one reader of duration columns in CSV files
 //! 18. `model`, `exit`, `math`, `target`, `signals`, `lines`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; a child process's output read a bounded line at a time; the calling thread's kernel id and class
@@ -57,9 +57,9 @@ pub(crate) mod merge;
 pub mod metrics;
 pub mod model;
 pub mod profile;
+pub mod quorum;
 pub mod recommend;
 pub mod record;
-pub mod redlock;
 
 pub mod report;
 pub mod results;

@@ -31,7 +31,7 @@ use crate::analysis::summary::{Measured, Meta, StopReason, Summary, summarize};
 use crate::exit::BadInput;
 use crate::model::error::ErrorKind;
 use crate::record::{EventRow, HistSet, Metric, Outages, new_hist};
-use crate::report::load::RunFiles;
+use crate::report::run_dir::RunFiles;
 use crate::results::agents::{AgentRecord, MergeRecord, MergedAgent, MergedOverlap};
 use crate::results::{self, SummaryFile};
 

@@ -596,7 +596,7 @@ impl Profile {
         Ok(plan)
     }
 
-    /// The redlock fields ([`crate::redlock::plan_of`]): a redlock run compares token
+    /// The redlock fields ([`crate::quorum::plan_of`]): a redlock run compares token
     /// variants only, so an unset `releases` defaults to `release` alone.
     fn plan_redlock(&self, plan: &mut Plan) -> Result<(), (&'static str, String)> {
         if self.lock.as_deref() == Some("redlock") && self.releases.is_none() {

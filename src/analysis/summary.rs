@@ -164,7 +164,7 @@ pub struct Summary {
     pub simulated: Option<SimFigures>,
     /// Redlock runs: what the quorum did (failed quorums, per-instance errors).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redlock: Option<crate::redlock::RedlockFigures>,
+    pub redlock: Option<crate::quorum::RedlockFigures>,
     /// A lock library's variant: its package and version (`redis 8.2.0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
@@ -250,7 +250,7 @@ pub struct ShardFigures {
 /// Per-shard figures: `key_slot(k)` gives each key's slot; overlap comes from `per_key`, lost
 /// locks from the `failover` windows.
 pub fn shard_figures(
-    shards: &[crate::model::cluster::Shard],
+    shards: &[crate::model::shards::Shard],
     keys: usize,
     mut key_slot: impl FnMut(usize) -> u16,
     used: &[usize],

@@ -274,7 +274,7 @@ mod tests {
                 .crossed
         );
         let q = "redlock.failed_quorums > 0".parse::<Threshold>().unwrap();
-        s.redlock = Some(crate::redlock::RedlockFigures {
+        s.redlock = Some(crate::quorum::RedlockFigures {
             failed_quorums: 3,
             ..Default::default()
         });

@@ -6,10 +6,14 @@
 //! - [`demo`]: stories replayed step by step against a real server.
 //! - [`report`]: `lockbench report DIR`.
 //! - [`merge`]: `lockbench merge DIR...`, the agents of one run combined.
+//! - [`recommend`]: a TTL for measured durations (the computation is `crate::recommend`'s).
+//! - [`crosscheck`]: a simulated run against the real one it models.
 
 pub(crate) mod args;
+pub(crate) mod crosscheck;
 pub mod demo;
 pub(crate) mod merge;
+pub(crate) mod recommend;
 pub(crate) mod report;
 pub(crate) mod run;
 pub(crate) mod sweep;
@@ -47,7 +51,7 @@ pub fn code_of_error(e: &anyhow::Error) -> i32 {
             || c.is::<crate::recommend::LoadError>()
             || c.is::<crate::inputs::FileError>()
             || c.is::<crate::recommend::ParamError>()
-            || c.is::<crate::report::load::ReportError>()
+            || c.is::<crate::report::run_dir::ReportError>()
             || c.is::<crate::target::RemoteRefused>()
             || c.is::<crate::metrics::MetricsError>()
     });

@@ -43,7 +43,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         }
         r.mismatches.unwrap_or_default()
     };
-    let run = crate::report::load::RunFiles::open(&args.dir)?;
+    let run = crate::report::run_dir::RunFiles::open(&args.dir)?;
     if let Some(name) = run.manifest["failed_variant"].as_str() {
         println!(
             "not checked: variant `{name}` failed during the run (manifest.json `failure`); its rows in events.csv are drawn, and have no summary to agree with"

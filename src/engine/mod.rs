@@ -14,11 +14,11 @@
 //! Here too: the runtime's thread count as `main` built it, the end-of-run grace and the
 //! arrivals' backlog, which the runner and the simulator share.
 
-pub(crate) mod arrivals;
 pub(crate) mod busy;
 pub mod collector;
 pub(crate) mod context;
 pub(crate) mod keys;
+pub(crate) mod open_loop;
 pub(crate) mod pacer;
 pub mod precise;
 pub mod recorder;

@@ -21,8 +21,8 @@
 //! is measured by the run's usual overlap accounting.
 
 use super::FaultControl;
-use crate::model::cluster::Shard;
 use crate::model::fault::{Fault, Lost};
+use crate::model::shards::Shard;
 use crate::store::cluster::parse_cluster_slots;
 use crate::store::redis::info_field;
 use redis::aio::MultiplexedConnection;

@@ -14,12 +14,12 @@
 
 pub(crate) mod arrivals;
 pub mod client;
-pub(crate) mod cluster;
 pub mod error;
 pub(crate) mod fault;
 pub mod plan;
 pub mod release;
 pub mod script;
 pub(crate) mod server;
+pub(crate) mod shards;
 pub(crate) mod units;
 pub mod variant;

@@ -7,7 +7,7 @@ use crate::model::units;
 use serde::Serialize;
 
 /// Where the lock store is and how it is reached. (Here, not in `crate::model::plan`: its
-/// URLs are written redacted by `crate::target`, and a redlock plan is `crate::redlock`'s.)
+/// URLs are written redacted by `crate::target`, and a redlock plan is `crate::quorum`'s.)
 #[derive(Debug, Clone, Serialize)]
 pub struct BackendPlan {
     /// Backend.
@@ -34,7 +34,7 @@ pub struct BackendPlan {
     /// Memory model round trip, µs.
     pub memory_rtt_us: u64,
     /// Redlock over N instances (`lock = "redlock"`); `None`: one server.
-    pub redlock: Option<crate::redlock::RedlockPlan>,
+    pub redlock: Option<crate::quorum::RedlockPlan>,
     /// Non-loopback targets allowed. Only the `--allow-remote` flag sets it, never a profile,
     /// so a shared profile cannot aim lockbench at a production server.
     pub allow_remote: bool,

@@ -1,10 +1,10 @@
 //! The redlock part of a profile's validation: `lock = "redlock"`, its instances, URLs and
-//! timeout, checked into a [`RedlockPlan`]; the quorum logic itself is `crate::redlock`'s.
+//! timeout, checked into a [`RedlockPlan`]; the quorum logic itself is `crate::quorum`'s.
 
 use super::{Acquire, BackendChoice, Plan, Profile};
 use crate::model::release::ReleaseMethod;
 use crate::model::variant::Fencing;
-use crate::redlock::{MAX_INSTANCES, RedlockPlan, quorum};
+use crate::quorum::{MAX_INSTANCES, RedlockPlan, quorum};
 
 /// The redlock part of a profile's validation: `None` for a single-instance lock. The error
 /// is the field at fault and what would be valid.

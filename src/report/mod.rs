@@ -32,13 +32,13 @@
 pub mod charts;
 pub(crate) mod ci;
 pub(crate) mod html;
-pub mod load;
 pub(crate) mod palette;
+pub mod run_dir;
 pub(crate) mod terminal;
 pub(crate) mod verify;
 
-pub use load::ReportError;
 pub use palette::method_colour;
+pub use run_dir::ReportError;
 pub use verify::Mismatch;
 
 use crate::results::SummaryFile;
@@ -50,7 +50,7 @@ use charts::survival::SurvivalCurve;
 use charts::timeline::window::WindowPicker;
 use charts::timeline::{TIMELINE_ROWS, Timeline};
 use charts::{acquire_latency, compare, damage, durations, survival, timeline};
-use load::{EventScan, RunFiles, VariantEvents};
+use run_dir::{EventScan, RunFiles, VariantEvents};
 use std::cmp::Reverse;
 use std::path::{Path, PathBuf};
 
@@ -200,7 +200,7 @@ fn timeline_of(
     let first_overlap = match centre {
         Centre::FirstOverlap(t) => Some(t),
         Centre::Recompute => {
-            let iv = load::key_intervals(events, &v.name, key)?;
+            let iv = run_dir::key_intervals(events, &v.name, key)?;
             crate::analysis::overlap::compute(&iv).0.first_overlap_us
         }
         Centre::Longest => None,
@@ -212,7 +212,7 @@ fn timeline_of(
         (None, None) => return Ok(empty(&v.name)),
     };
     let focus = picker.focus();
-    let sections = load::window_sections(events, &v.name, key, picker)?;
+    let sections = run_dir::window_sections(events, &v.name, key, picker)?;
     let shown: Vec<(u64, u64)> = sections
         .iter()
         .map(|s| (s.acquired_us, s.released_us))
@@ -269,9 +269,9 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
     // logs and summary: every chart but the timeline, which needs the sections themselves.
     let with_events = events_path.exists();
     let scan = if with_events {
-        load::scan_events(&events_path)?
+        run_dir::scan_events(&events_path)?
     } else {
-        load::scan_histograms(dir, &run)?
+        run_dir::scan_histograms(dir, &run)?
     };
     let variants = ordered(&run, &scan);
     let ttl_us = variants
@@ -393,7 +393,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
 /// when the log is missing, unreadable or lacks a variant.
 fn acquire_curves(dir: &Path, variants: &[&VariantEvents]) -> (Vec<PercentileCurve>, String) {
     let log = dir.join("acquire-latency.hlog");
-    if let Ok(tags) = load::read_hlog(&log) {
+    if let Ok(tags) = run_dir::read_hlog(&log) {
         let curves: Option<Vec<PercentileCurve>> = variants
             .iter()
             .map(|v| {

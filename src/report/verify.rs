@@ -7,7 +7,7 @@
 //! section, [`KeyIntervals`]), so memory grows with the run's length. That is why only
 //! `lockbench report DIR` runs this check; the charts drawn at the end of a run do not.
 
-use super::load::{EventScan, VariantEvents};
+use super::run_dir::{EventScan, VariantEvents};
 use crate::analysis::counts::{Counts, NOT_RECORDED, Recount};
 use crate::analysis::overlap::{self, OverlapStats};
 use crate::analysis::summary::{KeyOverlap, Quantiles, Summary};

@@ -74,7 +74,7 @@ const REDLOCK_COLUMNS: &[Column<String>] = &[
     }),
 ];
 
-fn red(s: &Summary, f: impl Fn(&crate::redlock::RedlockFigures) -> String) -> String {
+fn red(s: &Summary, f: impl Fn(&crate::quorum::RedlockFigures) -> String) -> String {
     s.redlock.as_ref().map(f).unwrap_or_default()
 }
 

@@ -19,7 +19,7 @@ mod output;
 mod progress;
 mod real;
 mod simulated;
-mod variant;
+mod variant_steps;
 
 use crate::analysis::summary::Summary;
 use crate::engine::keys::KeyNames;
@@ -37,7 +37,7 @@ use output::{new_manifest, write_results};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use variant::run_variant;
+use variant_steps::run_variant;
 
 /// How a run reports, besides the plan itself.
 #[derive(Debug, Clone)]
@@ -301,8 +301,11 @@ pub async fn run_on<K: Connector>(
             && !greeted.contains(&(*ti, c))
         {
             greeted.push((*ti, c));
-            let recipe = variant::driver_recipe(targets[*ti].connector, plan, c)?;
-            variant::greet(&recipe, 0, &signals).await?.bye().await;
+            let recipe = variant_steps::driver_recipe(targets[*ti].connector, plan, c)?;
+            variant_steps::greet(&recipe, 0, &signals)
+                .await?
+                .bye()
+                .await;
         }
     }
 

@@ -59,7 +59,7 @@ thread_local! {
 /// as a real run's dispatcher does. Every arrival is counted as a request at its instant.
 struct Feed {
     /// The arrival times still to come.
-    schedule: Option<crate::engine::arrivals::Schedule>,
+    schedule: Option<crate::engine::open_loop::Schedule>,
     /// Per task, the arrival it holds, µs (`NONE`: none).
     held: Vec<u64>,
     /// The feed task's number.

@@ -11,9 +11,9 @@
 //! whether its writer still held the lock from the run's own timeline.
 
 use super::{CmdResult, Connector, LockConn, ReadOutcome, WriteOutcome};
-use crate::model::cluster::Shard;
 use crate::model::release::ExtendCommand;
 use crate::model::script::{ScriptReply, UserScript};
+use crate::model::shards::Shard;
 
 /// A lock store and, apart from it, the store of the protected resource.
 #[derive(Debug, Clone)]
@@ -50,7 +50,7 @@ impl<K: Connector> Connector for Apart<K> {
         self.lock.shards()
     }
 
-    fn take_redlock_figures(&self) -> Option<crate::redlock::RedlockFigures> {
+    fn take_redlock_figures(&self) -> Option<crate::quorum::RedlockFigures> {
         self.lock.take_redlock_figures()
     }
 

@@ -6,8 +6,8 @@
 use super::Connector;
 use super::Timeouts;
 use super::redis::{Link, RedisConn, Scripts, classify, connect_hint};
-use crate::model::cluster::Shard;
 use crate::model::error::CmdResult;
+use crate::model::shards::Shard;
 use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;

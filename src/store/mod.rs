@@ -10,10 +10,10 @@ pub mod redlock;
 pub mod spawn;
 pub mod spawn_cluster;
 
-use crate::model::cluster::Shard;
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::{self, ExtendCommand};
 use crate::model::script::{self, ScriptReply, UserScript};
+use crate::model::shards::Shard;
 use std::future::Future;
 use std::time::Duration;
 
@@ -337,7 +337,7 @@ pub trait Connector: Send + Sync + 'static {
     }
     /// A redlock's figures (quorum failures, per-instance errors) since the last call, which
     /// resets them; `None` for a single store.
-    fn take_redlock_figures(&self) -> Option<crate::redlock::RedlockFigures> {
+    fn take_redlock_figures(&self) -> Option<crate::quorum::RedlockFigures> {
         None
     }
     /// The URLs a lock library's driver connects to (with credentials: never printed), one

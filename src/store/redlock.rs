@@ -1,7 +1,7 @@
 //! Redlock through the same [`LockConn`] trait as one server, so the worker loop is unchanged:
 //! a [`RedlockConnector`] holds one [`RedisConnector`] per instance, its [`RedlockConn`] one
 //! [`RedisConn`] per instance. The decisions (quorum, validity, how replies combine) are the
-//! pure functions of [`crate::redlock`]; this file sends the commands and counts.
+//! pure functions of [`crate::quorum`]; this file sends the commands and counts.
 //!
 //! Why the commands go out concurrently and are awaited together (not spawned): Redlock's
 //! elapsed time is the slowest instance's, bounded by the per-instance timeout, and a future
@@ -12,7 +12,7 @@ use super::{Connector, LockConn};
 use super::{ReadOutcome, WriteOutcome};
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
-use crate::redlock::{
+use crate::quorum::{
     Decision, RedlockFigures, RedlockPlan, combine_extend, combine_release, decide,
     instance_timeout, instance_timeout_us,
 };
@@ -129,7 +129,7 @@ impl Connector for RedlockConnector {
             quorum: self.shared.quorum,
             instance_timeout_ms: instance_timeout_us(self.shared.timeout_us, ttl_ms) as f64
                 / 1000.0,
-            drift_ms: crate::redlock::drift_us(ttl_ms) as f64 / 1000.0,
+            drift_ms: crate::quorum::drift_us(ttl_ms) as f64 / 1000.0,
             acquisitions_attempted: take(&s.attempted),
             acquired: take(&s.acquired),
             failed_quorums: take(&s.failed_quorums),
@@ -310,7 +310,7 @@ impl LockConn for RedlockConn {
     }
 
     /// The token script on every instance, replies combined by
-    /// [`crate::redlock::combine_release`].
+    /// [`crate::quorum::combine_release`].
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
         let quorum = self.shared.quorum;
         // Bounded per instance as the acquisition is: a stopped instance costs the release its
@@ -426,7 +426,7 @@ impl LockConn for RedlockConn {
     }
 
     /// Re-arms on every instance; held iff a majority re-armed
-    /// ([`crate::redlock::combine_extend`]).
+    /// ([`crate::quorum::combine_extend`]).
     async fn extend(
         &mut self,
         key: &str,

@@ -8,7 +8,7 @@ use lockbench::analysis::overlap::KeyTracker;
 use lockbench::analysis::summary::Summary;
 use lockbench::backend::Backend;
 use lockbench::profile::Plan;
-use lockbench::redlock::RedlockPlan;
+use lockbench::quorum::RedlockPlan;
 use lockbench::runner::{RunOptions, RunOutcome, run_with};
 use lockbench::store::Timeouts;
 use lockbench::store::redis::RedisConnector;

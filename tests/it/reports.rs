@@ -10,7 +10,7 @@ use crate::common;
 use lockbench::analysis::summary::Quantiles;
 use lockbench::record::{EventRow, new_hist};
 use lockbench::report::charts::{durations, timeline};
-use lockbench::report::{self, ReportError, load};
+use lockbench::report::{self, ReportError, run_dir};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -146,7 +146,7 @@ fn single_variant_has_no_compare_chart() {
 #[test]
 fn interval_logs_round_trip_to_summary() {
     let dir = compare_run();
-    let run = load::RunFiles::open(dir).unwrap();
+    let run = run_dir::RunFiles::open(dir).unwrap();
     let us = |ms: f64| (ms * 1000.0).round() as u64;
     for (stem, pick) in [
         (
@@ -158,7 +158,7 @@ fn interval_logs_round_trip_to_summary() {
         ("release-latency", |s| &s.release_latency_ms),
         ("excess", |s| &s.excess_ms),
     ] {
-        let logs = load::read_hlog(&dir.join(format!("{stem}.hlog"))).unwrap();
+        let logs = run_dir::read_hlog(&dir.join(format!("{stem}.hlog"))).unwrap();
         let tags: Vec<&str> = logs.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(tags, ["del", "token"], "{stem}");
         for (tag, h) in &logs {
@@ -240,7 +240,7 @@ fn html_links_exist_and_nothing_remote() {
     assert!(!html.contains("http://") && !html.contains("https://"));
     assert!(!html.contains("<script"));
     assert!(!html.contains("url("), "no CSS resource loads");
-    let run = load::RunFiles::open(dir).unwrap();
+    let run = run_dir::RunFiles::open(dir).unwrap();
     let server = run.manifest_str("server_version");
     assert!(!server.is_empty());
     for s in [
@@ -266,7 +266,7 @@ fn report_reproduces_the_summary() {
     assert!(stdout.contains("agrees"), "{stdout}");
     assert!(stdout.contains("timeline.png"), "{stdout}");
     // The run had the story to tell: del deleted others' locks, token refused.
-    let run = load::RunFiles::open(&dir).unwrap();
+    let run = run_dir::RunFiles::open(&dir).unwrap();
     let del = &run.summary.variants[0];
     assert!(
         del.counts.wrongful_deletes > 0 && del.overlap_ms > 0.0,
@@ -634,7 +634,7 @@ fn render_after_run_skips_the_check() {
 fn real_run_window_matches_sorting_every_section() {
     let dir = copy_run(single_run(), "window");
     let r = report::render(&dir).unwrap();
-    let iv = load::key_intervals(&dir.join("events.csv"), "del", 0).unwrap();
+    let iv = run_dir::key_intervals(&dir.join("events.csv"), "del", 0).unwrap();
     let (stats, stretches) = lockbench::analysis::overlap::compute(&iv);
     let t = stats
         .first_overlap_us
