@@ -1,9 +1,9 @@
 //! The stories told on one lock connection (a real server or the model), each one function
 //! with its transcript: `stale-release`, `fencing`, `setnx-expire`, `dedup-window` and
-//! `one-time-token`. Every step is one [`Cmd`], sent and shown by [`Transcript::send`].
+//! `one-time-token`. Every step is one [`Cmd`], sent and shown by [`Playback::send`].
 
 use super::cmd::{Cmd, Reply, sha};
-use super::transcript::{Step, Transcript, await_expiry, cmd, compact, ms, poll_every};
+use super::playback::{Playback, Step, await_expiry, cmd, compact, ms, poll_every};
 use crate::model::units;
 use crate::store::{
     FENCED_ACQUIRE_LUA, LockConn, RESOURCE_READ_LUA, RESOURCE_WRITE_LUA, ReadOutcome, WriteOutcome,
@@ -38,7 +38,7 @@ pub async fn stale_release<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let ttl = short_ttl.as_millis().max(1) as u64;
-    let mut s = Transcript::new(conn, out, "del");
+    let mut s = Playback::new(conn, out, "del");
 
     for act in ["del", "token"] {
         s.title(
@@ -140,14 +140,14 @@ pub async fn fencing<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let ttl = short_ttl.as_millis().max(1) as u64;
-    let mut s = Transcript::new(conn, out, "fenced");
+    let mut s = Playback::new(conn, out, "fenced");
     let (lock, fence) = (keys.lock.as_str(), keys.fence.as_str());
 
     writeln!(
         s.out,
         "\nlockbench's scripts, sent by EVALSHA (the SHA1 of their text):"
     )
-    .map_err(super::transcript::io_err)?;
+    .map_err(super::playback::io_err)?;
     for (name, lua) in [
         (
             "fenced acquire: SET NX PX, then INCR of the fence counter",
@@ -162,13 +162,13 @@ pub async fn fencing<C: LockConn, W: Write>(
             RESOURCE_WRITE_LUA,
         ),
     ] {
-        writeln!(s.out, "\n{name}\n{}:", sha(lua)).map_err(super::transcript::io_err)?;
+        writeln!(s.out, "\n{name}\n{}:", sha(lua)).map_err(super::playback::io_err)?;
         for line in lua.lines() {
-            writeln!(s.out, "    {line}").map_err(super::transcript::io_err)?;
+            writeln!(s.out, "    {line}").map_err(super::playback::io_err)?;
         }
     }
     writeln!(s.out, "\nA fence argument of `-` means: no fence.")
-        .map_err(super::transcript::io_err)?;
+        .map_err(super::playback::io_err)?;
 
     for act in ["fenced", "unfenced"] {
         let fenced = act == "fenced";
@@ -292,7 +292,7 @@ pub async fn setnx_expire<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let t = ms(ttl);
-    let mut s = Transcript::new(conn, out, "setnx");
+    let mut s = Playback::new(conn, out, "setnx");
     let setnx = Cmd::SetNx { key, value: "tokA" };
     let pexpire = Cmd::Pexpire { key, ms: t };
     s.title("setnx", "SETNX, then PEXPIRE: two commands")?;
@@ -355,7 +355,7 @@ pub async fn setnx_expire<C: LockConn, W: Write>(
 
 /// B's attempt in the setnx-expire story: `SET key tokB NX PX 30000`, shown; `true` = acquired.
 async fn b_tries<C: LockConn, W: Write>(
-    s: &mut Transcript<'_, C, W>,
+    s: &mut Playback<'_, C, W>,
     key: &str,
 ) -> anyhow::Result<bool> {
     Ok(s.send("B", set(key, "tokB", 30_000)).await?.is_set())
@@ -372,7 +372,7 @@ pub async fn dedup_window<C: LockConn, W: Write>(
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
     let w = ms(window);
-    let mut s = Transcript::new(conn, out, "dedup");
+    let mut s = Playback::new(conn, out, "dedup");
     s.title(
         "dedup",
         "a deduplication window: SET NX with a fixed value, never released",
@@ -406,7 +406,7 @@ pub async fn one_time_token<C: LockConn, W: Write>(
     key: &str,
     out: W,
 ) -> anyhow::Result<Vec<Step>> {
-    let mut s = Transcript::new(conn, out, "token");
+    let mut s = Playback::new(conn, out, "token");
     s.title(
         "token",
         "a one-time token: GETDEL reads and deletes in one command",

@@ -2,7 +2,7 @@
 //! own) and clients of their own connections, which give up and proceed without a lock.
 
 use super::cmd::{Cmd, Reply};
-use super::transcript::{Step, Transcript, compact, ms};
+use super::playback::{Playback, Step, compact, ms};
 use crate::model::error::{CmdResult, ErrorKind};
 use crate::store::Connector;
 use anyhow::Context;
@@ -70,7 +70,7 @@ pub async fn fail_open<W: Write>(
     )?;
     let patient = RedisConnector::new(url, Timeouts::default(), allow_remote)?;
     let mut observer = patient.connect().await?;
-    let mut s = Transcript::new(&mut observer, out, "close");
+    let mut s = Playback::new(&mut observer, out, "close");
     let p = ms(pause);
     let set = |value| Cmd::SetNxPx {
         key,

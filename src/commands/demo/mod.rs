@@ -15,8 +15,8 @@
 mod acts;
 pub mod cmd;
 mod fail_open;
+mod playback;
 pub mod side_by_side;
-mod transcript;
 
 use crate::backend::{Backend, Store};
 use crate::profile::Profile;
@@ -25,10 +25,10 @@ pub use acts::{FencingKeys, dedup_window, fencing, one_time_token, setnx_expire,
 use anyhow::Context;
 use clap::Args;
 pub use fail_open::{FAIL_OPEN_PAUSE, FAIL_OPEN_TIMEOUT, fail_open};
+pub use playback::Step;
+use playback::{compact, io_err, ms};
 pub use side_by_side::Transcript;
 use std::time::Duration;
-pub use transcript::Step;
-use transcript::{compact, io_err, ms};
 
 /// The stories `lockbench demo` knows, in help order.
 pub const STORIES: [&str; 6] = [

@@ -9,7 +9,7 @@
 //! the time left when it was asked, shown as `(integer) >0` (its sign is the server's answer,
 //! its size is the clock's).
 
-use super::transcript::Step;
+use super::playback::Step;
 use std::io::Write;
 
 /// What replaces a run id when transcripts are compared.

@@ -1,5 +1,5 @@
-//! The transcript a story writes as it plays: each [`Cmd`] sent and shown redis-cli style with
-//! the server's reply ([`Transcript::send`]), the narration between them, and the polling waits.
+//! A story played step by step: each [`Cmd`] sent and shown redis-cli style with
+//! the server's reply ([`Playback::send`]), the narration between them, and the polling waits.
 
 use super::cmd::{Cmd, Reply};
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
@@ -41,14 +41,14 @@ pub(crate) fn io_err(e: std::io::Error) -> anyhow::Error {
     anyhow::anyhow!("cannot print the demo: {e}")
 }
 
-pub(crate) struct Transcript<'a, C, W> {
+pub(crate) struct Playback<'a, C, W> {
     pub(crate) conn: &'a mut C,
     pub(crate) out: W,
     pub(crate) steps: Vec<Step>,
     pub(crate) act: &'static str,
 }
 
-impl<'a, C: LockConn, W: Write> Transcript<'a, C, W> {
+impl<'a, C: LockConn, W: Write> Playback<'a, C, W> {
     /// A transcript of the story's first act `act`, printed to `out`.
     pub(crate) fn new(conn: &'a mut C, out: W, act: &'static str) -> Self {
         Self {
@@ -92,7 +92,7 @@ impl<'a, C: LockConn, W: Write> Transcript<'a, C, W> {
         Ok(r)
     }
 
-    /// [`Transcript::send`] on another connection of `who`'s own.
+    /// [`Playback::send`] on another connection of `who`'s own.
     pub(crate) async fn send_on<D: LockConn>(
         &mut self,
         conn: &mut D,
@@ -104,7 +104,7 @@ impl<'a, C: LockConn, W: Write> Transcript<'a, C, W> {
         Ok(r)
     }
 
-    /// [`Transcript::send`], but a server's error is shown as redis-cli shows it (`(error) ` and
+    /// [`Playback::send`], but a server's error is shown as redis-cli shows it (`(error) ` and
     /// the server's own text, verbatim) and returned; any other failure (timeout, lost
     /// connection) ends the demo.
     pub(crate) async fn send_or_error(
