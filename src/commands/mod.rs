@@ -33,27 +33,7 @@ pub(crate) async fn opening<T>(
 
 /// The exit code of a command that failed with `e`: 130 when it was interrupted, 2 for bad
 /// input (a profile or flag, a distribution or data file, an output directory that would mix
-/// runs), else 1.
+/// runs), else 1 — as the error types in its chain declare ([`crate::exit::code_of`]).
 pub fn code_of_error(e: &anyhow::Error) -> i32 {
-    if e.chain().any(|c| c.is::<crate::exit::Interrupted>()) {
-        return crate::exit::INTERRUPTED;
-    }
-    let bad = e.chain().any(|c| {
-        c.is::<crate::exit::BadInput>()
-            || c.is::<crate::profile::ProfileError>()
-            || c.is::<crate::results::OutDirError>()
-            || c.is::<crate::dist::DistError>()
-            || c.is::<crate::model::units::UnitError>()
-            || c.is::<crate::recommend::LoadError>()
-            || c.is::<crate::inputs::FileError>()
-            || c.is::<crate::recommend::ParamError>()
-            || c.is::<crate::report::load::ReportError>()
-            || c.is::<crate::target::RemoteRefused>()
-            || c.is::<crate::metrics::MetricsError>()
-    });
-    if bad {
-        crate::exit::BAD_INPUT
-    } else {
-        crate::exit::FAILED
-    }
+    crate::exit::code_of(e)
 }
