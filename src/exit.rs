@@ -129,6 +129,9 @@ classified! {
     BadLine: crate::results::hlog::BadLine,
     LineError: crate::lines::LineError,
     DriverError: crate::client::driver::DriverError,
+    FaultRefused: crate::faults::FaultRefused,
+    BadCommand: crate::model::script::BadCommand,
+    SignalError: crate::signals::SignalError,
 }
 
 /// The kind `e` declares, when its type is one of the crate's.
