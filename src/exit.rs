@@ -7,6 +7,13 @@
 //! | 2 | bad input (profile, flag, file) or a report check mismatch |
 //! | 99 | a threshold crossed (the run itself completed) |
 //! | 130 | interrupted (Ctrl-C, SIGTERM or SIGHUP; files written) |
+//!
+//! A finished run's code comes from its verdict (`analysis::verdict`, the only source of 99). A
+//! command that fails returns an error instead, and the error decides: every error type of the
+//! crate declares its [`ExitKind`] beside its definition with `classify!`, and [`code_of`]
+//! takes the strongest kind found in the error's chain. An error of no declared kind (an
+//! `io::Error`, a bare `anyhow!`) is a failure, exit 1; `BadInput` is for bad input that has no
+//! type of its own.
 
 /// All well.
 pub const OK: i32 = 0;
@@ -36,7 +43,7 @@ pub struct BadInput(pub String);
 pub struct Interrupted;
 
 /// What a failure means for the exit code. Every error type of the crate declares its kind
-/// beside its definition ([`classify!`]); the kind of a failed command is the strongest kind in
+/// beside its definition (`classify!`); the kind of a failed command is the strongest kind in
 /// its error's chain ([`code_of`]), and an error of no declared kind is a failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ExitKind {
@@ -62,7 +69,7 @@ impl ExitKind {
     }
 }
 
-/// An error type that says which exit code it means. Implemented through [`classify!`], one
+/// An error type that says which exit code it means. Implemented through `classify!`, one
 /// line beside the type, by every error type of the crate (a test holds the crate to it).
 pub trait Classified: std::error::Error + Send + Sync + 'static {
     /// This error's kind; most types have one kind, a few decide by value.
