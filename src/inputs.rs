@@ -154,6 +154,7 @@ pub enum FileError {
         line: u64,
     },
 }
+crate::exit::classify!(FileError => BadInput);
 
 fn kind_of(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;

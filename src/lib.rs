@@ -30,7 +30,8 @@
 //! 15. `quorum`, `analytic`, `record` — Redlock's quorum and validity logic; the analytic overrun check; a section's row, metrics and histograms
 //! 16. `dist` — latency distributions: grammar, sampler, analytic tails
 //! 17. `inputs` — every file lockbench reads, bounded per kind and refused unless a regular file; the one reader of duration columns in CSV files
-//! 18. `model`, `exit`, `math`, `target`, `signals`, `lines`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); exit codes; special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; a child process's output read a bounded line at a time; the calling thread's kernel id and class
+//! 18. `model`, `math`, `target`, `signals`, `lines`, `threads` — plain data (units, variants, release methods, errors, faults, shards, servers, arrivals, a plan's protection and timeouts); special functions; the Redis URL, loopback-checked and redacted; Ctrl-C counted, a signal sent; a child process's output read a bounded line at a time; the calling thread's kernel id and class
+//! 19. `exit` — exit codes, and the kind (`ExitKind`) each error type declares beside its definition
 //!
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it
 // (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.

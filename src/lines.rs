@@ -21,6 +21,7 @@ pub(crate) enum LineError {
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
+crate::exit::classify!(LineError => Failed);
 
 fn size(bytes: usize) -> String {
     match bytes {

@@ -433,6 +433,7 @@ pub struct ProfileError {
     /// The field and what is wrong with it.
     pub message: String,
 }
+crate::exit::classify!(ProfileError => BadInput);
 
 impl ProfileError {
     /// `field` of the profile `file` (whose text is `source`) is wrong: `message` says what would

@@ -74,15 +74,45 @@ pub(crate) fn request_of(count: u32) -> Request {
 }
 
 /// Sends `sig` (`-STOP`, `-CONT`) to process `pid` with `kill`.
-pub(crate) async fn send(pid: u32, sig: &str) -> Result<(), String> {
+pub(crate) async fn send(pid: u32, sig: &str) -> Result<(), SignalError> {
     let status = tokio::process::Command::new("kill")
         .args([sig, &pid.to_string()])
         .status()
         .await
-        .map_err(|e| format!("cannot run kill {sig} {pid}: {e}"))?;
+        .map_err(|why| SignalError::Spawn {
+            sig: sig.to_string(),
+            pid,
+            why,
+        })?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("kill {sig} {pid} failed ({status})"))
+        Err(SignalError::Refused {
+            sig: sig.to_string(),
+            pid,
+            status,
+        })
     }
 }
+
+/// A signal [`send`] could not deliver: a failure (exit 1) of the fault or driver that sent it.
+/// The `io::Error` is part of the message, not a source, so `{:#}` says it once.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SignalError {
+    /// `kill` itself could not run.
+    #[error("cannot run kill {sig} {pid}: {why}")]
+    Spawn {
+        sig: String,
+        pid: u32,
+        why: std::io::Error,
+    },
+    /// `kill` ran and failed (no such process, not permitted).
+    #[error("kill {sig} {pid} failed ({status})")]
+    Refused {
+        sig: String,
+        pid: u32,
+        status: std::process::ExitStatus,
+    },
+}
+
+crate::exit::classify!(SignalError => Failed);

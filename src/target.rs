@@ -93,6 +93,7 @@ fn stray_at(u: &url::Url) -> bool {
          127.0.0.0/8, ::1 or localhost unless you pass --allow-remote"
 )]
 pub(crate) struct RemoteRefused(String);
+crate::exit::classify!(RemoteRefused => BadInput);
 
 pub(crate) fn check_loopback(host: &str, allow_remote: bool) -> anyhow::Result<()> {
     if allow_remote || is_loopback_host(host) {

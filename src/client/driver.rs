@@ -27,6 +27,7 @@ pub(crate) struct DriverError {
     /// The library refused the run's settings at `hello` (bad input, not a broken driver).
     pub(crate) refused: bool,
 }
+crate::exit::classify!(DriverError => |e| if e.refused { BadInput } else { Failed });
 
 fn stderr_tail(lines: &[String]) -> String {
     match lines {

@@ -157,6 +157,7 @@ pub enum DistError {
         message: String,
     },
 }
+crate::exit::classify!(DistError => BadInput);
 
 fn caret_line(column: usize) -> String {
     format!("{}^", " ".repeat(column.saturating_sub(1)))

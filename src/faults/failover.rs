@@ -372,9 +372,7 @@ fn port_of(addr: &str) -> anyhow::Result<u16> {
 }
 
 async fn signal(pid: u32, sig: &str) -> anyhow::Result<()> {
-    crate::signals::send(pid, sig)
-        .await
-        .map_err(anyhow::Error::msg)
+    Ok(crate::signals::send(pid, sig).await?)
 }
 
 #[cfg(test)]

@@ -51,13 +51,21 @@ impl std::fmt::Debug for FaultControl {
     }
 }
 
+/// A fault schedule this run cannot carry out (a kind its backend lacks, an `instance` out of
+/// range, a pause its Redis user may not run): bad input, refused before anything runs.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct FaultRefused(String);
+
+crate::exit::classify!(FaultRefused => BadInput);
+
 impl FaultControl {
     /// Refuses a schedule this backend cannot carry out, before anything runs.
-    pub fn check(&self, faults: &[Fault], backend: &str) -> Result<(), String> {
+    pub fn check(&self, faults: &[Fault], backend: &str) -> Result<(), FaultRefused> {
         for f in faults {
             let k = f.kind;
             if let Some(e) = self.check_instance(f, backend) {
-                return Err(e);
+                return Err(FaultRefused(e));
             }
             if f.instance.is_some() {
                 continue;
@@ -82,10 +90,10 @@ impl FaultControl {
                         "a Redis server on a TCP address (lockbench puts a loopback proxy in front of it)"
                     }
                 };
-                return Err(format!(
+                return Err(FaultRefused(format!(
                     "fault `{}` needs {need}; this run's backend is {backend}",
                     k.name()
-                ));
+                )));
             }
         }
         Ok(())
@@ -96,7 +104,7 @@ impl FaultControl {
     /// Refuses a `server-pause` of a server given by URL whose user may not run `CLIENT
     /// PAUSE`, asked with `ACL DRYRUN` before anything runs. Where DRYRUN cannot answer, the
     /// run goes on and a refused pause is a failed window (exit 1).
-    pub async fn check_permissions(&self, faults: &[Fault]) -> Result<(), String> {
+    pub async fn check_permissions(&self, faults: &[Fault]) -> Result<(), FaultRefused> {
         let pauses = faults
             .iter()
             .any(|f| f.kind == FaultKind::ServerPause && f.instance.is_none());
@@ -111,10 +119,10 @@ impl FaultControl {
         };
         let args = ["ACL", "DRYRUN", &user, "CLIENT", "PAUSE", "1000", "ALL"];
         match a.query::<redis::Value>(&args).await {
-            Ok(redis::Value::BulkString(why)) => Err(format!(
+            Ok(redis::Value::BulkString(why)) => Err(FaultRefused(format!(
                 "fault `server-pause` of a server given by URL needs CLIENT PAUSE, which Redis user `{user}` may not run: {}. Grant it (ACL SETUSER {user} +client|pause) or drop the fault",
                 String::from_utf8_lossy(&why)
-            )),
+            ))),
             _ => Ok(()),
         }
     }
@@ -411,7 +419,10 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
                     // Down for a restart: its old pid may belong to another process by now.
                     return Err("the server is down (restarting): nothing to pause".into());
                 }
-                return crate::signals::send(s.pid(), if on { "-STOP" } else { "-CONT" }).await;
+                let sig = if on { "-STOP" } else { "-CONT" };
+                return crate::signals::send(s.pid(), sig)
+                    .await
+                    .map_err(|e| e.to_string());
             }
             // A server given by URL is paused in slices by the driver (see `pause_in_slices`).
             Err("no spawned server to pause".into())
@@ -488,7 +499,8 @@ mod tests {
         assert!(none.check(&[f("holder-crash,p=0.5")], "memory").is_ok());
         let e = none
             .check(&[f("server-restart@1s+1s")], "memory")
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("backend = \"spawn\""), "{e}");
         assert!(none.check(&[f("partition@1s+1s")], "memory").is_err());
     }

@@ -40,6 +40,7 @@ pub struct MetricsError {
     /// What is wrong and what would be valid.
     pub why: String,
 }
+crate::exit::classify!(MetricsError => BadInput);
 
 #[derive(Debug)]
 struct View(Arc<Board>);

@@ -48,6 +48,7 @@ pub struct CmdError {
     /// credentials in errors, and lockbench never puts the URL into one.
     pub detail: String,
 }
+crate::exit::classify!(CmdError => Failed);
 
 impl CmdError {
     /// The server's error code (`NOPERM`, `ERR`, `NOAUTH`, …) when the server answered with an

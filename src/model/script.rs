@@ -130,18 +130,26 @@ pub fn split_outside_quotes<'a>(text: &'a str, sep: &str) -> Vec<&'a str> {
     parts
 }
 
+/// A command line of `acquire_commands`/`release_commands`/`extend_commands` that cannot be
+/// run: what is wrong with it and, where it helps, what to give instead. Bad input.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadCommand(String);
+
+crate::exit::classify!(BadCommand => BadInput);
+
 /// Splits a command line into arguments as `redis-cli` does (its `sdssplitargs`): words apart
 /// by white space; `"…"` with the escapes `\n \r \t \b \a \\ \" \xHH`; `'…'` with `\'` only; a
 /// closing quote must end the word. So `EVAL "x y" 1 {key}` is four arguments, as the user
 /// typed them into redis-cli.
-pub fn split_args(text: &str) -> Result<Vec<String>, String> {
+pub fn split_args(text: &str) -> Result<Vec<String>, BadCommand> {
     let b = text.as_bytes();
     let mut words = Vec::new();
     // As redis-cli: a closing quote ends its word.
     let closed = |at: usize| match b.get(at + 1) {
-        Some(n) if !n.is_ascii_whitespace() => Err(format!(
+        Some(n) if !n.is_ascii_whitespace() => Err(BadCommand(format!(
             "`{text}`: a closing quote must be followed by a space or nothing"
-        )),
+        ))),
         _ => Ok(()),
     };
     let mut i = 0;
@@ -157,7 +165,7 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
         loop {
             let Some(&c) = b.get(i) else {
                 if quote.is_some() {
-                    return Err(format!("`{text}`: a quote is not closed"));
+                    return Err(BadCommand(format!("`{text}`: a quote is not closed")));
                 }
                 break;
             };
@@ -213,7 +221,11 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
         }
         match String::from_utf8(word) {
             Ok(w) => words.push(w),
-            Err(_) => return Err(format!("`{text}`: an argument is not UTF-8 text")),
+            Err(_) => {
+                return Err(BadCommand(format!(
+                    "`{text}`: an argument is not UTF-8 text"
+                )));
+            }
         }
     }
 }
@@ -221,14 +233,14 @@ pub fn split_args(text: &str) -> Result<Vec<String>, String> {
 impl CommandStep {
     /// Parses `GET {key} == {token}`, a command of `role`'s step: an error says what is wrong
     /// with the command.
-    pub fn parse(text: &str, role: ScriptRole) -> Result<CommandStep, String> {
+    pub fn parse(text: &str, role: ScriptRole) -> Result<CommandStep, BadCommand> {
         let (cmd, expect) = match split_outside_quotes(text, "==").as_slice() {
             [c] => (*c, None),
             [c, e] => (*c, Some(e.trim())),
             _ => {
-                return Err(format!(
+                return Err(BadCommand(format!(
                     "`{text}`: `==` appears twice: give one expected reply"
-                ));
+                )));
             }
         };
         let runs_script = |name: &str| {
@@ -249,15 +261,15 @@ impl CommandStep {
         if let Some(raw) = cmd.split_whitespace().next()
             && let Some(e) = runs_script(raw.trim_matches(['"', '\'']))
         {
-            return Err(e);
+            return Err(BadCommand(e));
         }
         let words = split_args(cmd)?;
         let Some(name) = words.first() else {
-            return Err(format!("`{text}` has no command"));
+            return Err(BadCommand(format!("`{text}` has no command")));
         };
         // … and once more as the server will read it (`"\x45VAL"` is EVAL too).
         if let Some(e) = runs_script(name) {
-            return Err(e);
+            return Err(BadCommand(e));
         }
         // The key check sees the lock's key in these, yet they carry it out of the run's reach:
         // to another database or another server (MIGRATE names any host), where the end of the
@@ -269,29 +281,29 @@ impl CommandStep {
             _ => false,
         };
         if elsewhere {
-            return Err(format!(
+            return Err(BadCommand(format!(
                 "`{text}` moves or copies a key to another database or server ({upper}), out of \
                  the run's reach: commands given as text act on the run's server and database"
-            ));
+            )));
         }
         if !name.chars().all(|c| c.is_ascii_alphabetic()) {
-            return Err(format!(
+            return Err(BadCommand(format!(
                 "`{text}`: `{name}` is not a Redis command name (letters only, e.g. GET, DEL, SET)"
-            ));
+            )));
         }
         if !words.iter().any(|w| w == "{key}") {
-            return Err(format!(
+            return Err(BadCommand(format!(
                 "`{text}` does not act on the lock: name it with {{key}} (e.g. DEL {{key}})"
-            ));
+            )));
         }
         let expect = match expect {
-            Some("") => return Err(format!("`{text}`: nothing after `==`")),
+            Some("") => return Err(BadCommand(format!("`{text}`: nothing after `==`"))),
             Some(e) => match split_args(e)?.as_slice() {
                 [one] => Some(one.clone()),
                 _ => {
-                    return Err(format!(
+                    return Err(BadCommand(format!(
                         "`{text}`: `== {e}` must be one value, e.g. == {{token}}"
-                    ));
+                    )));
                 }
             },
             None => None,
@@ -304,10 +316,10 @@ impl CommandStep {
                 match known {
                     Some(p) => rest = &tail[p.len()..],
                     None => {
-                        return Err(format!(
+                        return Err(BadCommand(format!(
                             "`{text}`: unknown placeholder in `{w}`: use {}",
                             PLACEHOLDERS.join(", ")
-                        ));
+                        )));
                     }
                 }
             }
@@ -596,7 +608,9 @@ mod tests {
             ("DEL {key} {user}", "unknown placeholder"),
             ("1DEL {key}", "not a Redis command name"),
         ] {
-            let e = CommandStep::parse(bad, ScriptRole::Release).unwrap_err();
+            let e = CommandStep::parse(bad, ScriptRole::Release)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(says), "{bad}: {e}");
         }
     }
@@ -620,13 +634,17 @@ mod tests {
             "SCRIPT FLUSH {key}",
             "FUNCTION FLUSH {key}",
         ] {
-            let e = CommandStep::parse(text, ScriptRole::Release).unwrap_err();
+            let e = CommandStep::parse(text, ScriptRole::Release)
+                .unwrap_err()
+                .to_string();
             assert!(
                 e.contains("runs a script") && e.contains("--release-script"),
                 "{text}: {e}"
             );
         }
-        let e = CommandStep::parse("EVAL x 1 {key}", ScriptRole::Acquire).unwrap_err();
+        let e = CommandStep::parse("EVAL x 1 {key}", ScriptRole::Acquire)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("--acquire-script"), "{e}");
     }
 
@@ -642,7 +660,9 @@ mod tests {
             "COPY {key} {key} DB 1",
             "COPY {key} {key} db 1 REPLACE",
         ] {
-            let e = CommandStep::parse(text, ScriptRole::Release).unwrap_err();
+            let e = CommandStep::parse(text, ScriptRole::Release)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("out of the run's reach"), "{text}: {e}");
         }
         assert!(CommandStep::parse("COPY {key} {key} REPLACE", ScriptRole::Release).is_ok());
@@ -672,7 +692,9 @@ mod tests {
             split_outside_quotes("SET {key} \"a;b\"; DEL {key}", ";"),
             ["SET {key} \"a;b\"", " DEL {key}"]
         );
-        let e = CommandStep::parse("SET {key} \"v", ScriptRole::Acquire).unwrap_err();
+        let e = CommandStep::parse("SET {key} \"v", ScriptRole::Acquire)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("quote is not closed"), "{e}");
     }
 }

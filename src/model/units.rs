@@ -28,6 +28,7 @@ pub(crate) enum UnitError {
     #[error("`{0}` is out of range: a duration must be ≥ 0 and at most {MAX_TEXT}")]
     OutOfRange(String),
 }
+crate::exit::classify!(UnitError => BadInput);
 
 /// Parses `250ms`, `1.5s`, `30us` (or `µs`), `2m`, `1h` into milliseconds (f64).
 pub(crate) fn parse_ms(text: &str) -> Result<f64, UnitError> {
@@ -76,6 +77,7 @@ pub(crate) fn check_ms(ms: f64) -> Result<f64, OutOfRange> {
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
 #[error("{} ms is out of range: a duration must be ≥ 0 and at most {MAX_TEXT}", fmt_num(*.0))]
 pub(crate) struct OutOfRange(pub f64);
+crate::exit::classify!(OutOfRange => BadInput);
 
 /// Parses a duration text into a [`Duration`] (microsecond precision).
 pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {

@@ -142,6 +142,7 @@ pub enum LoadError {
         message: String,
     },
 }
+crate::exit::classify!(LoadError => BadInput);
 
 fn data_err(file: &str, line: Option<u64>, column: Option<String>, message: String) -> LoadError {
     LoadError::Data {

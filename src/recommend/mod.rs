@@ -90,6 +90,7 @@ pub struct ParamError {
     /// What is wrong and what would be valid.
     pub message: String,
 }
+crate::exit::classify!(ParamError => BadInput);
 
 impl Default for Params {
     fn default() -> Self {

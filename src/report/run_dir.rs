@@ -44,6 +44,7 @@ pub enum ReportError {
         failure: String,
     },
 }
+crate::exit::classify!(ReportError => BadInput);
 
 /// The JSON files of a run.
 #[derive(Debug, Clone)]

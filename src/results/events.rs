@@ -27,6 +27,7 @@ pub struct BadRow {
     /// What is wrong with it.
     pub detail: String,
 }
+crate::exit::classify!(BadRow => Failed);
 
 /// Streams section rows into `events.csv` from a dedicated thread, so memory stays flat and
 /// workers never block on disk (the channel is bounded: back-pressure instead of growth).

@@ -32,6 +32,7 @@ pub struct BadLine {
     /// What part is wrong (the line, its histogram field).
     pub what: String,
 }
+crate::exit::classify!(BadLine => Failed);
 
 /// Every interval of the log `bytes`, in order; comments and headers are skipped.
 pub fn intervals(bytes: &[u8]) -> Result<Vec<Interval>, BadLine> {

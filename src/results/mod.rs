@@ -196,6 +196,7 @@ pub enum OutDirError {
     #[error("output path {} exists and is not a directory: give --out a directory", .0.display())]
     NotADirectory(PathBuf),
 }
+crate::exit::classify!(OutDirError => BadInput);
 
 /// `name` is a file lockbench writes into a run directory: one of [`RUN_FILES`], or
 /// `<metric>.hlog`, `<metric>.hgrm`, `<metric>-<variant>.hgrm`.

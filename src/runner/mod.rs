@@ -268,13 +268,8 @@ pub async fn run_on<K: Connector>(
     check_clients(targets, plan, &variants)?;
     check_gates(plan, &variants)?;
     for t in targets {
-        t.control
-            .check(&plan.faults.schedule, kind)
-            .map_err(BadInput)?;
-        t.control
-            .check_permissions(&plan.faults.schedule)
-            .await
-            .map_err(BadInput)?;
+        t.control.check(&plan.faults.schedule, kind)?;
+        t.control.check_permissions(&plan.faults.schedule).await?;
     }
     // Counting signals from here on: Ctrl-C, SIGTERM and SIGHUP end the run the same way.
     let mut signals = crate::signals::subscribe();

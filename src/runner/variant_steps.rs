@@ -260,13 +260,8 @@ pub(super) async fn greet(
             )));
         }
     };
-    started.map_err(|e| -> anyhow::Error {
-        if e.refused {
-            crate::exit::BadInput(e.to_string()).into()
-        } else {
-            e.into()
-        }
-    })
+    // A library that refused the run's settings is bad input: `DriverError` declares it.
+    Ok(started?)
 }
 
 /// What the holders' watches need to know: whether the server has `GETDEL`, whether the run's
