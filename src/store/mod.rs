@@ -3,6 +3,7 @@
 
 pub mod apart;
 pub(crate) mod cluster;
+pub mod frame;
 pub mod memory;
 pub mod pipe;
 pub mod redis;
