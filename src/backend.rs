@@ -1,16 +1,18 @@
 //! The one place a plan's backend choice becomes something to connect to: a private server
-//! we spawn, an existing server, or the in-process model. [`with_connector!`] is the one
-//! dispatch over them, so commands stay generic over [`Connector`](crate::store::Connector).
+//! we spawn, an existing server, or the in-process model. [`Backend::connector`] is the one
+//! choice over them ([`AnyConnector`]), so commands stay generic over
+//! [`Connector`](crate::store::Connector).
 
 use crate::faults::FaultControl;
 use crate::faults::proxy::Proxy;
 use crate::profile::{BackendChoice, ClusterMode, Plan, Profile, ProfileError};
 use crate::sim::SimNet;
-use crate::store::Timeouts;
+use crate::store::apart::Apart;
 use crate::store::cluster::ClusterConnector;
 use crate::store::memory::MemoryStore;
 use crate::store::redis::RedisConnector;
 use crate::store::spawn::{SpawnedRedis, redis_server_available};
+use crate::store::{Timeouts, UseConnector};
 use anyhow::Context;
 use std::path::Path;
 use std::sync::Arc;
@@ -289,42 +291,71 @@ async fn resource_store(
     })
 }
 
-/// Runs `$body` with `$c` bound to the backend's connector (`&RedisConnector` or
-/// `&MemoryStore`), and `$kind` to its kind name.
-#[macro_export]
-macro_rules! with_connector {
-    ($backend:expr, $c:ident => $body:expr) => {
-        match (&($backend).store, &($backend).resource) {
-            // The resource on a store of its own: the lock's connector paired with it.
+/// The backend's connector, of whichever type it is: the one choice over the stores, made in
+/// [`Backend::connector`]; [`AnyConnector::with`] hands it to a body generic over
+/// [`Connector`].
+pub enum AnyConnector<'a> {
+    /// One Redis server (spawned or given).
+    Redis(&'a RedisConnector),
+    /// One Redis server for the locks, the protected resource on a server of its own.
+    RedisApart(Box<Apart<RedisConnector>>),
+    /// The in-process model.
+    Memory(&'a MemoryStore),
+    /// The in-process model for the locks, a second one for the protected resource.
+    MemoryApart(Apart<MemoryStore>),
+    /// The in-process model on the simulator's virtual clock.
+    Sim(&'a MemoryStore<SimNet>),
+    /// A Redis Cluster.
+    Cluster(&'a ClusterConnector),
+    /// Redlock over N servers.
+    Redlock(&'a crate::store::redlock::RedlockConnector),
+}
+
+impl AnyConnector<'_> {
+    /// Runs `body` with this connector.
+    pub async fn with<U: UseConnector>(&self, body: U) -> U::Output {
+        match self {
+            Self::Redis(c) => body.with(*c).await,
+            Self::RedisApart(c) => body.with(&**c).await,
+            Self::Memory(c) => body.with(*c).await,
+            Self::MemoryApart(c) => body.with(c).await,
+            Self::Sim(c) => body.with(*c).await,
+            Self::Cluster(c) => body.with(*c).await,
+            Self::Redlock(c) => body.with(*c).await,
+        }
+    }
+}
+
+impl Backend {
+    /// The connector a run opens its connections with: the lock store's, paired with the
+    /// resource's own store when the resource lives apart.
+    pub fn connector(&self) -> AnyConnector<'_> {
+        match (&self.store, &self.resource) {
             (
-                $crate::backend::Store::Spawned(_, lock) | $crate::backend::Store::Url(lock),
-                Some($crate::backend::ResourceStore::Redis(resource, _)),
-            ) => {
-                let apart = $crate::store::apart::Apart {
-                    lock: lock.clone(),
-                    resource: (**resource).clone(),
-                };
-                let $c = &apart;
-                $body
-            }
-            (
-                $crate::backend::Store::Memory(lock),
-                Some($crate::backend::ResourceStore::Memory(resource)),
-            ) => {
-                let apart = $crate::store::apart::Apart {
+                Store::Spawned(_, lock) | Store::Url(lock),
+                Some(ResourceStore::Redis(resource, _)),
+            ) => AnyConnector::RedisApart(Box::new(Apart {
+                lock: lock.clone(),
+                resource: (**resource).clone(),
+            })),
+            (Store::Memory(lock), Some(ResourceStore::Memory(resource))) => {
+                AnyConnector::MemoryApart(Apart {
                     lock: lock.clone(),
                     resource: resource.clone(),
-                };
-                let $c = &apart;
-                $body
+                })
             }
-            ($crate::backend::Store::Spawned(_, $c) | $crate::backend::Store::Url($c), _) => $body,
-            ($crate::backend::Store::Memory($c), _) => $body,
-            ($crate::backend::Store::Sim($c), _) => $body,
-            ($crate::backend::Store::Cluster($c), _) => $body,
-            ($crate::backend::Store::Redlock(_, $c), _) => $body,
+            (Store::Spawned(_, c) | Store::Url(c), _) => AnyConnector::Redis(c),
+            (Store::Memory(c), _) => AnyConnector::Memory(c),
+            (Store::Sim(c), _) => AnyConnector::Sim(c),
+            (Store::Cluster(c), _) => AnyConnector::Cluster(c),
+            (Store::Redlock(_, c), _) => AnyConnector::Redlock(c),
         }
-    };
+    }
+
+    /// Runs `body` with the backend's [`connector`](Self::connector).
+    pub async fn with_connector<U: UseConnector>(&self, body: U) -> U::Output {
+        self.connector().with(body).await
+    }
 }
 
 /// The checks of a plan that look at files, left by `Profile::plan` (which reads no run

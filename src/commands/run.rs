@@ -9,7 +9,7 @@ use crate::commands::args::{CiArgs, CompareArgs, RunArgs};
 use crate::exit::BadInput;
 use crate::model::variant::Variant;
 use crate::profile::{BackendChoice, Plan, Profile, Stop};
-use crate::runner::{RunOptions, RunOutcome, Target, run_on, run_with};
+use crate::runner::{RunOptions, RunOutcome, RunWith, Target, run_on};
 use crate::store::Timeouts;
 use crate::store::apart::Apart;
 use crate::store::redis::RedisConnector;
@@ -244,7 +244,14 @@ async fn execute_on(
             faults: backend.control.clone(),
             ..opts.clone()
         };
-        crate::with_connector!(backend, c => run_with(c, kind, plan, methods, opts).await)
+        backend
+            .with_connector(RunWith {
+                kind,
+                plan,
+                variants: methods,
+                opts,
+            })
+            .await
     } else if backends.iter().all(|b| b.resource.is_some()) {
         // Each spawned server with the resource's own store beside it.
         let mut aparts = Vec::new();
@@ -530,9 +537,10 @@ mod tests {
             progress: false,
             ..RunOptions::default()
         };
-        let outcome = run_with(&m, "memory", &plan, &[plan.protection.release], &opts)
-            .await
-            .unwrap();
+        let outcome =
+            crate::runner::run_with(&m, "memory", &plan, &[plan.protection.release], &opts)
+                .await
+                .unwrap();
         assert!(crate::report::render_after_run(&outcome.dir).is_ok());
         let report = Some(anyhow::anyhow!("cannot write report.html"));
         assert_eq!(

@@ -9,7 +9,7 @@ use crate::model::units;
 use crate::model::variant::Variant;
 use crate::profile::Profile;
 use crate::report::charts::sweep as sweep_chart;
-use crate::runner::{RunOptions, run_with};
+use crate::runner::{RunOptions, RunWith};
 use anyhow::{Context, bail};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -122,9 +122,14 @@ pub(crate) async fn sweep(
                 faults: backend.control.clone(),
                 ..opts.clone()
             };
-            let r = crate::with_connector!(backend, c => {
-                run_with(c, backend.kind(), &plan, &[method], &cell_opts).await
-            });
+            let r = backend
+                .with_connector(RunWith {
+                    kind: backend.kind(),
+                    plan: &plan,
+                    variants: &[method],
+                    opts: &cell_opts,
+                })
+                .await;
             // The cell's charts and report.html; a failure keeps its data files (exit 1).
             let report_error = match &r {
                 Ok(o) => crate::report::render_after_run(&o.dir).err(),

@@ -10,7 +10,11 @@
 //! `EXEC`'s array). A subscribe, `MONITOR`, a replication stream, a RESP3 push frame or
 //! anything unparsable stops attributing on the connection: from then on its bytes pass
 //! untouched (replies to requests already rewritten are still translated, in order).
+//!
+//! Where a reply ends is read by the link's own frame reader ([`crate::store::frame`]); the
+//! requests, which lockbench's link only writes, are read here.
 
+use crate::store::frame::{MAX_LINE, frame_len};
 use std::collections::VecDeque;
 
 /// What a request forwarded upstream expects of its reply.
@@ -107,7 +111,7 @@ impl Requests {
             let (len, args) = match parsed {
                 Ok(Some(p)) => p,
                 Ok(None) => break,
-                Err(()) => {
+                Err(_) => {
                     q.stopped = true;
                     self.raw = true;
                     break;
@@ -230,10 +234,10 @@ impl Replies {
                 break;
             }
             let rest = &self.buf[at..];
-            let len = match reply_len(rest) {
+            let len = match frame_len(rest) {
                 Ok(Some(n)) => n,
                 Ok(None) => break,
-                Err(()) => {
+                Err(_) => {
                     q.stopped = true;
                     self.raw = true;
                     break;
@@ -305,7 +309,7 @@ fn line(buf: &[u8]) -> Option<(&str, usize)> {
 /// The length of the line at the start of `buf` read as a number after its type byte.
 fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, ()> {
     match line(buf) {
-        None if buf.len() > 64 * 1024 => Err(()),
+        None if buf.len() > MAX_LINE => Err(()),
         None => Ok(None),
         Some((n, head)) => n.parse().map(|n| Some((n, head))).map_err(drop),
     }
@@ -350,7 +354,7 @@ fn command(buf: &[u8]) -> Parsed {
 /// An inline command at the start of `buf`: its line; its first word is its name.
 fn inline(buf: &[u8]) -> Parsed {
     let Some(end) = buf.iter().position(|&b| b == b'\n') else {
-        return if buf.len() > 64 * 1024 {
+        return if buf.len() > MAX_LINE {
             Err(())
         } else {
             Ok(None)
@@ -366,46 +370,6 @@ fn inline(buf: &[u8]) -> Parsed {
         .take(1)
         .collect();
     Ok(Some((end + 1, words)))
-}
-
-/// The length of the reply frame at the start of `buf` (RESP2 and RESP3); `Ok(None)` while
-/// incomplete, `Err` for an unknown type.
-fn reply_len(buf: &[u8]) -> Result<Option<usize>, ()> {
-    let Some(&kind) = buf.first() else {
-        return Ok(None);
-    };
-    match kind {
-        b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {
-            Ok(buf.windows(2).position(|w| w == b"\r\n").map(|e| e + 2))
-        }
-        b'$' | b'!' | b'=' => {
-            let Some((n, head)) = header(buf)? else {
-                return Ok(None);
-            };
-            if n < 0 {
-                return Ok(Some(head));
-            }
-            let end = head + n as usize + 2;
-            Ok((buf.len() >= end).then_some(end))
-        }
-        b'*' | b'~' | b'>' | b'%' | b'|' => {
-            let Some((n, mut at)) = header(buf)? else {
-                return Ok(None);
-            };
-            let items = match kind {
-                b'%' | b'|' => n.max(0) * 2,
-                _ => n.max(0),
-            };
-            for _ in 0..items {
-                match reply_len(&buf[at..])? {
-                    Some(len) => at += len,
-                    None => return Ok(None),
-                }
-            }
-            Ok(Some(at))
-        }
-        _ => Err(()),
-    }
 }
 
 #[cfg(test)]

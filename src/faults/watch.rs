@@ -55,34 +55,38 @@ impl Watch {
     /// `url` with its host and port replaced by the watch's (user, password, database and
     /// options kept); `None` for what the watch cannot carry (`rediss://`, a socket).
     pub(crate) fn url(&self, url: &str) -> Option<String> {
-        let (userinfo, _, path) = split_url(url)?;
-        Some(format!("redis://{userinfo}{}{path}", self.listener.addr()))
+        let (mut url, _) = redis_url(url)?;
+        let addr = self.listener.addr();
+        url.set_ip_host(addr.ip()).ok()?;
+        url.set_port(Some(addr.port())).ok()?;
+        Some(url.into())
     }
 }
 
-/// A `redis://` URL's parts: the user info with its `@` (or nothing), the
-/// host and port, and the path with what follows; `None` for another scheme.
-fn split_url(url: &str) -> Option<(&str, &str, &str)> {
-    let rest = url.strip_prefix("redis://")?;
-    let end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(end);
-    let (userinfo, hostport) = match authority.rfind('@') {
-        Some(i) => authority.split_at(i + 1),
-        None => ("", authority),
+/// A `redis://` URL read by the `url` crate, with the host it names (IP addresses without
+/// brackets, as a resolver takes them); `None` for another scheme or no host.
+fn redis_url(text: &str) -> Option<(url::Url, String)> {
+    let url = url::Url::parse(text).ok()?;
+    if url.scheme() != "redis" {
+        return None;
+    }
+    let host = match url.host()? {
+        url::Host::Domain(d) => d.to_string(),
+        url::Host::Ipv4(a) => a.to_string(),
+        url::Host::Ipv6(a) => a.to_string(),
     };
-    (!hostport.is_empty()).then_some((userinfo, hostport, path))
+    (!host.is_empty()).then_some((url, host))
 }
 
-/// The addresses a `redis://` URL names (`None`: another scheme, or a name that does not
-/// resolve).
+/// The addresses a `redis://` URL names, at its port or Redis's 6379 (`None`: another scheme,
+/// or a name that does not resolve).
 pub(crate) async fn upstream_of(url: &str) -> Option<Arc<[SocketAddr]>> {
-    let (_, hostport, _) = split_url(url)?;
-    let hostport = if hostport.contains(':') && !hostport.ends_with(']') {
-        hostport.to_string()
-    } else {
-        format!("{hostport}:6379")
-    };
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host(hostport).await.ok()?.collect();
+    let (url, host) = redis_url(url)?;
+    let port = url.port().unwrap_or(6379);
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .ok()?
+        .collect();
     (!addrs.is_empty()).then(|| addrs.into())
 }
 
@@ -290,14 +294,40 @@ mod tests {
     use crate::store::spawn::SpawnedRedis;
 
     /// The URL keeps its user, password, database and options; only the address changes.
-    #[test]
-    fn urls_keep_everything_but_the_address() {
+    #[tokio::test]
+    async fn urls_keep_everything_but_the_address() {
+        let w = Watch::start(
+            Arc::from(Vec::new()),
+            0,
+            Rules {
+                getdel: true,
+                prefix: "lb:".into(),
+            },
+            Arc::new(Ledger::default()),
+        )
+        .await
+        .unwrap();
+        let at = w.listener.addr();
         assert_eq!(
-            split_url("redis://:pw@127.0.0.1:6379/2?x=1"),
-            Some((":pw@", "127.0.0.1:6379", "/2?x=1"))
+            w.url("redis://:pw@127.0.0.1:6379/2?x=1"),
+            Some(format!("redis://:pw@{at}/2?x=1"))
         );
-        assert_eq!(split_url("rediss://h:1/0"), None);
-        assert_eq!(split_url("redis://h:1").map(|p| p.1), Some("h:1"));
+        assert_eq!(
+            w.url("redis://u:p%40ss@h/0"),
+            Some(format!("redis://u:p%40ss@{at}/0"))
+        );
+        assert_eq!(w.url("redis://h:1"), Some(format!("redis://{at}")));
+        assert_eq!(w.url("rediss://h:1/0"), None);
+        assert_eq!(w.url("unix:///tmp/redis.sock"), None);
+        assert_eq!(w.url("redis:///0"), None);
+        assert_eq!(
+            redis_url("redis://[::1]:7").map(|u| u.1),
+            Some("::1".to_string())
+        );
+        assert_eq!(
+            redis_url("redis://h").map(|u| (u.0.port(), u.1)),
+            Some((None, "h".to_string()))
+        );
     }
 
     /// Through two holders' watches on a real server: a SET NX is noted, holder 1's DEL of

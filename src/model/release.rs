@@ -224,7 +224,7 @@ pub fn classify_delex(reply: i64) -> ReleaseOutcome {
     }
 }
 
-/// The command that re-arms a held lock (`LockConn::extend` in the store).
+/// The command that re-arms a held lock (`LockCommands::extend` in the store).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExtendCommand {

@@ -9,7 +9,7 @@ use crate::model::script::UserScripts;
 use crate::model::server::{ServerInfo, SkippedCell};
 use crate::model::variant::Variant;
 use crate::profile::Plan;
-use crate::store::{Connector, LockConn};
+use crate::store::{Connector, LockConn, ServerProbes};
 use crate::target::redact_url;
 use anyhow::bail;
 

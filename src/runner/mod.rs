@@ -126,6 +126,27 @@ pub async fn run_with<K: Connector>(
     run_on(&[target], kind, plan, variants, opts).await
 }
 
+/// [`run_with`]'s arguments but the connector: a run given to
+/// [`Backend::with_connector`](crate::backend::Backend::with_connector).
+pub struct RunWith<'a, V> {
+    /// The backend's kind name (`spawn`, `memory`, …).
+    pub kind: &'a str,
+    /// The plan to run.
+    pub plan: &'a Plan,
+    /// The variants, one after the other.
+    pub variants: &'a [V],
+    /// Where and how.
+    pub opts: &'a RunOptions,
+}
+
+impl<V: Into<Variant> + Copy + Sync> crate::store::UseConnector for RunWith<'_, V> {
+    type Output = anyhow::Result<RunOutcome>;
+
+    async fn with<K: Connector>(self, connector: &K) -> Self::Output {
+        run_with(connector, self.kind, self.plan, self.variants, self.opts).await
+    }
+}
+
 /// Refuses, before anything runs, a gate (`fail_if`) on a figure no variant of the run
 /// measures: it would read 0 and hold, whatever happened.
 fn check_gates(plan: &Plan, variants: &[Variant]) -> anyhow::Result<()> {

@@ -10,7 +10,10 @@
 //! lock as it applies a write, so a write is [`WriteOutcome::Written`] and the worker tells
 //! whether its writer still held the lock from the run's own timeline.
 
-use super::{CmdResult, Connector, LockConn, ReadOutcome, WriteOutcome};
+use super::{
+    CmdResult, Connector, KeySweep, LockCommands, ReadOutcome, ResourceCommands, ServerProbes,
+    UserScripts, WriteOutcome,
+};
 use crate::model::release::ExtendCommand;
 use crate::model::script::{ScriptReply, UserScript};
 use crate::model::shards::Shard;
@@ -70,7 +73,7 @@ pub struct ApartConn<C> {
     resource: C,
 }
 
-impl<C: LockConn> LockConn for ApartConn<C> {
+impl<C: LockCommands> LockCommands for ApartConn<C> {
     /// Closes both: a holder's process dies with its connection to the resource too.
     async fn renew_own_socket(&mut self) -> bool {
         let lock = self.lock.renew_own_socket().await;
@@ -91,23 +94,6 @@ impl<C: LockConn> LockConn for ApartConn<C> {
 
     async fn getdel(&mut self, key: &str) -> CmdResult<Option<String>> {
         self.lock.getdel(key).await
-    }
-
-    /// On both stores: the cleanup removes the run's keys wherever they are.
-    async fn del(&mut self, key: &str) -> CmdResult<i64> {
-        Ok(self.lock.del(key).await? + self.resource.del(key).await?)
-    }
-
-    /// On both stores.
-    async fn keys_containing(&mut self, needle: &str) -> CmdResult<Vec<String>> {
-        let mut keys = self.lock.keys_containing(needle).await?;
-        keys.extend(self.resource.keys_containing(needle).await?);
-        Ok(keys)
-    }
-
-    /// On both stores, as [`del`](Self::del).
-    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
-        Ok(self.lock.del_many(keys).await? + self.resource.del_many(keys).await?)
     }
 
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
@@ -134,52 +120,18 @@ impl<C: LockConn> LockConn for ApartConn<C> {
         self.lock.pttl(key).await
     }
 
-    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
-        self.lock.supports_command(name).await
-    }
-
-    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
-        self.lock.knows_set_ifeq().await
-    }
-
-    async fn server_version(&mut self) -> CmdResult<String> {
-        self.lock.server_version().await
-    }
-
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
-        self.lock.dry_run(args).await
-    }
-
-    async fn resource_dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
-        self.resource.dry_run(args).await
-    }
-
-    async fn load_release_script(&mut self) -> CmdResult<()> {
-        self.lock.load_release_script().await
-    }
-
-    async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
-        self.lock.user_command(args).await
-    }
-
-    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
-        self.lock.command_keys(args).await
-    }
-
-    async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
-        self.lock.load_user_script(text).await
-    }
-
-    async fn eval_user_script(
+    async fn extend(
         &mut self,
-        script: &UserScript,
         key: &str,
         token: &str,
         ttl_ms: u64,
-    ) -> CmdResult<ScriptReply> {
-        self.lock.eval_user_script(script, key, token, ttl_ms).await
+        how: ExtendCommand,
+    ) -> CmdResult<bool> {
+        self.lock.extend(key, token, ttl_ms, how).await
     }
+}
 
+impl<C: ResourceCommands> ResourceCommands for ApartConn<C> {
     /// The fence comes from the lock's server; it is registered at the resource by the read.
     async fn set_nx_px_fenced(
         &mut self,
@@ -225,17 +177,76 @@ impl<C: LockConn> LockConn for ApartConn<C> {
             .await
     }
 
-    async fn extend(
+    async fn resource_value(&mut self, res_key: &str) -> CmdResult<u64> {
+        self.resource.resource_value(res_key).await
+    }
+}
+
+impl<C: ServerProbes> ServerProbes for ApartConn<C> {
+    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
+        self.lock.supports_command(name).await
+    }
+
+    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
+        self.lock.knows_set_ifeq().await
+    }
+
+    async fn server_version(&mut self) -> CmdResult<String> {
+        self.lock.server_version().await
+    }
+
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        self.lock.dry_run(args).await
+    }
+
+    async fn resource_dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        self.resource.dry_run(args).await
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        self.lock.load_release_script().await
+    }
+}
+
+impl<C: UserScripts> UserScripts for ApartConn<C> {
+    async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
+        self.lock.load_user_script(text).await
+    }
+
+    async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
+        self.lock.user_command(args).await
+    }
+
+    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
+        self.lock.command_keys(args).await
+    }
+
+    async fn eval_user_script(
         &mut self,
+        script: &UserScript,
         key: &str,
         token: &str,
         ttl_ms: u64,
-        how: ExtendCommand,
-    ) -> CmdResult<bool> {
-        self.lock.extend(key, token, ttl_ms, how).await
+    ) -> CmdResult<ScriptReply> {
+        self.lock.eval_user_script(script, key, token, ttl_ms).await
+    }
+}
+
+impl<C: KeySweep> KeySweep for ApartConn<C> {
+    /// On both stores: the cleanup removes the run's keys wherever they are.
+    async fn del(&mut self, key: &str) -> CmdResult<i64> {
+        Ok(self.lock.del(key).await? + self.resource.del(key).await?)
     }
 
-    async fn resource_value(&mut self, res_key: &str) -> CmdResult<u64> {
-        self.resource.resource_value(res_key).await
+    /// On both stores, as [`del`](Self::del).
+    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
+        Ok(self.lock.del_many(keys).await? + self.resource.del_many(keys).await?)
+    }
+
+    /// On both stores.
+    async fn keys_containing(&mut self, needle: &str) -> CmdResult<Vec<String>> {
+        let mut keys = self.lock.keys_containing(needle).await?;
+        keys.extend(self.resource.keys_containing(needle).await?);
+        Ok(keys)
     }
 }

@@ -1,8 +1,12 @@
-//! The handful of commands lockbench sends, behind one small trait, so the same worker loop and
-//! the same demo drive a real Redis ([`redis`]) and the in-process model ([`memory`]).
+//! The handful of commands lockbench sends, behind small traits by role — the lock commands
+//! ([`LockCommands`]), the protected resource ([`ResourceCommands`]), the runner's probes
+//! ([`ServerProbes`]), the user's scripts ([`UserScripts`]), the sweep of keys ([`KeySweep`]),
+//! together [`LockConn`] — so the same worker loop and the same demo drive a real Redis
+//! ([`redis`]) and the in-process model ([`memory`]).
 
 pub mod apart;
 pub(crate) mod cluster;
+pub mod frame;
 pub mod memory;
 pub mod pipe;
 pub mod redis;
@@ -50,9 +54,29 @@ macro_rules! again_after_reconnect {
 }
 pub(crate) use again_after_reconnect;
 
-/// One client's view of the lock store. Cheap to clone: a clone of a multiplexed Redis
+/// One client's view of the lock store: every role below, which is what the worker loop and
+/// the runner are generic over. Cheap to clone: a clone of a multiplexed Redis
 /// connection shares the socket (the "shared" connection mode).
-pub trait LockConn: Clone + Send + Sync + 'static {
+pub trait LockConn:
+    LockCommands + ResourceCommands + ServerProbes + UserScripts + KeySweep + Clone + Sync + 'static
+{
+}
+
+impl<C> LockConn for C where
+    C: LockCommands
+        + ResourceCommands
+        + ServerProbes
+        + UserScripts
+        + KeySweep
+        + Clone
+        + Sync
+        + 'static
+{
+}
+
+/// The lock commands: what a worker sends to take, re-arm and release a lock, and what the
+/// demo sends to show them (with [`KeySweep::del`], the naive release).
+pub trait LockCommands: Send {
     /// Closes this connection's own socket and opens another, as a process that dies loses its
     /// socket and connects again when it restarts: the server sees a new client. `false` where
     /// there is no socket of its own (the memory and simulated stores, redis-rs's TLS/RESP3
@@ -76,10 +100,6 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     fn pexpire(&mut self, key: &str, ms: u64) -> impl Future<Output = CmdResult<bool>> + Send;
     /// `GETDEL key`: the value that was removed, if any (same server-side effect as `DEL`).
     fn getdel(&mut self, key: &str) -> impl Future<Output = CmdResult<Option<String>>> + Send;
-    /// `DEL key`: number of keys removed.
-    fn del(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
-    /// `DEL key [key ...]` in one command: number of keys removed.
-    fn del_many(&mut self, keys: &[String]) -> impl Future<Output = CmdResult<i64>> + Send;
     /// The release script (compare-and-delete in one atomic step, `EVALSHA`; on `NOSCRIPT`
     /// redis-rs sends `SCRIPT LOAD` and `EVALSHA` again) returning `1` deleted, `0` key
     /// absent, `-1` held by another token.
@@ -102,73 +122,25 @@ pub trait LockConn: Clone + Send + Sync + 'static {
     fn exists(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
     /// `PTTL key` (`-2` absent, `-1` no expiry).
     fn pttl(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
-    /// Whether the server knows a command (`COMMAND INFO name`), e.g. `GETDEL` (Redis ≥ 6.2)
-    /// or `DELEX` (Redis ≥ 8.4).
-    fn supports_command(&mut self, name: &str) -> impl Future<Output = CmdResult<bool>> + Send;
-    /// Whether `SET` takes the `IFEQ` option (Valkey ≥ 8.1, Redis ≥ 8.4), read from the command
-    /// table (`COMMAND DOCS SET`) without sending a `SET`, so the server's SET count stays
-    /// the run's own.
-    fn knows_set_ifeq(&mut self) -> impl Future<Output = CmdResult<bool>> + Send;
-    /// Server name and version, e.g. `redis 7.0.15` (from `INFO server`).
-    fn server_version(&mut self) -> impl Future<Output = CmdResult<String>> + Send;
-    /// Whether this connection's user may run `args`, asked without running them (`ACL
-    /// DRYRUN <user> …`, Redis ≥ 7.0 and Valkey): `Ok(Ok(()))` permitted, `Ok(Err(why))`
-    /// refused or unknown (the server's words: `Command 'getdel' not found`), `Err` when it
-    /// cannot be asked (an older server, or `ACL` not permitted to this user).
-    fn dry_run(
+    /// Re-arms a held lock to `ttl_ms` only if it still holds `token`, atomically, with the
+    /// command `how` names. `true` = re-armed; `false` = the key was absent or held another
+    /// token (an extension failure: too late). [`ExtendCommand::SetIfeq`] on a server without
+    /// `SET … IFEQ` (Redis < 8.4, Valkey < 8.1) is a server error (`ERR syntax error`), never
+    /// `false`: so `extend` of an absent key with `SetIfeq` doubles as a support probe
+    /// (`Ok(false)` = supported). `ttl_ms` must be at least 1 (`PX 0` is an error, `PEXPIRE 0`
+    /// deletes the key).
+    fn extend(
         &mut self,
-        args: &[&str],
-    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send;
-    /// [`LockConn::dry_run`] on the protected resource's store (the lock's, unless apart).
-    fn resource_dry_run(
-        &mut self,
-        args: &[&str],
-    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send {
-        self.dry_run(args)
-    }
-    /// `SCRIPT LOAD` of the release script, so that an `EVALSHA` of it finds it cached.
-    fn load_release_script(&mut self) -> impl Future<Output = CmdResult<()>> + Send;
-    /// `SCRIPT LOAD` of one of the user's scripts (compiled, not run): the SHA1 the server
-    /// names it by. A script the server cannot compile is a server error with the server's
-    /// message. Only a Redis server runs Lua: elsewhere (the in-process model, a Redlock's N
-    /// servers) an error that says so.
-    fn load_user_script(&mut self, text: &str) -> impl Future<Output = CmdResult<String>> + Send {
-        let _ = text;
-        async { Err(no_lua()) }
-    }
-    /// One command of the user's step given as commands (`GET key`), sent as written, its
-    /// reply read as a script's. Only a Redis server runs them.
-    fn user_command(
-        &mut self,
-        args: &[String],
-    ) -> impl Future<Output = CmdResult<ScriptReply>> + Send {
-        let _ = args;
-        async { Err(no_lua()) }
-    }
-    /// `COMMAND GETKEYS args…`: the keys the server says the command would touch, without
-    /// running it; `Ok(Err(why))` when the server refuses to say (an unknown command, a wrong
-    /// number of arguments, a command that takes no key). Only a Redis server answers.
-    fn command_keys(
-        &mut self,
-        args: &[String],
-    ) -> impl Future<Output = CmdResult<Result<Vec<String>, String>>> + Send {
-        let _ = args;
-        async { Err(no_lua()) }
-    }
-    /// `EVALSHA` of one of the user's scripts with `KEYS[1]` = `key`, `ARGV[1]` = `token`,
-    /// `ARGV[2]` = `ttl_ms` (on `NOSCRIPT`: `SCRIPT LOAD` of its text and `EVALSHA` again): its
-    /// reply as the convention reads it.
-    fn eval_user_script(
-        &mut self,
-        script: &UserScript,
         key: &str,
         token: &str,
         ttl_ms: u64,
-    ) -> impl Future<Output = CmdResult<ScriptReply>> + Send {
-        let _ = (script, key, token, ttl_ms);
-        async { Err(no_lua()) }
-    }
+        how: ExtendCommand,
+    ) -> impl Future<Output = CmdResult<bool>> + Send;
+}
 
+/// The protected resource and its fences: the fenced acquisition, the resource's reads and
+/// writes, and its read-back at the end.
+pub trait ResourceCommands: Send {
     /// Fenced acquisition, one script ([`FENCED_ACQUIRE_LUA`]): `SET key token NX PX ttl_ms`
     /// and, only if that set the key, `INCR fence_key`. `Some(fence)` = acquired, with a fence
     /// that strictly increases per `fence_key` (1 for the first acquisition: an absent counter
@@ -223,22 +195,92 @@ pub trait LockConn: Clone + Send + Sync + 'static {
         fence: Option<u64>,
         value: u64,
     ) -> impl Future<Output = CmdResult<WriteOutcome>> + Send;
-    /// Re-arms a held lock to `ttl_ms` only if it still holds `token`, atomically, with the
-    /// command `how` names. `true` = re-armed; `false` = the key was absent or held another
-    /// token (an extension failure: too late). [`ExtendCommand::SetIfeq`] on a server without
-    /// `SET … IFEQ` (Redis < 8.4, Valkey < 8.1) is a server error (`ERR syntax error`), never
-    /// `false`: so `extend` of an absent key with `SetIfeq` doubles as a support probe
-    /// (`Ok(false)` = supported). `ttl_ms` must be at least 1 (`PX 0` is an error, `PEXPIRE 0`
-    /// deletes the key).
-    fn extend(
+    /// The resource's value (`HGET res_key value`; absent = 0), for the final read-back.
+    fn resource_value(&mut self, res_key: &str) -> impl Future<Output = CmdResult<u64>> + Send;
+}
+
+/// What the runner asks a store before a run: the commands it knows and permits, its version,
+/// the release script loaded in advance.
+pub trait ServerProbes: Send {
+    /// Whether the server knows a command (`COMMAND INFO name`), e.g. `GETDEL` (Redis ≥ 6.2)
+    /// or `DELEX` (Redis ≥ 8.4).
+    fn supports_command(&mut self, name: &str) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// Whether `SET` takes the `IFEQ` option (Valkey ≥ 8.1, Redis ≥ 8.4), read from the command
+    /// table (`COMMAND DOCS SET`) without sending a `SET`, so the server's SET count stays
+    /// the run's own.
+    fn knows_set_ifeq(&mut self) -> impl Future<Output = CmdResult<bool>> + Send;
+    /// Server name and version, e.g. `redis 7.0.15` (from `INFO server`).
+    fn server_version(&mut self) -> impl Future<Output = CmdResult<String>> + Send;
+    /// Whether this connection's user may run `args`, asked without running them (`ACL
+    /// DRYRUN <user> …`, Redis ≥ 7.0 and Valkey): `Ok(Ok(()))` permitted, `Ok(Err(why))`
+    /// refused or unknown (the server's words: `Command 'getdel' not found`), `Err` when it
+    /// cannot be asked (an older server, or `ACL` not permitted to this user).
+    fn dry_run(
         &mut self,
+        args: &[&str],
+    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send;
+    /// [`ServerProbes::dry_run`] on the protected resource's store (the lock's, unless apart).
+    fn resource_dry_run(
+        &mut self,
+        args: &[&str],
+    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send {
+        self.dry_run(args)
+    }
+    /// `SCRIPT LOAD` of the release script, so that an `EVALSHA` of it finds it cached.
+    fn load_release_script(&mut self) -> impl Future<Output = CmdResult<()>> + Send;
+}
+
+/// The user's own scripts and commands. Only a Redis server runs them: the defaults are the
+/// error that says so (the in-process model, a Redlock's N servers).
+pub trait UserScripts: Send {
+    /// `SCRIPT LOAD` of one of the user's scripts (compiled, not run): the SHA1 the server
+    /// names it by. A script the server cannot compile is a server error with the server's
+    /// message. Only a Redis server runs Lua: elsewhere (the in-process model, a Redlock's N
+    /// servers) an error that says so.
+    fn load_user_script(&mut self, text: &str) -> impl Future<Output = CmdResult<String>> + Send {
+        let _ = text;
+        async { Err(no_lua()) }
+    }
+    /// One command of the user's step given as commands (`GET key`), sent as written, its
+    /// reply read as a script's. Only a Redis server runs them.
+    fn user_command(
+        &mut self,
+        args: &[String],
+    ) -> impl Future<Output = CmdResult<ScriptReply>> + Send {
+        let _ = args;
+        async { Err(no_lua()) }
+    }
+    /// `COMMAND GETKEYS args…`: the keys the server says the command would touch, without
+    /// running it; `Ok(Err(why))` when the server refuses to say (an unknown command, a wrong
+    /// number of arguments, a command that takes no key). Only a Redis server answers.
+    fn command_keys(
+        &mut self,
+        args: &[String],
+    ) -> impl Future<Output = CmdResult<Result<Vec<String>, String>>> + Send {
+        let _ = args;
+        async { Err(no_lua()) }
+    }
+    /// `EVALSHA` of one of the user's scripts with `KEYS[1]` = `key`, `ARGV[1]` = `token`,
+    /// `ARGV[2]` = `ttl_ms` (on `NOSCRIPT`: `SCRIPT LOAD` of its text and `EVALSHA` again): its
+    /// reply as the convention reads it.
+    fn eval_user_script(
+        &mut self,
+        script: &UserScript,
         key: &str,
         token: &str,
         ttl_ms: u64,
-        how: ExtendCommand,
-    ) -> impl Future<Output = CmdResult<bool>> + Send;
-    /// The resource's value (`HGET res_key value`; absent = 0), for the final read-back.
-    fn resource_value(&mut self, res_key: &str) -> impl Future<Output = CmdResult<u64>> + Send;
+    ) -> impl Future<Output = CmdResult<ScriptReply>> + Send {
+        let _ = (script, key, token, ttl_ms);
+        async { Err(no_lua()) }
+    }
+}
+
+/// Removing keys: the end of a run's sweep of its keys, wherever they are, and the demo's `DEL`.
+pub trait KeySweep: Send {
+    /// `DEL key`: number of keys removed.
+    fn del(&mut self, key: &str) -> impl Future<Output = CmdResult<i64>> + Send;
+    /// `DEL key [key ...]` in one command: number of keys removed.
+    fn del_many(&mut self, keys: &[String]) -> impl Future<Output = CmdResult<i64>> + Send;
     /// Every key whose name holds `needle` (`SCAN MATCH *needle*`): the end of a run sweeps
     /// the keys holding its unique prefix, whoever wrote them (a library's companion keys, a
     /// script's own). A store that cannot list its keys finds none.
@@ -263,7 +305,7 @@ pub fn glob_escape(text: &str) -> String {
     out
 }
 
-/// What a read of the protected resource gave ([`LockConn::resource_read`]).
+/// What a read of the protected resource gave ([`ResourceCommands::resource_read`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadOutcome {
     /// The resource's value (0 when it was never written).
@@ -276,7 +318,7 @@ pub enum ReadOutcome {
     },
 }
 
-/// What a write to the protected resource gave ([`LockConn::resource_write`]).
+/// What a write to the protected resource gave ([`ResourceCommands::resource_write`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WriteOutcome {
     /// The value was written. `holder` = the lock key held the writer's token at the instant
@@ -289,7 +331,7 @@ pub enum WriteOutcome {
         /// `holder: false` means the lock was gone and nobody held it.
         other_holder: bool,
     },
-    /// The value was written to a resource apart from the lock ([`LockConn::resource_write_apart`]):
+    /// The value was written to a resource apart from the lock ([`ResourceCommands::resource_write_apart`]):
     /// the server could not look at the lock.
     Written,
     /// Refused: the writer's fence is below `highest`, the highest fence the resource has
@@ -355,6 +397,16 @@ pub trait Connector: Send + Sync + 'static {
     fn resource_store(&self) -> Option<String> {
         None
     }
+}
+
+/// What runs with a connector of whichever type a backend opened
+/// ([`crate::backend::Backend::with_connector`]): a trait, not a closure, because its body is
+/// generic over the connector (a closure cannot be).
+pub trait UseConnector {
+    /// What the body gives back.
+    type Output;
+    /// Runs the body with `connector`.
+    fn with<K: Connector>(self, connector: &K) -> impl Future<Output = Self::Output> + Send;
 }
 
 /// The compare-and-delete used for `token` releases: the article's script, extended to say
@@ -452,7 +504,7 @@ fn off_convention(why: String) -> CmdError {
 /// Runs the user's `script` on the lock `key` held (or wanted) with `token`; a server error
 /// (a Lua runtime error) names the script. `before_last` runs just before the command that
 /// acts goes out: the script's one `EVALSHA`, or the last of its commands.
-async fn eval_user<C: LockConn>(
+async fn eval_user<C: LockCommands + UserScripts>(
     conn: &mut C,
     script: &UserScript,
     key: &str,
@@ -476,7 +528,7 @@ async fn eval_user<C: LockConn>(
 /// A step given as commands: each sent on its own, in order; one whose reply is not what its
 /// `== VALUE` asks for stops the steps with `0` (busy, nothing deleted, lost). The last
 /// command's reply is read as a script's; `before_last` runs just before the last is sent.
-async fn run_commands<C: LockConn>(
+async fn run_commands<C: LockCommands + UserScripts>(
     conn: &mut C,
     steps: &[script::CommandStep],
     key: &str,
@@ -500,7 +552,7 @@ async fn run_commands<C: LockConn>(
 }
 
 /// Takes the lock with the user's acquire script: `true` acquired, `false` busy.
-pub async fn acquire_by_script<C: LockConn>(
+pub async fn acquire_by_script<C: LockCommands + UserScripts>(
     conn: &mut C,
     script: &UserScript,
     key: &str,
@@ -512,7 +564,7 @@ pub async fn acquire_by_script<C: LockConn>(
 }
 
 /// Re-arms a held lock with `how`, or with the user's extend script when there is one.
-pub async fn extend_by<C: LockConn>(
+pub async fn extend_by<C: LockCommands + UserScripts>(
     conn: &mut C,
     how: ExtendCommand,
     script: Option<&UserScript>,
@@ -532,7 +584,7 @@ pub async fn extend_by<C: LockConn>(
 /// Sends the release for `method` and classifies the server's reply. The `script` method runs
 /// the user's release script (`user`), whose `1` is judged by `newer_holder` (see
 /// [`script::classify_release`]): lockbench's timeline, not the script's word.
-pub async fn release<C: LockConn>(
+pub async fn release<C: LockCommands + UserScripts>(
     conn: &mut C,
     method: release::ReleaseMethod,
     user: Option<&UserScript>,

@@ -406,47 +406,10 @@ fn invalid(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("bad reply: {what}"))
 }
 
-/// The length of the first complete RESP2/RESP3 reply in `buf` (`None`: not all there yet).
-pub fn frame_len(buf: &[u8]) -> io::Result<Option<usize>> {
-    let mut pos = 0;
-    // Values still to read: one, plus the elements of the aggregates met on the way.
-    let mut pending: u64 = 1;
-    while pending > 0 {
-        let Some(end) = buf[pos..].windows(2).position(|w| w == b"\r\n") else {
-            return Ok(None);
-        };
-        if end == 0 {
-            return Err(invalid("an empty line"));
-        }
-        let (kind, line) = (buf[pos], &buf[pos + 1..pos + end]);
-        pos += end + 2;
-        pending -= 1;
-        let count = || -> io::Result<i64> {
-            std::str::from_utf8(line)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| invalid("a length that is not a number"))
-        };
-        match kind {
-            b'+' | b'-' | b':' | b'_' | b',' | b'#' | b'(' => {}
-            b'$' | b'!' | b'=' => {
-                let n = count()?;
-                if n >= 0 {
-                    let end = pos + n as usize + 2;
-                    if buf.len() < end {
-                        return Ok(None);
-                    }
-                    pos = end;
-                }
-            }
-            b'*' | b'~' | b'>' => pending += count()?.max(0) as u64,
-            b'%' => pending += 2 * count()?.max(0) as u64,
-            // An attribute map comes before the value it describes.
-            b'|' => pending += 2 * count()?.max(0) as u64 + 1,
-            _ => return Err(invalid("an unknown type byte")),
-        }
-    }
-    Ok(Some(pos))
+/// The length of the first complete reply in `buf` (`None`: not all there yet), read by the
+/// one frame reader ([`super::frame`]).
+fn frame_len(buf: &[u8]) -> io::Result<Option<usize>> {
+    super::frame::frame_len(buf).map_err(|e| invalid(e.0))
 }
 
 /// One complete reply as redis-rs's value: the lock cycle's replies (`+OK`, `:n`, `$-1`)
@@ -648,27 +611,13 @@ impl redis::aio::ConnectionLike for PipeLink {
 mod tests {
     use super::*;
 
+    /// The link reports what the frame reader refuses as a bad reply, in its words.
     #[test]
-    fn frames_are_cut_where_replies_end() {
-        let all = b"+OK\r\n$-1\r\n:1\r\n$3\r\nabc\r\n*2\r\n$1\r\nx\r\n:5\r\n-ERR no\r\n*-1\r\n%1\r\n+a\r\n:1\r\n";
-        let mut at = 0;
-        let mut lens = Vec::new();
-        while let Some(n) = frame_len(&all[at..]).unwrap() {
-            lens.push(n);
-            at += n;
-        }
-        assert_eq!(at, all.len());
-        assert_eq!(lens, vec![5, 5, 4, 9, 15, 9, 5, 12]);
-        // Every cut short of a whole reply waits for more.
-        for cut in 0..all.len() {
-            let first = frame_len(all).unwrap().unwrap();
-            let got = frame_len(&all[..cut]).unwrap();
-            assert_eq!(got.is_some(), cut >= first, "cut at {cut}");
-        }
-        assert!(frame_len(b"?x\r\n").is_err());
-        assert!(frame_len(b"\r\n").is_err());
-        assert!(frame_len(b"*1\r\n\r\n").is_err());
-        assert!(frame_len(b"$x\r\n").is_err());
+    fn a_bad_frame_is_a_bad_reply() {
+        let e = frame_len(b"?x\r\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert_eq!(e.to_string(), "bad reply: an unknown type byte");
+        assert_eq!(frame_len(b"+OK\r\n:1").unwrap(), Some(5));
     }
 
     #[test]

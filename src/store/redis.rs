@@ -6,9 +6,9 @@
 
 use super::pipe::PipeLink;
 use super::{
-    CANONICAL_CAD_LUA, Connector, EXTEND_LUA, FENCED_ACQUIRE_LUA, LockConn, RELEASE_LUA,
-    RESOURCE_READ_LUA, RESOURCE_WRITE_APART_LUA, RESOURCE_WRITE_LUA, ReadOutcome, Timeouts,
-    WriteOutcome, fence_arg,
+    CANONICAL_CAD_LUA, Connector, EXTEND_LUA, FENCED_ACQUIRE_LUA, KeySweep, LockCommands,
+    RELEASE_LUA, RESOURCE_READ_LUA, RESOURCE_WRITE_APART_LUA, RESOURCE_WRITE_LUA, ReadOutcome,
+    ResourceCommands, ServerProbes, Timeouts, UserScripts, WriteOutcome, fence_arg,
 };
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
@@ -332,7 +332,7 @@ fn auth_hint(e: &redis::RedisError) -> Option<&'static str> {
     }
 }
 
-impl<K: Link> LockConn for RedisConn<K> {
+impl<K: Link> LockCommands for RedisConn<K> {
     async fn renew_own_socket(&mut self) -> bool {
         self.conn.renew().await
     }
@@ -375,30 +375,6 @@ impl<K: Link> LockConn for RedisConn<K> {
     async fn getdel(&mut self, key: &str) -> CmdResult<Option<String>> {
         redis::cmd("GETDEL")
             .arg(key)
-            .query_async(&mut self.conn)
-            .await
-            .map_err(classify)
-    }
-
-    async fn del(&mut self, key: &str) -> CmdResult<i64> {
-        redis::cmd("DEL")
-            .arg(key)
-            .query_async(&mut self.conn)
-            .await
-            .map_err(classify)
-    }
-
-    async fn keys_containing(&mut self, needle: &str) -> CmdResult<Vec<String>> {
-        let pattern = format!("*{}*", super::glob_escape(needle));
-        self.conn.scan_match(&pattern).await.map_err(classify)
-    }
-
-    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
-        if keys.is_empty() {
-            return Ok(0);
-        }
-        redis::cmd("DEL")
-            .arg(keys)
             .query_async(&mut self.conn)
             .await
             .map_err(classify)
@@ -474,106 +450,46 @@ impl<K: Link> LockConn for RedisConn<K> {
             .map_err(classify)
     }
 
-    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
-        // Unknown commands come back as a nil entry.
-        let v: redis::Value = self
-            .conn
-            .query_node(redis::cmd("COMMAND").arg("INFO").arg(name))
-            .await
-            .map_err(classify)?;
-        Ok(match v {
-            redis::Value::Array(items) => items
-                .first()
-                .is_some_and(|i| !matches!(i, redis::Value::Nil)),
-            _ => false,
-        })
-    }
-
-    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
-        let v: redis::Value = self
-            .conn
-            .query_node(redis::cmd("COMMAND").arg("DOCS").arg("SET"))
-            .await
-            .map_err(classify)?;
-        // The option appears as an argument token ("IFEQ") in SET's documented arguments.
-        fn mentions(v: &redis::Value) -> bool {
-            match v {
-                redis::Value::BulkString(b) => b.eq_ignore_ascii_case(b"ifeq"),
-                redis::Value::SimpleString(s) => s.eq_ignore_ascii_case("ifeq"),
-                redis::Value::Array(items) | redis::Value::Set(items) => items.iter().any(mentions),
-                redis::Value::Map(pairs) => pairs.iter().any(|(k, v)| mentions(k) || mentions(v)),
-                _ => false,
-            }
-        }
-        Ok(mentions(&v))
-    }
-
-    async fn server_version(&mut self) -> CmdResult<String> {
-        let info: String = self
-            .conn
-            .query_node(redis::cmd("INFO").arg("server"))
-            .await
-            .map_err(classify)?;
-        Ok(parse_server_version(&info))
-    }
-
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
-        let user: String = self
-            .conn
-            .query_node(redis::cmd("ACL").arg("WHOAMI"))
-            .await
-            .map_err(classify)?;
-        let mut cmd = redis::cmd("ACL");
-        cmd.arg("DRYRUN").arg(&user).arg(args);
-        match self.conn.query_node::<redis::Value>(&cmd).await {
-            Ok(redis::Value::Okay) => Ok(Ok(())),
-            Ok(redis::Value::SimpleString(s)) if s == "OK" => Ok(Ok(())),
-            Ok(redis::Value::BulkString(why)) => Ok(Err(String::from_utf8_lossy(&why).into())),
-            Ok(redis::Value::VerbatimString { text, .. }) => Ok(Err(text)),
-            Ok(other) => Err(unexpected_reply("ACL DRYRUN", &other, "OK or a reason")),
-            // An unknown command is an answer; an unknown DRYRUN (Redis < 7.0) is not.
-            Err(e) => {
-                let e = classify(e);
-                match e.detail.contains("Command '") && e.detail.contains("not found") {
-                    true => Ok(Err(e.detail)),
-                    false => Err(e),
-                }
-            }
-        }
-    }
-
-    async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
-        RedisConn::user_command(self, args).await
-    }
-
-    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
-        self.keys_of(args).await
-    }
-
-    async fn load_release_script(&mut self) -> CmdResult<()> {
-        self.scripts
-            .release
-            .prepare_invoke()
-            .load_async(&mut self.conn)
-            .await
-            .map(drop)
-            .map_err(classify)
-    }
-
-    async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
-        self.load_user(text).await
-    }
-
-    async fn eval_user_script(
+    async fn extend(
         &mut self,
-        script: &UserScript,
         key: &str,
         token: &str,
         ttl_ms: u64,
-    ) -> CmdResult<ScriptReply> {
-        self.eval_user(script, key, token, ttl_ms).await
+        how: ExtendCommand,
+    ) -> CmdResult<bool> {
+        match how {
+            ExtendCommand::Script => {
+                let r: i64 = self
+                    .scripts
+                    .extend
+                    .key(key)
+                    .arg(token)
+                    .arg(ttl_ms)
+                    .invoke_async(&mut self.conn)
+                    .await
+                    .map_err(classify)?;
+                Ok(r == 1)
+            }
+            ExtendCommand::SetIfeq => {
+                // OK when re-armed, nil when absent or another's; a server without IFEQ
+                // answers `ERR syntax error`, which stays an error.
+                let r: Option<String> = redis::cmd("SET")
+                    .arg(key)
+                    .arg(token)
+                    .arg("IFEQ")
+                    .arg(token)
+                    .arg("PX")
+                    .arg(ttl_ms)
+                    .query_async(&mut self.conn)
+                    .await
+                    .map_err(classify)?;
+                Ok(r.is_some())
+            }
+        }
     }
+}
 
+impl<K: Link> ResourceCommands for RedisConn<K> {
     async fn set_nx_px_fenced(
         &mut self,
         key: &str,
@@ -664,44 +580,6 @@ impl<K: Link> LockConn for RedisConn<K> {
         })
     }
 
-    async fn extend(
-        &mut self,
-        key: &str,
-        token: &str,
-        ttl_ms: u64,
-        how: ExtendCommand,
-    ) -> CmdResult<bool> {
-        match how {
-            ExtendCommand::Script => {
-                let r: i64 = self
-                    .scripts
-                    .extend
-                    .key(key)
-                    .arg(token)
-                    .arg(ttl_ms)
-                    .invoke_async(&mut self.conn)
-                    .await
-                    .map_err(classify)?;
-                Ok(r == 1)
-            }
-            ExtendCommand::SetIfeq => {
-                // OK when re-armed, nil when absent or another's; a server without IFEQ
-                // answers `ERR syntax error`, which stays an error.
-                let r: Option<String> = redis::cmd("SET")
-                    .arg(key)
-                    .arg(token)
-                    .arg("IFEQ")
-                    .arg(token)
-                    .arg("PX")
-                    .arg(ttl_ms)
-                    .query_async(&mut self.conn)
-                    .await
-                    .map_err(classify)?;
-                Ok(r.is_some())
-            }
-        }
-    }
-
     async fn resource_value(&mut self, res_key: &str) -> CmdResult<u64> {
         let v: Option<u64> = redis::cmd("HGET")
             .arg(res_key)
@@ -710,6 +588,136 @@ impl<K: Link> LockConn for RedisConn<K> {
             .await
             .map_err(classify)?;
         Ok(v.unwrap_or(0))
+    }
+}
+
+impl<K: Link> ServerProbes for RedisConn<K> {
+    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
+        // Unknown commands come back as a nil entry.
+        let v: redis::Value = self
+            .conn
+            .query_node(redis::cmd("COMMAND").arg("INFO").arg(name))
+            .await
+            .map_err(classify)?;
+        Ok(match v {
+            redis::Value::Array(items) => items
+                .first()
+                .is_some_and(|i| !matches!(i, redis::Value::Nil)),
+            _ => false,
+        })
+    }
+
+    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
+        let v: redis::Value = self
+            .conn
+            .query_node(redis::cmd("COMMAND").arg("DOCS").arg("SET"))
+            .await
+            .map_err(classify)?;
+        // The option appears as an argument token ("IFEQ") in SET's documented arguments.
+        fn mentions(v: &redis::Value) -> bool {
+            match v {
+                redis::Value::BulkString(b) => b.eq_ignore_ascii_case(b"ifeq"),
+                redis::Value::SimpleString(s) => s.eq_ignore_ascii_case("ifeq"),
+                redis::Value::Array(items) | redis::Value::Set(items) => items.iter().any(mentions),
+                redis::Value::Map(pairs) => pairs.iter().any(|(k, v)| mentions(k) || mentions(v)),
+                _ => false,
+            }
+        }
+        Ok(mentions(&v))
+    }
+
+    async fn server_version(&mut self) -> CmdResult<String> {
+        let info: String = self
+            .conn
+            .query_node(redis::cmd("INFO").arg("server"))
+            .await
+            .map_err(classify)?;
+        Ok(parse_server_version(&info))
+    }
+
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        let user: String = self
+            .conn
+            .query_node(redis::cmd("ACL").arg("WHOAMI"))
+            .await
+            .map_err(classify)?;
+        let mut cmd = redis::cmd("ACL");
+        cmd.arg("DRYRUN").arg(&user).arg(args);
+        match self.conn.query_node::<redis::Value>(&cmd).await {
+            Ok(redis::Value::Okay) => Ok(Ok(())),
+            Ok(redis::Value::SimpleString(s)) if s == "OK" => Ok(Ok(())),
+            Ok(redis::Value::BulkString(why)) => Ok(Err(String::from_utf8_lossy(&why).into())),
+            Ok(redis::Value::VerbatimString { text, .. }) => Ok(Err(text)),
+            Ok(other) => Err(unexpected_reply("ACL DRYRUN", &other, "OK or a reason")),
+            // An unknown command is an answer; an unknown DRYRUN (Redis < 7.0) is not.
+            Err(e) => {
+                let e = classify(e);
+                match e.detail.contains("Command '") && e.detail.contains("not found") {
+                    true => Ok(Err(e.detail)),
+                    false => Err(e),
+                }
+            }
+        }
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        self.scripts
+            .release
+            .prepare_invoke()
+            .load_async(&mut self.conn)
+            .await
+            .map(drop)
+            .map_err(classify)
+    }
+}
+
+impl<K: Link> UserScripts for RedisConn<K> {
+    async fn load_user_script(&mut self, text: &str) -> CmdResult<String> {
+        self.load_user(text).await
+    }
+
+    async fn user_command(&mut self, args: &[String]) -> CmdResult<ScriptReply> {
+        RedisConn::user_command(self, args).await
+    }
+
+    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
+        self.keys_of(args).await
+    }
+
+    async fn eval_user_script(
+        &mut self,
+        script: &UserScript,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+    ) -> CmdResult<ScriptReply> {
+        self.eval_user(script, key, token, ttl_ms).await
+    }
+}
+
+impl<K: Link> KeySweep for RedisConn<K> {
+    async fn del(&mut self, key: &str) -> CmdResult<i64> {
+        redis::cmd("DEL")
+            .arg(key)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)
+    }
+
+    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        redis::cmd("DEL")
+            .arg(keys)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(classify)
+    }
+
+    async fn keys_containing(&mut self, needle: &str) -> CmdResult<Vec<String>> {
+        let pattern = format!("*{}*", super::glob_escape(needle));
+        self.conn.scan_match(&pattern).await.map_err(classify)
     }
 }
 

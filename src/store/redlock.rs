@@ -8,7 +8,7 @@
 //! dropped with its worker (an abandoned run) must take its instance commands with it.
 
 use super::redis::{RedisConn, RedisConnector};
-use super::{Connector, LockConn};
+use super::{Connector, KeySweep, LockCommands, ResourceCommands, ServerProbes, UserScripts};
 use super::{ReadOutcome, WriteOutcome};
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
@@ -236,7 +236,7 @@ impl RedlockConn {
     }
 }
 
-impl LockConn for RedlockConn {
+impl LockCommands for RedlockConn {
     /// Renews the socket to every instance (a dead holder's connections all close).
     async fn renew_own_socket(&mut self) -> bool {
         join_all(
@@ -297,18 +297,6 @@ impl LockConn for RedlockConn {
         Err(unsupported("GETDEL"))
     }
 
-    async fn del(&mut self, key: &str) -> CmdResult<i64> {
-        let r = self.each(None, |c| c.del(key)).await;
-        max_of(r)
-    }
-
-    /// Removes the keys on every instance; the count is the largest instance's (a lock on
-    /// several instances is one lock).
-    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
-        let r = self.each(None, |c| c.del_many(keys)).await;
-        max_of(r)
-    }
-
     /// The token script on every instance, replies combined by
     /// [`crate::quorum::combine_release`].
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
@@ -366,26 +354,25 @@ impl LockConn for RedlockConn {
         max_of(r)
     }
 
-    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
-        self.first().supports_command(name).await
+    /// Re-arms on every instance; held iff a majority re-armed
+    /// ([`crate::quorum::combine_extend`]).
+    async fn extend(
+        &mut self,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        how: ExtendCommand,
+    ) -> CmdResult<bool> {
+        let quorum = self.shared.quorum;
+        let timeout = instance_timeout_us(self.shared.timeout_us, ttl_ms);
+        let r = self
+            .each(Some(timeout), |c| c.extend(key, token, ttl_ms, how))
+            .await;
+        combine_extend(&r, quorum)
     }
+}
 
-    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
-        self.first().knows_set_ifeq().await
-    }
-
-    async fn server_version(&mut self) -> CmdResult<String> {
-        self.first().server_version().await
-    }
-
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
-        self.first().dry_run(args).await
-    }
-
-    async fn load_release_script(&mut self) -> CmdResult<()> {
-        self.first().load_release_script().await
-    }
-
+impl ResourceCommands for RedlockConn {
     async fn set_nx_px_fenced(
         &mut self,
         _key: &str,
@@ -425,25 +412,47 @@ impl LockConn for RedlockConn {
         Err(unsupported("the resource write"))
     }
 
-    /// Re-arms on every instance; held iff a majority re-armed
-    /// ([`crate::quorum::combine_extend`]).
-    async fn extend(
-        &mut self,
-        key: &str,
-        token: &str,
-        ttl_ms: u64,
-        how: ExtendCommand,
-    ) -> CmdResult<bool> {
-        let quorum = self.shared.quorum;
-        let timeout = instance_timeout_us(self.shared.timeout_us, ttl_ms);
-        let r = self
-            .each(Some(timeout), |c| c.extend(key, token, ttl_ms, how))
-            .await;
-        combine_extend(&r, quorum)
-    }
-
     async fn resource_value(&mut self, _res_key: &str) -> CmdResult<u64> {
         Err(unsupported("the resource read-back"))
+    }
+}
+
+impl ServerProbes for RedlockConn {
+    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
+        self.first().supports_command(name).await
+    }
+
+    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
+        self.first().knows_set_ifeq().await
+    }
+
+    async fn server_version(&mut self) -> CmdResult<String> {
+        self.first().server_version().await
+    }
+
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        self.first().dry_run(args).await
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        self.first().load_release_script().await
+    }
+}
+
+/// No Lua here: the defaults, which say that only a Redis server runs the user's scripts.
+impl UserScripts for RedlockConn {}
+
+impl KeySweep for RedlockConn {
+    async fn del(&mut self, key: &str) -> CmdResult<i64> {
+        let r = self.each(None, |c| c.del(key)).await;
+        max_of(r)
+    }
+
+    /// Removes the keys on every instance; the count is the largest instance's (a lock on
+    /// several instances is one lock).
+    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
+        let r = self.each(None, |c| c.del_many(keys)).await;
+        max_of(r)
     }
 }
 

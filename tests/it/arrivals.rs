@@ -4,7 +4,7 @@
 use crate::common;
 
 use lockbench::backend::Backend;
-use lockbench::runner::{RunOptions, run_with};
+use lockbench::runner::{RunOptions, RunWith};
 
 /// A 500 ms pause of the server: the p99 request latency, measured from each request's
 /// intended arrival, is at least the pause; the SET round trip, measured from the actual send
@@ -23,7 +23,14 @@ async fn request_latency_includes_the_wait_behind_a_paused_server() {
         faults: backend.control.clone(),
         ..common::opts(tmp.path())
     };
-    let out = lockbench::with_connector!(&backend, c => run_with(c, "spawn", &plan, &[plan.protection.release], &opts).await)
+    let out = backend
+        .with_connector(RunWith {
+            kind: "spawn",
+            plan: &plan,
+            variants: &[plan.protection.release],
+            opts: &opts,
+        })
+        .await
         .unwrap();
     backend.close().await;
     let s = &out.summaries[0];

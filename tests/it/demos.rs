@@ -16,7 +16,7 @@ use lockbench::store::Timeouts;
 use lockbench::store::memory::MemoryStore;
 use lockbench::store::redis::RedisConnector;
 use lockbench::store::spawn::SpawnedRedis;
-use lockbench::store::{Connector, LockConn};
+use lockbench::store::{Connector, KeySweep, LockConn};
 use std::time::Duration;
 
 /// Runs `$scenario(&mut conn, backend_name)` on a fresh model and on a private server, and

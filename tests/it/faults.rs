@@ -7,7 +7,7 @@ use crate::common;
 use lockbench::backend::{Backend, Store};
 use lockbench::model::variant::Variant;
 use lockbench::profile::Plan;
-use lockbench::runner::{RunOptions, RunOutcome, run_with};
+use lockbench::runner::{RunOptions, RunOutcome, RunWith, run_with};
 use std::path::Path;
 
 /// Runs `plan` on the backend it names (a private server, with the proxy when the schedule
@@ -19,9 +19,15 @@ async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcom
         ..common::opts(dir)
     };
     let kind = backend.kind();
-    let out =
-        lockbench::with_connector!(&backend, c => run_with(c, kind, plan, variants, &opts).await)
-            .expect("the run ends normally through its faults");
+    let out = backend
+        .with_connector(RunWith {
+            kind,
+            plan,
+            variants,
+            opts: &opts,
+        })
+        .await
+        .expect("the run ends normally through its faults");
     // No key of the run is left on the server (the cleanup went through any reconnection).
     if let Store::Spawned(server, _) = &backend.store {
         let url = server.lock().await.url();

@@ -193,7 +193,7 @@ async fn token_never_counts_a_lock_deleted_by_other() {
 /// verdict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_cycle_replies_are_read_right_and_survive_a_script_flush() {
-    use lockbench::store::{Connector, LockConn};
+    use lockbench::store::{Connector, LockCommands};
     let server = redis().await;
     let connector = lockbench::store::redis::RedisConnector::new(
         &server.url(),

@@ -5,9 +5,9 @@ use crate::common;
 use common::*;
 use lockbench::engine::streams::intended_sequence;
 use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
-use lockbench::store::LockConn;
 use lockbench::store::Timeouts;
 use lockbench::store::redis::RedisConnector;
+use lockbench::store::{LockCommands, ServerProbes};
 use redis::Commands;
 use std::collections::BTreeMap;
 

@@ -9,11 +9,11 @@ use lockbench::analysis::summary::Summary;
 use lockbench::backend::Backend;
 use lockbench::profile::Plan;
 use lockbench::quorum::RedlockPlan;
-use lockbench::runner::{RunOptions, RunOutcome, run_with};
+use lockbench::runner::{RunOptions, RunOutcome, RunWith};
 use lockbench::store::Timeouts;
 use lockbench::store::redis::RedisConnector;
 use lockbench::store::redlock::{Instances, RedlockConnector};
-use lockbench::store::{Connector, LockConn};
+use lockbench::store::{Connector, KeySweep, LockCommands};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -25,10 +25,15 @@ async fn run_plan(plan: &Plan, dir: &Path) -> RunOutcome {
         ..common::opts(dir)
     };
     let kind = backend.kind();
-    let out = lockbench::with_connector!(backend, c => {
-        run_with(c, kind, plan, &plan.protection.releases, &opts).await
-    })
-    .expect("run");
+    let out = backend
+        .with_connector(RunWith {
+            kind,
+            plan,
+            variants: &plan.protection.releases,
+            opts: &opts,
+        })
+        .await
+        .expect("run");
     backend.close().await;
     out
 }

@@ -20,7 +20,7 @@ pub mod side_by_side;
 
 use crate::backend::{Backend, Store};
 use crate::profile::Profile;
-use crate::store::{Connector, LockConn};
+use crate::store::{Connector, KeySweep, ServerProbes};
 pub use acts::{FencingKeys, dedup_window, fencing, one_time_token, setnx_expire, stale_release};
 use anyhow::Context;
 use clap::Args;
@@ -238,7 +238,14 @@ async fn play(
             ))),
         }
     } else {
-        crate::with_connector!(&backend, c => run_demo(c, &a.story, &prefix, ttl, heading).await)
+        backend
+            .with_connector(Demo {
+                story: &a.story,
+                prefix: &prefix,
+                ttl,
+                heading,
+            })
+            .await
     };
     backend.close().await;
     let (version, steps) = result.map_err(on)?;
@@ -287,6 +294,22 @@ async fn run_fail_open(
     // Whatever happened, leave nothing behind (this waits for any pause to end).
     let _ = conn.del(&key).await;
     r.map(|steps| (version, steps)).context("demo failed")
+}
+
+/// [`run_demo`]'s arguments but the connector, for [`Backend::with_connector`].
+struct Demo<'a> {
+    story: &'a str,
+    prefix: &'a str,
+    ttl: std::time::Duration,
+    heading: Option<Heading<'a>>,
+}
+
+impl crate::store::UseConnector for Demo<'_> {
+    type Output = anyhow::Result<(String, Vec<Step>)>;
+
+    async fn with<K: Connector>(self, c: &K) -> Self::Output {
+        run_demo(c, self.story, self.prefix, self.ttl, self.heading).await
+    }
 }
 
 async fn run_demo<K: Connector>(

@@ -6,7 +6,9 @@ use super::keyspace::{Entry, Keyspace, Text, Value, after_ms, wrong_type};
 use super::net::Net;
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::ExtendCommand;
-use crate::store::{LockConn, ReadOutcome, WriteOutcome};
+use crate::store::{
+    KeySweep, LockCommands, ReadOutcome, ResourceCommands, ServerProbes, UserScripts, WriteOutcome,
+};
 
 impl<N: Net> MemoryStore<N> {
     /// The resource's `(value, fence)`, `(0, 0)` when absent; an error if the key is a string.
@@ -50,7 +52,7 @@ impl<N: Net> MemoryStore<N> {
     }
 }
 
-impl<N: Net> LockConn for MemoryStore<N> {
+impl<N: Net> LockCommands for MemoryStore<N> {
     async fn set_nx_px(&mut self, key: &str, value: &str, ttl_ms: u64) -> CmdResult<bool> {
         self.call(|ks, now| ks.set_nx(key, value, Some(after_ms(now, ttl_ms)), now))
             .await
@@ -91,34 +93,6 @@ impl<N: Net> LockConn for MemoryStore<N> {
             Ok(Some(v))
         })
         .await
-    }
-
-    async fn del(&mut self, key: &str) -> CmdResult<i64> {
-        self.call(|ks, now| {
-            if let Some(e) = ks.live_entry(key, now) {
-                e.remove();
-                1
-            } else {
-                0
-            }
-        })
-        .await
-        .pipe(Ok)
-    }
-
-    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
-        self.call(|ks, now| {
-            let mut n = 0;
-            for key in keys {
-                if ks.live(key, now).is_some() {
-                    ks.remove(key);
-                    n += 1;
-                }
-            }
-            n
-        })
-        .await
-        .pipe(Ok)
     }
 
     async fn release_script(&mut self, key: &str, token: &str) -> CmdResult<i64> {
@@ -177,42 +151,39 @@ impl<N: Net> LockConn for MemoryStore<N> {
         .pipe(Ok)
     }
 
-    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
-        Ok(match name.to_ascii_uppercase().as_str() {
-            "DELEX" => self.delex,
-            "SET" | "GETDEL" | "DEL" | "GET" | "EXISTS" | "PTTL" | "EVALSHA" | "EVAL" | "INCR"
-            | "HGET" | "HSET" | "HMGET" | "PEXPIRE" | "SETNX" => true,
-            _ => false,
+    async fn extend(
+        &mut self,
+        key: &str,
+        token: &str,
+        ttl_ms: u64,
+        how: ExtendCommand,
+    ) -> CmdResult<bool> {
+        self.call(|ks, now| {
+            if how == ExtendCommand::SetIfeq && ttl_ms == 0 {
+                return Err(CmdError {
+                    kind: ErrorKind::Server,
+                    detail: "ERR invalid expire time in 'set' command".into(),
+                });
+            }
+            let Some(e) = ks.live(key, now) else {
+                return Ok(false);
+            };
+            if !e.str()?.is(token) {
+                return Ok(false);
+            }
+            // `PEXPIRE key 0` deletes the key, `SET … PX n` (n ≥ 1) re-arms it.
+            if ttl_ms == 0 {
+                ks.remove(key);
+            } else {
+                e.expires_at = Some(after_ms(now, ttl_ms));
+            }
+            Ok(true)
         })
+        .await
     }
+}
 
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
-        // The model has no users: what it knows, anyone may run.
-        let name = args.first().copied().unwrap_or_default();
-        Ok(
-            match self.supports_command(name).await? || name.eq_ignore_ascii_case("SCRIPT") {
-                true => Ok(()),
-                false => Err(format!("Command '{}' not found", name.to_ascii_lowercase())),
-            },
-        )
-    }
-
-    async fn load_release_script(&mut self) -> CmdResult<()> {
-        Ok(())
-    }
-
-    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
-        // The model extends with SET … IFEQ as Valkey 8.1 does.
-        Ok(true)
-    }
-
-    async fn server_version(&mut self) -> CmdResult<String> {
-        Ok(format!(
-            "lockbench-memory-model {}",
-            env!("CARGO_PKG_VERSION")
-        ))
-    }
-
+impl<N: Net> ResourceCommands for MemoryStore<N> {
     async fn set_nx_px_fenced(
         &mut self,
         key: &str,
@@ -325,40 +296,80 @@ impl<N: Net> LockConn for MemoryStore<N> {
         .await
     }
 
-    async fn extend(
-        &mut self,
-        key: &str,
-        token: &str,
-        ttl_ms: u64,
-        how: ExtendCommand,
-    ) -> CmdResult<bool> {
-        self.call(|ks, now| {
-            if how == ExtendCommand::SetIfeq && ttl_ms == 0 {
-                return Err(CmdError {
-                    kind: ErrorKind::Server,
-                    detail: "ERR invalid expire time in 'set' command".into(),
-                });
-            }
-            let Some(e) = ks.live(key, now) else {
-                return Ok(false);
-            };
-            if !e.str()?.is(token) {
-                return Ok(false);
-            }
-            // `PEXPIRE key 0` deletes the key, `SET … PX n` (n ≥ 1) re-arms it.
-            if ttl_ms == 0 {
-                ks.remove(key);
-            } else {
-                e.expires_at = Some(after_ms(now, ttl_ms));
-            }
-            Ok(true)
-        })
-        .await
-    }
-
     async fn resource_value(&mut self, res_key: &str) -> CmdResult<u64> {
         self.call(|ks, now| Self::resource(ks, res_key, now).map(|(v, _)| v))
             .await
+    }
+}
+
+impl<N: Net> ServerProbes for MemoryStore<N> {
+    async fn supports_command(&mut self, name: &str) -> CmdResult<bool> {
+        Ok(match name.to_ascii_uppercase().as_str() {
+            "DELEX" => self.delex,
+            "SET" | "GETDEL" | "DEL" | "GET" | "EXISTS" | "PTTL" | "EVALSHA" | "EVAL" | "INCR"
+            | "HGET" | "HSET" | "HMGET" | "PEXPIRE" | "SETNX" => true,
+            _ => false,
+        })
+    }
+
+    async fn knows_set_ifeq(&mut self) -> CmdResult<bool> {
+        // The model extends with SET … IFEQ as Valkey 8.1 does.
+        Ok(true)
+    }
+
+    async fn server_version(&mut self) -> CmdResult<String> {
+        Ok(format!(
+            "lockbench-memory-model {}",
+            env!("CARGO_PKG_VERSION")
+        ))
+    }
+
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+        // The model has no users: what it knows, anyone may run.
+        let name = args.first().copied().unwrap_or_default();
+        Ok(
+            match self.supports_command(name).await? || name.eq_ignore_ascii_case("SCRIPT") {
+                true => Ok(()),
+                false => Err(format!("Command '{}' not found", name.to_ascii_lowercase())),
+            },
+        )
+    }
+
+    async fn load_release_script(&mut self) -> CmdResult<()> {
+        Ok(())
+    }
+}
+
+/// No Lua here: the defaults, which say that only a Redis server runs the user's scripts.
+impl<N: Net> UserScripts for MemoryStore<N> {}
+
+impl<N: Net> KeySweep for MemoryStore<N> {
+    async fn del(&mut self, key: &str) -> CmdResult<i64> {
+        self.call(|ks, now| {
+            if let Some(e) = ks.live_entry(key, now) {
+                e.remove();
+                1
+            } else {
+                0
+            }
+        })
+        .await
+        .pipe(Ok)
+    }
+
+    async fn del_many(&mut self, keys: &[String]) -> CmdResult<i64> {
+        self.call(|ks, now| {
+            let mut n = 0;
+            for key in keys {
+                if ks.live(key, now).is_some() {
+                    ks.remove(key);
+                    n += 1;
+                }
+            }
+            n
+        })
+        .await
+        .pipe(Ok)
     }
 }
 

@@ -15,7 +15,7 @@ pub trait Link: redis::aio::ConnectionLike + Clone + Send + Sync + 'static {
         &mut self,
         cmd: &redis::Cmd,
     ) -> impl std::future::Future<Output = redis::RedisResult<T>> + Send;
-    /// Closes the socket and opens another (see [`LockConn::renew_own_socket`]); `false` when
+    /// Closes the socket and opens another (see [`crate::store::LockCommands::renew_own_socket`]); `false` when
     /// it cannot.
     fn renew(&self) -> impl std::future::Future<Output = bool> + Send {
         async { false }

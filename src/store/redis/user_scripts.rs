@@ -50,7 +50,7 @@ impl<K: Link> RedisConn<K> {
 }
 
 impl<K: Link> RedisConn<K> {
-    /// `COMMAND GETKEYS args…` (see [`crate::store::LockConn::command_keys`]).
+    /// `COMMAND GETKEYS args…` (see [`crate::store::UserScripts::command_keys`]).
     pub(super) async fn keys_of(
         &mut self,
         args: &[String],
