@@ -12,7 +12,7 @@ use crate::analysis::summary::Measured;
 use crate::analysis::summary::{Meta, Protection, Summary, summarize};
 use crate::engine::ARRIVAL_BACKLOG;
 use crate::engine::collector::Collector;
-use crate::engine::context::{Extend, Pause, Resource, WorkerCtx};
+use crate::engine::context::{Extend, Pause, Resource, WorkerCtx, WorkerSettings};
 use crate::engine::keys::KeyNames;
 use crate::engine::recorder::Recorder;
 use crate::model::variant::Variant;
@@ -450,63 +450,65 @@ fn worker_ctx(
 ) -> Arc<WorkerCtx> {
     Arc::new(WorkerCtx {
         recorder,
-        resource: plan
-            .protection
-            .resource
-            .then(|| Resource::new(key_names, variant.fencing)),
-        key_names: key_names.clone(),
-        hot_key: plan.workload.hot_key,
-        ttl_ms: plan.workload.ttl_ms,
-        dist: plan.workload.dist.sampler(),
-        think: plan.workload.think.sampler(),
-        ramp_up: (plan.workload.ramp_up_us > 0).then(|| {
-            let agents = env
-                .opts
-                .agent
-                .as_ref()
-                .map_or(1, |a| a.spec().count as usize);
-            (plan.workload.ramp_up_us, plan.workload.workers * agents)
-        }),
-        busy: plan.workload.busy,
-        method: variant.release,
-        extend: variant.extend.then_some(Extend {
-            every_us: plan.protection.extend_us,
-            with: plan.protection.extend_with,
-            on_lost: plan.protection.on_lost,
-        }),
-        pause: (!plan.faults.pause.is_zero()).then(|| Pause {
-            length: plan.faults.pause.sampler(),
-            at: plan.faults.pause_at,
-        }),
-        on_unavailable: if variant.fail_open {
-            crate::profile::OnUnavailable::FailOpen
-        } else {
-            crate::profile::OnUnavailable::FailClosed
-        },
-        acquire: plan.protection.acquire,
-        crash_between: plan.faults.crash_between,
-        crashes: plan
-            .faults
-            .schedule
-            .iter()
-            .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
-            .copied()
-            .collect(),
-        own_connection: plan.backend.connection == ConnectionMode::PerWorker,
-        open_model,
-        seed,
-        deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
-        max_sections: match plan.workload.stop {
-            Stop::Sections { sections } => Some(sections),
-            Stop::Time { .. } => None,
-        },
-        variant: env.name.into(),
         reserved: Default::default(),
         client: None,
-        scripts: (variant.release == crate::model::release::ReleaseMethod::Script)
-            .then(|| plan.protection.scripts.clone())
-            .flatten(),
         script_failed: Default::default(),
+        settings: WorkerSettings {
+            resource: plan
+                .protection
+                .resource
+                .then(|| Resource::new(key_names, variant.fencing)),
+            key_names: key_names.clone(),
+            hot_key: plan.workload.hot_key,
+            ttl_ms: plan.workload.ttl_ms,
+            dist: plan.workload.dist.sampler(),
+            think: plan.workload.think.sampler(),
+            ramp_up: (plan.workload.ramp_up_us > 0).then(|| {
+                let agents = env
+                    .opts
+                    .agent
+                    .as_ref()
+                    .map_or(1, |a| a.spec().count as usize);
+                (plan.workload.ramp_up_us, plan.workload.workers * agents)
+            }),
+            busy: plan.workload.busy,
+            method: variant.release,
+            extend: variant.extend.then_some(Extend {
+                every_us: plan.protection.extend_us,
+                with: plan.protection.extend_with,
+                on_lost: plan.protection.on_lost,
+            }),
+            pause: (!plan.faults.pause.is_zero()).then(|| Pause {
+                length: plan.faults.pause.sampler(),
+                at: plan.faults.pause_at,
+            }),
+            on_unavailable: if variant.fail_open {
+                crate::profile::OnUnavailable::FailOpen
+            } else {
+                crate::profile::OnUnavailable::FailClosed
+            },
+            acquire: plan.protection.acquire,
+            crash_between: plan.faults.crash_between,
+            crashes: plan
+                .faults
+                .schedule
+                .iter()
+                .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
+                .copied()
+                .collect(),
+            own_connection: plan.backend.connection == ConnectionMode::PerWorker,
+            open_model,
+            seed,
+            deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
+            max_sections: match plan.workload.stop {
+                Stop::Sections { sections } => Some(sections),
+                Stop::Time { .. } => None,
+            },
+            variant: env.name.into(),
+            scripts: (variant.release == crate::model::release::ReleaseMethod::Script)
+                .then(|| plan.protection.scripts.clone())
+                .flatten(),
+        },
     })
 }
 
