@@ -55,24 +55,7 @@ pub(crate) async fn run_variant<K: Connector>(
     .await?;
     let executed = match prepared.sim_clock {
         Some(_) => run_simulated(plan, whole_plan, &mut prepared, events, &env)?,
-        None => {
-            let conns = std::mem::take(&mut prepared.conns);
-            let libs = std::mem::take(&mut prepared.libs);
-            let (tx, rx) = (prepared.arrival_tx.take(), prepared.arrival_rx.take());
-            let rx = rx.context("the arrivals' queue was taken")?;
-            run_real(
-                plan,
-                &prepared.ctx,
-                &prepared.recorder,
-                conns,
-                libs,
-                events,
-                &env,
-                tx,
-                rx,
-            )
-            .await
-        }
+        None => run_real(plan, &mut prepared, events, &env).await?,
     };
     let read = read_back(probe, prepared, &executed, &mut env).await?;
     Ok(summarise(
