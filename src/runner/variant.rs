@@ -50,7 +50,12 @@ pub(crate) async fn run_variant<K: Connector>(
     let part_plan = (parts > 1).then(|| plan.part(parts, 0));
     let plan = part_plan.as_ref().unwrap_or(plan);
     let mut prepared = prepare(
-        connector, probe, whole_plan, plan, parts, variant, key_names, &env,
+        connector,
+        probe,
+        (whole_plan, plan, parts),
+        variant,
+        key_names,
+        &env,
     )
     .await?;
     let executed = match prepared.sim_clock {
@@ -65,13 +70,12 @@ pub(crate) async fn run_variant<K: Connector>(
 
 /// Opens the connections, starts the recorder and interval logs, builds the workers' context
 /// and the other parts of a run in parts; agents meet at the start barrier here.
-#[allow(clippy::too_many_arguments)]
+/// `plans`: the whole run's plan, this part's (the same when the run is not cut into parts)
+/// and the number of parts.
 async fn prepare<K: Connector>(
     connector: &K,
     probe: &K::Conn,
-    whole_plan: &Plan,
-    plan: &Plan,
-    parts: usize,
+    (whole_plan, plan, parts): (&Plan, &Plan, usize),
     variant: Variant,
     key_names: KeyNames,
     env: &VariantEnv<'_>,
@@ -166,8 +170,7 @@ async fn prepare<K: Connector>(
             SimPart::new(
                 connector,
                 whole_plan,
-                parts,
-                k,
+                (parts, k),
                 slots,
                 (env.dir, env.name, env.base),
                 offset,
