@@ -243,6 +243,43 @@ struct LogInterval {
 /// Merges the agents' directories `dirs` into `out` (created, or emptied of an earlier run's
 /// files with `force`), then draws the report there.
 pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result<Merged> {
+    let sources = load_sources(dirs)?;
+    let clock = place_agents(&sources);
+    let out_existed = out.exists();
+    results::prepare_dir(out, force)?;
+    let variants = sources[0].run.variants();
+    let keys = sources[0]
+        .run
+        .summary
+        .variants
+        .first()
+        .map_or(0, |s| s.meta.keys);
+    let intervals = merge_events(&sources, &clock.agents, &variants, out, out_existed)?;
+    let (per_key, stretch_hists) = overlap_per_key(&intervals, keys);
+    let (hists, logs) = merge_histograms(&sources, &clock.agents, &variants, &stretch_hists)?;
+    let (summaries, overlap) = merged_summaries(&sources, &clock, &variants, &per_key, &hists);
+    let record = MergeRecord {
+        run_id: sources[0].agent.run_id.clone(),
+        agents: clock.agents,
+        start_server_us: clock.start,
+        zero_server_us: clock.zero,
+        clock_error_us: clock.error_us,
+        overlap,
+    };
+    write_merged(out, &record, &summaries, &variants, &hists, logs)?;
+    let (manifest, failures, interrupted) = merged_manifest(&sources, &record, &summaries);
+    results::write_json(&out.join("manifest.json"), &manifest)?;
+    Ok(Merged {
+        dir: out.to_path_buf(),
+        summaries,
+        record,
+        failures,
+        interrupted,
+    })
+}
+
+/// Reads the agents' directories and checks they are one run's full set, in agent order.
+fn load_sources(dirs: &[PathBuf]) -> anyhow::Result<Vec<Source>> {
     let mut sources = Vec::new();
     for d in dirs {
         sources.push(load(d)?);
@@ -257,7 +294,22 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         check_counts(s)?;
     }
     sources.sort_by_key(|s| s.agent.index);
-    let run_id = sources[0].agent.run_id.clone();
+    Ok(sources)
+}
+
+/// The merged clock: the agreed start, time zero, and each agent's place on it.
+struct MergedClock {
+    /// The agreed start on the server's clock, µs.
+    start: u64,
+    /// Time zero of the merged run on the server's clock, µs.
+    zero: i64,
+    agents: Vec<MergedAgent>,
+    /// The error of comparing two agents' times, µs.
+    error_us: u64,
+}
+
+/// Places every agent on the merged clock.
+fn place_agents(sources: &[Source]) -> MergedClock {
     let start = sources
         .iter()
         .filter_map(|s| s.agent.start_server_us)
@@ -284,28 +336,35 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         })
         .collect();
     let errors: Vec<u64> = agents.iter().map(|a| a.clock_error_us).collect();
-    let clock_error_us = pair_error(&errors);
+    MergedClock {
+        start,
+        zero,
+        error_us: pair_error(&errors),
+        agents,
+    }
+}
 
-    let out_existed = out.exists();
-    results::prepare_dir(out, force)?;
-    let variants = sources[0].run.variants();
-    let keys = sources[0]
-        .run
-        .summary
-        .variants
-        .first()
-        .map_or(0, |s| s.meta.keys);
+/// One variant's sections per key: (acquired, released), µs on the merged clock.
+type KeyIntervals = BTreeMap<usize, Vec<(u64, u64)>>;
 
+/// Writes events.csv: every agent's rows on the merged clock; returns every section's interval
+/// per variant and key.
+fn merge_events(
+    sources: &[Source],
+    agents: &[MergedAgent],
+    variants: &[String],
+    out: &Path,
+    out_existed: bool,
+) -> anyhow::Result<Vec<KeyIntervals>> {
     // events.csv: every agent's rows on the merged clock, and every section's interval.
-    let mut intervals: Vec<BTreeMap<usize, Vec<(u64, u64)>>> =
-        vec![BTreeMap::new(); variants.len()];
+    let mut intervals: Vec<KeyIntervals> = vec![BTreeMap::new(); variants.len()];
     let path = out.join("events.csv");
     // An agent's events.csv that cannot be read (truncated, edited) is the input's fault: it
     // is named with its line, and the partial output removed.
     let mut unreadable: Option<anyhow::Error> = None;
     let written = results::write_file(&path, |w| {
         let mut csv = csv::Writer::from_writer(w);
-        for (s, a) in sources.iter().zip(&agents) {
+        for (s, a) in sources.iter().zip(agents) {
             let mut failed: Option<csv::Error> = None;
             let read = results::for_each_event(&s.dir.join("events.csv"), |r| {
                 if failed.is_some() {
@@ -350,11 +409,17 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         )));
     }
     written?;
+    Ok(intervals)
+}
 
-    // Overlap on the server's clock, per variant and key, and the stretches' lengths.
+/// Overlap on the server's clock, per variant and key, and the stretches' lengths.
+fn overlap_per_key(
+    intervals: &[KeyIntervals],
+    keys: usize,
+) -> (Vec<Vec<OverlapStats>>, Vec<Histogram<u64>>) {
     let mut per_key: Vec<Vec<OverlapStats>> = Vec::new();
     let mut stretch_hists: Vec<Histogram<u64>> = Vec::new();
-    for by_key in &intervals {
+    for by_key in intervals {
         let mut stats = vec![OverlapStats::default(); keys];
         let mut h = new_hist();
         for (&k, iv) in by_key {
@@ -371,10 +436,20 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         stretch_hists.push(h);
     }
 
-    // Histograms: every agent's intervals, added per variant, and kept for the merged logs.
+    (per_key, stretch_hists)
+}
+
+/// Histograms: every agent's intervals, added per variant, and kept for the merged logs (one
+/// list per metric); the overlap stretches are the recomputed ones.
+fn merge_histograms(
+    sources: &[Source],
+    agents: &[MergedAgent],
+    variants: &[String],
+    stretch_hists: &[Histogram<u64>],
+) -> anyhow::Result<(Vec<HistSet>, Vec<Vec<LogInterval>>)> {
     let mut hists: Vec<HistSet> = variants.iter().map(|_| HistSet::default()).collect();
     let mut logs: Vec<Vec<LogInterval>> = Metric::ALL.iter().map(|_| Vec::new()).collect();
-    for (s, a) in sources.iter().zip(&agents) {
+    for (s, a) in sources.iter().zip(agents) {
         for (mi, m) in Metric::ALL.iter().enumerate() {
             let p = s.dir.join(format!("{}.hlog", m.file_stem()));
             let bytes = crate::inputs::read(&p, crate::inputs::FileKind::Histogram)
@@ -436,16 +511,26 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         .position(|m| *m == Metric::OverlapStretch)
         .unwrap_or_default()] = variants
         .iter()
-        .zip(&stretch_hists)
+        .zip(stretch_hists)
         .map(|(v, h)| LogInterval {
             start: Duration::ZERO,
-            length: Duration::from_secs_f64(merged_elapsed(&sources, &agents).max(0.0)),
+            length: Duration::from_secs_f64(merged_elapsed(sources, agents).max(0.0)),
             tag: v.clone(),
             histogram: h.clone(),
         })
         .collect();
 
-    // The summaries, by the code a single run uses.
+    Ok((hists, logs))
+}
+
+/// The summaries, by the code a single run uses, and each variant's overlap with its error.
+fn merged_summaries(
+    sources: &[Source],
+    clock: &MergedClock,
+    variants: &[String],
+    per_key: &[Vec<OverlapStats>],
+    hists: &[HistSet],
+) -> (Vec<Summary>, Vec<MergedOverlap>) {
     let manifest_profile = sources[0]
         .run
         .manifest
@@ -457,7 +542,7 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
     for (v, name) in variants.iter().enumerate() {
         let parts: Vec<(&Source, &MergedAgent, &Summary)> = sources
             .iter()
-            .zip(&agents)
+            .zip(&clock.agents)
             .filter_map(|(s, a)| {
                 s.run
                     .summary
@@ -476,28 +561,31 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
             variant: name.clone(),
             overlap_ms: summary.overlap_ms,
             stretches,
-            overlap_error_ms: (clock_error_us * stretches) as f64 / 1000.0,
+            overlap_error_ms: (clock.error_us * stretches) as f64 / 1000.0,
         });
         summaries.push(summary);
     }
-    let record = MergeRecord {
-        run_id: run_id.clone(),
-        agents,
-        start_server_us: start,
-        zero_server_us: zero,
-        clock_error_us,
-        overlap,
-    };
+    (summaries, overlap)
+}
 
+/// The data files: summary.json and .csv, faults.csv, the histograms and the merged logs.
+fn write_merged(
+    out: &Path,
+    record: &MergeRecord,
+    summaries: &[Summary],
+    variants: &[String],
+    hists: &[HistSet],
+    mut logs: Vec<Vec<LogInterval>>,
+) -> anyhow::Result<()> {
     // The data files.
     let summary_file = SummaryFile {
-        run_id: run_id.clone(),
-        variants: summaries.clone(),
+        run_id: record.run_id.clone(),
+        variants: summaries.to_vec(),
         agent: None,
         merged: Some(record.clone()),
     };
     results::write_json(&out.join("summary.json"), &summary_file)?;
-    results::write_summary_csv_file(out, &summaries)?;
+    results::write_summary_csv_file(out, summaries)?;
     let faults: Vec<(String, crate::model::fault::FaultWindow)> = summaries
         .iter()
         .flat_map(|s| s.faults.iter().map(|f| (s.meta.variant.clone(), f.clone())))
@@ -509,25 +597,17 @@ pub(crate) fn merge(dirs: &[PathBuf], out: &Path, force: bool) -> anyhow::Result
         let suffix = (variants.len() > 1).then_some(variants[v].as_str());
         results::write_hgrms(out, h, suffix)?;
     }
-    let base = UNIX_EPOCH + Duration::from_micros(zero.max(0) as u64);
+    let base = UNIX_EPOCH + Duration::from_micros(record.zero_server_us.max(0) as u64);
     for (mi, m) in Metric::ALL.iter().enumerate() {
         write_log(
             &out.join(format!("{}.hlog", m.file_stem())),
             *m,
             base,
-            &run_id,
+            &record.run_id,
             &mut logs[mi],
         )?;
     }
-    let (manifest, failures, interrupted) = merged_manifest(&sources, &record, &summaries);
-    results::write_json(&out.join("manifest.json"), &manifest)?;
-    Ok(Merged {
-        dir: out.to_path_buf(),
-        summaries,
-        record,
-        failures,
-        interrupted,
-    })
+    Ok(())
 }
 
 /// The merged run's length, s: from its time zero to the last agent's end.

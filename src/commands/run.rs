@@ -333,99 +333,163 @@ fn finish(
         outcome.manifest.failure.as_deref(),
     );
     if !quiet {
-        use std::io::IsTerminal as _;
-        let stdout = std::io::stdout();
-        // Colour only on a terminal (and not under NO_COLOR): piped output stays plain.
-        let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
-        let mut w = stdout.lock();
-        crate::report::terminal::print_verdict(&mut w, &table, colour)?;
-        crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
-        let m = &outcome.manifest;
+        print_run(&outcome, &table)?;
+    }
+    warn_of_lateness(&outcome);
+    let failure = outcome.manifest.failure.as_deref();
+    let verdict = crate::analysis::verdict::verdict(
+        &outcome.summaries,
+        outcome.manifest.interrupted,
+        failure,
+    );
+    // The cause of a failed run is shown even under --quiet; other errors only without it.
+    if verdict.code != crate::exit::OK || !quiet {
+        print_errors(&outcome.summaries);
+    }
+    if !quiet {
+        print_thresholds(&outcome.summaries);
+    }
+    if verdict.code == crate::exit::FAILED || verdict.code == crate::exit::THRESHOLD {
+        for r in &verdict.reasons {
+            eprintln!("error: {r}");
+        }
+        // A crossed threshold ends a complete run; a failure may have cut it short.
+        let what = if verdict.code == crate::exit::THRESHOLD {
+            "results"
+        } else {
+            "results so far"
+        };
+        eprintln!("{what}: {}", outcome.dir.display());
+    }
+    // The CI files, after the run's own: also when a threshold was crossed or the run failed.
+    let mut unwritten = !ci.write(&table, Some(&outcome.manifest.started_at));
+    // Shown even with --quiet: a missing report is a failed output, not a notice.
+    if let Some(e) = &report_error {
+        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
+        unwritten = true;
+    }
+    if unwritten && (verdict.code == crate::exit::OK || verdict.code == crate::exit::THRESHOLD) {
+        return Ok(crate::exit::FAILED);
+    }
+    Ok(verdict.code)
+}
+
+/// The run as the terminal shows it: the verdict, the table, how it ran and where.
+fn print_run(
+    outcome: &RunOutcome,
+    table: &crate::analysis::verdict_table::VerdictTable,
+) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let stdout = std::io::stdout();
+    // Colour only on a terminal (and not under NO_COLOR): piped output stays plain.
+    let colour = stdout.is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let mut w = stdout.lock();
+    crate::report::terminal::print_verdict(&mut w, table, colour)?;
+    crate::report::terminal::print_table(&mut w, &outcome.summaries)?;
+    let m = &outcome.manifest;
+    println!(
+        "\nconnection: {}, runtime threads: {} ({}), timer: {}{}, seed {}",
+        m.connection_mode,
+        m.runtime_threads,
+        m.runtime_threads_why,
+        m.profile.workload.timer.name(),
+        timer_paths(m),
+        m.seed
+    );
+    print_servers(m);
+    for c in &m.skipped {
+        println!("not run: {}: {}", c.variant, c.reason);
+    }
+    print_simulated(&outcome.summaries);
+    print_time_scale(outcome);
+    let shared = outcome.manifest.resource_store.as_deref();
+    if shared.is_some_and(|r| r.starts_with("shared"))
+        && outcome
+            .summaries
+            .iter()
+            .any(|s| s.protect.resource && s.faults.iter().any(|f| f.kind == "server-restart"))
+    {
         println!(
-            "\nconnection: {}, runtime threads: {} ({}), timer: {}{}, seed {}",
-            m.connection_mode,
-            m.runtime_threads,
-            m.runtime_threads_why,
-            m.profile.workload.timer.name(),
-            timer_paths(m),
-            m.seed
+            "note: the resource lives on the restarted server, so the restart erased it too: \
+             lost updates include the writes it erased"
         );
-        for s in &m.servers {
-            // `redis 7.0.15 at 127.0.0.1:6379`, `redis 7.0.15, redlock over 3 instances …`.
-            let detail = &s.backend_detail;
-            let at = match detail.strip_prefix("redis at ") {
-                Some(addr) => format!(" at {addr}"),
-                None => format!(", {detail}"),
+    }
+    println!("results: {}", outcome.dir.display());
+    Ok(())
+}
+
+/// One line per server: its version, where, and the binary that ran.
+fn print_servers(m: &crate::results::Manifest) {
+    for s in &m.servers {
+        // `redis 7.0.15 at 127.0.0.1:6379`, `redis 7.0.15, redlock over 3 instances …`.
+        let detail = &s.backend_detail;
+        let at = match detail.strip_prefix("redis at ") {
+            Some(addr) => format!(" at {addr}"),
+            None => format!(", {detail}"),
+        };
+        println!(
+            "server: {}{at}{}",
+            s.version,
+            s.binary
+                .as_ref()
+                .map(|b| format!(", binary {b}"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// One line per simulated variant: how much virtual time it covered, how fast.
+fn print_simulated(summaries: &[crate::analysis::summary::Summary]) {
+    for v in summaries {
+        if let Some(sim) = &v.simulated {
+            let parts = if sim.parts > 1 {
+                format!(
+                    ", in {} parts at once, each from an empty server",
+                    sim.parts
+                )
+            } else {
+                String::new()
             };
             println!(
-                "server: {}{at}{}",
-                s.version,
-                s.binary
-                    .as_ref()
-                    .map(|b| format!(", binary {b}"))
-                    .unwrap_or_default()
-            );
-        }
-        for c in &m.skipped {
-            println!("not run: {}: {}", c.variant, c.reason);
-        }
-        for v in &outcome.summaries {
-            if let Some(sim) = &v.simulated {
-                let parts = if sim.parts > 1 {
-                    format!(
-                        ", in {} parts at once, each from an empty server",
-                        sim.parts
-                    )
-                } else {
-                    String::new()
-                };
-                println!(
-                    "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s{parts})",
-                    v.meta.variant,
-                    crate::model::units::fmt_us(
-                        (v.meta.elapsed_s * 1e6) as u64,
-                        crate::model::units::Style::Compact
-                    ),
-                    sim.wall_s,
-                    sim.simulated_s_per_wall_s,
-                    sim.events_per_wall_s / 1e6
-                );
-            }
-        }
-        let scale = outcome.manifest.profile.workload.time_scale;
-        if scale != 1.0 {
-            let s = &outcome.summaries;
-            let elapsed = s.iter().map(|v| v.meta.elapsed_s).sum::<f64>();
-            println!(
-                "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
-                outcome.manifest.profile.workload.ttl_ms,
+                "simulated: {} {} of virtual time in {:.2} s of wall time ({:.0}× real time, {:.1}M events/s{parts})",
+                v.meta.variant,
                 crate::model::units::fmt_us(
-                    crate::model::units::ms_to_us(
-                        outcome.manifest.profile.workload.unscaled_ttl_ms
-                    ),
+                    (v.meta.elapsed_s * 1e6) as u64,
                     crate::model::units::Style::Compact
                 ),
-                elapsed,
-                crate::model::units::fmt_us(
-                    (elapsed / scale * 1e6) as u64,
-                    crate::model::units::Style::Compact
-                )
+                sim.wall_s,
+                sim.simulated_s_per_wall_s,
+                sim.events_per_wall_s / 1e6
             );
         }
-        let shared = outcome.manifest.resource_store.as_deref();
-        if shared.is_some_and(|r| r.starts_with("shared"))
-            && outcome
-                .summaries
-                .iter()
-                .any(|s| s.protect.resource && s.faults.iter().any(|f| f.kind == "server-restart"))
-        {
-            println!(
-                "note: the resource lives on the restarted server, so the restart erased it too: \
-                 lost updates include the writes it erased"
-            );
-        }
-        println!("results: {}", outcome.dir.display());
     }
+}
+
+/// With a time scale, what the scaled durations stand for.
+fn print_time_scale(outcome: &RunOutcome) {
+    let scale = outcome.manifest.profile.workload.time_scale;
+    if scale != 1.0 {
+        let s = &outcome.summaries;
+        let elapsed = s.iter().map(|v| v.meta.elapsed_s).sum::<f64>();
+        println!(
+            "time scale {scale}: every duration above is the real one × {scale}; TTL {} ms stands for {}; {:.1} s of run stand for {}",
+            outcome.manifest.profile.workload.ttl_ms,
+            crate::model::units::fmt_us(
+                crate::model::units::ms_to_us(outcome.manifest.profile.workload.unscaled_ttl_ms),
+                crate::model::units::Style::Compact
+            ),
+            elapsed,
+            crate::model::units::fmt_us(
+                (elapsed / scale * 1e6) as u64,
+                crate::model::units::Style::Compact
+            )
+        );
+    }
+}
+
+/// Warnings shown even with --quiet: arrivals that waited or were dropped, sections the
+/// harness ended late.
+fn warn_of_lateness(outcome: &RunOutcome) {
     // Arrivals the open model could not start on time: the offered load was not what it said.
     for s in &outcome.summaries {
         let (late, dropped) = (s.counts.late_arrivals, s.counts.dropped_arrivals);
@@ -451,71 +515,41 @@ fn finish(
             );
         }
     }
-    let failure = outcome.manifest.failure.as_deref();
-    let verdict = crate::analysis::verdict::verdict(
-        &outcome.summaries,
-        outcome.manifest.interrupted,
-        failure,
-    );
-    // The cause of a failed run is shown even under --quiet; other errors only without it.
-    if verdict.code != crate::exit::OK || !quiet {
-        for s in &outcome.summaries {
-            let lines = crate::analysis::verdict::error_lines(s);
-            if !lines.is_empty() {
-                eprintln!(
-                    "errors of variant `{}`, first of each kind:",
-                    s.meta.variant
-                );
-                for l in lines {
-                    eprintln!("  {}", crate::model::error::printable(&l));
-                }
+}
+
+/// Each variant's errors, first of each kind.
+fn print_errors(summaries: &[crate::analysis::summary::Summary]) {
+    for s in summaries {
+        let lines = crate::analysis::verdict::error_lines(s);
+        if !lines.is_empty() {
+            eprintln!(
+                "errors of variant `{}`, first of each kind:",
+                s.meta.variant
+            );
+            for l in lines {
+                eprintln!("  {}", crate::model::error::printable(&l));
             }
         }
     }
-    if !quiet {
-        for s in outcome
-            .summaries
+}
+
+/// One line per variant with thresholds: each, its value, crossed or not.
+fn print_thresholds(summaries: &[crate::analysis::summary::Summary]) {
+    for s in summaries.iter().filter(|s| !s.thresholds.is_empty()) {
+        let line: Vec<String> = s
+            .thresholds
             .iter()
-            .filter(|s| !s.thresholds.is_empty())
-        {
-            let line: Vec<String> = s
-                .thresholds
-                .iter()
-                .map(|t| {
-                    let mark = if t.crossed { "CROSSED" } else { "ok" };
-                    format!(
-                        "{} ({}): {mark}",
-                        t.expr,
-                        crate::analysis::figures::num(t.value)
-                    )
-                })
-                .collect();
-            println!("thresholds, {}: {}", s.meta.variant, line.join("; "));
-        }
+            .map(|t| {
+                let mark = if t.crossed { "CROSSED" } else { "ok" };
+                format!(
+                    "{} ({}): {mark}",
+                    t.expr,
+                    crate::analysis::figures::num(t.value)
+                )
+            })
+            .collect();
+        println!("thresholds, {}: {}", s.meta.variant, line.join("; "));
     }
-    if verdict.code == crate::exit::FAILED || verdict.code == crate::exit::THRESHOLD {
-        for r in &verdict.reasons {
-            eprintln!("error: {r}");
-        }
-        // A crossed threshold ends a complete run; a failure may have cut it short.
-        let what = if verdict.code == crate::exit::THRESHOLD {
-            "results"
-        } else {
-            "results so far"
-        };
-        eprintln!("{what}: {}", outcome.dir.display());
-    }
-    // The CI files, after the run's own: also when a threshold was crossed or the run failed.
-    let mut unwritten = !ci.write(&table, Some(&outcome.manifest.started_at));
-    // Shown even with --quiet: a missing report is a failed output, not a notice.
-    if let Some(e) = &report_error {
-        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
-        unwritten = true;
-    }
-    if unwritten && (verdict.code == crate::exit::OK || verdict.code == crate::exit::THRESHOLD) {
-        return Ok(crate::exit::FAILED);
-    }
-    Ok(verdict.code)
 }
 
 #[cfg(test)]

@@ -5,19 +5,10 @@
 //! values are in **milliseconds** (`f64`); every duration in the text carries a unit (see
 //! [`crate::model::units::parse_ms`]). Whitespace is allowed around tokens.
 //!
-//! | text | meaning |
-//! |------|---------|
-//! | `constant(2ms)`, `constant(value=2ms)` | always the same value |
-//! | `uniform(70ms,110ms)`, `uniform(min=70ms,max=110ms)` | uniform on `[min, max]` |
-//! | `normal(mean=50ms,sd=10ms)` | normal truncated at 0 (exact: negatives are resampled) |
-//! | `lognormal(median=20ms,p99=120ms)` | log-normal fitted to a median and a 99th percentile |
-//! | `lognormal(mu=3.0,sigma=0.5)` | log-normal with `ln(ms) ~ N(mu, sigma²)` |
-//! | `lognormal(mean=25ms,sd=10ms)` | log-normal with the given mean and standard deviation |
-//! | `exponential(30ms)`, `exponential(mean=30ms)`, `exponential(rate=0.1/ms)` | exponential |
-//! | `pareto(scale=10ms,shape=2.5)` | Pareto type I (`x ≥ scale`) |
-//! | `weibull(scale=20ms,shape=1.5)` | Weibull |
-//! | `mixture(0.99*constant(5ms),0.01*uniform(1s,3s))` | weighted mixture (weights sum to 1, may nest) |
-//! | `empirical(runs.csv)`, `empirical(file=runs.csv,column=durationMs,unit=ms)` | resampling of recorded values |
+//! The families and their forms (`constant(2ms)`, `lognormal(median=20ms,p99=120ms)`,
+//! `mixture(0.99*constant(5ms),0.01*uniform(1s,3s))`, …) are listed, each with an example and
+//! its meaning, in the table [`FAMILIES`] (`forms.rs`), which the parser's messages and the
+//! book's page of distributions both read.
 //!
 //! `empirical` names a CSV file with a header line; the column defaults to `durationMs` and the
 //! unit (`us`, `ms` or `s`) to `ms`. A path containing `,`, `(`, `)` or `=` can be written in
@@ -26,6 +17,7 @@
 //!
 //! - this file: the [`Dist`] type and its analytics (mean, survival, quantile, scaling) and the
 //!   loading of `empirical` files (through [`crate::inputs`]);
+//! - `forms.rs`: the table of families and their forms;
 //! - `parse.rs`: the grammar, with errors that point at the column at fault;
 //! - `sample.rs`: the [`Sampler`] that draws values.
 //!
@@ -46,9 +38,11 @@ use std::sync::Arc;
 use crate::inputs::{self, DurationCsv, Unit};
 use crate::math::{ln_gamma, normal_pdf, normal_quantile, normal_sf};
 
+mod forms;
 mod parse;
 mod sample;
 
+pub use forms::{DistFamily, DistForm, FAMILIES};
 pub use sample::Sampler;
 
 /// The standard normal quantile at 0.99 (used to fit `lognormal(median=…,p99=…)`).

@@ -4,14 +4,11 @@
 //!
 //! Past 800 lines only through its tests (about 130 lines of error-message checks).
 
+use super::forms::{DistFamily, FAMILIES, family_names};
 use super::{Dist, DistError, Empirical, Z_P99};
 use crate::inputs::Unit;
 use crate::math::normal_sf;
 use crate::model::units;
-
-/// The names of all distributions, as listed in error messages.
-const NAMES: &str =
-    "constant, uniform, normal, lognormal, exponential, pareto, weibull, mixture, empirical";
 
 /// Deepest nesting of `mixture(…)` accepted (guards the recursive parser).
 const MAX_DEPTH: usize = 16;
@@ -51,91 +48,32 @@ enum Family {
 }
 
 impl Family {
+    /// Every family, in the order of [`FAMILIES`] (a test checks they agree).
+    const ALL: [Family; 9] = [
+        Family::Constant,
+        Family::Uniform,
+        Family::Normal,
+        Family::LogNormal,
+        Family::Exponential,
+        Family::Pareto,
+        Family::Weibull,
+        Family::Mixture,
+        Family::Empirical,
+    ];
+
     fn from_name(name: &str) -> Option<Family> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "constant" => Family::Constant,
-            "uniform" => Family::Uniform,
-            "normal" => Family::Normal,
-            "lognormal" => Family::LogNormal,
-            "exponential" => Family::Exponential,
-            "pareto" => Family::Pareto,
-            "weibull" => Family::Weibull,
-            "mixture" => Family::Mixture,
-            "empirical" => Family::Empirical,
-            _ => return None,
-        })
+        Family::ALL
+            .into_iter()
+            .find(|f| f.spec().name.eq_ignore_ascii_case(name))
+    }
+
+    /// Its entry in the table of forms: names, parameters, examples.
+    fn spec(self) -> &'static DistFamily {
+        &FAMILIES[self as usize]
     }
 
     fn name(self) -> &'static str {
-        match self {
-            Family::Constant => "constant",
-            Family::Uniform => "uniform",
-            Family::Normal => "normal",
-            Family::LogNormal => "lognormal",
-            Family::Exponential => "exponential",
-            Family::Pareto => "pareto",
-            Family::Weibull => "weibull",
-            Family::Mixture => "mixture",
-            Family::Empirical => "empirical",
-        }
-    }
-
-    /// (accepted parameter names, names taken by position in order, usage examples)
-    fn params(
-        self,
-    ) -> (
-        &'static [&'static str],
-        &'static [&'static str],
-        &'static str,
-    ) {
-        match self {
-            Family::Constant => (
-                &["value"],
-                &["value"],
-                "`constant(2ms)` or `constant(value=2ms)`",
-            ),
-            Family::Uniform => (
-                &["min", "max"],
-                &["min", "max"],
-                "`uniform(70ms,110ms)` or `uniform(min=70ms,max=110ms)`",
-            ),
-            Family::Normal => (
-                &["mean", "sd"],
-                &["mean", "sd"],
-                "`normal(mean=50ms,sd=10ms)`",
-            ),
-            Family::LogNormal => (
-                &["median", "p99", "mu", "sigma", "mean", "sd"],
-                &[],
-                "`lognormal(median=20ms,p99=120ms)`, `lognormal(mu=3.0,sigma=0.5)` or \
-                 `lognormal(mean=25ms,sd=10ms)`",
-            ),
-            Family::Exponential => (
-                &["mean", "rate"],
-                &["mean"],
-                "`exponential(30ms)`, `exponential(mean=30ms)` or `exponential(rate=0.1/ms)`",
-            ),
-            Family::Pareto => (
-                &["scale", "shape"],
-                &["scale", "shape"],
-                "`pareto(scale=10ms,shape=2.5)`",
-            ),
-            Family::Weibull => (
-                &["scale", "shape"],
-                &["scale", "shape"],
-                "`weibull(scale=20ms,shape=1.5)`",
-            ),
-            Family::Mixture => (
-                &[],
-                &[],
-                "`mixture(0.99*constant(5ms),0.01*uniform(1s,3s))`",
-            ),
-            Family::Empirical => (
-                &["file", "column", "unit", "scale"],
-                &["file"],
-                "`empirical(runs.csv)` or `empirical(file=runs.csv,column=durationMs,unit=ms)`",
-            ),
-        }
+        self.spec().name
     }
 }
 
@@ -239,7 +177,8 @@ impl<'a> Parser<'a> {
             return Err(self.err(
                 name_at,
                 format!(
-                    "expected a distribution name ({NAMES}), found {}",
+                    "expected a distribution name ({}), found {}",
+                    family_names(),
                     self.found()
                 ),
             ));
@@ -247,12 +186,15 @@ impl<'a> Parser<'a> {
         let Some(family) = Family::from_name(name) else {
             return Err(self.err(
                 name_at,
-                format!("unknown distribution `{name}`; valid names are: {NAMES}"),
+                format!(
+                    "unknown distribution `{name}`; valid names are: {}",
+                    family_names()
+                ),
             ));
         };
         self.skip_ws();
         if self.peek() != Some('(') {
-            let (_, _, usage) = family.params();
+            let usage = family.spec().usage();
             return Err(self.err(
                 self.pos,
                 format!(
@@ -319,7 +261,7 @@ impl<'a> Parser<'a> {
                 }
                 let v = self.src.get(start..self.pos).unwrap_or("").trim_end();
                 if v.is_empty() {
-                    let (_, _, usage) = family.params();
+                    let usage = family.spec().usage();
                     return Err(self.err(
                         value_at,
                         format!("expected a value, found {}; e.g. {usage}", self.found()),
@@ -361,7 +303,8 @@ impl<'a> Parser<'a> {
         args: Vec<Arg<'a>>,
         close_at: usize,
     ) -> Result<Params<'a>, DistError> {
-        let (accepted, positional, usage) = family.params();
+        let spec = family.spec();
+        let (accepted, positional, usage) = (spec.accepted, spec.positional, spec.usage());
         let fname = family.name();
         let mut items: Vec<(&'static str, &'a str, usize)> = Vec::new();
         let mut seen_named = false;
@@ -422,7 +365,7 @@ impl<'a> Parser<'a> {
     }
 
     fn missing(&self, params: &Params<'_>, needs: &str) -> DistError {
-        let (_, _, usage) = params.family.params();
+        let usage = params.family.spec().usage();
         self.err(
             params.close_at,
             format!("{} needs {needs}; e.g. {usage}", params.family.name()),
@@ -641,7 +584,7 @@ impl<'a> Parser<'a> {
                     params.close_at,
                     format!(
                         "lognormal needs {needs} (got: {got}); e.g. {}",
-                        params.family.params().2
+                        params.family.spec().usage()
                     ),
                 ))
             }
@@ -693,7 +636,7 @@ impl<'a> Parser<'a> {
                         "expected a weight like `0.25` followed by `*` and a distribution, found {}; \
                          e.g. {}",
                         self.found(),
-                        Family::Mixture.params().2
+                        Family::Mixture.spec().usage()
                     ),
                 ));
             }
@@ -792,6 +735,16 @@ mod tests {
             Dist::parse("constant(value=2ms)").unwrap().to_string(),
             "constant(2ms)"
         );
+    }
+
+    /// The families of the parser and of the table of forms are the same, in the same order.
+    #[test]
+    fn every_family_has_its_row_in_the_table() {
+        assert_eq!(Family::ALL.len(), FAMILIES.len());
+        for (i, f) in Family::ALL.into_iter().enumerate() {
+            assert_eq!(f as usize, i);
+            assert_eq!(Family::from_name(FAMILIES[i].name), Some(f));
+        }
     }
 
     fn parse_err(text: &str) -> String {

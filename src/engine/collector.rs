@@ -61,7 +61,6 @@ impl Collector {
     }
 
     /// As [`Collector::start`]; `observer` sees the totals after each interval (live metrics).
-    #[allow(clippy::too_many_arguments)]
     pub fn start_observed(
         rec: Arc<Recorder>,
         dir: &Path,
@@ -78,8 +77,7 @@ impl Collector {
             tag,
             base,
             offset,
-            PaceTx::Wall(stop),
-            PaceRx::Wall(stop_rx, interval),
+            (PaceTx::Wall(stop), PaceRx::Wall(stop_rx, interval)),
             observer,
         )
     }
@@ -100,8 +98,7 @@ impl Collector {
             tag,
             base,
             offset,
-            PaceTx::Virtual(tx),
-            PaceRx::Virtual(rx),
+            (PaceTx::Virtual(tx), PaceRx::Virtual(rx)),
             None,
         )
     }
@@ -127,15 +124,15 @@ impl Collector {
         self.finish()
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `pace`: what ends the intervals, the sending end (the caller's) and the receiving end
+    /// (the collector thread's).
     fn spawn(
         rec: Arc<Recorder>,
         dir: &Path,
         tag: &str,
         base: SystemTime,
         offset: Duration,
-        pace: PaceTx,
-        pace_rx: PaceRx,
+        (pace, pace_rx): (PaceTx, PaceRx),
         mut observer: Option<Observer>,
     ) -> anyhow::Result<Self> {
         let mut files = Vec::new();

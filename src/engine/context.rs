@@ -19,10 +19,35 @@ use rand::RngExt;
 use rand::rngs::SmallRng;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
-/// Everything the workers of one variant share.
+/// Everything the workers of one variant share: the settings the plan fixes for the run
+/// ([`WorkerSettings`], read through `Deref`: `ctx.ttl_ms`) and the run's state, which the
+/// workers change as they go (the recorder's counts, the reserved sections, a lock library's
+/// stop flag, a script's failure).
 pub(crate) struct WorkerCtx {
+    /// What the plan fixes for the run; the workers only read it.
+    pub settings: WorkerSettings,
     /// Where results go.
     pub recorder: Arc<Recorder>,
+    /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
+    /// slot first, so exactly `max_sections` sections happen.
+    pub reserved: std::sync::atomic::AtomicU64,
+    /// A lock library's variant (its drivers take and release the locks).
+    pub client: Option<ClientCtx>,
+    /// The first reply of a user's script outside the convention, which stops the variant:
+    /// every later reply would be as unreadable.
+    pub script_failed: std::sync::Mutex<Option<String>>,
+}
+
+impl std::ops::Deref for WorkerCtx {
+    type Target = WorkerSettings;
+
+    fn deref(&self) -> &WorkerSettings {
+        &self.settings
+    }
+}
+
+/// A variant's workers' settings: fixed from the plan before the first worker starts.
+pub(crate) struct WorkerSettings {
     /// Full key names, index = key number.
     pub key_names: KeyNames,
     /// Fraction of attempts aimed at key 0.
@@ -67,17 +92,9 @@ pub(crate) struct WorkerCtx {
     pub max_sections: Option<u64>,
     /// Variant name written in events.
     pub variant: Arc<str>,
-    /// Sections begun plus acquisitions in flight (count-limited runs): an attempt reserves a
-    /// slot first, so exactly `max_sections` sections happen.
-    pub reserved: std::sync::atomic::AtomicU64,
-    /// A lock library's variant (its drivers take and release the locks).
-    pub client: Option<ClientCtx>,
     /// The user's own scripts, for the `script` release method's variants (`None` for the
     /// others).
     pub scripts: Option<Arc<UserScripts>>,
-    /// The first reply of a user's script outside the convention, which stops the variant:
-    /// every later reply would be as unreadable.
-    pub script_failed: std::sync::Mutex<Option<String>>,
 }
 
 /// What the workers of a lock library's variant share.

@@ -326,48 +326,119 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
     let needed = samples_needed(target, conf);
     let max_bound = upper_bound(0, n, conf);
     let mut notes = Vec::new();
-    if let Samples::Histogram { hist, .. } = samples {
-        notes.push(format!(
-            "order statistics come from histogram counts: each value is its bucket's upper edge \
-             (HdrHistogram, {} significant figures), so they may read up to ~{} high, never low",
-            hist.sigfig(),
-            match hist.sigfig() {
-                1 => "10 %",
-                2 => "1 %",
-                3 => "0.1 %",
-                _ => "0.01 %",
-            }
-        ));
+    if let Some(note) = histogram_note(samples) {
+        notes.push(note);
     }
     if n == 0 {
-        return Recommendation {
-            input: None,
-            n,
-            exact: matches!(samples, Samples::Exact(_)),
-            params: *params,
-            observed: None,
-            worst_case: None,
-            distribution_free: DistributionFree {
-                supported: false,
-                ttl_ms: None,
-                rank: None,
-                samples_above: None,
-                achieved_confidence: None,
-                samples_needed: needed,
-                smallest_supported_target: 1.0,
-                explanation: format!(
-                    "no samples: at least {needed} are needed to support the target"
-                ),
-            },
-            models: Vec::new(),
-            recommended_ttl_ms: None,
-            in_practice: Vec::new(),
-            crash: None,
-            notes,
-        };
+        return empty(samples, params, needed, notes);
     }
     let max = view.at_rank(n);
-    let observed = Observed {
+    let observed = observed(&view);
+    let worst = WorstCase {
+        max_ms: max,
+        margin: params.margin,
+        ttl_ms: max * params.margin,
+        max_exceedance_bound: max_bound,
+    };
+
+    // Distribution-free bound.
+    let distribution_free = distribution_free(&view, params, needed, max_bound);
+
+    // Models.
+    let models = fit_models(&view, params, &mut notes);
+
+    // In practice.
+    // Redis expiry is whole milliseconds ≥ 1: a bound of 0 (all samples 0 ms) becomes 1 ms.
+    let recommended = distribution_free.ttl_ms.map(|t| t.ceil().max(MIN_TTL_MS));
+    if distribution_free.ttl_ms.is_some_and(|t| t < MIN_TTL_MS) {
+        notes.push(format!(
+            "the bound from the data is {}: the recommendation is raised to {MIN_TTL_MS:.0} ms, \
+             the shortest TTL Redis can set (PX is whole milliseconds ≥ 1)",
+            fmt_ms(distribution_free.ttl_ms.unwrap_or(0.0))
+        ));
+    }
+    let in_practice = in_practice(&view, params, recommended, &models);
+    // The first row is the recommended TTL whenever there is one.
+    let crash = recommended
+        .and_then(|_| in_practice.first())
+        .and_then(|row| row.crash);
+    if let Some(c) = crash
+        && c.blocked_per_day_ms > 86_400_000.0
+    {
+        notes.push(format!(
+            "the expected blocked time per day at the recommended TTL is {} — more than a day: \
+             it is summed over crashes, so on one key crashes this frequent would overlap and \
+             keep it blocked nearly all the time",
+            fmt_ms(c.blocked_per_day_ms)
+        ));
+    }
+    Recommendation {
+        input: None,
+        n,
+        exact: matches!(samples, Samples::Exact(_)),
+        params: *params,
+        observed: Some(observed),
+        worst_case: Some(worst),
+        distribution_free,
+        models,
+        recommended_ttl_ms: recommended,
+        in_practice,
+        crash,
+        notes,
+    }
+}
+
+/// With counts from a histogram, how far its order statistics may read high.
+fn histogram_note(samples: &Samples) -> Option<String> {
+    let Samples::Histogram { hist, .. } = samples else {
+        return None;
+    };
+    Some(format!(
+        "order statistics come from histogram counts: each value is its bucket's upper edge \
+             (HdrHistogram, {} significant figures), so they may read up to ~{} high, never low",
+        hist.sigfig(),
+        match hist.sigfig() {
+            1 => "10 %",
+            2 => "1 %",
+            3 => "0.1 %",
+            _ => "0.01 %",
+        }
+    ))
+}
+
+/// The recommendation without samples: no TTL, and how many samples are needed.
+fn empty(samples: &Samples, params: &Params, needed: u64, notes: Vec<String>) -> Recommendation {
+    let n = 0;
+    Recommendation {
+        input: None,
+        n,
+        exact: matches!(samples, Samples::Exact(_)),
+        params: *params,
+        observed: None,
+        worst_case: None,
+        distribution_free: DistributionFree {
+            supported: false,
+            ttl_ms: None,
+            rank: None,
+            samples_above: None,
+            achieved_confidence: None,
+            samples_needed: needed,
+            smallest_supported_target: 1.0,
+            explanation: format!("no samples: at least {needed} are needed to support the target"),
+        },
+        models: Vec::new(),
+        recommended_ttl_ms: None,
+        in_practice: Vec::new(),
+        crash: None,
+        notes,
+    }
+}
+
+/// What the samples show: extremes, mean, the quantiles they are enough for.
+fn observed(view: &View) -> Observed {
+    let n = view.n();
+    let max = view.at_rank(n);
+    Observed {
         min_ms: view.at_rank(1),
         mean_ms: view.mean(),
         max_ms: max,
@@ -383,16 +454,20 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
                 }
             })
             .collect(),
-    };
-    let worst = WorstCase {
-        max_ms: max,
-        margin: params.margin,
-        ttl_ms: max * params.margin,
-        max_exceedance_bound: max_bound,
-    };
+    }
+}
 
-    // Distribution-free bound.
-    let distribution_free = match max_exceedances(n, target, 1.0 - conf) {
+/// The distribution-free bound: the order statistic that supports the target at the
+/// confidence asked for, or why none does.
+fn distribution_free(
+    view: &View,
+    params: &Params,
+    needed: u64,
+    max_bound: f64,
+) -> DistributionFree {
+    let n = view.n();
+    let (target, conf) = (params.target, params.confidence);
+    match max_exceedances(n, target, 1.0 - conf) {
         Some(j) => {
             let k = n - j;
             let x = view.at_rank(k);
@@ -412,8 +487,8 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
                 smallest_supported_target: max_bound,
                 explanation: format!(
                     "{} = x_({k}), {which} of {n}: with {:.1} % confidence the true overrun \
-                     probability at this TTL is ≤ {target:e} (distribution-free: from the ranks \
-                     alone, whatever the distribution)",
+                 probability at this TTL is ≤ {target:e} (distribution-free: from the ranks \
+                 alone, whatever the distribution)",
                     fmt_ms(x),
                     achieved * 100.0
                 ),
@@ -429,29 +504,34 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
             smallest_supported_target: max_bound,
             explanation: format!(
                 "the target cannot be supported by {n} samples: even the largest one only shows, \
-                 with {:.0} % confidence, that the overrun probability is ≤ {max_bound:.2e}. \
-                 A target of {target:e} needs at least {needed} samples ({} more); no TTL is \
-                 given from the data alone",
+             with {:.0} % confidence, that the overrun probability is ≤ {max_bound:.2e}. \
+             A target of {target:e} needs at least {needed} samples ({} more); no TTL is \
+             given from the data alone",
                 conf * 100.0,
                 needed.saturating_sub(n)
             ),
         },
-    };
+    }
+}
 
-    // Models.
+/// The lognormal and generalized Pareto fits, each judged on the tail; adds a note when the
+/// target lies beyond the data.
+fn fit_models(view: &View, params: &Params, notes: &mut Vec<String>) -> Vec<ModelFit> {
+    let n = view.n();
+    let target = params.target;
     let u = view.quantile(1.0 - params.tail_fraction);
     let runs: Vec<(f64, u64)> = view.runs().filter(|r| r.0 > u).collect();
     let m: u64 = runs.iter().map(|r| r.1).sum();
     let tail = Tail { runs, m, u };
     let zeros = view.count_above(0.0);
     let zeros = n - zeros;
-    let ln_model = fit_lognormal(&view);
+    let ln_model = fit_lognormal(view);
     let mut models = vec![judge(
         Candidate {
             name: "lognormal",
             method: format!(
                 "maximum likelihood on ln(values) ({} values{}); tail fit judged above the \
-             {:.0} % quantile",
+         {:.0} % quantile",
                 n - zeros,
                 if zeros > 0 {
                     format!(", {zeros} zero(s) left out")
@@ -464,7 +544,7 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
             why_not: "fewer than 2 positive values, or all equal".to_string(),
             critical: AD_CRITICAL_LOGNORMAL,
         },
-        &view,
+        view,
         &tail,
         target,
     )];
@@ -494,28 +574,32 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
             why_not,
             critical: AD_CRITICAL_GPD,
         },
-        &view,
+        view,
         &tail,
         target,
     ));
     if target < 1.0 / n as f64 {
         notes.push(format!(
             "the target {target:e} is {:.0}× rarer than one in the {n} samples: the models \
-             extrapolate beyond the data",
+         extrapolate beyond the data",
             1.0 / (target * n as f64)
         ));
     }
 
-    // In practice.
-    // Redis expiry is whole milliseconds ≥ 1: a bound of 0 (all samples 0 ms) becomes 1 ms.
-    let recommended = distribution_free.ttl_ms.map(|t| t.ceil().max(MIN_TTL_MS));
-    if distribution_free.ttl_ms.is_some_and(|t| t < MIN_TTL_MS) {
-        notes.push(format!(
-            "the bound from the data is {}: the recommendation is raised to {MIN_TTL_MS:.0} ms, \
-             the shortest TTL Redis can set (PX is whole milliseconds ≥ 1)",
-            fmt_ms(distribution_free.ttl_ms.unwrap_or(0.0))
-        ));
-    }
+    models
+}
+
+/// The table of TTLs to choose from (the recommended one first): each with its bound on
+/// overruns and what the models and a crash rate say of it.
+fn in_practice(
+    view: &View,
+    params: &Params,
+    recommended: Option<f64>,
+    models: &[ModelFit],
+) -> Vec<PracticeRow> {
+    let n = view.n();
+    let conf = params.confidence;
+    let max = view.at_rank(n);
     let ln_fit = models.first().and_then(|f| f.fitted);
     let gpd_fit = models.get(1).and_then(|f| f.fitted);
     let mut candidates: Vec<(f64, String)> = Vec::new();
@@ -526,7 +610,7 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
         (max * params.margin).ceil().max(MIN_TTL_MS),
         format!("observed max × {}", params.margin),
     ));
-    for f in &models {
+    for f in models {
         if let Some(t) = f.ttl_ms {
             candidates.push((
                 t.ceil().max(MIN_TTL_MS),
@@ -534,7 +618,7 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
             ));
         }
     }
-    let in_practice = candidates
+    candidates
         .into_iter()
         .map(|(ttl, basis)| {
             let above = view.count_above(ttl);
@@ -550,38 +634,10 @@ pub fn recommend(samples: &Samples, params: &Params) -> Recommendation {
                 gpd_overrun: gpd_fit.and_then(|mo| mo.survival(ttl)),
                 crash: params
                     .crash_rate_per_s
-                    .and_then(|r| crash::crash_cost(&view, ttl, r * 86_400.0)),
+                    .and_then(|r| crash::crash_cost(view, ttl, r * 86_400.0)),
             }
         })
-        .collect::<Vec<_>>();
-    // The first row is the recommended TTL whenever there is one.
-    let crash = recommended
-        .and_then(|_| in_practice.first())
-        .and_then(|row| row.crash);
-    if let Some(c) = crash
-        && c.blocked_per_day_ms > 86_400_000.0
-    {
-        notes.push(format!(
-            "the expected blocked time per day at the recommended TTL is {} — more than a day: \
-             it is summed over crashes, so on one key crashes this frequent would overlap and \
-             keep it blocked nearly all the time",
-            fmt_ms(c.blocked_per_day_ms)
-        ));
-    }
-    Recommendation {
-        input: None,
-        n,
-        exact: matches!(samples, Samples::Exact(_)),
-        params: *params,
-        observed: Some(observed),
-        worst_case: Some(worst),
-        distribution_free,
-        models,
-        recommended_ttl_ms: recommended,
-        in_practice,
-        crash,
-        notes,
-    }
+        .collect::<Vec<_>>()
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! The recommendation as readable text; generic over the writer, tested in-module.
 
-use super::{CRASH_MODEL, CrashCost, InputKind, Model, Recommendation};
+use super::{
+    CRASH_MODEL, CrashCost, InputInfo, InputKind, Model, ModelFit, Observed, Recommendation,
+    WorstCase,
+};
 use std::io::{self, Write};
 
 pub(super) fn fmt_ms(x: f64) -> String {
@@ -78,33 +81,8 @@ pub(super) fn fmt_count(x: f64) -> String {
 
 /// Prints the recommendation as readable text.
 pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Result<()> {
-    let p = &r.params;
     if let Some(i) = &r.input {
-        let what = match i.kind {
-            InputKind::EventsCsv => "lockbench events.csv",
-            InputKind::Csv => "CSV",
-            InputKind::Hgrm => "HdrHistogram percentile distribution",
-            InputKind::Hlog => "HdrHistogram interval log",
-        };
-        let column = i
-            .column
-            .as_deref()
-            .map(|c| format!(", column `{c}`"))
-            .unwrap_or_default();
-        let tag = i
-            .selected_tag
-            .as_deref()
-            .map(|t| format!(", tag `{t}`"))
-            .unwrap_or_default();
-        writeln!(
-            w,
-            "input    {} ({what}{column}{tag}, values in {})",
-            i.file,
-            i.unit.name()
-        )?;
-        for note in &i.notes {
-            writeln!(w, "         {note}")?;
-        }
+        print_input(&mut w, i)?;
     }
     writeln!(
         w,
@@ -117,6 +95,49 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         return Ok(());
     };
 
+    print_observed(&mut w, obs, worst)?;
+    print_target(&mut w, r)?;
+    print_models(&mut w, &r.models)?;
+    print_in_practice(&mut w, r)?;
+    print_recommended(&mut w, r)?;
+    for note in &r.notes {
+        writeln!(w, "note: {note}")?;
+    }
+    Ok(())
+}
+
+/// Where the samples came from: the file, its kind, column or tag, and unit.
+fn print_input<W: Write>(w: &mut W, i: &InputInfo) -> io::Result<()> {
+    let what = match i.kind {
+        InputKind::EventsCsv => "lockbench events.csv",
+        InputKind::Csv => "CSV",
+        InputKind::Hgrm => "HdrHistogram percentile distribution",
+        InputKind::Hlog => "HdrHistogram interval log",
+    };
+    let column = i
+        .column
+        .as_deref()
+        .map(|c| format!(", column `{c}`"))
+        .unwrap_or_default();
+    let tag = i
+        .selected_tag
+        .as_deref()
+        .map(|t| format!(", tag `{t}`"))
+        .unwrap_or_default();
+    writeln!(
+        w,
+        "input    {} ({what}{column}{tag}, values in {})",
+        i.file,
+        i.unit.name()
+    )?;
+    for note in &i.notes {
+        writeln!(w, "         {note}")?;
+    }
+    Ok(())
+}
+
+/// What the samples show: the quantiles they are enough for, the worst case and its TTL.
+fn print_observed<W: Write>(w: &mut W, obs: &Observed, worst: &WorstCase) -> io::Result<()> {
     writeln!(w, "\nobserved")?;
     for q in &obs.quantiles {
         match q.value_ms {
@@ -136,6 +157,12 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         fmt_ms(worst.ttl_ms)
     )?;
 
+    Ok(())
+}
+
+/// The target and the distribution-free TTL for it, or why the data cannot support it.
+fn print_target<W: Write>(w: &mut W, r: &Recommendation) -> io::Result<()> {
+    let p = &r.params;
     writeln!(
         w,
         "\ntarget   overrun probability ≤ {:e} per section, confidence {} %",
@@ -149,11 +176,16 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         writeln!(w, "  NOT SUPPORTED: {}", df.explanation)?;
     }
 
+    Ok(())
+}
+
+/// Each model: how it was fitted, its TTL, its fit on the tail and the verdict on it.
+fn print_models<W: Write>(w: &mut W, models: &[ModelFit]) -> io::Result<()> {
     writeln!(
         w,
         "\nmodels   extrapolation beyond the data — assumptions, not measurements"
     )?;
-    for f in &r.models {
+    for f in models {
         let params = match f.fitted {
             Some(Model::Lognormal { mu, sigma }) => {
                 format!(
@@ -191,6 +223,12 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         writeln!(w, "    verdict    {}", f.verdict)?;
     }
 
+    Ok(())
+}
+
+/// The table of TTLs to choose from, with their bounds and what the models say.
+fn print_in_practice<W: Write>(w: &mut W, r: &Recommendation) -> io::Result<()> {
+    let p = &r.params;
     let crashes = p.crash_rate_per_s.map(|r| r * 86_400.0);
     writeln!(
         w,
@@ -274,6 +312,13 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         )?;
     }
 
+    Ok(())
+}
+
+/// The recommended TTL (or why there is none) and, with a crash rate, what crashes cost at it.
+fn print_recommended<W: Write>(w: &mut W, r: &Recommendation) -> io::Result<()> {
+    let p = &r.params;
+    let crashes = p.crash_rate_per_s.map(|r| r * 86_400.0);
     match (r.recommended_ttl_ms, r.in_practice.first()) {
         (Some(t), Some(row)) => writeln!(
             w,
@@ -294,16 +339,13 @@ pub fn print_recommendation<W: Write>(mut w: W, r: &Recommendation) -> io::Resul
         )?,
     }
     match (r.crash, crashes) {
-        (Some(c), _) => print_crash_line(&mut w, &c)?,
+        (Some(c), _) => print_crash_line(w, &c)?,
         (None, Some(_)) => writeln!(
             w,
             "                 crashed holders: no recommended TTL to price; the table gives the \
              blocked time per crash and per day for each candidate"
         )?,
         (None, None) => {}
-    }
-    for note in &r.notes {
-        writeln!(w, "note: {note}")?;
     }
     Ok(())
 }

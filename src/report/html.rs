@@ -347,6 +347,44 @@ fn verdict_table(p: &Page<'_>) -> String {
 /// The page.
 pub(crate) fn page(p: &Page<'_>) -> String {
     let mut h = String::new();
+    header(&mut h, p);
+    h.push_str(&agents_note(p.manifest));
+    h.push_str(&verdict_table(p));
+    summary_table(&mut h, p);
+    h.push_str(&shards_table(p.summaries));
+    not_run(&mut h, p.manifest);
+    check_note(&mut h, p);
+
+    h.push_str("<h2>Charts</h2>\n");
+    for c in &p.charts {
+        let _ = writeln!(
+            h,
+            "<figure><h3>{}</h3><img src=\"{}\" alt=\"{}\" width=\"1000\">\
+             <figcaption>{}</figcaption></figure>",
+            esc(&c.title),
+            esc(&c.file),
+            esc(&c.title),
+            esc(&c.note)
+        );
+    }
+
+    configuration(&mut h, p.manifest);
+
+    h.push_str("<h2>Files</h2>\n<ul class=\"files\">\n");
+    for f in &p.files {
+        let _ = writeln!(h, "<li><a href=\"{0}\">{0}</a></li>", esc(f));
+    }
+    h.push_str(
+        "</ul>\n<p><code>.hgrm</code>: percentile distributions (values in ms); \
+         <code>.hlog</code>: HdrHistogram interval logs (values in µs, intervals tagged by \
+         release method); <code>events.csv</code>: one row per section.</p>\n",
+    );
+    h.push_str("</body>\n</html>\n");
+    h
+}
+
+/// The head of the document, the title and the line of what ran where and when.
+fn header(h: &mut String, p: &Page<'_>) {
     let m = |f: &str| {
         p.manifest
             .get(f)
@@ -378,9 +416,10 @@ pub(crate) fn page(p: &Page<'_>) -> String {
             ""
         }
     );
+}
 
-    h.push_str(&agents_note(p.manifest));
-    h.push_str(&verdict_table(p));
+/// The summary table: one column per variant, one row per figure present in any of them.
+fn summary_table(h: &mut String, p: &Page<'_>) {
     h.push_str("<h2>Summary</h2>\n<table>\n<thead><tr><th style=\"background:#444\">figure</th>");
     for s in p.summaries {
         let _ = write!(
@@ -414,9 +453,11 @@ pub(crate) fn page(p: &Page<'_>) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody>\n</table>\n");
-    h.push_str(&shards_table(p.summaries));
-    // Cells of a compare across servers that could not run there.
-    if let Some(serde_json::Value::Array(skipped)) = p.manifest.get("skipped")
+}
+
+/// Cells of a compare across servers that could not run there.
+fn not_run(h: &mut String, manifest: &serde_json::Value) {
+    if let Some(serde_json::Value::Array(skipped)) = manifest.get("skipped")
         && !skipped.is_empty()
     {
         h.push_str("<p>Not run:</p>\n<ul>\n");
@@ -431,6 +472,10 @@ pub(crate) fn page(p: &Page<'_>) -> String {
         }
         h.push_str("</ul>\n");
     }
+}
+
+/// Whether the summary was checked against events.csv, and what did not match.
+fn check_note(h: &mut String, p: &Page<'_>) {
     let without_rows =
         p.manifest.pointer("/profile/events") == Some(&serde_json::Value::Bool(false));
     match p.mismatches {
@@ -460,20 +505,10 @@ pub(crate) fn page(p: &Page<'_>) -> String {
             h.push_str("</ul>\n");
         }
     }
+}
 
-    h.push_str("<h2>Charts</h2>\n");
-    for c in &p.charts {
-        let _ = writeln!(
-            h,
-            "<figure><h3>{}</h3><img src=\"{}\" alt=\"{}\" width=\"1000\">\
-             <figcaption>{}</figcaption></figure>",
-            esc(&c.title),
-            esc(&c.file),
-            esc(&c.title),
-            esc(&c.note)
-        );
-    }
-
+/// The configuration table: the manifest's settings and the profile, flattened.
+fn configuration(h: &mut String, manifest: &serde_json::Value) {
     h.push_str("<h2>Configuration</h2>\n<table class=\"cfg\">\n");
     let mut rows = Vec::new();
     for f in [
@@ -484,11 +519,11 @@ pub(crate) fn page(p: &Page<'_>) -> String {
         "key_prefix",
         "servers",
     ] {
-        if let Some(v) = p.manifest.get(f) {
+        if let Some(v) = manifest.get(f) {
             flatten(f, v, &mut rows);
         }
     }
-    if let Some(profile) = p.manifest.get("profile") {
+    if let Some(profile) = manifest.get("profile") {
         flatten("profile", profile, &mut rows);
     }
     for (k, mut v) in rows {
@@ -499,18 +534,6 @@ pub(crate) fn page(p: &Page<'_>) -> String {
         let _ = writeln!(h, "<tr><td>{}</td><td>{}</td></tr>", esc(&k), esc(&v));
     }
     h.push_str("</table>\n");
-
-    h.push_str("<h2>Files</h2>\n<ul class=\"files\">\n");
-    for f in &p.files {
-        let _ = writeln!(h, "<li><a href=\"{0}\">{0}</a></li>", esc(f));
-    }
-    h.push_str(
-        "</ul>\n<p><code>.hgrm</code>: percentile distributions (values in ms); \
-         <code>.hlog</code>: HdrHistogram interval logs (values in µs, intervals tagged by \
-         release method); <code>events.csv</code>: one row per section.</p>\n",
-    );
-    h.push_str("</body>\n</html>\n");
-    h
 }
 
 #[cfg(test)]

@@ -149,32 +149,60 @@ fn us(ms: f64) -> u64 {
     (ms * 1000.0).round() as u64
 }
 
+/// Compares one variant's summary with what its rows give, adding each disagreement to `out`.
 fn compare_variant(
     s: &Summary,
     v: &VariantEvents,
     intervals: &KeyIntervals,
     out: &mut Vec<Mismatch>,
 ) {
-    let mut check = |figure: &str, events: String, summary: String| {
+    let mut check = Check {
+        variant: &s.meta.variant,
+        out,
+    };
+    compare_counts(s, v, &mut check);
+    check.check(
+        "excess_total_ms",
+        format!("{} µs", v.counts.excess_total_us),
+        format!("{} µs", us(s.excess_total_ms)),
+    );
+    let (per_key, all) = intervals.overlap(&v.name);
+    compare_overlap(s, &per_key, &all, &mut check);
+    compare_quantiles(s, v, &mut check);
+}
+
+/// Where a variant's disagreements go.
+struct Check<'a> {
+    variant: &'a str,
+    out: &'a mut Vec<Mismatch>,
+}
+
+impl Check<'_> {
+    /// Records `figure` when the rows' value and the summary's differ.
+    fn check(&mut self, figure: &str, events: String, summary: String) {
         if events != summary {
-            out.push(Mismatch {
-                variant: s.meta.variant.clone(),
+            self.out.push(Mismatch {
+                variant: self.variant.to_string(),
                 figure: figure.to_string(),
                 from_events: events,
                 in_summary: summary,
             });
         }
-    };
+    }
+}
+
+/// The counts the rows carry, the lost updates, the refused releases, Redlock's rounds, the TTL.
+fn compare_counts(s: &Summary, v: &VariantEvents, check: &mut Check<'_>) {
     // Every counted figure that the rows carry, from the one list of counts.
     for (name, _, recount) in Counts::FIELDS {
         // A count an older summary.json lacks cannot disagree.
         if *recount == Recount::FromRows && s.counts.get(name) != Some(NOT_RECORDED) {
             let (e, x) = (v.counts.get(name), s.counts.get(name));
-            check(name, e.unwrap_or(0).to_string(), x.unwrap_or(0).to_string());
+            check.check(name, e.unwrap_or(0).to_string(), x.unwrap_or(0).to_string());
         }
     }
     if s.protect.resource && s.protect.resource_final != NOT_RECORDED {
-        check(
+        check.check(
             "lost_updates",
             v.counts
                 .writes_accepted
@@ -183,44 +211,46 @@ fn compare_variant(
             s.lost_updates.to_string(),
         );
     }
-    check(
+    check.check(
         "refused_releases",
         v.counts.refused_releases().to_string(),
         s.refused_releases.to_string(),
     );
     // Every section is a round that held Redlock's quorum.
     if let Some(r) = &s.redlock {
-        check(
+        check.check(
             "redlock.acquired",
             v.counts.sections.to_string(),
             r.acquired.to_string(),
         );
     }
     if v.ttl_us != 0 && v.ttl_us != s.meta.ttl_ms * 1000 {
-        check(
+        check.check(
             "ttl_ms",
             format!("{}", v.ttl_us as f64 / 1000.0),
             s.meta.ttl_ms.to_string(),
         );
     }
+}
 
-    check(
-        "excess_total_ms",
-        format!("{} µs", v.counts.excess_total_us),
-        format!("{} µs", us(s.excess_total_ms)),
-    );
-    let (per_key, all) = intervals.overlap(&v.name);
-    check(
+/// The overlap, in all and per key, and the first overlap of each key.
+fn compare_overlap(
+    s: &Summary,
+    per_key: &[(usize, OverlapStats)],
+    all: &OverlapStats,
+    check: &mut Check<'_>,
+) {
+    check.check(
         "overlap_ms",
         format!("{} µs", all.overlap_us),
         format!("{} µs", us(s.overlap_ms)),
     );
-    check(
+    check.check(
         "overlap_incidents",
         all.incidents.to_string(),
         s.overlap_incidents.to_string(),
     );
-    check(
+    check.check(
         "peak_holders",
         all.peak_holders.to_string(),
         s.peak_holders.to_string(),
@@ -249,7 +279,7 @@ fn compare_variant(
         .collect();
     let in_summary: Vec<String> = s.per_key.iter().map(key_line).collect();
     if from_events != in_summary {
-        check("per_key", from_events.join("; "), in_summary.join("; "));
+        check.check("per_key", from_events.join("; "), in_summary.join("; "));
     }
     // The timeline centres on these instants; summaries from before they were recorded lack
     // them, and then there is nothing to check.
@@ -273,13 +303,16 @@ fn compare_variant(
         })
         .unzip();
     if from_events != in_summary {
-        check(
+        check.check(
             "per_key.first_overlap_ms",
             from_events.join("; "),
             in_summary.join("; "),
         );
     }
+}
 
+/// The percentiles of the durations and the acquire latencies.
+fn compare_quantiles(s: &Summary, v: &VariantEvents, check: &mut Check<'_>) {
     let quantiles = |q: &Quantiles| {
         format!(
             "n={} p50={} p90={} p99={} p99.9={} max={} µs",
@@ -291,12 +324,12 @@ fn compare_variant(
             us(q.max)
         )
     };
-    check(
+    check.check(
         "duration_ms",
         quantiles(&Quantiles::of(&v.durations)),
         quantiles(&s.duration_ms),
     );
-    check(
+    check.check(
         "acquire_latency_ms",
         quantiles(&Quantiles::of(&v.acquire)),
         quantiles(&s.acquire_latency_ms),

@@ -87,11 +87,10 @@ async fn sweep<C: LockConn>(
 /// Removes each target's keys after a run (locks first, counted): returns how many locks the
 /// cleanup ended and, when some keys may remain, how many (listed in `leftover-keys.txt` in
 /// `dir`). An agent whose peers may still be running leaves its locks to expire instead.
-#[allow(clippy::too_many_arguments)]
+/// `keys`: per target, every key its variants may have written, and their companions.
 pub(crate) async fn clean_up<C: LockConn>(
     probes: &mut [C],
-    written_keys: &mut [Vec<String>],
-    companion_keys: &[Vec<String>],
+    (written_keys, companion_keys): (&mut [Vec<String>], &[Vec<String>]),
     opts: &RunOptions,
     measured: bool,
     dir: &Path,

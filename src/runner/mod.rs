@@ -275,6 +275,237 @@ async fn plant_canaries<C: crate::store::LockConn>(
     planted
 }
 
+/// The checks before anything runs: the clients and gates the variants need, and the faults
+/// each target's control can inject.
+async fn check_targets<K: Connector>(
+    targets: &[Target<'_, K>],
+    kind: &str,
+    plan: &Plan,
+    variants: &[Variant],
+) -> anyhow::Result<()> {
+    check_clients(targets, plan, variants)?;
+    check_gates(plan, variants)?;
+    for t in targets {
+        t.control.check(&plan.faults.schedule, kind)?;
+        t.control.check_permissions(&plan.faults.schedule).await?;
+    }
+    Ok(())
+}
+
+/// A library that runs after another variant is greeted first with the run's settings, so
+/// one it refuses (a TTL it cannot take) is refused before anything runs, not after the
+/// variants before it.
+async fn greet_later_drivers<K: Connector>(
+    targets: &[Target<'_, K>],
+    plan: &Plan,
+    cells: &[(usize, Variant, String)],
+    signals: &tokio::sync::watch::Receiver<u32>,
+) -> anyhow::Result<()> {
+    let mut greeted = Vec::new();
+    for (ti, v, _) in cells.iter().skip(1) {
+        if let Some(c) = v.client
+            && !greeted.contains(&(*ti, c))
+        {
+            greeted.push((*ti, c));
+            let recipe = variant_steps::driver_recipe(targets[*ti].connector, plan, c)?;
+            variant_steps::greet(&recipe, 0, signals).await?.bye().await;
+        }
+    }
+    Ok(())
+}
+
+/// Creates the run's directory (and, for an agent, passes the barrier); returns it and the
+/// directories it created, outermost first.
+async fn prepare_run_dir(
+    run_id: &str,
+    plan: &Plan,
+    opts: &RunOptions,
+    signals: &mut tokio::sync::watch::Receiver<u32>,
+) -> anyhow::Result<(PathBuf, Vec<PathBuf>)> {
+    let dir = opts
+        .out_dir
+        .clone()
+        .unwrap_or_else(|| opts.results_root.join(run_id));
+    let dir = dir.as_path();
+    // The outermost directory `prepare_dir` creates: an agent refused at the barrier removes
+    // what it created (nothing is written into it before the barrier).
+    let created: Vec<PathBuf> = dir
+        .ancestors()
+        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
+        .map(Path::to_path_buf)
+        .collect();
+    results::prepare_dir(dir, opts.force)?;
+    if let Some(agent) = &opts.agent {
+        let workload = crate::agent::workload_fingerprint(&serde_json::to_value(plan)?);
+        if let Err(e) = agent.join(&workload, signals).await {
+            for d in &created {
+                // Only empty ones: a peer may have created its directory beside ours.
+                let _ = std::fs::remove_dir(d);
+            }
+            return Err(e);
+        }
+    }
+    Ok((dir.to_path_buf(), created))
+}
+
+/// The live metrics of one cell (with `--metrics`): the board and the cell's place on it.
+fn begin_metrics(
+    opts: &RunOptions,
+    plan: &Plan,
+    name: &str,
+    server: &crate::model::server::ServerInfo,
+    run_id: &str,
+) -> Option<(Arc<crate::metrics::Board>, usize)> {
+    opts.metrics.as_ref().map(|board| {
+        let labels = crate::metrics::Labels {
+            variant: name.to_string(),
+            server: server.version.clone(),
+            run_id: run_id.to_string(),
+            agent: opts.agent.as_ref().map(|a| a.spec().index as usize),
+        };
+        let kinds: Vec<&'static str> = plan.faults.schedule.iter().map(|f| f.kind.name()).collect();
+        (
+            board.clone(),
+            board.begin(&labels, plan.workload.ttl_ms, &kinds),
+        )
+    })
+}
+
+/// Reads back each target's canary into the manifest (or marks it unread when the run was
+/// abandoned); damage it shows becomes the run's failure, first.
+async fn read_canaries<C: crate::store::LockConn>(
+    canaries: &mut [Option<canary::Planted>],
+    probes: &mut [C],
+    manifest: &mut Manifest,
+    plan: &Plan,
+    abandoned: bool,
+    failure: &mut Option<anyhow::Error>,
+) {
+    for (ti, planted) in canaries.iter_mut().enumerate() {
+        let Some(planted) = planted.take() else {
+            continue;
+        };
+        let server = &mut manifest.servers[ti];
+        let record = if abandoned {
+            let mut r = planted.record;
+            r.state = crate::model::server::CanaryState::Unchecked;
+            r.note = Some("not read: the run was abandoned; it expires by itself".into());
+            r
+        } else {
+            canary::check(&mut probes[ti], planted, &mut server.probes).await
+        };
+        if let Some(damage) =
+            canary::damage(&record, plan.protection.scripts.as_deref(), &server.version)
+        {
+            // The damage comes first: it reaches beyond the run, whatever else failed.
+            *failure = Some(match failure.take() {
+                None => anyhow::anyhow!(damage),
+                Some(f) => anyhow::anyhow!("{damage}; and {f:#}"),
+            });
+        }
+        server.canary = Some(record);
+    }
+}
+
+/// The end of a run that measured nothing: its error, after removing what it wrote (when no
+/// row was recorded either) or recording in the manifest why it ended.
+fn end_unmeasured(
+    dir: &Path,
+    created: &[PathBuf],
+    rows: u64,
+    manifest: &mut Manifest,
+    interrupted: bool,
+    failure: Option<anyhow::Error>,
+) -> anyhow::Error {
+    if rows == 0 {
+        // Nothing ran: a driver that could not start or be greeted, a Ctrl-C while it was
+        // being greeted. What the run wrote (a manifest, an empty events.csv) would only make
+        // the next run refuse this --out as holding a run; the error says what happened.
+        results::remove_run_files(dir);
+        for d in created {
+            // Only empty ones (the innermost first): nothing is removed that was not ours.
+            let _ = std::fs::remove_dir(d);
+        }
+        return failure.unwrap_or_else(|| crate::exit::Interrupted.into());
+    }
+    // Nothing was measured: no summary to write. The manifest still says why the run
+    // ended (the rows recorded before the failure are in events.csv).
+    if let Some(f) = &failure {
+        manifest.ended_at = Some(results::utc_stamp(SystemTime::now(), false));
+        manifest.interrupted = interrupted;
+        manifest.failure = Some(format!("{f:#}"));
+        let _ = results::write_json(&dir.join("manifest.json"), manifest);
+    }
+    failure.unwrap_or_else(|| crate::exit::Interrupted.into())
+}
+
+/// The run's id: the agents of one run share it, hence its key prefix (they contend for the
+/// same keys); else one from the start time.
+fn run_id_of(opts: &RunOptions, started: SystemTime) -> String {
+    match &opts.agent {
+        Some(a) => a.spec().run_id.clone(),
+        None => results::run_id(started),
+    }
+}
+
+/// The manifest's record of where the live metrics are served and where the resource lives.
+fn where_served<K: Connector>(
+    manifest: &mut Manifest,
+    targets: &[Target<'_, K>],
+    plan: &Plan,
+    opts: &RunOptions,
+) {
+    manifest.metrics_url = opts.metrics_url.clone();
+    manifest.resource_store = plan.protection.resource.then(|| {
+        targets[0]
+            .connector
+            .resource_store()
+            .map(|r| crate::target::redact_url(&r))
+            .unwrap_or_else(|| "shared: on the lock's store".to_string())
+    });
+}
+
+/// Runs one cell (a variant on a target) and writes its histograms (suffixed by the cell's
+/// name when there are `several`); its summary. `on`: the target and its probe connection.
+async fn run_cell<K: Connector>(
+    (target, probe): (&Target<'_, K>, &K::Conn),
+    plan: &Plan,
+    variant: Variant,
+    prefix: &str,
+    events: &tokio::sync::mpsc::Sender<crate::record::EventRow>,
+    env: VariantEnv<'_>,
+    several: bool,
+) -> anyhow::Result<Summary> {
+    let key_names = KeyNames::new(format!("{prefix}:{}:", env.name), plan.workload.keys)
+        .tagged(target.connector.hash_tags());
+    let (name, dir, metrics) = (env.name, env.dir, env.metrics.clone());
+    let (summary, hists) = run_variant(
+        target.connector,
+        probe,
+        plan,
+        variant,
+        key_names,
+        events,
+        env,
+    )
+    .await?;
+    // The served values become the summary's before any file is written.
+    if let Some((board, i)) = &metrics {
+        board.publish(*i, &summary, &hists);
+    }
+    let suffix = several.then_some(name);
+    results::write_hgrms(dir, &hists, suffix)?;
+    Ok(summary)
+}
+
+/// An agent leaves the run (its peers stop waiting for it) and records itself in the manifest.
+async fn leave(opts: &RunOptions, manifest: &mut Manifest) {
+    if let Some(agent) = &opts.agent {
+        agent.leave().await;
+        manifest.agent = Some(agent.record());
+    }
+}
+
 /// Runs every variant on every target (same seed and workload on each; with several servers a
 /// variant's name gets `@<server>`). A method a server lacks is refused before anything runs
 /// — with one server, as bad input; with several, as a skipped cell while the others run.
@@ -286,20 +517,11 @@ pub async fn run_on<K: Connector>(
     opts: &RunOptions,
 ) -> anyhow::Result<RunOutcome> {
     let variants: Vec<Variant> = variants.iter().map(|&v| v.into()).collect();
-    check_clients(targets, plan, &variants)?;
-    check_gates(plan, &variants)?;
-    for t in targets {
-        t.control.check(&plan.faults.schedule, kind)?;
-        t.control.check_permissions(&plan.faults.schedule).await?;
-    }
+    check_targets(targets, kind, plan, &variants).await?;
     // Counting signals from here on: Ctrl-C, SIGTERM and SIGHUP end the run the same way.
     let mut signals = crate::signals::subscribe();
     let started = SystemTime::now();
-    // The agents of one run share its id, hence its key prefix: they contend for the same keys.
-    let run_id = match &opts.agent {
-        Some(a) => a.spec().run_id.clone(),
-        None => results::run_id(started),
-    };
+    let run_id = run_id_of(opts, started);
     // Computed before the support checks, whose probes touch only keys under it.
     let prefix = format!("lockbench:{run_id}");
     let Probed {
@@ -308,64 +530,19 @@ pub async fn run_on<K: Connector>(
         cells,
         skipped,
     } = probe_targets(targets, &variants, plan, &prefix).await?;
-    // A library that runs after another variant is greeted first with the run's settings, so
-    // one it refuses (a TTL it cannot take) is refused before anything runs, not after the
-    // variants before it.
-    let mut greeted = Vec::new();
-    for (ti, v, _) in cells.iter().skip(1) {
-        if let Some(c) = v.client
-            && !greeted.contains(&(*ti, c))
-        {
-            greeted.push((*ti, c));
-            let recipe = variant_steps::driver_recipe(targets[*ti].connector, plan, c)?;
-            variant_steps::greet(&recipe, 0, &signals)
-                .await?
-                .bye()
-                .await;
-        }
-    }
+    greet_later_drivers(targets, plan, &cells, &signals).await?;
 
-    let dir = opts
-        .out_dir
-        .clone()
-        .unwrap_or_else(|| opts.results_root.join(&run_id));
-    // The outermost directory `prepare_dir` creates: an agent refused at the barrier removes
-    // what it created (nothing is written into it before the barrier).
-    let created: Vec<PathBuf> = dir
-        .ancestors()
-        .take_while(|a| !a.as_os_str().is_empty() && !a.exists())
-        .map(Path::to_path_buf)
-        .collect();
-    results::prepare_dir(&dir, opts.force)?;
-    if let Some(agent) = &opts.agent {
-        let workload = crate::agent::workload_fingerprint(&serde_json::to_value(plan)?);
-        if let Err(e) = agent.join(&workload, &mut signals).await {
-            for d in &created {
-                // Only empty ones: a peer may have created its directory beside ours.
-                let _ = std::fs::remove_dir(d);
-            }
-            return Err(e);
-        }
-    }
+    let (dir, created) = prepare_run_dir(&run_id, plan, opts, &mut signals).await?;
     let mut manifest = new_manifest(
-        &run_id,
+        (&run_id, &prefix, started),
         opts,
         plan,
         kind,
         &servers,
         &skipped,
-        &prefix,
         cells.iter().map(|c| c.2.clone()).collect(),
-        started,
     );
-    manifest.metrics_url = opts.metrics_url.clone();
-    manifest.resource_store = plan.protection.resource.then(|| {
-        targets[0]
-            .connector
-            .resource_store()
-            .map(|r| crate::target::redact_url(&r))
-            .unwrap_or_else(|| "shared: on the lock's store".to_string())
-    });
+    where_served(&mut manifest, targets, plan, opts);
     results::write_json(&dir.join("manifest.json"), &manifest)?;
 
     // Without rows (`events = "none"`) the writer goes to a sink: no events.csv at all.
@@ -397,52 +574,22 @@ pub async fn run_on<K: Connector>(
         if request_of(*signals.borrow()) != Request::Continue {
             break;
         }
-        let key_names = KeyNames::new(format!("{prefix}:{name}:"), plan.workload.keys)
-            .tagged(targets[ti].connector.hash_tags());
-        let metrics = opts.metrics.as_ref().map(|board| {
-            let labels = crate::metrics::Labels {
-                variant: name.clone(),
-                server: servers[ti].version.clone(),
-                run_id: run_id.clone(),
-                agent: opts.agent.as_ref().map(|a| a.spec().index as usize),
-            };
-            let kinds: Vec<&'static str> =
-                plan.faults.schedule.iter().map(|f| f.kind.name()).collect();
-            (
-                board.clone(),
-                board.begin(&labels, plan.workload.ttl_ms, &kinds),
-            )
-        });
-        let r = run_variant(
-            targets[ti].connector,
-            &probes[ti],
-            plan,
-            variant,
-            key_names,
-            &events.tx,
-            VariantEnv {
-                name,
-                dir: &dir,
-                base: started,
-                opts,
-                control: &targets[ti].control,
-                signals: signals.clone(),
-                server: &servers[ti],
-                written_keys: &mut written_keys[ti],
-                companion_keys: &mut companion_keys[ti],
-                metrics: metrics.clone(),
-            },
-        )
-        .await;
-        let r = r.and_then(|(summary, hists)| {
-            // The served values become the summary's before any file is written.
-            if let Some((board, i)) = &metrics {
-                board.publish(*i, &summary, &hists);
-            }
-            let suffix = (cells.len() > 1).then_some(name.as_str());
-            results::write_hgrms(&dir, &hists, suffix)?;
-            Ok(summary)
-        });
+        let metrics = begin_metrics(opts, plan, name, &servers[ti], &run_id);
+        let env = VariantEnv {
+            name,
+            dir: &dir,
+            base: started,
+            opts,
+            control: &targets[ti].control,
+            signals: signals.clone(),
+            server: &servers[ti],
+            written_keys: &mut written_keys[ti],
+            companion_keys: &mut companion_keys[ti],
+            metrics,
+        };
+        let on = (&targets[ti], &probes[ti]);
+        let several = cells.len() > 1;
+        let r = run_cell(on, plan, variant, &prefix, &events.tx, env, several).await;
         match r {
             Ok(summary) => summaries.push(summary),
             Err(e) => {
@@ -453,18 +600,14 @@ pub async fn run_on<K: Connector>(
         }
     }
     let interrupted = request_of(*signals.borrow()) != Request::Continue;
-    let rows = match events.finish() {
-        Ok(n) => n,
-        Err(e) => {
-            failure.get_or_insert(e);
-            0
-        }
-    };
+    let rows = events.finish().unwrap_or_else(|e| {
+        failure.get_or_insert(e);
+        0
+    });
 
     let (removed_locks, leftover) = clean_up(
         &mut probes,
-        &mut written_keys,
-        &companion_keys,
+        (&mut written_keys, &companion_keys),
         opts,
         !summaries.is_empty(),
         &dir,
@@ -477,56 +620,26 @@ pub async fn run_on<K: Connector>(
     // Read after the sweep, once nothing of the run can write any more; a second Ctrl-C leaves
     // the canaries to expire unread.
     let abandoned = request_of(*signals.borrow()) == Request::Abandon;
-    for (ti, planted) in canaries.iter_mut().enumerate() {
-        let Some(planted) = planted.take() else {
-            continue;
-        };
-        let server = &mut manifest.servers[ti];
-        let record = if abandoned {
-            let mut r = planted.record;
-            r.state = crate::model::server::CanaryState::Unchecked;
-            r.note = Some("not read: the run was abandoned; it expires by itself".into());
-            r
-        } else {
-            canary::check(&mut probes[ti], planted, &mut server.probes).await
-        };
-        if let Some(damage) =
-            canary::damage(&record, plan.protection.scripts.as_deref(), &server.version)
-        {
-            // The damage comes first: it reaches beyond the run, whatever else failed.
-            failure = Some(match failure.take() {
-                None => anyhow::anyhow!(damage),
-                Some(f) => anyhow::anyhow!("{damage}; and {f:#}"),
-            });
-        }
-        server.canary = Some(record);
-    }
+    read_canaries(
+        &mut canaries,
+        &mut probes,
+        &mut manifest,
+        plan,
+        abandoned,
+        &mut failure,
+    )
+    .await;
 
-    if let Some(agent) = &opts.agent {
-        agent.leave().await;
-        manifest.agent = Some(agent.record());
-    }
-    if summaries.is_empty() && rows == 0 {
-        // Nothing ran: a driver that could not start or be greeted, a Ctrl-C while it was
-        // being greeted. What the run wrote (a manifest, an empty events.csv) would only make
-        // the next run refuse this --out as holding a run; the error says what happened.
-        results::remove_run_files(&dir);
-        for d in &created {
-            // Only empty ones (the innermost first): nothing is removed that was not ours.
-            let _ = std::fs::remove_dir(d);
-        }
-        return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
-    }
+    leave(opts, &mut manifest).await;
     if summaries.is_empty() {
-        // Nothing was measured: no summary to write. The manifest still says why the run
-        // ended (the rows recorded before the failure are in events.csv).
-        if let Some(f) = &failure {
-            manifest.ended_at = Some(results::utc_stamp(SystemTime::now(), false));
-            manifest.interrupted = interrupted;
-            manifest.failure = Some(format!("{f:#}"));
-            let _ = results::write_json(&dir.join("manifest.json"), &manifest);
-        }
-        return Err(failure.unwrap_or_else(|| crate::exit::Interrupted.into()));
+        return Err(end_unmeasured(
+            &dir,
+            &created,
+            rows,
+            &mut manifest,
+            interrupted,
+            failure,
+        ));
     }
     write_results(
         &dir,

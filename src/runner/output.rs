@@ -10,17 +10,15 @@ use std::path::Path;
 use std::time::SystemTime;
 
 /// The manifest of a run about to start (its end, outcome and cleanup are filled in last).
-#[allow(clippy::too_many_arguments)]
+/// `run`: what names the run (its id and key prefix) and when it started.
 pub(crate) fn new_manifest(
-    run_id: &str,
+    (run_id, prefix, started): (&str, &str, SystemTime),
     opts: &RunOptions,
     plan: &Plan,
     kind: &str,
     servers: &[ServerInfo],
     skipped: &[SkippedCell],
-    prefix: &str,
     variants: Vec<String>,
-    started: SystemTime,
 ) -> Manifest {
     let threads = crate::engine::RUNTIME_THREADS
         .get()

@@ -59,8 +59,7 @@ pub(crate) fn run_simulated<C: LockConn>(
             plan,
             clock,
             plan.events.then(|| events.clone()),
-            collector,
-            interval_us,
+            (collector, interval_us),
             |_| {
                 // Wall time for the eyes; the bar's position is virtual time.
                 if shown.elapsed() >= Duration::from_millis(200) {

@@ -12,7 +12,7 @@ use crate::analysis::summary::Measured;
 use crate::analysis::summary::{Meta, Protection, Summary, summarize};
 use crate::engine::ARRIVAL_BACKLOG;
 use crate::engine::collector::Collector;
-use crate::engine::context::{Extend, Pause, Resource, WorkerCtx};
+use crate::engine::context::{Extend, Pause, Resource, WorkerCtx, WorkerSettings};
 use crate::engine::keys::KeyNames;
 use crate::engine::recorder::Recorder;
 use crate::model::variant::Variant;
@@ -50,29 +50,17 @@ pub(crate) async fn run_variant<K: Connector>(
     let part_plan = (parts > 1).then(|| plan.part(parts, 0));
     let plan = part_plan.as_ref().unwrap_or(plan);
     let mut prepared = prepare(
-        connector, probe, whole_plan, plan, parts, variant, key_names, &env,
+        connector,
+        probe,
+        (whole_plan, plan, parts),
+        variant,
+        key_names,
+        &env,
     )
     .await?;
     let executed = match prepared.sim_clock {
         Some(_) => run_simulated(plan, whole_plan, &mut prepared, events, &env)?,
-        None => {
-            let conns = std::mem::take(&mut prepared.conns);
-            let libs = std::mem::take(&mut prepared.libs);
-            let (tx, rx) = (prepared.arrival_tx.take(), prepared.arrival_rx.take());
-            let rx = rx.context("the arrivals' queue was taken")?;
-            run_real(
-                plan,
-                &prepared.ctx,
-                &prepared.recorder,
-                conns,
-                libs,
-                events,
-                &env,
-                tx,
-                rx,
-            )
-            .await
-        }
+        None => run_real(plan, &mut prepared, events, &env).await?,
     };
     let read = read_back(probe, prepared, &executed, &mut env).await?;
     Ok(summarise(
@@ -82,13 +70,12 @@ pub(crate) async fn run_variant<K: Connector>(
 
 /// Opens the connections, starts the recorder and interval logs, builds the workers' context
 /// and the other parts of a run in parts; agents meet at the start barrier here.
-#[allow(clippy::too_many_arguments)]
+/// `plans`: the whole run's plan, this part's (the same when the run is not cut into parts)
+/// and the number of parts.
 async fn prepare<K: Connector>(
     connector: &K,
     probe: &K::Conn,
-    whole_plan: &Plan,
-    plan: &Plan,
-    parts: usize,
+    (whole_plan, plan, parts): (&Plan, &Plan, usize),
     variant: Variant,
     key_names: KeyNames,
     env: &VariantEnv<'_>,
@@ -183,8 +170,7 @@ async fn prepare<K: Connector>(
             SimPart::new(
                 connector,
                 whole_plan,
-                parts,
-                k,
+                (parts, k),
                 slots,
                 (env.dir, env.name, env.base),
                 offset,
@@ -445,63 +431,65 @@ fn worker_ctx(
 ) -> Arc<WorkerCtx> {
     Arc::new(WorkerCtx {
         recorder,
-        resource: plan
-            .protection
-            .resource
-            .then(|| Resource::new(key_names, variant.fencing)),
-        key_names: key_names.clone(),
-        hot_key: plan.workload.hot_key,
-        ttl_ms: plan.workload.ttl_ms,
-        dist: plan.workload.dist.sampler(),
-        think: plan.workload.think.sampler(),
-        ramp_up: (plan.workload.ramp_up_us > 0).then(|| {
-            let agents = env
-                .opts
-                .agent
-                .as_ref()
-                .map_or(1, |a| a.spec().count as usize);
-            (plan.workload.ramp_up_us, plan.workload.workers * agents)
-        }),
-        busy: plan.workload.busy,
-        method: variant.release,
-        extend: variant.extend.then_some(Extend {
-            every_us: plan.protection.extend_us,
-            with: plan.protection.extend_with,
-            on_lost: plan.protection.on_lost,
-        }),
-        pause: (!plan.faults.pause.is_zero()).then(|| Pause {
-            length: plan.faults.pause.sampler(),
-            at: plan.faults.pause_at,
-        }),
-        on_unavailable: if variant.fail_open {
-            crate::profile::OnUnavailable::FailOpen
-        } else {
-            crate::profile::OnUnavailable::FailClosed
-        },
-        acquire: plan.protection.acquire,
-        crash_between: plan.faults.crash_between,
-        crashes: plan
-            .faults
-            .schedule
-            .iter()
-            .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
-            .copied()
-            .collect(),
-        own_connection: plan.backend.connection == ConnectionMode::PerWorker,
-        open_model,
-        seed,
-        deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
-        max_sections: match plan.workload.stop {
-            Stop::Sections { sections } => Some(sections),
-            Stop::Time { .. } => None,
-        },
-        variant: env.name.into(),
         reserved: Default::default(),
         client: None,
-        scripts: (variant.release == crate::model::release::ReleaseMethod::Script)
-            .then(|| plan.protection.scripts.clone())
-            .flatten(),
         script_failed: Default::default(),
+        settings: WorkerSettings {
+            resource: plan
+                .protection
+                .resource
+                .then(|| Resource::new(key_names, variant.fencing)),
+            key_names: key_names.clone(),
+            hot_key: plan.workload.hot_key,
+            ttl_ms: plan.workload.ttl_ms,
+            dist: plan.workload.dist.sampler(),
+            think: plan.workload.think.sampler(),
+            ramp_up: (plan.workload.ramp_up_us > 0).then(|| {
+                let agents = env
+                    .opts
+                    .agent
+                    .as_ref()
+                    .map_or(1, |a| a.spec().count as usize);
+                (plan.workload.ramp_up_us, plan.workload.workers * agents)
+            }),
+            busy: plan.workload.busy,
+            method: variant.release,
+            extend: variant.extend.then_some(Extend {
+                every_us: plan.protection.extend_us,
+                with: plan.protection.extend_with,
+                on_lost: plan.protection.on_lost,
+            }),
+            pause: (!plan.faults.pause.is_zero()).then(|| Pause {
+                length: plan.faults.pause.sampler(),
+                at: plan.faults.pause_at,
+            }),
+            on_unavailable: if variant.fail_open {
+                crate::profile::OnUnavailable::FailOpen
+            } else {
+                crate::profile::OnUnavailable::FailClosed
+            },
+            acquire: plan.protection.acquire,
+            crash_between: plan.faults.crash_between,
+            crashes: plan
+                .faults
+                .schedule
+                .iter()
+                .filter(|f| f.kind == crate::model::fault::FaultKind::HolderCrash)
+                .copied()
+                .collect(),
+            own_connection: plan.backend.connection == ConnectionMode::PerWorker,
+            open_model,
+            seed,
+            deadline_us: plan.run_time().map(|d| d.as_micros() as u64),
+            max_sections: match plan.workload.stop {
+                Stop::Sections { sections } => Some(sections),
+                Stop::Time { .. } => None,
+            },
+            variant: env.name.into(),
+            scripts: (variant.release == crate::model::release::ReleaseMethod::Script)
+                .then(|| plan.protection.scripts.clone())
+                .flatten(),
+        },
     })
 }
 

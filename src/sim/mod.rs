@@ -349,15 +349,13 @@ pub(crate) struct Simulated {
 /// clock, on a thread of their own. `clock` is the recorder's virtual clock; the collector's
 /// intervals end every `log_every_us` of virtual time, when `on_tick` is called too (it may
 /// raise the run's halt: Ctrl-C).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_workers<C: crate::store::LockConn>(
     conns: Vec<C>,
     ctx: &std::sync::Arc<crate::engine::context::WorkerCtx>,
     plan: &crate::profile::Plan,
     clock: &std::sync::Arc<std::sync::atomic::AtomicU64>,
     events: Option<mpsc::Sender<EventRow>>,
-    collector: &crate::engine::collector::Collector,
-    log_every_us: u64,
+    (collector, log_every_us): (&crate::engine::collector::Collector, u64),
     on_tick: impl FnMut(u64) -> Option<Halt> + Send,
 ) -> anyhow::Result<Simulated> {
     let cut_us = plan

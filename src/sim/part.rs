@@ -43,12 +43,10 @@ impl<C: LockConn> SimPart<C> {
     /// Part `k` of `parts` of `whole`, with `slots` connections to a fork of `connector`'s
     /// store; its interval logs go under `run_dir` (the variant `name`'s, started at `base`,
     /// `offset` into the run), its worker context from `new_ctx(recorder, seed)`.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn new<K: Connector<Conn = C>>(
         connector: &K,
         whole: &Plan,
-        parts: usize,
-        k: usize,
+        (parts, k): (usize, usize),
         slots: usize,
         (run_dir, name, base): (&Path, &str, SystemTime),
         offset: Duration,
@@ -103,8 +101,7 @@ impl<C: LockConn> SimPart<C> {
             &self.plan,
             &self.clock,
             None,
-            collector,
-            interval_us,
+            (collector, interval_us),
             |_| {
                 (request_of(*signals.borrow()) != Request::Continue || failed.load(Relaxed))
                     .then_some(Halt::Stop)

@@ -1,5 +1,5 @@
-//! The book in `docs/` against the code: its reference pages of figures, flags, profile keys
-//! and exit codes are rendered here from the tables the code itself uses, and every relative
+//! The book in `docs/` against the code: its reference pages of figures, flags, profile keys,
+//! exit codes and distributions are rendered here from the tables the code itself uses, and every relative
 //! link in README.md and docs/ must lead to a file (and heading) that exists.
 //!
 //! A page holds hand-written text around one generated block between [`BEGIN`] and [`END`].
@@ -435,6 +435,31 @@ fn exit_codes_page_follows_the_exit_table() {
     check_page(
         "docs/src/reference/exit-codes.md",
         &table(&["code", "meaning"], &rows),
+    );
+}
+
+/// docs/src/reference/distributions.md from the table of forms the parser reads
+/// (`dist::FAMILIES`): one row per form of each family.
+#[test]
+fn distributions_page_follows_the_form_table() {
+    let rows: Vec<Vec<String>> = lockbench::dist::FAMILIES
+        .iter()
+        .flat_map(|family| {
+            family.forms.iter().map(|form| {
+                let examples: Vec<String> =
+                    form.examples.iter().map(|e| format!("`{e}`")).collect();
+                vec![
+                    format!("`{}`", family.name),
+                    cell(form.params),
+                    cell(&examples.join(", ")),
+                    cell(form.meaning),
+                ]
+            })
+        })
+        .collect();
+    check_page(
+        "docs/src/reference/distributions.md",
+        &table(&["name", "parameters", "examples", "meaning"], &rows),
     );
 }
 

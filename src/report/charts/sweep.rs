@@ -167,8 +167,7 @@ pub(crate) fn draw(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyho
                 sweep_panel(
                     area,
                     &title,
-                    &x_desc,
-                    ydesc,
+                    (&x_desc, ydesc),
                     xs,
                     (floor..top).log_scale(),
                     &lines,
@@ -179,8 +178,7 @@ pub(crate) fn draw(path: &Path, series: &[SweepSeries], ttl_unit: &str) -> anyho
                 sweep_panel(
                     area,
                     title,
-                    &x_desc,
-                    ydesc,
+                    (&x_desc, ydesc),
                     xs,
                     0.0..(max * 1.15).max(1.0),
                     &lines,
@@ -209,13 +207,12 @@ fn sweep_lines(
         .collect()
 }
 
-/// One panel of `sweep.png`: a line per method against the TTL.
-#[allow(clippy::too_many_arguments)]
+/// One panel of `sweep.png`: a line per method against the TTL; `descs` are the x and y
+/// axes' descriptions.
 fn sweep_panel<XS, YS>(
     area: &Area<'_>,
     title: &str,
-    x_desc: &str,
-    y_desc: &str,
+    (x_desc, y_desc): (&str, &str),
     xs: XS,
     ys: YS,
     lines: &[(String, Vec<(f64, f64)>)],
