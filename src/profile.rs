@@ -285,7 +285,7 @@ pub struct Profile {
     pub command_timeout: Option<String> = "10s",
     /// Time allowed to open a connection.
     #[arg(skip)]
-    pub connect_timeout: Option<String>,
+    pub connect_timeout: Option<String> = "5s",
     /// End the run when commands have been failing, with none succeeding, for this long (the server
     /// is down, out of memory, or refusing the user); the run then exits with 1.
     #[arg(long)]

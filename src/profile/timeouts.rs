@@ -13,7 +13,11 @@ impl Profile {
             &self.command_timeout,
             Profile::default_value("command_timeout"),
         )?;
-        let connect_timeout_us = cx.dur_us("connect_timeout", &self.connect_timeout, "5s")?;
+        let connect_timeout_us = cx.dur_us(
+            "connect_timeout",
+            &self.connect_timeout,
+            Profile::default_value("connect_timeout"),
+        )?;
         if command_timeout_us == 0 || connect_timeout_us == 0 {
             return Err(cx.err(
                 "command_timeout",
