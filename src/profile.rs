@@ -498,13 +498,7 @@ pub enum LockKind {
     Redlock,
 }
 
-/// The one spelling of a closed choice, clap's and serde's (both kebab-case): `per-worker`.
-pub fn spelling<T: clap::ValueEnum>(v: &T) -> String {
-    v.to_possible_value()
-        .expect("no variant is skipped")
-        .get_name()
-        .to_string()
-}
+pub use crate::model::spelling;
 
 fn ser_redacted_list<S: serde::Serializer>(
     v: &Option<Vec<String>>,

@@ -53,7 +53,7 @@ impl FaultKind {
         <Self as clap::ValueEnum>::from_str(s, false).map_err(|_| {
             let kinds: Vec<String> = <Self as clap::ValueEnum>::value_variants()
                 .iter()
-                .map(crate::profile::spelling)
+                .map(super::spelling)
                 .collect();
             format!("`{s}` is not a fault kind: use {}", kinds.join(", "))
         })
@@ -468,7 +468,7 @@ mod spelling_tests {
     #[test]
     fn fault_kind_names_are_the_one_spelling() {
         for k in <FaultKind as clap::ValueEnum>::value_variants() {
-            assert_eq!(k.name(), crate::profile::spelling(k));
+            assert_eq!(k.name(), crate::model::spelling(k));
         }
     }
 }
