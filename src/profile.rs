@@ -35,7 +35,11 @@ pub use backend::{BackendChoice, BackendPlan, ClusterMode, ConnectionMode};
 pub use faults::FaultPlan;
 pub use plan::Plan;
 pub use sim::SimPlan;
-pub use workload::{BusyPolicy, Stop, Timer, Workload};
+pub use workload::{Busy, BusyPolicy, Stop, Timer, Workload};
+
+use crate::model::fault::PauseAt;
+use crate::model::release::ExtendCommand;
+use crate::model::variant::Fencing;
 
 use crate::analysis::threshold::Threshold;
 use crate::model::fault::FaultProfile;
@@ -49,17 +53,38 @@ pub const MIN_TIME_SCALE: f64 = 1e-6;
 pub const MAX_TIME_SCALE: f64 = 1e6;
 
 /// Declares [`Profile`] once: each field with its doc (the TOML key's and the flag's help, and
-/// the book's reference pages), its serde and clap attributes — and from the same list the
-/// code that must visit every field (`is_set`, `overlay`), so none can be missed.
+/// the book's reference pages), its serde and clap attributes, and its default — written after
+/// the field as a profile would write it (`= "100ms"`, `= 10`), or described in words
+/// (`=> "a closed loop of workers"`) where no value stands for it. From the same list come the
+/// code that must visit every field (`is_set`, `overlay`), so none can be missed, the table of
+/// defaults ([`Profile::DEFAULTS`], which the help and the book print) and, for each field with
+/// a default value, an accessor of the same name that applies it (`profile.ttl()`).
 macro_rules! declare_profile {
     (
         $(#[$meta:meta])*
-        pub struct Profile { $( $(#[$field_meta:meta])* pub $field:ident : $ty:ty, )* }
+        pub struct Profile { $(
+            $(#[$field_meta:meta])*
+            pub $field:ident : $ty:ty $(= $default:literal)? $(=> $described:literal)?,
+        )* }
     ) => {
         $(#[$meta])*
         pub struct Profile { $( $(#[$field_meta])* pub $field: $ty, )* }
 
         impl Profile {
+            /// Each field's default as the help and the book print it (field, text, whether
+            /// the text is a value a profile could write or a description in words).
+            pub const DEFAULTS: &[FieldDefault] = &[ $(
+                $( FieldDefault { field: stringify!($field), written: stringify!($default), value: true }, )?
+                $( FieldDefault { field: stringify!($field), written: $described, value: false }, )?
+            )* ];
+
+            $( $(
+                #[doc = concat!("`", stringify!($field), "`, or its default (`", stringify!($default), "`).")]
+                pub fn $field(&self) -> <$ty as Setting>::Value {
+                    self.$field.value_or(stringify!($field), stringify!($default))
+                }
+            )? )*
+
             fn field_is_set(&self, field: &str) -> bool {
                 match field {
                     $( stringify!($field) => self.$field.is_some(), )*
@@ -74,10 +99,91 @@ macro_rules! declare_profile {
     };
 }
 
+/// A field's default, from [`Profile::DEFAULTS`].
+#[derive(Debug, Clone, Copy)]
+pub struct FieldDefault {
+    /// The profile key.
+    pub field: &'static str,
+    /// The default as written at the field: a TOML value (`"100ms"`, `10`), or words (`a
+    /// closed loop of workers`).
+    written: &'static str,
+    /// Whether `written` is a value (`[default 100ms]`) rather than words (`[default: …]`).
+    pub value: bool,
+}
+
+impl FieldDefault {
+    /// The default without a TOML string's quotes: `100ms`, `10`, `a closed loop of workers`.
+    pub fn text(&self) -> &'static str {
+        self.written.trim_matches('"')
+    }
+
+    /// As the help and the book print it: `[default 100ms]`, `[default: a closed loop of workers]`.
+    pub fn bracketed(&self) -> String {
+        match self.value {
+            true => format!("[default {}]", self.text()),
+            false => format!("[default: {}]", self.text()),
+        }
+    }
+}
+
+impl Profile {
+    /// The default value of `field` as a profile writes it (`100ms`); a field without one is a
+    /// bug of the caller.
+    pub fn default_value(field: &str) -> &'static str {
+        match Self::default_of(field) {
+            Some(d) if d.value => d.text(),
+            _ => panic!("profile field `{field}` has no default value"),
+        }
+    }
+
+    /// The default of `field`, as the help and the book print it.
+    pub fn default_of(field: &str) -> Option<&'static FieldDefault> {
+        Self::DEFAULTS.iter().find(|d| d.field == field)
+    }
+
+    /// Appends each argument's default from [`Profile::DEFAULTS`] to its help: the defaults are
+    /// written once, at the fields (`#[command(mut_args(...))]` of the profile's flags).
+    pub fn help_with_default(arg: clap::Arg) -> clap::Arg {
+        let Some(d) = Self::default_of(arg.get_id().as_str()) else {
+            return arg;
+        };
+        let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+        arg.help(format!("{help} {}", d.bracketed()))
+    }
+}
+
+/// A profile field with a default: its value, or the default applied.
+pub trait Setting {
+    /// The field's type once its default is applied.
+    type Value;
+    /// The value set, or `default` (written as in a profile: `"100ms"`, `10`) read as the
+    /// profile reads it.
+    fn value_or(&self, field: &str, default: &str) -> Self::Value;
+}
+
+impl<T: serde::de::DeserializeOwned + Clone> Setting for Option<T> {
+    type Value = T;
+    fn value_or(&self, field: &str, default: &str) -> T {
+        #[derive(Deserialize)]
+        struct One<T> {
+            v: T,
+        }
+        match self {
+            Some(v) => v.clone(),
+            None => {
+                toml::from_str::<One<T>>(&format!("v = {default}"))
+                    .unwrap_or_else(|e| panic!("the default of `{field}` does not parse: {e}"))
+                    .v
+            }
+        }
+    }
+}
+
 declare_profile! {
 /// A profile as written (every field optional; flags fill or override them).
 #[derive(Debug, Clone, Default, Deserialize, Serialize, clap::Args)]
 #[serde(deny_unknown_fields)]
+#[command(mut_args(Profile::help_with_default))]
 pub struct Profile {
     /// Free-text name shown in reports.
     #[arg(skip)]
@@ -85,260 +191,236 @@ pub struct Profile {
     /// What the profile models and how it is scaled.
     #[arg(skip)]
     pub description: Option<String>,
-    /// Concurrent workers (clients) [default 10].
+    /// Concurrent workers (clients).
     #[arg(long)]
-    pub workers: Option<usize>,
-    /// Lock keys the workers contend for [default 1].
+    pub workers: Option<usize> = 10,
+    /// Lock keys the workers contend for.
     #[arg(long)]
-    pub keys: Option<usize>,
-    /// Fraction (0–1) of attempts aimed at key 0, the hot key; the rest pick uniformly
-    /// [default: none, uniform].
+    pub keys: Option<usize> = 1,
+    /// Fraction (0–1) of attempts aimed at key 0, the hot key; the rest pick uniformly.
     #[arg(long, allow_negative_numbers = true)]
-    pub hot_key: Option<f64>,
-    /// Lock TTL sent as PX, whole milliseconds, with unit, e.g. 100ms, 30s
-    /// [default 100ms].
+    pub hot_key: Option<f64> => "none, uniform",
+    /// Lock TTL sent as PX, whole milliseconds, with unit, e.g. 100ms, 30s.
     #[arg(long)]
-    pub ttl: Option<String>,
-    /// Run length by time, with unit, e.g. 10s [default 5s].
+    pub ttl: Option<String> = "100ms",
+    /// Run length by time, with unit, e.g. 10s.
     #[arg(long, conflicts_with = "sections")]
-    pub duration: Option<String>,
+    pub duration: Option<String> = "5s",
     /// Run length by number of sections begun.
     #[arg(long)]
     pub sections: Option<u64>,
     /// Critical-section duration distribution, e.g. 'constant(2ms)', 'uniform(70ms,110ms)',
     /// 'exponential(mean=30ms)', 'lognormal(median=20ms,p99=120ms)',
-    /// 'mixture(0.99*constant(5ms),0.01*uniform(1s,3s))', 'empirical(file=d.csv,column=durationMs)'
-    /// [default constant(10ms)].
+    /// 'mixture(0.99*constant(5ms),0.01*uniform(1s,3s))',
+    /// 'empirical(file=d.csv,column=durationMs)'.
     #[arg(long)]
-    pub dist: Option<String>,
-    /// Think time between a release and the next attempt, a distribution
-    /// [default constant(0ms)].
+    pub dist: Option<String> = "constant(10ms)",
+    /// Think time between a release and the next attempt, a distribution.
     #[arg(long)]
-    pub think: Option<String>,
-    /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first
-    /// attempt at i/N of it (a closed loop; counts in the duration) [default
-    /// all at once].
+    pub think: Option<String> = "constant(0ms)",
+    /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first attempt
+    /// at i/N of it (a closed loop; counts in the duration).
     #[arg(long)]
-    pub ramp_up: Option<String>,
+    pub ramp_up: Option<String> => "all at once",
     /// What a worker does when the lock is busy: fail-fast (count a rejection) or retry
-    /// (exponential backoff with full jitter, see the profile's [retry] table)
-    /// [default fail-fast].
+    /// (exponential backoff with full jitter, see the profile's [retry] table).
     #[arg(long)]
-    pub busy: Option<String>,
+    pub busy: Option<Busy> = "fail-fast",
     /// Retry settings when `busy = "retry"`.
     #[arg(skip)]
     pub retry: Option<RetryProfile>,
     /// CI gates (`[thresholds]`).
     #[arg(skip)]
     pub thresholds: Option<ThresholdsProfile>,
-    /// Release method for `run`: del, token, delex or script (your release_script), with
-    /// +extend, +fence… [default token].
+    /// Release method for `run`: del, token, delex or script (your release_script), with +extend,
+    /// +fence….
     #[arg(skip)]
-    pub release: Option<String>,
+    pub release: Option<String> = "token",
     /// Release methods for `compare`.
     #[arg(skip)]
     pub releases: Option<Vec<String>>,
-    /// Connection mode: per-worker (independent clients, a socket each) or shared (one
-    /// multiplexed socket, like one service process) [default per-worker].
+    /// Connection mode: per-worker (independent clients, a socket each) or shared (one multiplexed
+    /// socket, like one service process).
     #[arg(long)]
-    pub connection: Option<String>,
-    /// Seed of every random choice; the same seed gives the same intended durations
-    /// [default 1].
+    pub connection: Option<ConnectionMode> = "per-worker",
+    /// Seed of every random choice; the same seed gives the same intended durations.
     #[arg(long)]
-    pub seed: Option<u64>,
-    /// auto (spawn if redis-server is installed, else memory), spawn, url, memory, sim (the
-    /// memory model on a virtual clock: a discrete-event simulation), or spawn-cluster (a
-    /// private Redis Cluster) [default auto].
+    pub seed: Option<u64> = 1,
+    /// auto (spawn if redis-server is installed, else memory), spawn, url, memory, sim (the memory
+    /// model on a virtual clock: a discrete-event simulation), or spawn-cluster (a private Redis
+    /// Cluster).
     #[arg(long)]
-    pub backend: Option<String>,
+    pub backend: Option<BackendChoice> = "auto",
     /// Redis URL (redis://, rediss://, unix://; user/password allowed, never printed). Implies
     /// --backend url.
     #[serde(serialize_with = "ser_redacted")]
     #[arg(long)]
     pub redis: Option<String>,
-    /// Simulated round trip of the memory backend, with unit [default 0ms].
+    /// Simulated round trip of the memory backend, with unit.
     #[arg(long)]
-    pub memory_rtt: Option<String>,
+    pub memory_rtt: Option<String> = "0ms",
     /// Round trip of each command in a simulated run (--backend sim), a distribution, e.g.
-    /// `constant(0.2ms)` or `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`
-    /// [default lognormal(median=0.1ms,p99=0.4ms)].
+    /// `constant(0.2ms)` or
+    /// `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`.
     #[arg(long)]
-    pub sim_rtt: Option<String>,
-    /// The simulated server's time per command, with unit; commands queue behind each other
-    /// [default 0.005ms].
+    pub sim_rtt: Option<String> = "lognormal(median=0.1ms,p99=0.4ms)",
+    /// The simulated server's time per command, with unit; commands queue behind each other.
     #[arg(long)]
-    pub sim_service: Option<String>,
-    /// How late each timer fires in a simulated run, a distribution: a real runtime's timer
-    /// is late by about its tick (tokio: ~1 ms) [default constant(0ms)].
+    pub sim_service: Option<String> = "0.005ms",
+    /// How late each timer fires in a simulated run, a distribution: a real runtime's timer is late
+    /// by about its tick (tokio: ~1 ms).
     #[arg(long)]
-    pub sim_timer: Option<String>,
-    /// A real run's directory: simulate with the round trips and timer lateness it measured
-    /// (from its events.csv; --sim-rtt or --sim-timer, when given, win), to check the
-    /// simulation against it or extend it.
+    pub sim_timer: Option<String> = "constant(0ms)",
+    /// A real run's directory: simulate with the round trips and timer lateness it measured (from
+    /// its events.csv; --sim-rtt or --sim-timer, when given, win), to check the simulation against
+    /// it or extend it.
     #[arg(long)]
     pub sim_from: Option<String>,
-    /// Cut a simulated run into N consecutive parts of equal length and simulate them at once,
-    /// one thread each (each starts from an empty server, as the run does)
-    /// [default 1].
+    /// Cut a simulated run into N consecutive parts of equal length and simulate them at once, one
+    /// thread each (each starts from an empty server, as the run does).
     #[arg(long, value_name = "N")]
-    pub sim_parallel: Option<usize>,
-    /// Time allowed for one Redis reply before it counts as a timeout error, with unit
-    /// [default 10s].
+    pub sim_parallel: Option<usize> = 1,
+    /// Time allowed for one Redis reply before it counts as a timeout error, with unit.
     #[arg(long)]
-    pub command_timeout: Option<String>,
+    pub command_timeout: Option<String> = "10s",
     /// Time allowed to open a connection.
     #[arg(skip)]
-    pub connect_timeout: Option<String>,
-    /// End the run when commands have been failing, with none succeeding, for this long (the
-    /// server is down, out of memory, or refusing the user); the run then exits with 1
-    /// [default 10s].
+    pub connect_timeout: Option<String> = "5s",
+    /// End the run when commands have been failing, with none succeeding, for this long (the server
+    /// is down, out of memory, or refusing the user); the run then exits with 1.
     #[arg(long)]
-    pub give_up_after: Option<String>,
+    pub give_up_after: Option<String> = "10s",
     /// Sections read-modify-write a protected resource (one per lock key, on a store of its own),
-    /// counting accepted, fenced and unsafe writes and lost updates
-    /// [default off; on when a variant fences].
+    /// counting accepted, fenced and unsafe writes and lost updates.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub resource: Option<bool>,
+    pub resource: Option<bool> => "off; on when a variant fences",
     /// Where the protected resource lives: a Redis URL of its own, or "shared" (on the lock's
-    /// store, where a restart of the lock's server erases it too) [default: a private server
-    /// lockbench starts beside a spawned or URL lock server].
+    /// store, where a restart of the lock's server erases it too).
     #[serde(serialize_with = "ser_redacted")]
     #[arg(long)]
-    pub resource_redis: Option<String>,
-    /// Fencing of variants that do not name one: off, write or read-write
-    /// [default off].
+    pub resource_redis: Option<String> => "a private server lockbench starts beside a spawned or URL lock server",
+    /// Fencing of variants that do not name one: off, write or read-write.
     #[arg(long)]
-    pub fencing: Option<String>,
-    /// Lease extension of every variant: off, an interval (10ms) or ttl/N; `METHOD+extend`
-    /// variants extend every ttl/3 when this is off [default off].
+    pub fencing: Option<Fencing> = "off",
+    /// Lease extension of every variant: off, an interval (10ms) or ttl/N; `METHOD+extend` variants
+    /// extend every ttl/3 when this is off.
     #[arg(long)]
-    pub extend: Option<String>,
-    /// The extension command: script (compare-and-PEXPIRE) or set-ifeq (SET … IFEQ, Valkey
-    /// ≥ 8.1 / Redis ≥ 8.4) [default script].
+    pub extend: Option<String> = "off",
+    /// The extension command: script (compare-and-PEXPIRE) or set-ifeq (SET … IFEQ, Valkey ≥ 8.1 /
+    /// Redis ≥ 8.4).
     #[arg(long)]
-    pub extend_with: Option<String>,
-    /// When an extension finds the lock gone: continue (write anyway) or abort (skip the
-    /// write) [default continue].
+    pub extend_with: Option<ExtendCommand> = "script",
+    /// When an extension finds the lock gone: continue (write anyway) or abort (skip the write).
     #[arg(long)]
-    pub on_lost: Option<String>,
-    /// Your own Lua release script, run by the `script` release method (EVALSHA with
-    /// KEYS[1] = lock key, ARGV[1] = token, ARGV[2] = TTL ms; reply 1 deleted, 0 nothing
-    /// deleted, -1 held by another). A relative path in a profile starts at its directory.
+    pub on_lost: Option<OnLost> = "continue",
+    /// Your own Lua release script, run by the `script` release method (EVALSHA with KEYS[1] = lock
+    /// key, ARGV[1] = token, ARGV[2] = TTL ms; reply 1 deleted, 0 nothing deleted, -1 held by
+    /// another). A relative path in a profile starts at its directory.
     #[arg(long)]
     pub release_script: Option<String>,
-    /// Your own Lua acquire script for the `script` release method (reply 1 or OK acquired,
-    /// 0 or nil busy) [default: SET key token NX PX ttl].
+    /// Your own Lua acquire script for the `script` release method (reply 1 or OK acquired, 0 or
+    /// nil busy).
     #[arg(long)]
-    pub acquire_script: Option<String>,
-    /// Your own Lua extend script for `script+extend` (reply 1 re-armed, 0 lost)
-    /// [default: lockbench's compare-and-PEXPIRE].
+    pub acquire_script: Option<String> => "SET key token NX PX ttl",
+    /// Your own Lua extend script for `script+extend` (reply 1 re-armed, 0 lost).
     #[arg(long)]
-    pub extend_script: Option<String>,
-    /// Your own release as commands for the `script` method, each a round trip of its own,
-    /// `;` between them: 'GET {key} == {token}; DEL {key}' (placeholders {key}, {token},
-    /// {ttl_ms}, {ttl_s}; `== VALUE` goes on only if the reply is VALUE, else reads 0). The last
-    /// reply is read as a release script's. Arguments are split as redis-cli splits them
-    /// (quotes, escapes); no command that runs a script (EVAL, FCALL, SCRIPT, FUNCTION…): give a
-    /// script with --release-script instead.
+    pub extend_script: Option<String> => "lockbench's compare-and-PEXPIRE",
+    /// Your own release as commands for the `script` method, each a round trip of its own, `;`
+    /// between them: 'GET {key} == {token}; DEL {key}' (placeholders {key}, {token}, {ttl_ms},
+    /// {ttl_s}; `== VALUE` goes on only if the reply is VALUE, else reads 0). The last reply is
+    /// read as a release script's. Arguments are split as redis-cli splits them (quotes, escapes);
+    /// no command that runs a script (EVAL, FCALL, SCRIPT, FUNCTION…): give a script with
+    /// --release-script instead.
     #[arg(long)]
     pub release_commands: Option<Vec<String>>,
-    /// Your own acquisition as commands (as --release-commands; e.g.
-    /// 'SET {key} {token} NX EX {ttl_s}') [default: SET key token NX PX ttl].
+    /// Your own acquisition as commands (as --release-commands; e.g. 'SET {key} {token} NX EX
+    /// {ttl_s}').
     #[arg(long)]
-    pub acquire_commands: Option<Vec<String>>,
-    /// Your own extension as commands for `script+extend` (as --release-commands; e.g.
-    /// 'GET {key} == {token}; PEXPIRE {key} {ttl_ms}').
+    pub acquire_commands: Option<Vec<String>> => "SET key token NX PX ttl",
+    /// Your own extension as commands for `script+extend` (as --release-commands; e.g. 'GET {key}
+    /// == {token}; PEXPIRE {key} {ttl_ms}').
     #[arg(long)]
     pub extend_commands: Option<Vec<String>>,
-    /// When Redis does not answer (connection or timeout error): fail-closed (refuse the
-    /// request) or fail-open (run the section without a lock)
-    /// [default fail-closed].
+    /// When Redis does not answer (connection or timeout error): fail-closed (refuse the request)
+    /// or fail-open (run the section without a lock).
     #[arg(long)]
-    pub on_unavailable: Option<String>,
+    pub on_unavailable: Option<OnUnavailable> = "fail-closed",
     /// Stop-the-world pauses of holders, a distribution, e.g.
-    /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))' [default none].
+    /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))'.
     #[arg(long)]
-    pub pause: Option<String>,
-    /// Where a pause strikes: random or before-write [default random].
+    pub pause: Option<String> => "none",
+    /// Where a pause strikes: random or before-write.
     #[arg(long)]
-    pub pause_at: Option<String>,
-    /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the
-    /// run length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show
-    /// scaled and original units [default 1].
+    pub pause_at: Option<PauseAt> = "random",
+    /// Multiply every duration of the workload (TTL, distribution, think time, backoff; not the run
+    /// length) by this factor, e.g. 0.01 to measure a 30s-TTL world in seconds; reports show scaled
+    /// and original units.
     #[arg(long, allow_negative_numbers = true)]
-    pub time_scale: Option<f64>,
+    pub time_scale: Option<f64> = 1,
     /// The fault schedule (`[[fault]]` entries).
     #[arg(skip)]
     pub fault: Option<Vec<FaultProfile>>,
     /// How a lock is taken: set-nx-px (one command) or setnx-expire (SETNX then PEXPIRE, the
-    /// anti-pattern) [default set-nx-px].
+    /// anti-pattern).
     #[arg(long)]
-    pub acquire: Option<String>,
+    pub acquire: Option<Acquire> = "set-nx-px",
     /// Probability that a holder dies right after acquiring (between SETNX and PEXPIRE with
-    /// setnx-expire), leaving its lock unreleased [default 0].
+    /// setnx-expire), leaving its lock unreleased.
     #[arg(long, allow_negative_numbers = true)]
-    pub crash_between: Option<f64>,
-    /// The server binary a private server is started from, e.g. .servers/…/valkey-server
-    /// [default redis-server on PATH]. compare takes it more than once:
-    /// every variant runs on every server, side by side.
+    pub crash_between: Option<f64> = 0,
+    /// The server binary a private server is started from, e.g. .servers/…/valkey-server. compare
+    /// takes it more than once: every variant runs on every server, side by side.
     #[serde(default, deserialize_with = "one_or_many")]
     #[arg(long = "redis-server")]
-    pub redis_server: Option<Vec<String>>,
-    /// The open arrival model: requests arrive at a rate whether or not earlier ones are done,
-    /// each taking the lock once (fail-fast) or by the busy policy: constant(1000/s),
-    /// poisson(1000/s) or ramp(100/s, 1000/s) over the run's duration. Latency is measured
-    /// from each request's intended arrival [default: a closed loop of
-    /// workers].
+    pub redis_server: Option<Vec<String>> => "redis-server on PATH",
+    /// The open arrival model: requests arrive at a rate whether or not earlier ones are done, each
+    /// taking the lock once (fail-fast) or by the busy policy: constant(1000/s), poisson(1000/s) or
+    /// ramp(100/s, 1000/s) over the run's duration. Latency is measured from each request's
+    /// intended arrival.
     #[arg(long)]
-    pub arrivals: Option<String>,
-    /// With --arrivals: requests in flight at most (each its own client)
-    /// [default: --workers].
+    pub arrivals: Option<String> => "a closed loop of workers",
+    /// With --arrivals: requests in flight at most (each its own client).
     #[arg(long)]
-    pub max_in_flight: Option<usize>,
-    /// How a section waits for its end: tokio (its millisecond timer: ~1 ms late, cheap) or
-    /// precise (the timer to 2.5 ms before the end, then yielding until it: tens of µs late,
-    /// at the cost of a busy core) [default tokio].
+    pub max_in_flight: Option<usize> => "--workers",
+    /// How a section waits for its end: tokio (its millisecond timer: ~1 ms late, cheap) or precise
+    /// (the timer to 2.5 ms before the end, then yielding until it: tens of µs late, at the cost of
+    /// a busy core).
     #[arg(long)]
-    pub timer: Option<String>,
+    pub timer: Option<Timer> = "tokio",
     /// all (a row per section in events.csv) or none (no events.csv and no charts: for a long
-    /// simulated run; every figure is still in summary.json and the .hgrm/.hlog files)
-    /// [default all].
+    /// simulated run; every figure is still in summary.json and the .hgrm/.hlog files).
     #[arg(long)]
-    pub events: Option<String>,
-    /// Whether --redis names a Redis Cluster node: auto (asked with INFO cluster), yes or no
-    /// [default auto].
+    pub events: Option<Events> = "all",
+    /// Whether --redis names a Redis Cluster node: auto (asked with INFO cluster), yes or no.
     #[arg(long)]
-    pub cluster: Option<String>,
-    /// Masters of a spawned cluster (--backend spawn-cluster)
-    /// [default 3].
+    pub cluster: Option<ClusterMode> = "auto",
+    /// Masters of a spawned cluster (--backend spawn-cluster).
     #[arg(long)]
-    pub cluster_masters: Option<usize>,
-    /// Replicas per master of a spawned cluster [default 1].
+    pub cluster_masters: Option<usize> = 3,
+    /// Replicas per master of a spawned cluster.
     #[arg(long)]
-    pub cluster_replicas: Option<usize>,
+    pub cluster_replicas: Option<usize> = 1,
     /// The lock kind: single (one server) or redlock (a majority of --instances independent
-    /// servers, redsync's algorithm) [default single].
+    /// servers, redsync's algorithm).
     #[arg(long)]
-    pub lock: Option<String>,
-    /// Redlock: private servers to spawn [default 5].
+    pub lock: Option<LockKind> = "single",
+    /// Redlock: private servers to spawn.
     #[arg(long)]
-    pub instances: Option<usize>,
+    pub instances: Option<usize> = 5,
     /// Redlock: an existing server, one per instance (repeat the flag; loopback only unless
     /// --allow-remote).
     #[serde(serialize_with = "ser_redacted_list")]
     #[arg(long = "redlock-url")]
     pub redlock_urls: Option<Vec<String>>,
-    /// Redlock: per-instance timeout of an acquisition, with unit
-    /// [default 0.05 × TTL, as redsync].
+    /// Redlock: per-instance timeout of an acquisition, with unit.
     #[arg(long)]
-    pub redlock_timeout: Option<String>,
-    /// Serve live metrics for Prometheus at this address while `run` or `compare` goes
-    /// (`/metrics`; OpenMetrics when asked): a port alone (9464, :9464) binds 127.0.0.1, port 0
-    /// any free port (printed on stderr and recorded in manifest.json); a non-loopback address
-    /// needs --allow-remote. The endpoint closes once the run's files are written
-    /// [default off].
+    pub redlock_timeout: Option<String> => "0.05 × TTL, as redsync",
+    /// Serve live metrics for Prometheus at this address while `run` or `compare` goes (`/metrics`;
+    /// OpenMetrics when asked): a port alone (9464, :9464) binds 127.0.0.1, port 0 any free port
+    /// (printed on stderr and recorded in manifest.json); a non-loopback address needs
+    /// --allow-remote. The endpoint closes once the run's files are written.
     #[arg(long, value_name = "ADDR")]
-    pub metrics: Option<String>,
+    pub metrics: Option<String> => "off",
 }
 }
 
@@ -396,10 +478,27 @@ pub struct RetryProfile {
     pub max_wait: Option<String>,
 }
 
-/// A simulated run's round trip per command unless the profile says: a loopback connection's.
-pub const DEFAULT_SIM_RTT: &str = "lognormal(median=0.1ms,p99=0.4ms)";
-/// A simulated server's time per command unless the profile says: a `SET` on Redis.
-pub const DEFAULT_SIM_SERVICE: &str = "0.005ms";
+/// Whether every section gets a row of `events.csv` (`events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Events {
+    /// A row per section, and the charts drawn from them.
+    All,
+    /// No `events.csv` and no charts: every figure is still in `summary.json`.
+    None,
+}
+
+/// The lock kind (`lock`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockKind {
+    /// One server.
+    Single,
+    /// A majority of independent servers, redsync's algorithm.
+    Redlock,
+}
+
+pub use crate::model::spelling;
 
 fn ser_redacted_list<S: serde::Serializer>(
     v: &Option<Vec<String>>,
@@ -552,16 +651,7 @@ impl Profile {
             .as_ref()
             .and_then(|t| t.fail_if.clone())
             .unwrap_or_default();
-        let events = match self.events.as_deref().unwrap_or("all") {
-            "all" => true,
-            "none" => false,
-            other => {
-                return Err(cx.err(
-                    "events",
-                    format!("`{other}` is not an events setting: use \"all\" or \"none\""),
-                ));
-            }
-        };
+        let events = self.events() == Events::All;
         let metrics = match &self.metrics {
             Some(a) => Some(crate::metrics::addr::parse_addr(a).map_err(|m| cx.err("metrics", m))?),
             None => None,
@@ -569,7 +659,7 @@ impl Profile {
         let mut plan = Plan {
             name: self.name.clone().unwrap_or_else(|| "unnamed".to_string()),
             metrics,
-            seed: self.seed.unwrap_or(1),
+            seed: self.seed(),
             workload,
             protection,
             backend,
@@ -600,7 +690,7 @@ impl Profile {
     /// The redlock fields ([`crate::quorum::plan_of`]): a redlock run compares token
     /// variants only, so an unset `releases` defaults to `release` alone.
     fn plan_redlock(&self, plan: &mut Plan) -> Result<(), (&'static str, String)> {
-        if self.lock.as_deref() == Some("redlock") && self.releases.is_none() {
+        if self.lock() == LockKind::Redlock && self.releases.is_none() {
             plan.protection.releases = vec![plan.protection.release];
         }
         plan.backend.redlock = redlock::plan_of(self, plan)?;

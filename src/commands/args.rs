@@ -1,7 +1,7 @@
 //! The flags of `run`, `compare`, `sweep` and `demo`, and their fold with a profile into a
 //! validated plan (`WorkloadArgs::plan`): a flag overrides the profile's field of the same name.
 
-use crate::profile::{Plan, Profile, ProfileError};
+use crate::profile::{BackendChoice, Plan, Profile, ProfileError};
 use crate::runner::RunOptions;
 use clap::Args;
 use std::path::{Path, PathBuf};
@@ -325,18 +325,44 @@ impl WorkloadArgs {
             .iter()
             .chain(p.redlock_urls.iter().flatten())
             .collect();
-        match p.backend.as_deref() {
-            Some("memory" | "sim") => false,
-            Some("spawn" | "spawn-cluster") => true,
+        match p.backend {
+            Some(BackendChoice::Memory | BackendChoice::Sim) => false,
+            Some(BackendChoice::Spawn | BackendChoice::SpawnCluster) => true,
             _ if p.redis_server.is_some() => true,
             _ if !urls.is_empty() => urls.into_iter().all(local_url),
-            Some("url") => false,
+            Some(BackendChoice::Url) => false,
             _ => crate::store::spawn::redis_server_available(),
         }
     }
 
+    /// Reads the profile file, if one is given (once: [`WorkloadArgs::plan_of`] takes it).
+    pub fn load(&self) -> Result<LoadedProfile, ProfileError> {
+        Ok(match &self.profile {
+            Some(path) => {
+                let (profile, source) = Profile::load(path)?;
+                LoadedProfile {
+                    profile,
+                    source,
+                    file: path.display().to_string(),
+                    base: path.parent().map(Path::to_path_buf),
+                }
+            }
+            None => LoadedProfile {
+                profile: Profile::default(),
+                source: String::new(),
+                file: "defaults".to_string(),
+                base: None,
+            },
+        })
+    }
+
     /// Loads the profile, applies the flags and validates. Errors in a flag name the flag.
     pub fn plan(&self, extra: Profile) -> Result<Plan, ProfileError> {
+        self.plan_of(self.load()?, extra)
+    }
+
+    /// [`WorkloadArgs::plan`] of a profile already read.
+    pub fn plan_of(&self, loaded: LoadedProfile, extra: Profile) -> Result<Plan, ProfileError> {
         let mut flags = self.settings.clone().overlay(extra);
         // A script named on the command line starts at the working directory; the profile's
         // own relative paths start at the profile's directory.
@@ -367,23 +393,12 @@ impl WorkloadArgs {
             }
             flags.fault = Some(list);
         }
-        let (profile, source, file, base) = match &self.profile {
-            Some(path) => {
-                let (p, src) = Profile::load(path)?;
-                (
-                    p,
-                    src,
-                    path.display().to_string(),
-                    path.parent().map(Path::to_path_buf),
-                )
-            }
-            None => (
-                Profile::default(),
-                String::new(),
-                "defaults".to_string(),
-                None,
-            ),
-        };
+        let LoadedProfile {
+            profile,
+            source,
+            file,
+            base,
+        } = loaded;
         let merged = profile.overlay(flags.clone());
         let base = base.or_else(|| std::env::current_dir().ok());
         let mut plan = merged
@@ -440,6 +455,19 @@ impl WorkloadArgs {
             ..RunOptions::default()
         }
     }
+}
+
+/// A profile file as read: the profile, its text (for line numbers), its name and directory.
+#[derive(Debug, Clone)]
+pub struct LoadedProfile {
+    /// The fields as written.
+    pub profile: Profile,
+    /// The file's text.
+    pub source: String,
+    /// The file's name in errors (`defaults` without one).
+    pub file: String,
+    /// Where its relative paths start.
+    pub base: Option<PathBuf>,
 }
 
 /// The flag that sets a profile field: its name with dashes, but for the fields a repeated

@@ -392,7 +392,7 @@ fn print_run(
         m.connection_mode,
         m.runtime_threads,
         m.runtime_threads_why,
-        m.profile.workload.timer.name(),
+        crate::profile::spelling(&m.profile.workload.timer),
         timer_paths(m),
         m.seed
     );

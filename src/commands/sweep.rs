@@ -296,24 +296,29 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         releases: a.release.clone(),
         ..Profile::default()
     };
-    // The TTL list comes from --ttl, or from the profile's ttl field.
-    let ttl_text = match &a.workload.settings.ttl {
-        Some(t) => t.clone(),
-        None => {
-            let p = match &a.workload.profile {
-                Some(path) => Profile::load(path)?.0,
-                None => Profile::default(),
-            };
-            p.ttl
-                .context("sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10")?
+    // The profile is read once; the TTL list comes from --ttl, or from its ttl field.
+    let mut loaded = a.workload.load()?;
+    let ttl_text = match (&a.workload.settings.ttl, &loaded.profile.ttl) {
+        (Some(t), _) | (None, Some(t)) => t.clone(),
+        (None, None) => {
+            return Err(crate::exit::BadInput(
+                "sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10".into(),
+            )
+            .into());
         }
     };
     let ttls = parse_ttls(&ttl_text).map_err(crate::exit::BadInput)?;
-    // The base plan is the first cell; the others are the same plan with another TTL.
+    // The base plan is the first cell; the others are the same plan with another TTL
+    // (`Plan::with_ttl`). The list is no TTL of one cell: the first cell's stands in for it.
     let first = {
         let mut w = a.workload.clone();
-        w.settings.ttl = Some(format!("{}us", ttls[0]));
-        w.plan(extra)?
+        // Where the list came from, so an error about the first TTL names it.
+        let first_ttl = Some(format!("{}us", ttls[0]));
+        match w.settings.ttl {
+            Some(_) => w.settings.ttl = first_ttl,
+            None => loaded.profile.ttl = first_ttl,
+        }
+        w.plan_of(loaded, extra)?
     };
     if first.metrics.is_some() {
         return Err(crate::exit::BadInput(

@@ -511,7 +511,7 @@ mod tests {
     #[test]
     fn one_list_of_settings() {
         let every = FaultProfile {
-            kind: Some("latency".into()),
+            kind: Some(crate::model::fault::FaultKind::Latency),
             at: Some("0s".into()),
             length: Some("1s".into()),
             delay: Some("1ms".into()),

@@ -7,8 +7,8 @@ use super::units;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
-/// What breaks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// What breaks. One spelling (kebab-case) for `--fault`, `[[fault]]` and the files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// The server stops answering (SIGSTOP of a spawned server, `CLIENT PAUSE … ALL` of one
@@ -34,17 +34,9 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// Every kind, as written.
-    pub const ALL: [FaultKind; 6] = [
-        Self::ServerPause,
-        Self::ServerRestart,
-        Self::Latency,
-        Self::Partition,
-        Self::HolderCrash,
-        Self::Failover,
-    ];
-
-    /// The name written in profiles, flags and files.
+    /// The name written in profiles, flags and files, for labels that outlive the value (the
+    /// metrics board's); the test `fault_kind_names_are_the_one_spelling` holds it to clap's
+    /// and serde's spelling.
     pub fn name(self) -> &'static str {
         match self {
             Self::ServerPause => "server-pause",
@@ -56,16 +48,15 @@ impl FaultKind {
         }
     }
 
-    fn parse(s: &str) -> Result<FaultKind, String> {
-        Self::ALL
-            .into_iter()
-            .find(|k| k.name() == s)
-            .ok_or_else(|| {
-                format!(
-                    "`{s}` is not a fault kind: use {}",
-                    Self::ALL.map(Self::name).join(", ")
-                )
-            })
+    /// A kind as written (`--fault KIND@…`); the error lists every kind.
+    pub fn parse(s: &str) -> Result<FaultKind, String> {
+        <Self as clap::ValueEnum>::from_str(s, false).map_err(|_| {
+            let kinds: Vec<String> = <Self as clap::ValueEnum>::value_variants()
+                .iter()
+                .map(super::spelling)
+                .collect();
+            format!("`{s}` is not a fault kind: use {}", kinds.join(", "))
+        })
     }
 
     /// Needs the loopback proxy.
@@ -84,7 +75,7 @@ impl FaultKind {
 #[serde(deny_unknown_fields)]
 pub struct FaultProfile {
     /// `server-pause`, `server-restart`, `latency`, `partition` or `holder-crash`.
-    pub kind: Option<String>,
+    pub kind: Option<FaultKind>,
     /// Start, from the variant's start (`2s`) [default: 0].
     pub at: Option<String>,
     /// Length of the window (`500ms`) [default for holder-crash: the whole run].
@@ -154,7 +145,7 @@ impl std::str::FromStr for FaultProfile {
             None => (head, None),
         };
         let mut p = FaultProfile {
-            kind: Some(kind.trim().to_string()),
+            kind: Some(FaultKind::parse(kind.trim())?),
             ..FaultProfile::default()
         };
         if let Some(w) = when {
@@ -227,11 +218,9 @@ impl FaultProfile {
 
     /// Validates one entry; the error names the setting and what would be valid.
     pub fn validate(&self) -> Result<Fault, String> {
-        let kind = FaultKind::parse(
-            self.kind
-                .as_deref()
-                .ok_or("every fault needs a `kind` (e.g. kind = \"server-pause\")")?,
-        )?;
+        let kind = self
+            .kind
+            .ok_or("every fault needs a `kind` (e.g. kind = \"server-pause\")")?;
         let dur = |name: &str, v: &Option<String>| -> Result<Option<u64>, String> {
             v.as_deref()
                 .map(|t| {
@@ -463,11 +452,23 @@ impl Lost {
 }
 
 /// Where a holder's pause strikes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PauseAt {
     /// At a uniformly random point of the section's work.
     Random,
     /// After the work, right before the resource write.
     BeforeWrite,
+}
+
+#[cfg(test)]
+mod spelling_tests {
+    use super::FaultKind;
+
+    #[test]
+    fn fault_kind_names_are_the_one_spelling() {
+        for k in <FaultKind as clap::ValueEnum>::value_variants() {
+            assert_eq!(k.name(), crate::model::spelling(k));
+        }
+    }
 }

@@ -23,3 +23,11 @@ pub(crate) mod server;
 pub(crate) mod shards;
 pub(crate) mod units;
 pub mod variant;
+
+/// The one spelling of a closed choice, clap's and serde's (both kebab-case): `per-worker`.
+pub fn spelling<T: clap::ValueEnum>(v: &T) -> String {
+    v.to_possible_value()
+        .expect("no variant is skipped")
+        .get_name()
+        .to_string()
+}

@@ -67,7 +67,7 @@ pub struct Timeouts {
 }
 
 /// How a lock is taken.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Acquire {
     /// `SET key token NX PX ttl`: one atomic command.
@@ -111,7 +111,7 @@ impl ExtendEvery {
 }
 
 /// What a holder does when an extension finds its lock gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnLost {
     /// Work on and write as if nothing happened (what most code does).
@@ -121,7 +121,7 @@ pub enum OnLost {
 }
 
 /// What a request does when Redis does not answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OnUnavailable {
     /// The request is refused (`refused_unavailable`).

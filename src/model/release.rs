@@ -225,7 +225,9 @@ pub fn classify_delex(reply: i64) -> ReleaseOutcome {
 }
 
 /// The command that re-arms a held lock (`LockCommands::extend` in the store).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExtendCommand {
     /// Compare-and-`PEXPIRE` in a script (the store's `EXTEND_LUA`): every Redis with scripting.

@@ -9,7 +9,9 @@ use std::fmt;
 use std::str::FromStr;
 
 /// What the protected resource checks on writes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Fencing {
     /// No fence: the resource accepts every write.

@@ -41,7 +41,7 @@ pub struct BackendPlan {
 }
 
 /// One connection per worker, or one multiplexed connection shared by all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ConnectionMode {
     /// Independent clients, each with its own socket.
@@ -52,16 +52,13 @@ pub enum ConnectionMode {
 
 impl ConnectionMode {
     /// Name used in profiles and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::PerWorker => "per-worker",
-            Self::Shared => "shared",
-        }
+    pub fn name(self) -> String {
+        super::spelling(&self)
     }
 }
 
 /// Where the lock store is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BackendChoice {
     /// `spawn` if `redis-server` is on PATH, else `memory` with a notice.
@@ -80,8 +77,8 @@ pub enum BackendChoice {
 }
 
 /// Whether a server given by URL is a Redis Cluster node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ClusterMode {
     /// Asked of the server (`INFO cluster`).
     Auto,
@@ -94,42 +91,22 @@ pub enum ClusterMode {
 impl Profile {
     /// The backend's fields, checked (the redlock part is [`Profile::plan_redlock`]'s).
     pub(super) fn plan_backend(&self, cx: &Check<'_>) -> Result<BackendPlan, ProfileError> {
-        let connection = match self.connection.as_deref().unwrap_or("per-worker") {
-            "per-worker" => ConnectionMode::PerWorker,
-            "shared" => ConnectionMode::Shared,
-            other => {
-                return Err(cx.err(
-                    "connection",
-                    format!("`{other}` is not a mode: use \"per-worker\" or \"shared\""),
-                ));
-            }
-        };
-        let backend = match self.backend.as_deref() {
+        let connection = self.connection();
+        // Unset, the backend follows what is given: a server binary is spawned, a URL reached.
+        let backend = match &self.backend {
             None if self.redis_server.is_some() => BackendChoice::Spawn,
             None if self.redis.is_some() => BackendChoice::Url,
-            None | Some("auto") => BackendChoice::Auto,
-            Some("spawn") => BackendChoice::Spawn,
-            Some("url") => BackendChoice::Url,
-            Some("memory") => BackendChoice::Memory,
-            Some("sim") => BackendChoice::Sim,
-            Some("spawn-cluster") => BackendChoice::SpawnCluster,
-            Some(other) => {
-                return Err(cx.err(
-                    "backend",
-                    format!(
-                        "`{other}` is not a backend: use auto, spawn, url, memory, sim or spawn-cluster"
-                    ),
-                ));
-            }
+            _ => self.backend(),
         };
         // A URL names the server to measure; any other backend measures one lockbench starts
         // (or none), and would leave the URL unused without a word.
         if self.redis.is_some() && backend != BackendChoice::Url {
-            return Err(match self.backend.as_deref() {
+            return Err(match &self.backend {
                 Some(b) => cx.err(
                     "backend",
                     format!(
-                        "`{b}` does not measure the server the `redis` URL names (it would be ignored): give one of them (a URL alone implies backend = \"url\")"
+                        "`{}` does not measure the server the `redis` URL names (it would be ignored): give one of them (a URL alone implies backend = \"url\")",
+                        super::spelling(b)
                     ),
                 ),
                 None => cx.err(
@@ -138,25 +115,15 @@ impl Profile {
                 ),
             });
         }
-        let cluster = match self.cluster.as_deref() {
-            None | Some("auto") => ClusterMode::Auto,
-            Some("yes") => ClusterMode::Yes,
-            Some("no") => ClusterMode::No,
-            Some(other) => {
-                return Err(cx.err(
-                    "cluster",
-                    format!("`{other}` is not a cluster mode: use auto, yes or no"),
-                ));
-            }
-        };
+        let cluster = self.cluster();
         if cluster == ClusterMode::Yes && backend != BackendChoice::Url {
             return Err(cx.err(
                 "cluster",
                 "says the `redis` URL is a cluster node: it needs backend = \"url\" (a private cluster is backend = \"spawn-cluster\")".to_string(),
             ));
         }
-        let cluster_masters = self.cluster_masters.unwrap_or(3);
-        let cluster_replicas = self.cluster_replicas.unwrap_or(1);
+        let cluster_masters = self.cluster_masters();
+        let cluster_replicas = self.cluster_replicas();
         if !(3..=16).contains(&cluster_masters) {
             return Err(cx.err(
                 "cluster_masters",
@@ -192,7 +159,11 @@ impl Profile {
         if let Some(url) = &self.redis {
             crate::target::check_url(url).map_err(|e| cx.err("redis", format!("{e:#}")))?;
         }
-        let memory_rtt_us = cx.dur_us("memory_rtt", &self.memory_rtt, "0ms")?;
+        let memory_rtt_us = cx.dur_us(
+            "memory_rtt",
+            &self.memory_rtt,
+            Profile::default_value("memory_rtt"),
+        )?;
         if memory_rtt_us > 10_000_000 {
             return Err(cx.err(
                 "memory_rtt",

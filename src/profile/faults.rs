@@ -4,7 +4,7 @@
 use super::check::{Check, locate};
 use super::{Plan, Profile, ProfileError};
 use crate::dist::Dist;
-use crate::model::fault::{Fault, PauseAt};
+use crate::model::fault::{Fault, FaultKind, PauseAt};
 use serde::Serialize;
 
 /// What goes wrong on purpose: the fault schedule, holders' pauses and crashes. (Here, not in
@@ -27,16 +27,7 @@ impl Profile {
     /// file it names.
     pub(super) fn plan_faults(&self, cx: &Check<'_>) -> Result<FaultPlan, ProfileError> {
         let pause = cx.dist("pause", &self.pause, "constant(0ms)")?;
-        let pause_at = match self.pause_at.as_deref().unwrap_or("random") {
-            "random" => PauseAt::Random,
-            "before-write" => PauseAt::BeforeWrite,
-            other => {
-                return Err(cx.err(
-                    "pause_at",
-                    format!("`{other}` is not a place: use \"random\" or \"before-write\""),
-                ));
-            }
-        };
+        let pause_at = self.pause_at();
         let mut faults = Vec::new();
         for (i, f) in self.fault.iter().flatten().enumerate() {
             let fault = f.validate().map_err(|m| ProfileError {
@@ -47,12 +38,12 @@ impl Profile {
                 message: format!(
                     "fault {} ({}): {m}",
                     i + 1,
-                    f.kind.as_deref().unwrap_or("?")
+                    f.kind.map_or("?", FaultKind::name)
                 ),
             })?;
             faults.push(fault);
         }
-        let crash_between = self.crash_between.unwrap_or(0.0);
+        let crash_between = self.crash_between();
         if !(0.0..=1.0).contains(&crash_between) {
             return Err(cx.err(
                 "crash_between",

@@ -4,8 +4,8 @@
 
 use super::check::Check;
 use super::{Profile, ProfileError};
-use crate::model::plan::{Acquire, ExtendEvery, OnLost, OnUnavailable, Protection};
-use crate::model::release::{ExtendCommand, ReleaseMethod};
+use crate::model::plan::{Acquire, ExtendEvery, OnUnavailable, Protection};
+use crate::model::release::ReleaseMethod;
 use crate::model::variant::{Fencing, Variant};
 
 impl Profile {
@@ -16,26 +16,12 @@ impl Profile {
         cx: &Check<'_>,
         ttl_us: u64,
     ) -> Result<Protection, ProfileError> {
-        let fencing: Fencing = self
-            .fencing
-            .as_deref()
-            .unwrap_or("off")
-            .parse()
-            .map_err(|m| cx.err("fencing", m))?;
+        let fencing = self.fencing();
         let extend_all = match self.extend.as_deref().map(str::trim) {
             None | Some("off") => false,
             Some(_) => true,
         };
-        let on_unavailable = match self.on_unavailable.as_deref().unwrap_or("fail-closed") {
-            "fail-closed" => OnUnavailable::FailClosed,
-            "fail-open" => OnUnavailable::FailOpen,
-            other => {
-                return Err(cx.err(
-                    "on_unavailable",
-                    format!("`{other}` is not a policy: use \"fail-closed\" or \"fail-open\""),
-                ));
-            }
-        };
+        let on_unavailable = self.on_unavailable();
         let default_variant = Variant {
             release: ReleaseMethod::Token,
             fencing,
@@ -46,7 +32,7 @@ impl Profile {
         let method = |field: &str, s: &str| {
             Variant::parse_with(s, default_variant).map_err(|m| cx.err(field, m))
         };
-        let release = method("release", self.release.as_deref().unwrap_or("token"))?;
+        let release = method("release", &self.release())?;
         let releases = match &self.releases {
             Some(list) if list.is_empty() => {
                 return Err(cx.err(
@@ -93,44 +79,13 @@ impl Profile {
         let extend_us = extend_every
             .at(ttl_us, extends)
             .map_err(|m| cx.err("extend", m))?;
-        let extend_with = match self.extend_with.as_deref().unwrap_or("script") {
-            "script" => ExtendCommand::Script,
-            "set-ifeq" => ExtendCommand::SetIfeq,
-            other => {
-                return Err(cx.err(
-                    "extend_with",
-                    format!(
-                        "`{other}` is not an extension command: use \"script\" or \"set-ifeq\""
-                    ),
-                ));
-            }
-        };
-        let on_lost = match self.on_lost.as_deref().unwrap_or("continue") {
-            "continue" => OnLost::Continue,
-            "abort" => OnLost::Abort,
-            other => {
-                return Err(cx.err(
-                    "on_lost",
-                    format!("`{other}` is not a choice: use \"continue\" or \"abort\""),
-                ));
-            }
-        };
+        let extend_with = self.extend_with();
+        let on_lost = self.on_lost();
         let resource = self.resource.unwrap_or(false)
             || std::iter::once(&release)
                 .chain(&releases)
                 .any(|v| v.fencing != Fencing::Off);
-        let acquire = match self.acquire.as_deref().unwrap_or("set-nx-px") {
-            "set-nx-px" => Acquire::SetNxPx,
-            "setnx-expire" => Acquire::SetnxExpire,
-            other => {
-                return Err(cx.err(
-                    "acquire",
-                    format!(
-                        "`{other}` is not a way to acquire: use \"set-nx-px\" or \"setnx-expire\""
-                    ),
-                ));
-            }
-        };
+        let acquire = self.acquire();
         if acquire == Acquire::SetnxExpire
             && std::iter::once(&release)
                 .chain(&releases)

@@ -1,7 +1,7 @@
 //! The redlock part of a profile's validation: `lock = "redlock"`, its instances, URLs and
 //! timeout, checked into a [`RedlockPlan`]; the quorum logic itself is `crate::quorum`'s.
 
-use super::{Acquire, BackendChoice, Plan, Profile};
+use super::{Acquire, BackendChoice, LockKind, Plan, Profile};
 use crate::model::release::ReleaseMethod;
 use crate::model::variant::Fencing;
 use crate::quorum::{MAX_INSTANCES, RedlockPlan, quorum};
@@ -12,18 +12,7 @@ pub(super) fn plan_of(
     p: &Profile,
     plan: &Plan,
 ) -> Result<Option<RedlockPlan>, (&'static str, String)> {
-    let lock = p.lock.as_deref().unwrap_or("single");
-    let redlock = match lock {
-        "single" => false,
-        "redlock" => true,
-        other => {
-            return Err((
-                "lock",
-                format!("`{other}` is not a lock kind: use \"single\" or \"redlock\""),
-            ));
-        }
-    };
-    if !redlock {
+    if p.lock() == LockKind::Single {
         for (field, set) in [
             ("instances", p.instances.is_some()),
             ("redlock_urls", p.redlock_urls.is_some()),
@@ -52,7 +41,7 @@ pub(super) fn plan_of(
         ));
     }
     let n = if urls.is_empty() {
-        p.instances.unwrap_or(5)
+        p.instances()
     } else {
         urls.len()
     };

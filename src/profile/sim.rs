@@ -2,9 +2,7 @@
 //! timer lateness and parts, checked into a [`SimPlan`].
 
 use super::check::Check;
-use super::{
-    BackendChoice, DEFAULT_SIM_RTT, DEFAULT_SIM_SERVICE, Plan, Profile, ProfileError, Stop,
-};
+use super::{BackendChoice, Plan, Profile, ProfileError, Stop};
 use crate::dist::Dist;
 use crate::model::units;
 use serde::Serialize;
@@ -34,18 +32,20 @@ impl Profile {
     /// not yet a sampler: [`load_files`] reads the files they name. Whether the run may be cut
     /// into parts is [`Profile::check_sim_parallel`]'s, on the whole plan.
     pub(super) fn plan_sim(&self, cx: &Check<'_>) -> Result<SimPlan, ProfileError> {
-        let sim_rtt = cx.dist("sim_rtt", &self.sim_rtt, DEFAULT_SIM_RTT)?;
-        let sim_timer_text = self
-            .sim_timer
-            .clone()
-            .unwrap_or_else(|| "constant(0ms)".to_string());
+        let sim_rtt = cx.dist("sim_rtt", &self.sim_rtt, Profile::default_value("sim_rtt"))?;
+        let sim_timer_text = self.sim_timer();
         // Parsed here to check it; parsed again, with its files read, by `load_files`.
-        cx.dist("sim_timer", &self.sim_timer, "constant(0ms)")?;
-        let sim_rtt_text = self
-            .sim_rtt
-            .clone()
-            .unwrap_or_else(|| DEFAULT_SIM_RTT.to_string());
-        let sim_service_us = cx.dur_us("sim_service", &self.sim_service, DEFAULT_SIM_SERVICE)?;
+        cx.dist(
+            "sim_timer",
+            &self.sim_timer,
+            Profile::default_value("sim_timer"),
+        )?;
+        let sim_rtt_text = self.sim_rtt();
+        let sim_service_us = cx.dur_us(
+            "sim_service",
+            &self.sim_service,
+            Profile::default_value("sim_service"),
+        )?;
         if sim_service_us > 1_000_000 {
             return Err(cx.err(
                 "sim_service",
@@ -61,7 +61,7 @@ impl Profile {
             sim_service_us,
             sim_timer: None,
             sim_timer_text,
-            sim_parallel: self.sim_parallel.unwrap_or(1),
+            sim_parallel: self.sim_parallel(),
         })
     }
 
@@ -126,7 +126,11 @@ pub(super) fn load_files(s: &mut SimPlan, p: &Profile, cx: &Check<'_>) -> Result
     s.sim_rtt = cx.load("sim_rtt", s.sim_rtt.clone())?;
     let sim_timer = cx.load(
         "sim_timer",
-        cx.dist("sim_timer", &p.sim_timer, "constant(0ms)")?,
+        cx.dist(
+            "sim_timer",
+            &p.sim_timer,
+            Profile::default_value("sim_timer"),
+        )?,
     )?;
     // `sim_from` is read by the command (`backend::check_plan_io`): validation reads no
     // run directory.

@@ -42,7 +42,7 @@ pub struct Workload {
 }
 
 /// How a section waits for its end.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Timer {
     /// tokio's timer: millisecond resolution, ~1 ms late, no CPU while waiting.
@@ -53,14 +53,15 @@ pub enum Timer {
     Precise,
 }
 
-impl Timer {
-    /// As written in a profile.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Tokio => "tokio",
-            Self::Precise => "precise",
-        }
-    }
+/// The busy policy as a profile names it (`busy`); the plan's [`BusyPolicy`] carries the
+/// `[retry]` table's figures with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Busy {
+    /// Count a rejection and move on to think time.
+    FailFast,
+    /// Retry with exponential backoff and full jitter (the `[retry]` table).
+    Retry,
 }
 
 /// What to do when the lock is busy.
@@ -104,14 +105,14 @@ impl Profile {
         cx: &Check<'_>,
         warnings: &mut Vec<String>,
     ) -> Result<Workload, ProfileError> {
-        let workers = self.workers.unwrap_or(10);
+        let workers = self.workers();
         if !(1..=100_000).contains(&workers) {
             return Err(cx.err(
                 "workers",
                 format!("{workers} is not valid: use 1 to 100000"),
             ));
         }
-        let keys = self.keys.unwrap_or(1);
+        let keys = self.keys();
         if !(1..=10_000_000).contains(&keys) {
             return Err(cx.err("keys", format!("{keys} is not valid: use 1 to 10000000")));
         }
@@ -123,7 +124,7 @@ impl Profile {
                 format!("{h} is not a fraction: use a number from 0 to 1"),
             ));
         }
-        let scale = self.time_scale.unwrap_or(1.0);
+        let scale = self.time_scale();
         if !(scale.is_finite() && (MIN_TIME_SCALE..=MAX_TIME_SCALE).contains(&scale)) {
             return Err(cx.err(
                 "time_scale",
@@ -135,7 +136,7 @@ impl Profile {
                 ),
             ));
         }
-        let raw_ttl_us = cx.dur_us("ttl", &self.ttl, "100ms")?;
+        let raw_ttl_us = cx.dur_us("ttl", &self.ttl, Profile::default_value("ttl"))?;
         let ttl_us = scaled_ttl(raw_ttl_us, scale, warnings).map_err(|(f, m)| cx.err(f, m))?;
         let stop = match (&self.duration, self.sections) {
             (Some(_), Some(_)) => {
@@ -147,7 +148,7 @@ impl Profile {
             (_, Some(0)) => return Err(cx.err("sections", "must be at least 1".to_string())),
             (_, Some(n)) => Stop::Sections { sections: n },
             (d, None) => {
-                let us = cx.dur_us("duration", d, "5s")?;
+                let us = cx.dur_us("duration", d, Profile::default_value("duration"))?;
                 if us == 0 {
                     return Err(cx.err("duration", "must be longer than 0 (e.g. `5s`)".to_string()));
                 }
@@ -173,22 +174,16 @@ impl Profile {
         }
         let cap_us = cap_us.max(base_us);
         let max_wait_us = sc(cx.dur_us("retry.max_wait", &r.max_wait, "5s")?);
-        let busy = match self.busy.as_deref().unwrap_or("fail-fast") {
-            "fail-fast" => BusyPolicy::FailFast,
-            "retry" => BusyPolicy::Retry {
+        let busy = match self.busy() {
+            Busy::FailFast => BusyPolicy::FailFast,
+            Busy::Retry => BusyPolicy::Retry {
                 base_us,
                 cap_us,
                 max_wait_us,
             },
-            other => {
-                return Err(cx.err(
-                    "busy",
-                    format!("`{other}` is not a policy: use \"fail-fast\" or \"retry\""),
-                ));
-            }
         };
-        let dist = cx.dist("dist", &self.dist, "constant(10ms)")?;
-        let think = cx.dist("think", &self.think, "constant(0ms)")?;
+        let dist = cx.dist("dist", &self.dist, Profile::default_value("dist"))?;
+        let think = cx.dist("think", &self.think, Profile::default_value("think"))?;
         let arrivals = match &self.arrivals {
             None => None,
             Some(a) => {
@@ -232,16 +227,7 @@ impl Profile {
                 format!("{max_in_flight} is not valid: use 1 to 100000"),
             ));
         }
-        let timer = match self.timer.as_deref().unwrap_or("tokio") {
-            "tokio" => Timer::Tokio,
-            "precise" => Timer::Precise,
-            other => {
-                return Err(cx.err(
-                    "timer",
-                    format!("`{other}` is not a timer: use \"tokio\" or \"precise\""),
-                ));
-            }
-        };
+        let timer = self.timer();
         Ok(Workload {
             workers,
             keys,

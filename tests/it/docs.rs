@@ -335,6 +335,11 @@ fn key_rows(
             let doc = docs
                 .get(k)
                 .unwrap_or_else(|| panic!("profile key `{k}` has no doc comment"));
+            // A top-level key's default comes from the table written at the field.
+            let doc = match flags.and(lockbench::profile::Profile::default_of(k)) {
+                Some(d) => format!("{} {}.", doc.trim_end_matches('.'), d.bracketed()),
+                None => doc.clone(),
+            };
             let mut row = vec![format!("`{k}`")];
             if let Some(cmd) = flags {
                 let long = k.replace('_', "-");
@@ -343,10 +348,72 @@ fn key_rows(
                     .find(|a| a.get_long() == Some(long.as_str()));
                 row.push(flag.map_or("–".to_string(), |_| format!("`--{long}`")));
             }
-            row.push(cell(doc));
+            row.push(cell(&doc));
             row
         })
         .collect()
+}
+
+/// A default is written once, at its field (`pub ttl: Option<String> = "100ms"`): a doc
+/// comment of `Profile` that states one by hand would drift from it, and so would a sentence of
+/// the book that says a key's default is something else.
+#[test]
+fn defaults_are_written_once() {
+    use lockbench::profile::Profile;
+    let profile = include_str!("../../src/profile.rs");
+    for (field, doc) in field_docs(profile, "Profile") {
+        assert!(
+            !doc.contains("[default"),
+            "the doc comment of `{field}` states a default by hand: write it at the field \
+             (`= VALUE` or `=> \"words\"`), the help and the book print it from there"
+        );
+    }
+    // Every default value reads as its field's type (the typed accessors apply them).
+    let _ = (
+        Profile::default().ttl(),
+        Profile::default().busy(),
+        Profile::default().lock(),
+    );
+    // "`key` … default `X`" or "`key = \"X\"` (the default)" in the book's prose.
+    let mut pages = Vec::new();
+    let mut dirs = vec![std::path::PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/src"
+    ))];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|x| x == "md") {
+                pages.push((path.clone(), std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+    }
+    let mut wrong = Vec::new();
+    for d in Profile::DEFAULTS.iter().filter(|d| d.value) {
+        for (path, text) in &pages {
+            for said in [format!("`{} = \"", d.field), format!("`{} = ", d.field)] {
+                for (at, _) in text.match_indices(&said) {
+                    let rest = &text[at + said.len()..];
+                    let Some(end) = rest.find('`') else { continue };
+                    let value = rest[..end].trim_matches('"');
+                    let after = &rest[end..rest.len().min(end + 20)];
+                    if (after.contains("(the default)") || after.contains("(default)"))
+                        && value != d.text()
+                    {
+                        wrong.push(format!(
+                            "{}: says `{}` defaults to {value}, the field says {}",
+                            path.display(),
+                            d.field,
+                            d.text()
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 /// docs/src/reference/profile-keys.md from the profile's keys (`profile::Profile` and its

@@ -26,6 +26,7 @@ mod compare_servers;
 mod credentials;
 mod demos;
 mod docs;
+mod door;
 mod faults;
 mod figures;
 mod files;

@@ -60,7 +60,7 @@ pub struct DemoArgs {
     pub redis: Option<String>,
     /// auto, spawn, url or memory [default auto].
     #[arg(long)]
-    pub backend: Option<String>,
+    pub backend: Option<crate::profile::BackendChoice>,
     /// Allow a non-loopback Redis host.
     #[arg(long)]
     pub allow_remote: bool,
