@@ -6,10 +6,10 @@
 //! any recorder must do for the same section: six `Histogram::record` calls. Printed: ns per
 //! section for each, and the ratio. Run with `cargo bench --bench recording`.
 
-use lockbench::analysis::counts::{Counts, LiveCounts};
-use lockbench::engine::recorder::Recorder;
-use lockbench::model::release::StaleRule;
-use lockbench::record::{EventRow, Metric};
+use lockbench::Recorder;
+use lockbench::StaleRule;
+use lockbench::{Counts, LiveCounts};
+use lockbench::{EventRow, Metric};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -41,9 +41,7 @@ fn lockbench_section(rec: &Recorder, live: &LiveCounts, i: usize) {
         acquire_latency_us: 120,
         release_latency_us: 90,
         release: "token".to_string().into(),
-        outcome: lockbench::record::SectionOutcome::Release(
-            lockbench::model::release::ReleaseOutcome::Released,
-        ),
+        outcome: lockbench::SectionOutcome::Release(lockbench::ReleaseOutcome::Released),
         ..EventRow::default()
     };
     live.add(&Counts::of_section(&row, StaleRule::Reply));

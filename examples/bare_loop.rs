@@ -7,7 +7,7 @@
 //! but one (at least one), and one thread is tokio's current-thread scheduler
 //! (`LOCKBENCH_BARE_THREADS=N` to change). Prints `cycles/s` on stdout.
 //!
-//! The connection is lockbench's own pipelined link ([`lockbench::store::pipe::PipeLink`]),
+//! The connection is lockbench's own pipelined link ([`lockbench::PipeLink`]),
 //! as lockbench's runs use for TCP and Unix sockets; `LOCKBENCH_BARE_LINK=redis-rs` uses
 //! redis-rs's `MultiplexedConnection` instead, and `LOCKBENCH_BARE_LINK=manager` its
 //! `ConnectionManager` (what lockbench used before 2026-12-04).
@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use lockbench::store::RELEASE_LUA;
-use lockbench::store::Timeouts;
-use lockbench::store::pipe::PipeLink;
+use lockbench::PipeLink;
+use lockbench::RELEASE_LUA;
+use lockbench::Timeouts;
 use redis::aio::MultiplexedConnection;
 
 const USAGE: &str = "usage: bare_loop REDIS_URL CONCURRENCY SECONDS per-worker|shared";

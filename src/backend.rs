@@ -87,7 +87,7 @@ impl Backend {
         // A redlock is its own backend: N spawned servers (no memory fallback) or N URLs.
         if let Some(r) = &plan.backend.redlock {
             let (conn, servers) =
-                crate::store::redlock::open(r, timeouts, plan.backend.allow_remote).await?;
+                crate::store::redlock::open_redlock(r, timeouts, plan.backend.allow_remote).await?;
             let control = FaultControl {
                 instances: servers.clone(),
                 ..FaultControl::default()
@@ -364,7 +364,7 @@ impl Backend {
 /// lateness that `sim_rtt`, `sim_timer` and `sim_service` leave unset. `profile` is the merged
 /// profile the plan came from, `file` and `source` where it was written, `base` the directory
 /// a relative `sim_from` is resolved against when it is not found as given.
-pub fn check_plan_io(
+pub(crate) fn check_plan_io(
     plan: &mut Plan,
     profile: &Profile,
     file: &str,

@@ -176,7 +176,7 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 /// A file of `kind` opened for reading: refused before any byte is read if it is not a regular
 /// file or is already above the limit, and the reader fails (an [`std::io::Error`] wrapping a
 /// [`FileError`]) if it grows past it or, for a streamed kind, meets a line too long.
-pub fn open(path: &Path, kind: FileKind) -> Result<BoundedFile, FileError> {
+pub(crate) fn open(path: &Path, kind: FileKind) -> Result<BoundedFile, FileError> {
     let io = |source| FileError::Io {
         path: path.to_path_buf(),
         kind,
@@ -217,7 +217,7 @@ pub fn open(path: &Path, kind: FileKind) -> Result<BoundedFile, FileError> {
 }
 
 /// The whole file of `kind` (see [`open`]).
-pub fn read(path: &Path, kind: FileKind) -> Result<Vec<u8>, FileError> {
+pub(crate) fn read(path: &Path, kind: FileKind) -> Result<Vec<u8>, FileError> {
     let mut f = open(path, kind)?;
     let mut bytes = Vec::new();
     f.read_to_end(&mut bytes).map_err(|e| f.error(e))?;
@@ -225,7 +225,7 @@ pub fn read(path: &Path, kind: FileKind) -> Result<Vec<u8>, FileError> {
 }
 
 /// The whole file of `kind` as text (see [`open`]); text that is not UTF-8 is refused.
-pub fn read_to_string(path: &Path, kind: FileKind) -> Result<String, FileError> {
+pub(crate) fn read_to_string(path: &Path, kind: FileKind) -> Result<String, FileError> {
     let mut f = open(path, kind)?;
     let mut text = String::new();
     f.read_to_string(&mut text).map_err(|e| f.error(e))?;
@@ -234,7 +234,7 @@ pub fn read_to_string(path: &Path, kind: FileKind) -> Result<String, FileError> 
 
 /// A file opened by [`open`]: reads fail past its kind's limit.
 #[derive(Debug)]
-pub struct BoundedFile {
+pub(crate) struct BoundedFile {
     file: std::fs::File,
     path: PathBuf,
     kind: FileKind,
@@ -247,7 +247,7 @@ pub struct BoundedFile {
 impl BoundedFile {
     /// The [`FileError`] an error of this reader stands for: its own refusal, or an I/O error
     /// on this file.
-    pub fn error(&mut self, e: std::io::Error) -> FileError {
+    pub(crate) fn error(&mut self, e: std::io::Error) -> FileError {
         self.refused.take().unwrap_or_else(|| FileError::Io {
             path: self.path.clone(),
             kind: self.kind,
@@ -336,7 +336,7 @@ impl Unit {
 
 /// What is wrong in an input file and where; the caller names the file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// 1-based line, when the problem is on one line.
     pub line: Option<u64>,
     /// The column, e.g. ``column 2 (`durationMs`)``, when the problem is in one cell.
@@ -356,7 +356,7 @@ impl Problem {
 }
 
 /// The location part of a message: `, line 3, column 2 (`durationMs`)`, `, line 1`, or nothing.
-pub fn location(line: Option<u64>, column: Option<&str>) -> String {
+pub(crate) fn location(line: Option<u64>, column: Option<&str>) -> String {
     match (line, column) {
         (Some(l), Some(c)) => format!(", line {l}, {c}"),
         (Some(l), None) => format!(", line {l}"),
@@ -366,7 +366,7 @@ pub fn location(line: Option<u64>, column: Option<&str>) -> String {
 }
 
 /// The message for a value above the duration bound every source of durations obeys.
-pub fn out_of_range(cell: &str) -> String {
+pub(crate) fn out_of_range(cell: &str) -> String {
     format!(
         "`{cell}` is out of range: a duration must be ≥ 0 and at most {} ({} ms)",
         crate::model::units::MAX_TEXT,
@@ -385,7 +385,7 @@ fn csv_problem(e: csv::Error) -> Problem {
 
 /// A CSV column chosen by its header.
 #[derive(Debug, Clone)]
-pub struct Column {
+pub(crate) struct Column {
     index: usize,
     name: String,
 }
@@ -399,14 +399,14 @@ impl Column {
 
 /// A CSV file with a header line, its header read; fields are trimmed and rows may have
 /// different lengths (a short row is refused only if it lacks the value read).
-pub struct DurationCsv<R> {
+pub(crate) struct DurationCsv<R> {
     reader: csv::Reader<R>,
     headers: csv::StringRecord,
 }
 
 impl<R: Read> DurationCsv<R> {
     /// Reads the header line.
-    pub fn new(reader: R) -> Result<DurationCsv<R>, Problem> {
+    pub(crate) fn new(reader: R) -> Result<DurationCsv<R>, Problem> {
         let mut reader = csv::ReaderBuilder::new()
             .has_headers(true)
             .flexible(true)
@@ -417,13 +417,13 @@ impl<R: Read> DurationCsv<R> {
     }
 
     /// The index of the column named `name`, if the header has it.
-    pub fn find(&self, name: &str) -> Option<usize> {
+    pub(crate) fn find(&self, name: &str) -> Option<usize> {
         self.headers.iter().position(|h| h == name)
     }
 
     /// The column named `name`; refused for an empty file and for a header without it, naming
     /// the columns present and `choose_with` (how the user picks another, e.g. `--column`).
-    pub fn column(&self, name: &str, choose_with: &str) -> Result<Column, Problem> {
+    pub(crate) fn column(&self, name: &str, choose_with: &str) -> Result<Column, Problem> {
         if self.headers.iter().all(str::is_empty) {
             return Err(Problem::at(
                 Some(1),
@@ -468,7 +468,7 @@ impl<R: Read> DurationCsv<R> {
     /// caller counts them). Every value must be a finite number within the one duration bound
     /// ([`crate::model::units::check_ms`]). A file with a header but no rows is refused; an empty
     /// result is returned only when `skip` left every row out.
-    pub fn read(
+    pub(crate) fn read(
         self,
         column: &Column,
         ms_per_value: f64,

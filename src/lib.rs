@@ -36,37 +36,106 @@
 // Denied, not forbidden: one prefetch hint in the simulator's executor needs it
 // (`sim::exec::prefetch_line`, where the reason is written). The binary forbids it.
 #![deny(unsafe_code)]
-// Items of crate-private modules are `pub(crate)`: what the binary and the tests may reach is
-// what the public modules export.
+// The modules are private: what the binary, the tests and the benches reach is the surface
+// below, so a `pub` item nothing outside uses is flagged where it is written.
 #![warn(unreachable_pub)]
 
-pub(crate) mod agent;
-pub mod analysis;
+mod agent;
+mod analysis;
 pub mod analytic;
-pub mod backend;
+mod backend;
 pub mod cli;
-pub(crate) mod client;
-pub mod commands;
-pub mod dist;
-pub mod engine;
+mod client;
+mod commands;
+mod dist;
+mod engine;
 pub mod exit;
-pub mod faults;
-pub mod inputs;
-pub(crate) mod lines;
-pub(crate) mod math;
-pub(crate) mod merge;
-pub mod metrics;
-pub mod model;
-pub mod profile;
-pub mod quorum;
-pub mod recommend;
-pub mod record;
+mod faults;
+mod inputs;
+mod lines;
+mod math;
+mod merge;
+mod metrics;
+mod model;
+mod profile;
+mod quorum;
+mod recommend;
+mod record;
 
-pub mod report;
-pub mod results;
-pub mod runner;
-pub(crate) mod signals;
-pub(crate) mod sim;
-pub mod store;
-pub(crate) mod target;
-pub mod threads;
+mod report;
+mod results;
+mod runner;
+mod signals;
+mod sim;
+mod store;
+mod target;
+mod threads;
+
+// ---------------------------------------------------------------------------------------------
+// The public surface: what `main.rs`, the integration tests and the benches use — nothing else
+// is reachable from outside the crate. (`cli`, `exit` and `analytic` are public whole: the
+// command line, its exit codes, and the analytic check's functions.)
+// ---------------------------------------------------------------------------------------------
+
+// A plan and its run.
+pub use backend::{Backend, ResourceStore, Store};
+pub use engine::RUNTIME_THREADS;
+pub use profile::{Plan, Profile};
+pub use runner::{RunOptions, RunOutcome, RunWith, run_with};
+pub use threads::thread_policy;
+
+// The stores lockbench sends its commands to, and the servers it starts.
+pub use faults::FaultControl;
+pub use quorum::RedlockPlan;
+pub use store::memory::MemoryStore;
+pub use store::pipe::PipeLink;
+pub use store::redis::{
+    RedisConn, RedisConnector, info_field, parse_server_version, version_tuple,
+};
+pub use store::redlock::{Instances, RedlockConnector, open_redlock};
+pub use store::spawn::{SpawnedRedis, TlsFiles, redis_server_available};
+pub use store::spawn_cluster::SpawnedCluster;
+pub use store::{
+    Connector, KeySweep, LockCommands, LockConn, RELEASE_LUA, ReadOutcome, ResourceCommands,
+    ServerProbes, Timeouts, UserScripts, WriteOutcome,
+};
+
+// Plain data: release methods, variants, clients, distributions, errors.
+pub use dist::{Dist, FAMILIES};
+pub use inputs::Unit;
+pub use model::client::Client;
+pub use model::error::{CmdError, ErrorKind, printable};
+pub use model::release::{ExtendCommand, ReleaseMethod, ReleaseOutcome, StaleRule};
+pub use model::variant::Variant;
+
+// Recording a section and the figures of a run.
+pub use analysis::counts::{Counts, LiveCounts};
+pub use analysis::summary::{Quantiles, StopReason, Summary};
+pub use analysis::verdict::verdict;
+pub use analysis::{figures, overlap};
+pub use engine::collector::Collector;
+pub use engine::precise;
+pub use engine::recorder::Recorder;
+pub use engine::streams::intended_sequence;
+pub use record::{EventRow, HistSet, Metric, SectionOutcome, new_hist};
+
+// The run directory: its files, read back, rendered and recounted.
+pub use report::{
+    ReportError, charts, render_after_run, render_and_verify, render_report, run_dir, verify_report,
+};
+pub use results::events::BadRow;
+pub use results::{
+    EventsWriter, SummaryFile, hlog, write_hgrm, write_hgrms, write_json, write_summary_csv_file,
+};
+
+// Live metrics.
+pub use metrics::{Board, Labels, encode, table};
+
+// `recommend`: a TTL from measured durations.
+pub use recommend::{
+    InputKind, LoadOptions, Params, Samples, expected_blocked_ms, load_durations,
+    print_recommendation, recommend,
+};
+
+// The demos' stories.
+pub use commands::demo;

@@ -10,7 +10,7 @@ fn main() {
         eprintln!("error: --threads {}: use 1 to 256", threads.threads);
         std::process::exit(lockbench::exit::BAD_INPUT);
     }
-    let _ = lockbench::engine::RUNTIME_THREADS.set(threads);
+    let _ = lockbench::RUNTIME_THREADS.set(threads);
     // One thread: the current-thread scheduler. It has no LIFO slot, so a connection's writer
     // task runs after every worker that is ready has queued its command, and a shared
     // connection writes them in one syscall instead of one each (measured: 50 commands per
@@ -23,7 +23,7 @@ fn main() {
         b
     };
     // Tasks woken from other threads (the precise timer's holders, see
-    // `lockbench::engine::precise`) run before the next local task, however many are ready.
+    // `lockbench::precise`) run before the next local task, however many are ready.
     builder.global_queue_interval(1);
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
@@ -35,10 +35,7 @@ fn main() {
     let code = match runtime.block_on(lockbench::cli::dispatch(cli)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!(
-                "error: {}",
-                lockbench::model::error::printable(&format!("{e:#}"))
-            );
+            eprintln!("error: {}", lockbench::printable(&format!("{e:#}")));
             lockbench::cli::code_of_error(&e)
         }
     };

@@ -30,12 +30,21 @@ mod tests;
 mod timeouts;
 mod workload;
 
-pub use crate::model::plan::{Acquire, ExtendEvery, OnLost, OnUnavailable, Protection, Timeouts};
-pub use backend::{BackendChoice, BackendPlan, ClusterMode, ConnectionMode};
-pub use faults::FaultPlan;
+pub(crate) use crate::model::plan::Acquire;
+pub(crate) use crate::model::plan::OnLost;
+pub(crate) use crate::model::plan::OnUnavailable;
+pub(crate) use backend::BackendChoice;
+pub(crate) use backend::BackendPlan;
+pub(crate) use backend::ClusterMode;
+pub(crate) use backend::ConnectionMode;
+pub(crate) use faults::FaultPlan;
 pub use plan::Plan;
-pub use sim::SimPlan;
-pub use workload::{Busy, BusyPolicy, Stop, Timer, Workload};
+pub(crate) use sim::SimPlan;
+pub(crate) use workload::Busy;
+pub(crate) use workload::BusyPolicy;
+pub(crate) use workload::Stop;
+pub(crate) use workload::Timer;
+pub(crate) use workload::Workload;
 
 use crate::model::fault::PauseAt;
 use crate::model::release::ExtendCommand;
@@ -48,9 +57,9 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Smallest accepted `time_scale` (a million times faster than real).
-pub const MIN_TIME_SCALE: f64 = 1e-6;
+pub(crate) const MIN_TIME_SCALE: f64 = 1e-6;
 /// Largest accepted `time_scale` (a million times slower than real).
-pub const MAX_TIME_SCALE: f64 = 1e6;
+pub(crate) const MAX_TIME_SCALE: f64 = 1e6;
 
 /// Declares [`Profile`] once: each field with its doc (the TOML key's and the flag's help, and
 /// the book's reference pages), its serde and clap attributes, and its default — written after
@@ -440,7 +449,7 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<Stri
 /// A field written as one value or a list of them.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
-pub enum OneOrMany {
+pub(crate) enum OneOrMany {
     /// `field = "x"`.
     One(String),
     /// `field = ["x", "y"]`.
@@ -449,7 +458,7 @@ pub enum OneOrMany {
 
 impl OneOrMany {
     /// The values, in order.
-    pub fn to_vec(&self) -> Vec<String> {
+    pub(crate) fn to_vec(&self) -> Vec<String> {
         match self {
             OneOrMany::One(s) => vec![s.clone()],
             OneOrMany::Many(v) => v.clone(),
@@ -498,7 +507,7 @@ pub enum LockKind {
     Redlock,
 }
 
-pub use crate::model::spelling;
+pub(crate) use crate::model::spelling;
 
 fn ser_redacted_list<S: serde::Serializer>(
     v: &Option<Vec<String>>,

@@ -16,13 +16,13 @@ use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use serde::{Deserialize, Serialize};
 
 /// redsync's per-instance timeout factor: each instance gets 0.05 × TTL to answer.
-pub const TIMEOUT_FACTOR: f64 = 0.05;
+pub(crate) const TIMEOUT_FACTOR: f64 = 0.05;
 /// redsync's drift factor: 0.01 × TTL (plus [`DRIFT_FIXED_US`]) of clock drift allowance.
-pub const DRIFT_FACTOR: f64 = 0.01;
+pub(crate) const DRIFT_FACTOR: f64 = 0.01;
 /// redsync's fixed drift allowance, µs (2 ms).
-pub const DRIFT_FIXED_US: u64 = 2_000;
+pub(crate) const DRIFT_FIXED_US: u64 = 2_000;
 /// Most instances a run may name (every worker opens one connection to each).
-pub const MAX_INSTANCES: usize = 31;
+pub(crate) const MAX_INSTANCES: usize = 31;
 
 /// A validated redlock setup (`lock = "redlock"`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -47,23 +47,23 @@ fn ser_urls<S: serde::Serializer>(v: &[String], s: S) -> Result<S::Ok, S::Error>
 }
 
 /// The majority of `n` instances.
-pub fn quorum(n: usize) -> usize {
+pub(crate) fn quorum(n: usize) -> usize {
     n / 2 + 1
 }
 
 /// The per-instance timeout for a TTL, µs: the profile's, or 0.05 × TTL (at least 1 ms).
-pub fn instance_timeout_us(fixed: Option<u64>, ttl_ms: u64) -> u64 {
+pub(crate) fn instance_timeout_us(fixed: Option<u64>, ttl_ms: u64) -> u64 {
     fixed.unwrap_or_else(|| ((ttl_ms as f64 * 1000.0 * TIMEOUT_FACTOR) as u64).max(1_000))
 }
 
 /// The clock-drift allowance for a TTL, µs: 0.01 × TTL + 2 ms.
-pub fn drift_us(ttl_ms: u64) -> u64 {
+pub(crate) fn drift_us(ttl_ms: u64) -> u64 {
     (ttl_ms as f64 * 1000.0 * DRIFT_FACTOR) as u64 + DRIFT_FIXED_US
 }
 
 /// What an acquisition round decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Decision {
+pub(crate) enum Decision {
     /// A majority said OK with time left: held for `validity_us` more.
     Held {
         /// TTL − elapsed − drift, µs.
@@ -76,7 +76,7 @@ pub enum Decision {
 }
 
 /// Decides a round: `acquired` instances said OK, the round took `elapsed_us`.
-pub fn decide(acquired: usize, quorum: usize, elapsed_us: u64, ttl_ms: u64) -> Decision {
+pub(crate) fn decide(acquired: usize, quorum: usize, elapsed_us: u64, ttl_ms: u64) -> Decision {
     if acquired < quorum {
         return Decision::NoQuorum;
     }
@@ -96,7 +96,7 @@ pub fn decide(acquired: usize, quorum: usize, elapsed_us: u64, ttl_ms: u64) -> D
 ///   expired*);
 /// - an error (the first one) when errors leave it undecided: fewer than a majority deleted,
 ///   but with the failed instances it could have been one.
-pub fn combine_release(replies: &[CmdResult<i64>], quorum: usize) -> CmdResult<i64> {
+pub(crate) fn combine_release(replies: &[CmdResult<i64>], quorum: usize) -> CmdResult<i64> {
     let deleted = replies.iter().filter(|r| matches!(r, Ok(1))).count();
     let other = replies.iter().any(|r| matches!(r, Ok(n) if *n < 0));
     let errors = replies.iter().filter(|r| r.is_err()).count();
@@ -113,7 +113,7 @@ pub fn combine_release(replies: &[CmdResult<i64>], quorum: usize) -> CmdResult<i
 
 /// Combines per-instance extensions: re-armed iff a majority re-armed; an error when errors
 /// leave it undecided (as [`combine_release`]).
-pub fn combine_extend(replies: &[CmdResult<bool>], quorum: usize) -> CmdResult<bool> {
+pub(crate) fn combine_extend(replies: &[CmdResult<bool>], quorum: usize) -> CmdResult<bool> {
     let ok = replies.iter().filter(|r| matches!(r, Ok(true))).count();
     let errors = replies.iter().filter(|r| r.is_err()).count();
     if ok >= quorum {
@@ -128,7 +128,7 @@ pub fn combine_extend(replies: &[CmdResult<bool>], quorum: usize) -> CmdResult<b
 }
 
 /// The error of an instance that did not answer within the per-instance timeout.
-pub fn instance_timeout(instance: usize, timeout_us: u64) -> CmdError {
+pub(crate) fn instance_timeout(instance: usize, timeout_us: u64) -> CmdError {
     CmdError {
         kind: ErrorKind::Timeout,
         detail: format!(

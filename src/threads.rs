@@ -10,7 +10,7 @@
 /// core is then free — so nothing is lost, and a request's latency is taken before its row is
 /// sent. Lowering a thread's own class needs no privilege; if it fails, the thread stays
 /// normal.
-pub fn background_thread() {
+pub(crate) fn background_thread() {
     use thread_priority::{
         NormalThreadSchedulePolicy, ThreadPriority, ThreadPriorityOsValue, ThreadSchedulePolicy,
         set_thread_priority_and_policy, thread_native_id,
@@ -23,7 +23,7 @@ pub fn background_thread() {
 }
 
 /// The calling thread's kernel id (Linux: from `/proc/thread-self`), to find it under `/proc`.
-pub fn thread_id() -> std::io::Result<u32> {
+pub(crate) fn thread_id() -> std::io::Result<u32> {
     let link = std::fs::read_link("/proc/thread-self")?;
     link.file_name()
         .and_then(|n| n.to_str()?.parse().ok())

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A count that the summary.json being read does not have (an older lockbench wrote it).
-pub const NOT_RECORDED: u64 = u64::MAX;
+pub(crate) const NOT_RECORDED: u64 = u64::MAX;
 
 fn not_recorded() -> u64 {
     NOT_RECORDED

@@ -10,10 +10,10 @@
 //! - [`verdict_table`]: per variant, the key figures and each threshold held or crossed: what
 //!   heads the terminal output and `report.html`, and what `--summary-md` and `--junit` write.
 
-pub mod counts;
+pub(crate) mod counts;
 pub mod figures;
 pub mod overlap;
-pub mod summary;
+pub(crate) mod summary;
 pub(crate) mod threshold;
-pub mod verdict;
-pub mod verdict_table;
+pub(crate) mod verdict;
+pub(crate) mod verdict_table;

@@ -249,7 +249,7 @@ pub struct ShardFigures {
 
 /// Per-shard figures: `key_slot(k)` gives each key's slot; overlap comes from `per_key`, lost
 /// locks from the `failover` windows.
-pub fn shard_figures(
+pub(crate) fn shard_figures(
     shards: &[crate::model::shards::Shard],
     keys: usize,
     mut key_slot: impl FnMut(usize) -> u16,
@@ -419,7 +419,7 @@ impl Summary {
 }
 
 /// Builds the summary of one variant from what it measured and its histograms.
-pub fn summarize(
+pub(crate) fn summarize(
     meta: Meta,
     stop_reason: StopReason,
     protect: Protection,

@@ -13,7 +13,7 @@ pub struct Verdict {
 }
 
 /// Errors dominate when more than half of the commands the workers sent failed.
-pub fn errors_dominate(s: &Summary) -> bool {
+pub(crate) fn errors_dominate(s: &Summary) -> bool {
     s.errors > 0 && s.errors * 2 > commands(s)
 }
 
@@ -43,7 +43,7 @@ fn releases(s: &Summary) -> Option<(u64, u64)> {
 /// let go as the variant says (a release script that errors on every call), whatever the
 /// acquisitions did. Judged apart from [`errors_dominate`], whose commands include every
 /// busy reply of a contended run, so a run in which no release worked could still pass it.
-pub fn release_errors_dominate(s: &Summary) -> bool {
+pub(crate) fn release_errors_dominate(s: &Summary) -> bool {
     releases(s).is_some_and(|(sent, failed)| failed > 0 && failed * 2 > sent)
 }
 
@@ -98,7 +98,7 @@ pub fn verdict(summaries: &[Summary], interrupted: bool, failure: Option<&str>) 
 /// Why one variant failed the run, one line each (empty when it did not): it gave up,
 /// completed no section, its resource could not be read back, a fault could not be applied,
 /// its errors dominated, or most of its releases failed.
-pub fn variant_failures(s: &Summary) -> Vec<String> {
+pub(crate) fn variant_failures(s: &Summary) -> Vec<String> {
     let mut reasons = Vec::new();
     let v = &s.meta.variant;
     if s.stop_reason == StopReason::GaveUp {
@@ -145,7 +145,7 @@ pub fn variant_failures(s: &Summary) -> Vec<String> {
 }
 
 /// The first error of each kind, one line each, e.g. `connection (1200×): Connection refused`.
-pub fn error_lines(s: &Summary) -> Vec<String> {
+pub(crate) fn error_lines(s: &Summary) -> Vec<String> {
     s.errors_by_kind
         .iter()
         .filter(|(_, n)| **n > 0)

@@ -10,7 +10,7 @@ use crate::analysis::threshold::Threshold;
 use crate::analysis::verdict::{Verdict, variant_failures, verdict};
 
 /// The key figures' column headings, in the order of [`VerdictRow::figures`].
-pub const FIGURES: [&str; 6] = [
+pub(crate) const FIGURES: [&str; 6] = [
     "overlap (ms / incidents)",
     "lost updates",
     "wrongful deletes",
@@ -21,7 +21,7 @@ pub const FIGURES: [&str; 6] = [
 
 /// Whether a key figure is zero (green), not (red), or was not measured in this variant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
+pub(crate) enum State {
     /// Zero: nothing went wrong.
     Zero,
     /// Above zero.
@@ -32,7 +32,7 @@ pub enum State {
 
 /// One key figure of one variant.
 #[derive(Debug, Clone, PartialEq)]
-pub struct KeyFigure {
+pub(crate) struct KeyFigure {
     /// As shown, e.g. `12.3 / 4` or `0`.
     pub text: String,
     /// Zero or not.
@@ -41,7 +41,7 @@ pub struct KeyFigure {
 
 /// One threshold's verdict on one variant.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// The condition as written, `overlap_ms > 0`.
     pub expr: String,
     /// The figure's value in this variant.
@@ -54,19 +54,19 @@ pub struct Mark {
 
 impl Mark {
     /// `crossed` or `held`.
-    pub fn word(&self) -> &'static str {
+    pub(crate) fn word(&self) -> &'static str {
         if self.crossed { "crossed" } else { "held" }
     }
 
     /// `crossed (12.3)`, `held (0)`.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         format!("{} ({})", self.word(), num(self.value))
     }
 }
 
 /// One variant's row.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VerdictRow {
+pub(crate) struct VerdictRow {
     /// Its name.
     pub variant: String,
     /// The key figures, in the order of [`FIGURES`].
@@ -83,7 +83,7 @@ pub struct VerdictRow {
 
 /// The verdict table of one run.
 #[derive(Debug, Clone, PartialEq)]
-pub struct VerdictTable {
+pub(crate) struct VerdictTable {
     /// The run's id.
     pub run_id: String,
     /// The thresholds' columns: every condition, in the order the variants have them.
@@ -100,7 +100,7 @@ pub struct VerdictTable {
 impl VerdictTable {
     /// The table of a finished run: its summaries (with their threshold verdicts), whether it
     /// was interrupted, and its own failure.
-    pub fn new(
+    pub(crate) fn new(
         run_id: &str,
         summaries: &[Summary],
         interrupted: bool,
@@ -140,7 +140,7 @@ impl VerdictTable {
     }
 
     /// The column headings: `variant`, the key figures, the thresholds.
-    pub fn header(&self) -> Vec<String> {
+    pub(crate) fn header(&self) -> Vec<String> {
         std::iter::once("variant".to_string())
             .chain(FIGURES.iter().map(|f| f.to_string()))
             .chain(self.thresholds.iter().cloned())
@@ -148,7 +148,7 @@ impl VerdictTable {
     }
 
     /// One line on the whole run: `passed`, `thresholds crossed (exit 99)`, …
-    pub fn outcome(&self) -> String {
+    pub(crate) fn outcome(&self) -> String {
         match self.verdict.code {
             crate::exit::OK => "passed".to_string(),
             crate::exit::THRESHOLD => "thresholds crossed (exit 99)".to_string(),

@@ -78,7 +78,7 @@ classified! {
 }
 
 /// The kind `e` declares, when its type is one of the crate's.
-pub fn kind_of(e: &(dyn std::error::Error + 'static)) -> Option<ExitKind> {
+pub(crate) fn kind_of(e: &(dyn std::error::Error + 'static)) -> Option<ExitKind> {
     CLASSIFIED.iter().find_map(|(_, kind)| kind(e))
 }
 

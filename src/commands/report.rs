@@ -27,7 +27,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     {
         // events = "none": nothing to recount the summary from; the charts come from the
         // interval logs.
-        let r = crate::report::render(&args.dir)?;
+        let r = crate::report::render_report(&args.dir)?;
         for f in &r.files {
             println!("wrote {}", f.display());
         }
@@ -35,7 +35,7 @@ pub(crate) fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         return Ok(crate::exit::OK);
     }
     let mismatches = if args.check {
-        crate::report::verify(&args.dir)?
+        crate::report::verify_report(&args.dir)?
     } else {
         let r = render_and_verify(&args.dir)?;
         for f in &r.files {

@@ -25,7 +25,7 @@
 //! `parse` and `sample` share.
 //!
 //! ```
-//! use lockbench::dist::Dist;
+//! use lockbench::Dist;
 //! let d = Dist::parse("mixture(0.9*constant(5ms), 0.1*lognormal(median=20ms,p99=120ms))").unwrap();
 //! assert!(d.mean_ms().unwrap() > 5.0);
 //! assert_eq!(Dist::parse(&d.to_string()).unwrap(), d);
@@ -42,11 +42,11 @@ mod forms;
 mod parse;
 mod sample;
 
-pub use forms::{DistFamily, DistForm, FAMILIES};
-pub use sample::Sampler;
+pub use forms::FAMILIES;
+pub(crate) use sample::Sampler;
 
 /// The standard normal quantile at 0.99 (used to fit `lognormal(median=…,p99=…)`).
-pub const Z_P99: f64 = 2.326_347_874_040_840_8;
+pub(crate) const Z_P99: f64 = 2.326_347_874_040_840_8;
 
 /// A latency distribution, in milliseconds.
 ///

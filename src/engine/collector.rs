@@ -14,7 +14,7 @@ use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Sees a collector's totals after each interval, on its thread.
-pub type Observer = Box<dyn FnMut(&HistSet) + Send>;
+pub(crate) type Observer = Box<dyn FnMut(&HistSet) + Send>;
 
 /// Drains a recorder's histogram stripes once per interval into tagged interval logs and the
 /// totals, from a dedicated thread.

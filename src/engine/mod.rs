@@ -15,14 +15,14 @@
 //! arrivals' backlog, which the runner and the simulator share.
 
 pub(crate) mod busy;
-pub mod collector;
+pub(crate) mod collector;
 pub(crate) mod context;
 pub(crate) mod keys;
 pub(crate) mod open_loop;
 pub(crate) mod pacer;
 pub mod precise;
-pub mod recorder;
-pub mod streams;
+pub(crate) mod recorder;
+pub(crate) mod streams;
 pub(crate) mod worker;
 
 /// The async runtime's thread count for a command line, and why (recorded in the manifest).
@@ -41,10 +41,10 @@ pub static RUNTIME_THREADS: std::sync::OnceLock<RuntimeThreads> = std::sync::Onc
 use std::time::Duration;
 
 /// Arrivals that may wait for a request slot; beyond this they are dropped (counted).
-pub const ARRIVAL_BACKLOG: usize = 1 << 20;
+pub(crate) const ARRIVAL_BACKLOG: usize = 1 << 20;
 
 /// How long sections still open at the end of a time-limited run may go on before they are
 /// cut short (and counted as interrupted): three TTLs, at least 5 s, at most 60 s.
-pub fn end_grace(ttl_ms: u64) -> Duration {
+pub(crate) fn end_grace(ttl_ms: u64) -> Duration {
     Duration::from_millis(ttl_ms.saturating_mul(3).clamp(5_000, 60_000))
 }

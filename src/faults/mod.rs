@@ -177,7 +177,7 @@ impl FaultControl {
 /// part: their windows are recorded as scheduled). A fault still on when the variant ends is
 /// undone then. `until` is the variant's planned end, where it has one: a pause of a server
 /// given by URL cannot be lifted early, so it is cut to that end when it is sent.
-pub async fn drive(
+pub(crate) async fn drive(
     faults: Vec<Fault>,
     control: FaultControl,
     start: Instant,
@@ -368,7 +368,7 @@ async fn wait_until(t: Instant, done: &mut tokio::sync::watch::Receiver<bool>) -
 }
 
 /// The settings of a fault in words.
-pub fn detail(f: &Fault) -> String {
+pub(crate) fn detail(f: &Fault) -> String {
     let c = |us: u64| units::fmt_us(us, units::Style::Compact);
     match f.kind {
         FaultKind::Latency if f.jitter_us > 0 => {
@@ -431,7 +431,10 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
 }
 
 /// Writes `faults.csv`: one row per window of every variant.
-pub fn write_csv(path: &std::path::Path, rows: &[(String, FaultWindow)]) -> anyhow::Result<()> {
+pub(crate) fn write_csv(
+    path: &std::path::Path,
+    rows: &[(String, FaultWindow)],
+) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_path(path)
         .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     w.write_record([

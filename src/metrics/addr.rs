@@ -3,12 +3,12 @@
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// What `metrics` accepts, for error messages.
-pub const VALID: &str = "a port (9464, :9464: 127.0.0.1), HOST:PORT with an IP address \
+pub(crate) const VALID: &str = "a port (9464, :9464: 127.0.0.1), HOST:PORT with an IP address \
                          (127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464 with --allow-remote) or \
                          localhost:PORT; port 0 picks a free port";
 
 /// Parses a `metrics` address. A port alone binds loopback (127.0.0.1).
-pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+pub(crate) fn parse_addr(text: &str) -> Result<SocketAddr, String> {
     let t = text.trim();
     let bad = || format!("`{text}` is not a metrics address: use {VALID}");
     let port_only = t.strip_prefix(':').unwrap_or(t);

@@ -10,11 +10,13 @@
 //! The listener is bound before the run starts (a taken port is bad input, exit 2), and the
 //! endpoint stays up until the run's files are written ([`Endpoint::close`]).
 
-pub mod addr;
-pub mod board;
+pub(crate) mod addr;
+pub(crate) mod board;
 pub mod table;
 
-pub use board::{Board, Labels, Live};
+pub use board::Board;
+pub use board::Labels;
+pub(crate) use board::Live;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -29,12 +31,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// The content type of OpenMetrics text.
-pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Why the endpoint could not start: bad input (exit 2), naming the flag.
 #[derive(Debug, thiserror::Error)]
 #[error("--metrics {addr}: {why}")]
-pub struct MetricsError {
+pub(crate) struct MetricsError {
     /// The address asked for.
     pub addr: String,
     /// What is wrong and what would be valid.
@@ -60,7 +62,7 @@ struct Scrapes {
 }
 
 /// A bound, serving metrics endpoint.
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The values it serves.
     pub board: Arc<Board>,
     addr: SocketAddr,
@@ -88,7 +90,7 @@ impl Endpoint {
     /// Binds `addr` (loopback unless `allow_remote`) and serves `/metrics` on the current
     /// runtime. Fails, as bad input naming `--metrics`, on a non-loopback address without
     /// `--allow-remote` and on an address that cannot be bound (taken, not this machine's).
-    pub fn start(addr: SocketAddr, allow_remote: bool) -> Result<Endpoint, MetricsError> {
+    pub(crate) fn start(addr: SocketAddr, allow_remote: bool) -> Result<Endpoint, MetricsError> {
         let err = |why: String| MetricsError {
             addr: addr.to_string(),
             why,
@@ -131,13 +133,8 @@ impl Endpoint {
         })
     }
 
-    /// The address it listens on (the port chosen when 0 was asked for).
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
     /// Its URL, `http://ADDR/metrics`.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}/metrics", self.addr)
     }
 
@@ -145,7 +142,7 @@ impl Endpoint {
     /// `wait` (not after an interrupt), first waits (at most twice the interval seen between
     /// scrapes, 1–60 s) for one scrape after this call, so the last scrape holds the final
     /// values; `say` tells the terminal so.
-    pub async fn close(self, wait: bool, say: bool) {
+    pub(crate) async fn close(self, wait: bool, say: bool) {
         let seen = self.scrapes.count.load(Relaxed);
         if seen > 0 && wait {
             if say {

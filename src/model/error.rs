@@ -71,7 +71,7 @@ impl CmdError {
 }
 
 /// Result of one command.
-pub type CmdResult<T> = Result<T, CmdError>;
+pub(crate) type CmdResult<T> = Result<T, CmdError>;
 
 /// Text from outside (a server's error, a driver's stderr, a script's reply) made safe for a
 /// terminal: control characters are written as `\u{1b}` escapes, so a reply cannot move the

@@ -13,19 +13,19 @@
 //!   extension, acquisition) and its timeouts; `crate::profile` holds the plan and its other parts.
 
 pub(crate) mod arrivals;
-pub mod client;
-pub mod error;
+pub(crate) mod client;
+pub(crate) mod error;
 pub(crate) mod fault;
-pub mod plan;
-pub mod release;
-pub mod script;
+pub(crate) mod plan;
+pub(crate) mod release;
+pub(crate) mod script;
 pub(crate) mod server;
 pub(crate) mod shards;
 pub(crate) mod units;
-pub mod variant;
+pub(crate) mod variant;
 
 /// The one spelling of a closed choice, clap's and serde's (both kebab-case): `per-worker`.
-pub fn spelling<T: clap::ValueEnum>(v: &T) -> String {
+pub(crate) fn spelling<T: clap::ValueEnum>(v: &T) -> String {
     v.to_possible_value()
         .expect("no variant is skipped")
         .get_name()

@@ -124,7 +124,7 @@ impl ReleaseOutcome {
 
 /// Why a release found the holder's key no longer holding its token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LostKey {
+pub(crate) enum LostKey {
     /// The TTL had run out since the `SET` was sent: the key may have expired at the server.
     /// This is a *stale release*.
     Expired,
@@ -152,7 +152,7 @@ pub enum StaleRule {
 /// Why the reply and not the send: the server ran the release somewhere in its round trip,
 /// so a key can expire while the release is on its way. Only a release that was answered
 /// before the key could have expired proves that someone else deleted it.
-pub fn lost_key(set_sent_us: u64, reply_us: u64, ttl_us: u64) -> LostKey {
+pub(crate) fn lost_key(set_sent_us: u64, reply_us: u64, ttl_us: u64) -> LostKey {
     if reply_us >= set_sent_us.saturating_add(ttl_us) {
         LostKey::Expired
     } else {
@@ -163,7 +163,7 @@ pub fn lost_key(set_sent_us: u64, reply_us: u64, ttl_us: u64) -> LostKey {
 /// What one classified release adds to the figures besides its outcome's own counter. The
 /// live run and `lockbench report`'s recount both tally through this, so they cannot drift.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Tally {
+pub(crate) struct Tally {
     /// A stale release: the key was gone after its TTL ran out.
     pub stale: bool,
     /// … by a section that did not overrun.
@@ -174,7 +174,7 @@ pub struct Tally {
 
 /// Tallies a release: `overrun` is d > TTL; the times (µs, one clock: the `SET` sent, the
 /// release's reply received) place a missing key.
-pub fn tally(
+pub(crate) fn tally(
     o: ReleaseOutcome,
     overrun: bool,
     set_sent_us: u64,
@@ -198,7 +198,7 @@ pub fn tally(
 }
 
 /// Classifies the value `GETDEL` returned for a holder with token `own`.
-pub fn classify_getdel(removed: Option<&str>, own: &str) -> ReleaseOutcome {
+pub(crate) fn classify_getdel(removed: Option<&str>, own: &str) -> ReleaseOutcome {
     match removed {
         None => ReleaseOutcome::NothingDeleted,
         Some(v) if v == own => ReleaseOutcome::Released,
@@ -207,7 +207,7 @@ pub fn classify_getdel(removed: Option<&str>, own: &str) -> ReleaseOutcome {
 }
 
 /// Classifies the release script's reply (`1` deleted, `0` absent, `-1` held by another).
-pub fn classify_script(reply: i64) -> ReleaseOutcome {
+pub(crate) fn classify_script(reply: i64) -> ReleaseOutcome {
     match reply {
         1 => ReleaseOutcome::Released,
         0 => ReleaseOutcome::RefusedExpired,
@@ -216,7 +216,7 @@ pub fn classify_script(reply: i64) -> ReleaseOutcome {
 }
 
 /// Classifies a `DELEX key IFEQ token` reply (`1` deleted, `0` refused).
-pub fn classify_delex(reply: i64) -> ReleaseOutcome {
+pub(crate) fn classify_delex(reply: i64) -> ReleaseOutcome {
     if reply == 1 {
         ReleaseOutcome::Released
     } else {

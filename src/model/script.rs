@@ -112,7 +112,7 @@ fn quoted_bytes(text: &str) -> Vec<bool> {
 }
 
 /// `text` cut at every `sep` outside quotes (`GET {key} == "a==b"` is cut once).
-pub fn split_outside_quotes<'a>(text: &'a str, sep: &str) -> Vec<&'a str> {
+pub(crate) fn split_outside_quotes<'a>(text: &'a str, sep: &str) -> Vec<&'a str> {
     let inside = quoted_bytes(text);
     let mut parts = Vec::new();
     let mut start = 0;
@@ -142,7 +142,7 @@ crate::exit::classify!(BadCommand => BadInput);
 /// by white space; `"…"` with the escapes `\n \r \t \b \a \\ \" \xHH`; `'…'` with `\'` only; a
 /// closing quote must end the word. So `EVAL "x y" 1 {key}` is four arguments, as the user
 /// typed them into redis-cli.
-pub fn split_args(text: &str) -> Result<Vec<String>, BadCommand> {
+pub(crate) fn split_args(text: &str) -> Result<Vec<String>, BadCommand> {
     let b = text.as_bytes();
     let mut words = Vec::new();
     // As redis-cli: a closing quote ends its word.
@@ -352,7 +352,7 @@ fn fill(w: &str, key: &str, token: &str, ttl_ms: u64) -> String {
 }
 
 /// How a step given as commands is written in messages: `GET {key} == {token}; DEL {key}`.
-pub fn commands_text(steps: &[CommandStep]) -> String {
+pub(crate) fn commands_text(steps: &[CommandStep]) -> String {
     steps
         .iter()
         .map(|s| match &s.expect {
@@ -475,7 +475,7 @@ fn off_convention(s: &UserScript, reply: &ScriptReply, valid: &str) -> String {
 }
 
 /// An acquire script's reply: `Ok(true)` acquired, `Ok(false)` busy.
-pub fn classify_acquire(s: &UserScript, reply: &ScriptReply) -> Result<bool, String> {
+pub(crate) fn classify_acquire(s: &UserScript, reply: &ScriptReply) -> Result<bool, String> {
     match reply {
         ScriptReply::Int(1) | ScriptReply::Ok => Ok(true),
         ScriptReply::Int(0) | ScriptReply::Nil => Ok(false),
@@ -490,7 +490,7 @@ pub fn classify_acquire(s: &UserScript, reply: &ScriptReply) -> Result<bool, Str
 /// A release script's reply, judged against lockbench's timeline: `newer_holder` = a section
 /// of the key that opened after the releasing holder's was open as the release was sent, so
 /// the releasing holder's lock was already gone and anything deleted was another's.
-pub fn classify_release(
+pub(crate) fn classify_release(
     s: &UserScript,
     reply: &ScriptReply,
     newer_holder: bool,
@@ -509,7 +509,7 @@ pub fn classify_release(
 }
 
 /// An extend script's reply: `Ok(true)` re-armed, `Ok(false)` lost.
-pub fn classify_extend(s: &UserScript, reply: &ScriptReply) -> Result<bool, String> {
+pub(crate) fn classify_extend(s: &UserScript, reply: &ScriptReply) -> Result<bool, String> {
     match reply {
         ScriptReply::Int(1) => Ok(true),
         ScriptReply::Int(0) => Ok(false),

@@ -12,7 +12,7 @@ use super::stats::View;
 use serde::Serialize;
 
 /// The model behind the figures, in words (printed and in the JSON).
-pub const CRASH_MODEL: &str = "a crash falls uniformly within a measured section; the key \
+pub(crate) const CRASH_MODEL: &str = "a crash falls uniformly within a measured section; the key \
                                stays blocked until its TTL expires, assuming the next acquirer \
                                is waiting";
 

@@ -193,7 +193,11 @@ pub fn load_durations(path: &Path, opts: &LoadOptions) -> Result<Loaded, LoadErr
 
 /// Reads a CSV (events.csv or a plain one with a header line) from `reader`; `file` names it in
 /// errors.
-pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
+pub(crate) fn read_csv<R: Read>(
+    reader: R,
+    file: &str,
+    opts: &LoadOptions,
+) -> Result<Loaded, LoadError> {
     let fail = |p: Problem| data_err(file, p.line, p.column, p.message);
     let csv = DurationCsv::new(reader).map_err(fail)?;
     let events = csv.find("duration_us").is_some() && csv.find("acquired_us").is_some();
@@ -305,7 +309,7 @@ pub fn read_csv<R: Read>(reader: R, file: &str, opts: &LoadOptions) -> Result<Lo
 ///
 /// The counts are rebuilt from the `TotalCount` column: the values between two listed rows are
 /// counted at the upper one, so quantiles are exact at listed percentiles and rounded up between.
-pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
+pub(crate) fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
     const COLUMNS: [&str; 3] = ["Value", "Percentile", "TotalCount"];
     let unit = opts.unit.unwrap_or(Unit::Ms);
     let to_us = unit.ms() * 1000.0;
@@ -458,7 +462,11 @@ pub fn parse_hgrm(text: &str, file: &str, opts: &LoadOptions) -> Result<Loaded, 
 
 /// Parses an HdrHistogram interval log and merges its intervals (only those tagged `opts.tag`
 /// when set). Values are in `opts.unit` (default µs, as lockbench writes them).
-pub fn parse_hlog(bytes: &[u8], file: &str, opts: &LoadOptions) -> Result<Loaded, LoadError> {
+pub(crate) fn parse_hlog(
+    bytes: &[u8],
+    file: &str,
+    opts: &LoadOptions,
+) -> Result<Loaded, LoadError> {
     let unit = opts.unit.unwrap_or(Unit::Us);
     let mut merged: Option<Histogram<u64>> = None;
     let mut tags = BTreeSet::new();

@@ -42,14 +42,22 @@ mod models;
 mod print;
 mod stats;
 
-pub use crash::{BlockedPerCrash, CRASH_MODEL, CrashCost, expected_blocked_ms};
-pub use durations::{
-    InputInfo, InputKind, LoadError, LoadOptions, Loaded, Samples, load_durations, parse_hgrm,
-    parse_hlog, read_csv,
-};
-pub use models::{Model, ModelFit, TailCheck};
+pub(crate) use crash::CRASH_MODEL;
+pub(crate) use crash::CrashCost;
+pub use crash::expected_blocked_ms;
+pub(crate) use durations::InputInfo;
+pub use durations::InputKind;
+pub(crate) use durations::LoadError;
+pub use durations::LoadOptions;
+pub use durations::Samples;
+pub use durations::load_durations;
+pub(crate) use models::Model;
+pub(crate) use models::ModelFit;
 pub use print::print_recommendation;
-pub use stats::{binom_cdf, max_exceedances, samples_needed, upper_bound};
+pub(crate) use stats::binom_cdf;
+pub(crate) use stats::max_exceedances;
+pub(crate) use stats::samples_needed;
+pub(crate) use stats::upper_bound;
 
 use models::{
     AD_CRITICAL_GPD, AD_CRITICAL_LOGNORMAL, Candidate, MIN_TAIL, Tail, fit_gpd, fit_lognormal,
@@ -63,10 +71,10 @@ use stats::View;
 // ---------------------------------------------------------------------------------------------
 
 /// The shortest TTL Redis can set (`PX` takes whole milliseconds ≥ 1).
-pub const MIN_TTL_MS: f64 = 1.0;
+pub(crate) const MIN_TTL_MS: f64 = 1.0;
 
 /// Rate assumed when none is given (sections per second).
-pub const DEFAULT_RATE_PER_S: f64 = 10.0;
+pub(crate) const DEFAULT_RATE_PER_S: f64 = 10.0;
 
 /// Validated parameters of a recommendation.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -644,6 +652,7 @@ fn in_practice(
 mod tests {
     use super::*;
     use crate::record::new_hist;
+    use crash::BlockedPerCrash;
 
     pub(super) fn exact(values: &[f64]) -> Samples {
         Samples::from_ms(values.to_vec())

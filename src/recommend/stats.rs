@@ -19,7 +19,7 @@ fn log_add(a: f64, b: f64) -> f64 {
 }
 
 /// `P(Binomial(n, p) ≤ j)`.
-pub fn binom_cdf(j: u64, n: u64, p: f64) -> f64 {
+pub(crate) fn binom_cdf(j: u64, n: u64, p: f64) -> f64 {
     if j >= n || p <= 0.0 {
         return 1.0;
     }
@@ -46,7 +46,7 @@ pub fn binom_cdf(j: u64, n: u64, p: f64) -> f64 {
 ///
 /// With `j` values allowed above it, the order statistic `x_(n−j)` has `P(X > x_(n−j)) ≤ q` with
 /// confidence `1 − alpha`.
-pub fn max_exceedances(n: u64, q: f64, alpha: f64) -> Option<u64> {
+pub(crate) fn max_exceedances(n: u64, q: f64, alpha: f64) -> Option<u64> {
     if n == 0 || !(q > 0.0 && q < 1.0) || !(alpha > 0.0 && alpha < 1.0) {
         return None;
     }
@@ -92,7 +92,7 @@ pub fn max_exceedances(n: u64, q: f64, alpha: f64) -> Option<u64> {
 
 /// Samples needed for the max alone to support `target` with `confidence`:
 /// the smallest `n` with `(1 − target)^n ≤ 1 − confidence`.
-pub fn samples_needed(target: f64, confidence: f64) -> u64 {
+pub(crate) fn samples_needed(target: f64, confidence: f64) -> u64 {
     let r = (1.0 - confidence).ln() / (-target).ln_1p();
     if r.is_finite() && r > 0.0 {
         // Guard against r landing a hair above an integer through rounding.
@@ -110,7 +110,7 @@ pub fn samples_needed(target: f64, confidence: f64) -> u64 {
 
 /// One-sided upper confidence bound (Clopper–Pearson) on a probability after `j` events in `n`
 /// trials.
-pub fn upper_bound(j: u64, n: u64, confidence: f64) -> f64 {
+pub(crate) fn upper_bound(j: u64, n: u64, confidence: f64) -> f64 {
     if n == 0 || j >= n {
         return 1.0;
     }

@@ -37,9 +37,8 @@ pub mod run_dir;
 pub(crate) mod terminal;
 pub(crate) mod verify;
 
-pub use palette::method_colour;
 pub use run_dir::ReportError;
-pub use verify::Mismatch;
+pub(crate) use verify::Mismatch;
 
 use crate::results::SummaryFile;
 use charts::acquire_latency::PercentileCurve;
@@ -81,19 +80,19 @@ pub struct Rendered {
 }
 
 /// Chart file names.
-pub const DURATIONS_PNG: &str = "durations.png";
+pub(crate) const DURATIONS_PNG: &str = "durations.png";
 /// Survival chart.
-pub const SURVIVAL_PNG: &str = "survival.png";
+pub(crate) const SURVIVAL_PNG: &str = "survival.png";
 /// Timeline chart.
-pub const TIMELINE_PNG: &str = "timeline.png";
+pub(crate) const TIMELINE_PNG: &str = "timeline.png";
 /// Acquire-latency chart.
-pub const ACQUIRE_PNG: &str = "acquire-latency.png";
+pub(crate) const ACQUIRE_PNG: &str = "acquire-latency.png";
 /// Comparison chart.
-pub const COMPARE_PNG: &str = "compare.png";
+pub(crate) const COMPARE_PNG: &str = "compare.png";
 /// Damage chart.
-pub const DAMAGE_PNG: &str = "damage.png";
+pub(crate) const DAMAGE_PNG: &str = "damage.png";
 /// The page.
-pub const REPORT_HTML: &str = "report.html";
+pub(crate) const REPORT_HTML: &str = "report.html";
 
 /// Variants in run order: the manifest's first, then any other found in the events.
 fn ordered<'a>(run: &RunFiles, scan: &'a EventScan) -> Vec<&'a VariantEvents> {
@@ -232,14 +231,14 @@ fn timeline_of(
 /// Rebuilds every chart and `report.html` from the files of `dir`, in memory that does not
 /// grow with the run's length. Does not check `summary.json` against `events.csv` (see
 /// [`render_and_verify`]).
-pub fn render(dir: &Path) -> anyhow::Result<Rendered> {
+pub fn render_report(dir: &Path) -> anyhow::Result<Rendered> {
     draw(dir, None)
 }
 
 /// [`verify`], then [`render`] with the result on the page: what `lockbench report` does.
 /// The check's memory (every section's interval) is freed before drawing begins.
 pub fn render_and_verify(dir: &Path) -> anyhow::Result<Rendered> {
-    let mismatches = verify(dir)?;
+    let mismatches = verify_report(dir)?;
     draw(dir, Some(mismatches))
 }
 
@@ -503,7 +502,7 @@ fn data_files(dir: &Path) -> anyhow::Result<Vec<String>> {
 /// differ from `summary.json`. Exact, so its memory grows with the run (every section's
 /// interval): only `lockbench report` runs it. A run without `events.csv` cannot be checked:
 /// that is an error saying so.
-pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
+pub fn verify_report(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
     let run = RunFiles::open(dir)?;
     let events = dir.join("events.csv");
     if !events.exists() {
@@ -523,5 +522,5 @@ pub fn verify(dir: &Path) -> anyhow::Result<Vec<Mismatch>> {
 /// run's data is already on disk when this fails; the caller must still say so and fail (a
 /// report missing without a word is how a full disk went unnoticed).
 pub fn render_after_run(dir: &Path) -> anyhow::Result<Rendered> {
-    render(dir)
+    render_report(dir)
 }

@@ -5,7 +5,7 @@ use plotters::style::RGBColor;
 
 /// The colour of a release method (or any variant name): `del` red, `token` blue, `delex`
 /// purple; other names get a stable colour from a small fallback set.
-pub fn method_colour(name: &str) -> RGBColor {
+pub(crate) fn method_colour(name: &str) -> RGBColor {
     // A variant on one server of a compare across servers keeps its method's colour.
     let name = name.split('@').next().unwrap_or(name);
     match name {

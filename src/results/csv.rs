@@ -84,7 +84,7 @@ fn joined(v: &[u64]) -> String {
 
 /// Columns of `summary.csv` (one row per variant): the run's facts, every figure of
 /// [`figures()`], percentiles, then Redlock's block.
-pub fn csv_columns() -> Vec<&'static str> {
+pub(crate) fn csv_columns() -> Vec<&'static str> {
     let meta = META_COLUMNS.iter().map(|(n, _)| *n);
     let figs = figures().into_iter().map(|f| f.name);
     let quant = QUANTILE_COLUMNS.iter().map(|(n, _)| *n);
@@ -93,7 +93,7 @@ pub fn csv_columns() -> Vec<&'static str> {
 }
 
 /// The `summary.csv` cells of one summary, in [`csv_columns`] order.
-pub fn csv_row(s: &Summary) -> Vec<String> {
+pub(crate) fn csv_row(s: &Summary) -> Vec<String> {
     let meta = META_COLUMNS.iter().map(|(_, f)| f(s));
     let figs = figures().into_iter().map(|f| f.value(s));
     let quant = QUANTILE_COLUMNS.iter().map(|(_, f)| num(f(s)));
@@ -109,7 +109,7 @@ pub fn write_summary_csv_file(dir: &Path, summaries: &[Summary]) -> anyhow::Resu
 }
 
 /// Writes `summary.csv` with one row per variant.
-pub fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Result<()> {
+pub(crate) fn write_summary_csv<W: Write>(w: W, summaries: &[Summary]) -> anyhow::Result<()> {
     let mut w = csv::Writer::from_writer(w);
     w.write_record(csv_columns())?;
     for s in summaries {

@@ -13,7 +13,7 @@ use tokio::sync::mpsc::error::TryRecvError;
 const DRAIN_NAP: Duration = Duration::from_millis(2);
 
 /// The writer thread's name (15 bytes at most: the kernel's limit).
-pub const THREAD_NAME: &str = "lockbench-event";
+pub(crate) const THREAD_NAME: &str = "lockbench-event";
 
 /// A row of `events.csv` cannot be read: the file was truncated (a run killed mid-write) or
 /// edited. The line number is the file's, header included.
@@ -132,7 +132,7 @@ fn header_line() -> String {
 /// (a test compares them), without serde: numbers through a digit buffer, words as they are.
 /// A word that would need quoting (a comma, quote or line break: never one lockbench writes)
 /// takes the csv crate's path instead.
-pub fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
+pub(crate) fn encode_row(out: &mut Vec<u8>, r: &EventRow) {
     let words = [&*r.variant, &*r.release, &*r.read, &*r.write];
     if words
         .iter()
@@ -302,7 +302,7 @@ fn csv_error(path: &Path, e: csv::Error) -> anyhow::Error {
 }
 
 /// Calls `f` with every row of an `events.csv`, in file order. Errors name the file and line.
-pub fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Result<()> {
+pub(crate) fn for_each_event(path: &Path, mut f: impl FnMut(&EventRow)) -> anyhow::Result<()> {
     let file = crate::inputs::open(path, crate::inputs::FileKind::Events)?;
     let mut rdr = csv::Reader::from_reader(std::io::BufReader::with_capacity(1 << 16, file));
     let mut row = csv::StringRecord::new();

@@ -11,13 +11,17 @@
 
 pub(crate) mod agents;
 pub(crate) mod csv;
-pub mod events;
+pub(crate) mod events;
 pub(crate) mod hgrm;
 pub mod hlog;
 
-pub use csv::{csv_columns, csv_row, write_summary_csv, write_summary_csv_file};
-pub use events::{EventsWriter, for_each_event};
-pub use hgrm::{write_hgrm, write_hgrms};
+pub(crate) use csv::csv_columns;
+pub(crate) use csv::csv_row;
+pub use csv::write_summary_csv_file;
+pub use events::EventsWriter;
+pub(crate) use events::for_each_event;
+pub use hgrm::write_hgrm;
+pub use hgrm::write_hgrms;
 
 use crate::analysis::summary::Summary;
 use crate::profile::Plan;
@@ -32,13 +36,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// A run id sortable by time, with 32 random bits so runs started in the same second against
 /// one server never share a key prefix: `20261202T153012Z-3f9a07c2`.
-pub fn run_id(now: SystemTime) -> String {
+pub(crate) fn run_id(now: SystemTime) -> String {
     format!("{}-{:08x}", utc_stamp(now, true), rand::random::<u32>())
 }
 
 /// UTC time to the second as RFC 3339, `2026-12-02T15:30:12Z`, or compact,
 /// `20261202T153012Z` (run ids, file names).
-pub fn utc_stamp(t: SystemTime, compact: bool) -> String {
+pub(crate) fn utc_stamp(t: SystemTime, compact: bool) -> String {
     // Out of jiff's range (years beyond ±9999) only for a clock gone mad: clamp.
     let ts = jiff::Timestamp::try_from(t).unwrap_or(if t < UNIX_EPOCH {
         jiff::Timestamp::MIN
@@ -138,14 +142,14 @@ pub struct SummaryFile {
 }
 
 /// Creates the output directory (and parents).
-pub fn create_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("cannot create output directory {}", dir.display()))
 }
 
 /// Files a run, `lockbench report` or a sweep writes at the top of its directory (besides the
 /// per-metric `.hgrm`/`.hlog` files, see [`is_run_file`]).
-pub const RUN_FILES: &[&str] = &[
+pub(crate) const RUN_FILES: &[&str] = &[
     "manifest.json",
     "summary.json",
     "summary.csv",
@@ -165,7 +169,7 @@ pub const RUN_FILES: &[&str] = &[
 
 /// An output directory lockbench will not write into; bad input (exit code 2).
 #[derive(Debug, thiserror::Error)]
-pub enum OutDirError {
+pub(crate) enum OutDirError {
     /// The directory holds an earlier run: appending would mix two runs in `events.csv` and the
     /// `.hlog` files while `summary.json` is replaced.
     #[error(
@@ -200,7 +204,7 @@ crate::exit::classify!(OutDirError => BadInput);
 
 /// `name` is a file lockbench writes into a run directory: one of [`RUN_FILES`], or
 /// `<metric>.hlog`, `<metric>.hgrm`, `<metric>-<variant>.hgrm`.
-pub fn is_run_file(name: &str) -> bool {
+pub(crate) fn is_run_file(name: &str) -> bool {
     if RUN_FILES.contains(&name) {
         return true;
     }
@@ -227,7 +231,7 @@ pub fn is_run_file(name: &str) -> bool {
 /// is. A directory holding an earlier lockbench run (its files, and for a sweep its `ttl-…`
 /// cell directories) is refused, or with `force` those files are deleted first. Anything
 /// lockbench did not write is never deleted: its presence refuses the directory, `force` or not.
-pub fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
+pub(crate) fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
     if !dir.exists() {
         return create_dir(dir);
     }
@@ -281,7 +285,7 @@ pub fn prepare_dir(dir: &Path, force: bool) -> anyhow::Result<()> {
 /// Deletes the files of [`is_run_file`] at the top of `dir`, as far as it can: a run that
 /// ended before anything ran leaves its `--out` as it found it (it refused any such file
 /// there at its start, [`prepare_dir`]).
-pub fn remove_run_files(dir: &Path) {
+pub(crate) fn remove_run_files(dir: &Path) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -335,7 +339,7 @@ fn classify_dir(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
 
 /// Creates `path` and writes it through a buffer with `body`. Every error names the file,
 /// including the final flush: with a buffer, that is where a full disk shows up.
-pub fn write_file(
+pub(crate) fn write_file(
     path: &Path,
     body: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {

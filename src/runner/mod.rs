@@ -100,7 +100,7 @@ pub struct RunOutcome {
 }
 
 /// One server a run measures: how to connect, what breaks it, which binary it runs.
-pub struct Target<'a, K> {
+pub(crate) struct Target<'a, K> {
     /// Opens connections to it.
     pub connector: &'a K,
     /// What the fault schedule breaks it with.
@@ -509,7 +509,7 @@ async fn leave(opts: &RunOptions, manifest: &mut Manifest) {
 /// Runs every variant on every target (same seed and workload on each; with several servers a
 /// variant's name gets `@<server>`). A method a server lacks is refused before anything runs
 /// — with one server, as bad input; with several, as a skipped cell while the others run.
-pub async fn run_on<K: Connector>(
+pub(crate) async fn run_on<K: Connector>(
     targets: &[Target<'_, K>],
     kind: &str,
     plan: &Plan,

@@ -9,11 +9,11 @@
 
 /// The longest length line (`$…`, `*…`) waited for: a number has ended long before, so more
 /// bytes without its `\r\n` is not RESP (and the buffer would grow without bound).
-pub const MAX_LINE: usize = 64 * 1024;
+pub(crate) const MAX_LINE: usize = 64 * 1024;
 
 /// Why bytes are not a RESP reply: the words the link puts after `bad reply: `.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BadFrame(pub &'static str);
+pub(crate) struct BadFrame(pub &'static str);
 
 impl std::fmt::Display for BadFrame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -24,7 +24,7 @@ impl std::fmt::Display for BadFrame {
 /// The length of the first complete RESP2/RESP3 reply in `buf`; `Ok(None)` while not all of
 /// it is there. An attribute map (`|`) is a frame of its own, before the reply it describes:
 /// the watch forwards it as it is and matches the reply after it.
-pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, BadFrame> {
+pub(crate) fn frame_len(buf: &[u8]) -> Result<Option<usize>, BadFrame> {
     let mut pos = 0;
     // Values still to read: one, plus the elements of the aggregates met on the way.
     let mut pending: u64 = 1;

@@ -4,15 +4,15 @@
 //! together [`LockConn`] — so the same worker loop and the same demo drive a real Redis
 //! ([`redis`]) and the in-process model ([`memory`]).
 
-pub mod apart;
+pub(crate) mod apart;
 pub(crate) mod cluster;
-pub mod frame;
-pub mod memory;
-pub mod pipe;
-pub mod redis;
-pub mod redlock;
-pub mod spawn;
-pub mod spawn_cluster;
+pub(crate) mod frame;
+pub(crate) mod memory;
+pub(crate) mod pipe;
+pub(crate) mod redis;
+pub(crate) mod redlock;
+pub(crate) mod spawn;
+pub(crate) mod spawn_cluster;
 
 use crate::model::error::{CmdError, CmdResult, ErrorKind};
 use crate::model::release::{self, ExtendCommand};
@@ -294,7 +294,7 @@ pub trait KeySweep: Send {
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.
-pub fn glob_escape(text: &str) -> String {
+pub(crate) fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         if matches!(c, '*' | '?' | '[' | ']' | '\\') {
@@ -343,7 +343,7 @@ pub enum WriteOutcome {
 }
 
 /// The fence argument of the resource scripts: the fence in decimal, or `-` for none.
-pub fn fence_arg(fence: Option<u64>) -> String {
+pub(crate) fn fence_arg(fence: Option<u64>) -> String {
     fence.map_or_else(|| "-".to_string(), |f| f.to_string())
 }
 
@@ -417,12 +417,12 @@ if v then return -1 end \
 return 0";
 
 /// The article's compare-and-delete, verbatim; the demo shows it with its real replies.
-pub const CANONICAL_CAD_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+pub(crate) const CANONICAL_CAD_LUA: &str = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /// Fenced acquisition: `SET NX PX` and, only if it set the key, `INCR` of the key's fence
 /// counter, and with a third key the new fence registered at that resource. KEYS: lock, fence
 /// counter[, resource]. ARGV: token, ttl in ms. Reply: the new fence, or nil.
-pub const FENCED_ACQUIRE_LUA: &str = "\
+pub(crate) const FENCED_ACQUIRE_LUA: &str = "\
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local f = redis.call('incr', KEYS[2])
   if KEYS[3] then
@@ -436,7 +436,7 @@ return false";
 /// Read of the resource hash, registering the reader's fence unless ARGV[1] is `-`.
 /// KEYS: resource. ARGV: fence or `-`. Reply: `{1, value}` read, `{0, highest}` refused.
 /// Fences and values are compared as Lua numbers: exact below 2^53.
-pub const RESOURCE_READ_LUA: &str = "\
+pub(crate) const RESOURCE_READ_LUA: &str = "\
 local r = redis.call('hmget', KEYS[1], 'value', 'fence')
 local v, f = tonumber(r[1] or '0'), tonumber(r[2] or '0')
 if ARGV[1] ~= '-' then
@@ -451,7 +451,7 @@ return {1, v}";
 /// KEYS: resource, lock. ARGV: token, fence or `-`, value.
 /// Reply: `{1, 1}` accepted from the holder, `{1, 2}` accepted while another holder had the
 /// lock, `{1, 0}` accepted while nobody had it (both unsafe), `{0, highest}` refused.
-pub const RESOURCE_WRITE_LUA: &str = "\
+pub(crate) const RESOURCE_WRITE_LUA: &str = "\
 local f = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
 if ARGV[2] ~= '-' then
   local g = tonumber(ARGV[2])
@@ -467,7 +467,7 @@ return {1, 0}";
 /// The resource write of [`RESOURCE_WRITE_LUA`] for a resource apart from the lock: the same
 /// fence check, no look at the lock. KEYS: resource. ARGV: fence or `-`, value. Reply: `{1, 3}`
 /// written, `{0, highest}` refused.
-pub const RESOURCE_WRITE_APART_LUA: &str = "\
+pub(crate) const RESOURCE_WRITE_APART_LUA: &str = "\
 local f = tonumber(redis.call('hget', KEYS[1], 'fence') or '0')
 if ARGV[1] ~= '-' then
   local g = tonumber(ARGV[1])
@@ -479,7 +479,7 @@ return {1, 3}";
 
 /// Compare-and-`PEXPIRE`: re-arms the lock only if it holds the token.
 /// KEYS: lock. ARGV: token, ttl in ms. Reply: 1 re-armed, 0 absent or another's.
-pub const EXTEND_LUA: &str = "\
+pub(crate) const EXTEND_LUA: &str = "\
 if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('pexpire', KEYS[1], ARGV[2])
 end
@@ -552,7 +552,7 @@ async fn run_commands<C: LockCommands + UserScripts>(
 }
 
 /// Takes the lock with the user's acquire script: `true` acquired, `false` busy.
-pub async fn acquire_by_script<C: LockCommands + UserScripts>(
+pub(crate) async fn acquire_by_script<C: LockCommands + UserScripts>(
     conn: &mut C,
     script: &UserScript,
     key: &str,
@@ -564,7 +564,7 @@ pub async fn acquire_by_script<C: LockCommands + UserScripts>(
 }
 
 /// Re-arms a held lock with `how`, or with the user's extend script when there is one.
-pub async fn extend_by<C: LockCommands + UserScripts>(
+pub(crate) async fn extend_by<C: LockCommands + UserScripts>(
     conn: &mut C,
     how: ExtendCommand,
     script: Option<&UserScript>,
@@ -584,7 +584,7 @@ pub async fn extend_by<C: LockCommands + UserScripts>(
 /// Sends the release for `method` and classifies the server's reply. The `script` method runs
 /// the user's release script (`user`), whose `1` is judged by `newer_holder` (see
 /// [`script::classify_release`]): lockbench's timeline, not the script's word.
-pub async fn release<C: LockCommands + UserScripts>(
+pub(crate) async fn release<C: LockCommands + UserScripts>(
     conn: &mut C,
     method: release::ReleaseMethod,
     user: Option<&UserScript>,

@@ -28,7 +28,7 @@ use tokio::sync::oneshot;
 
 /// Commands queued before they are written at once rather than when the connection's task
 /// next runs: the server starts on them while the client prepares the rest of the batch.
-pub const FLUSH_AT: usize = 8;
+pub(crate) const FLUSH_AT: usize = 8;
 
 /// Where the link connects (from the URL).
 #[derive(Debug, Clone)]
@@ -414,7 +414,7 @@ fn frame_len(buf: &[u8]) -> io::Result<Option<usize>> {
 
 /// One complete reply as redis-rs's value: the lock cycle's replies (`+OK`, `:n`, `$-1`)
 /// directly, anything else through redis-rs's parser.
-pub fn decode(frame: &[u8]) -> RedisResult<Value> {
+pub(crate) fn decode(frame: &[u8]) -> RedisResult<Value> {
     match frame {
         b"+OK\r\n" => return Ok(Value::Okay),
         b"$-1\r\n" | b"_\r\n" | b"*-1\r\n" => return Ok(Value::Nil),

@@ -19,8 +19,9 @@ mod user_scripts;
 use crate::target::redact_url;
 use crate::target::{check_loopback, check_url};
 use anyhow::Context;
+pub(crate) use link::Link;
+pub(crate) use link::ServerLink;
 pub(crate) use link::scan_keys;
-pub use link::{Link, ServerLink};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, ConnectionAddr, Script};
 use std::sync::Arc;
@@ -243,7 +244,7 @@ impl Connector for RedisConnector {
 }
 
 /// What a failed connect most likely means, from the client's message.
-pub fn connect_hint(detail: &str) -> &'static str {
+pub(crate) fn connect_hint(detail: &str) -> &'static str {
     let d = detail.to_ascii_lowercase();
     if d.contains("max number of clients") {
         " (the server's maxclients is reached; --connection shared uses one connection)"

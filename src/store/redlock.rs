@@ -474,7 +474,7 @@ pub type Instances = Vec<Arc<tokio::sync::Mutex<super::spawn::SpawnedRedis>>>;
 
 /// Opens the plan's redlock: `instances` private servers started side by side, or one
 /// connector per URL (loopback only unless `allow_remote`).
-pub async fn open(
+pub async fn open_redlock(
     plan: &RedlockPlan,
     timeouts: super::Timeouts,
     allow_remote: bool,

@@ -55,7 +55,7 @@ pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// What to do when `redis-server` is missing.
-pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (Debian/Ubuntu: \
+pub(crate) const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it (Debian/Ubuntu: \
 `apt-get install -y redis-server`), pass --redis URL for an existing server, or use \
 --backend memory for the in-process model";
 
@@ -398,7 +398,7 @@ impl std::fmt::Display for Silent {
 impl std::error::Error for Silent {}
 
 /// Refuses a server binary that does not exist or is not an executable file, naming it.
-pub fn check_server_binary(exe: &std::path::Path) -> anyhow::Result<()> {
+pub(crate) fn check_server_binary(exe: &std::path::Path) -> anyhow::Result<()> {
     let meta = std::fs::metadata(exe)
         .map_err(|e| anyhow::anyhow!("server binary {}: {e}", exe.display()))?;
     use std::os::unix::fs::PermissionsExt;

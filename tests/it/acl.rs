@@ -5,11 +5,11 @@
 use crate::common;
 
 use common::*;
-use lockbench::model::release::ReleaseMethod::{self, Del, Token};
-use lockbench::runner::run_with;
-use lockbench::store::Timeouts;
-use lockbench::store::redis::RedisConnector;
-use lockbench::store::spawn::SpawnedRedis;
+use lockbench::RedisConnector;
+use lockbench::ReleaseMethod::{self, Del, Token};
+use lockbench::SpawnedRedis;
+use lockbench::Timeouts;
+use lockbench::run_with;
 
 /// Creates `user` with password `pw` and the given ACL rules.
 fn acl_user(server: &SpawnedRedis, user: &str, rules: &[&str]) {
@@ -29,7 +29,7 @@ async fn run_as(
     server: &SpawnedRedis,
     user: &str,
     method: ReleaseMethod,
-) -> Result<lockbench::runner::RunOutcome, String> {
+) -> Result<lockbench::RunOutcome, String> {
     let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
     let c = RedisConnector::new(&url, Timeouts::default(), false).unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -5,9 +5,9 @@ use crate::common;
 
 use common::*;
 use common::{Lockbench, Running};
-use lockbench::analysis::counts::Counts;
-use lockbench::analysis::summary::{Quantiles, Summary};
-use lockbench::results::SummaryFile;
+use lockbench::Counts;
+use lockbench::SummaryFile;
+use lockbench::{Quantiles, Summary};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -164,8 +164,7 @@ async fn two_agents_merge_like_one_process_of_twice_the_workers() {
         assert_eq!(q.count, q0.count + q1.count, "{name}");
         assert_eq!(q.max, q0.max.max(q1.max), "{name}");
     }
-    let logged =
-        lockbench::results::hlog::read_by_tag(&dir("results/pile/merged/durations.hlog")).unwrap();
+    let logged = lockbench::hlog::read_by_tag(&dir("results/pile/merged/durations.hlog")).unwrap();
     assert_eq!(logged[0].1.len(), 4);
 
     // Overlap: the same structure, and times within the stated bound.
@@ -367,12 +366,11 @@ async fn merging_twice_or_across_runs_is_refused() {
     assert_eq!(merged.variants[0].counts.sections, 12);
     assert_eq!(merged.merged.unwrap().agents[1].dir, "results/ra/agent-1");
     // Paired with one process: worker w's n-th section has its intended duration.
-    let dist = lockbench::dist::Dist::parse("uniform(1ms,3ms)")
+    let dist = lockbench::Dist::parse("uniform(1ms,3ms)")
         .unwrap()
         .sampler();
     for r in events(&cwd.join("results/ra/merged")) {
-        let want =
-            lockbench::engine::streams::intended_sequence(&dist, 7, r.worker, r.seq as usize + 1);
+        let want = lockbench::intended_sequence(&dist, 7, r.worker, r.seq as usize + 1);
         assert_eq!(
             r.intended_us, want[r.seq as usize],
             "worker {} seq {}",

@@ -6,12 +6,12 @@ use crate::common;
 use common::*;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use lockbench::ReleaseMethod::Token;
 use lockbench::analytic;
-use lockbench::model::release::ReleaseMethod::Token;
 
 fn timer_error_histogram(dir: &std::path::Path) -> hdrhistogram::Histogram<u64> {
     let bytes = std::fs::read(dir.join("timer-error.hlog")).unwrap();
-    let mut total = lockbench::record::new_hist();
+    let mut total = lockbench::new_hist();
     let mut de = Deserializer::new();
     for entry in IntervalLogIterator::new(&bytes) {
         if let Ok(LogEntry::Interval(h)) = entry {

@@ -3,8 +3,8 @@
 
 use crate::common;
 
-use lockbench::backend::Backend;
-use lockbench::runner::{RunOptions, RunWith};
+use lockbench::Backend;
+use lockbench::{RunOptions, RunWith};
 
 /// A 500 ms pause of the server: the p99 request latency, measured from each request's
 /// intended arrival, is at least the pause; the SET round trip, measured from the actual send
@@ -71,19 +71,16 @@ async fn request_latency_includes_the_wait_behind_a_paused_server() {
 /// bad input naming the field.
 #[test]
 fn arrivals_need_a_duration() {
-    let e = lockbench::profile::Profile::parse(
-        "arrivals = \"constant(10/s)\"\nsections = 10\n",
-        "t.toml",
-    )
-    .and_then(|p| {
-        p.plan(
-            "t.toml",
-            "arrivals = \"constant(10/s)\"\nsections = 10\n",
-            None,
-        )
-    })
-    .unwrap_err()
-    .to_string();
+    let e = lockbench::Profile::parse("arrivals = \"constant(10/s)\"\nsections = 10\n", "t.toml")
+        .and_then(|p| {
+            p.plan(
+                "t.toml",
+                "arrivals = \"constant(10/s)\"\nsections = 10\n",
+                None,
+            )
+        })
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("arrivals") && e.contains("duration"), "{e}");
 }
 

@@ -248,9 +248,10 @@ async fn rediss_url_reaches_a_tls_server() {
         "{}",
         String::from_utf8_lossy(&made.stderr)
     );
-    let server = common::Server::start(lockbench::store::spawn::SpawnedRedis::start_tls(
-        lockbench::store::spawn::TlsFiles { cert, key },
-    ))
+    let server = common::Server::start(lockbench::SpawnedRedis::start_tls(lockbench::TlsFiles {
+        cert,
+        key,
+    }))
     .await;
     let out_dir = dir.path().join("r");
     let o = lockbench(&[
@@ -446,7 +447,7 @@ fn bad_ttls_and_non_run_directories_are_bad_input() {
 /// "untagged enum OneOrMany"). Negative control: the right forms parse.
 #[test]
 fn profile_mistakes_are_named_in_the_profiles_words() {
-    use lockbench::profile::Profile;
+    use lockbench::Profile;
     for text in [
         "[fault]\n",
         "sections = 5\n\n[fault]\nkind = \"server-pause\"\nat = \"1s\"\n",
@@ -494,7 +495,7 @@ fn help_lists_the_lock_libraries() {
             .chain(lines.take_while(|l| !l.trim_start().starts_with('-')))
             .collect::<Vec<_>>()
             .join(" ");
-        for c in lockbench::model::client::Client::ALL {
+        for c in lockbench::Client::ALL {
             assert!(
                 help.contains(c.name()),
                 "{sub} --help's {flag} lacks {}: {help}",

@@ -510,7 +510,7 @@ fn crash_and_restart(server: &common::Server, lib: &str, step_ms: f64) {
         let rows = common::events(&dir);
         let crashed = rows
             .iter()
-            .filter(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
+            .filter(|r| r.outcome == lockbench::SectionOutcome::Crashed)
             .count() as u64;
         assert_eq!(crashed, crashes, "{s}");
         added.push((accepted(&mut admin) - before, crashes, s.clone()));
@@ -985,10 +985,7 @@ async fn every_library_keeps_contended_short_sections_apart() {
     let server = common::redis().await;
     let mut conn = common::sync_conn(&server);
     let tmp = tempfile::tempdir().unwrap();
-    let all: Vec<&str> = lockbench::model::client::Client::ALL
-        .iter()
-        .map(|c| c.name())
-        .collect();
+    let all: Vec<&str> = lockbench::Client::ALL.iter().map(|c| c.name()).collect();
     let releases = all.join(",");
     let o = common::lockbench(&["compare", "--redis", &server.url(), "--release", &releases])
         // Whole seconds for python-redis-lock; over 600 ms for redlock5's `using()`.

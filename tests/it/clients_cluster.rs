@@ -7,7 +7,7 @@
 use crate::cluster::keys_on;
 use crate::common;
 
-use lockbench::store::spawn_cluster::SpawnedCluster;
+use lockbench::SpawnedCluster;
 use std::path::Path;
 
 /// The summary of variant `name` in run `dir`.

@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::{check_contention, lockbench, summaries};
-use lockbench::analysis::summary::Summary;
-use lockbench::store::spawn_cluster::SpawnedCluster;
+use lockbench::SpawnedCluster;
+use lockbench::Summary;
 
 /// Keys on the cluster's masters (it is private: every key is the run's). Replicas are left
 /// out: they apply the cleanup's deletes a moment later.

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use lockbench::store::spawn::SpawnedRedis;
+use lockbench::SpawnedRedis;
 use std::path::Path;
 
 const PASSWORD: &str = "alpha/bravo#charlie?delta";

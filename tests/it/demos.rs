@@ -8,15 +8,15 @@
 use crate::common;
 
 use common::{redis, sync_conn};
-use lockbench::commands::demo::side_by_side::{RUN_ID, differences};
-use lockbench::commands::demo::{
+use lockbench::MemoryStore;
+use lockbench::RedisConnector;
+use lockbench::SpawnedRedis;
+use lockbench::Timeouts;
+use lockbench::demo::side_by_side::{RUN_ID, differences};
+use lockbench::demo::{
     Transcript, dedup_window, fail_open, one_time_token, setnx_expire, stale_release,
 };
-use lockbench::store::Timeouts;
-use lockbench::store::memory::MemoryStore;
-use lockbench::store::redis::RedisConnector;
-use lockbench::store::spawn::SpawnedRedis;
-use lockbench::store::{Connector, KeySweep, LockConn};
+use lockbench::{Connector, KeySweep, LockConn};
 use std::time::Duration;
 
 /// Runs `$scenario(&mut conn, backend_name)` on a fresh model and on a private server, and
@@ -40,7 +40,7 @@ fn dbsize(server: &SpawnedRedis) -> i64 {
 }
 
 /// (act, who, first word of the command, reply) of every step.
-fn rows(steps: &[lockbench::commands::demo::Step]) -> Vec<(String, String, String, String)> {
+fn rows(steps: &[lockbench::demo::Step]) -> Vec<(String, String, String, String)> {
     steps
         .iter()
         .map(|s| {
@@ -634,7 +634,7 @@ fn monitor(server: &SpawnedRedis) -> std::thread::JoinHandle<Vec<Vec<Vec<u8>>>> 
 /// story used: the next story's commands come after.
 fn assert_sent_as_shown(
     story: &str,
-    steps: &[lockbench::commands::demo::Step],
+    steps: &[lockbench::demo::Step],
     seen: &[Vec<Vec<u8>>],
 ) -> usize {
     let mut at = 0;
@@ -646,7 +646,7 @@ fn assert_sent_as_shown(
         if argv[0] == b"EVAL" {
             let text = String::from_utf8(argv[1].clone()).unwrap();
             argv[0] = b"EVALSHA".to_vec();
-            argv[1] = lockbench::commands::demo::cmd::sha(&text).into_bytes();
+            argv[1] = lockbench::demo::cmd::sha(&text).into_bytes();
         }
         let same = |c: &Vec<Vec<u8>>| {
             c.len() == argv.len() && c[0].eq_ignore_ascii_case(&argv[0]) && c[1..] == argv[1..]
@@ -676,7 +676,7 @@ fn assert_sent_as_shown(
 /// redis-cli reads it, is found in order among the commands MONITOR saw on a private server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_step_shown_is_the_command_the_server_ran() {
-    use lockbench::commands::demo::{FencingKeys, fencing};
+    use lockbench::demo::{FencingKeys, fencing};
     let server = redis().await;
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
     let mut c = conn.connect().await.unwrap();

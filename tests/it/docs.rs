@@ -6,7 +6,7 @@
 //! When the code changes, `LOCKBENCH_BLESS=1 cargo test --test it docs::` rewrites the blocks.
 
 use clap::CommandFactory;
-use lockbench::analysis::figures::{self, Check, Group, Unit};
+use lockbench::figures::{self, Check, Group, Unit};
 use std::collections::HashMap;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
@@ -288,7 +288,7 @@ fn flags_page_follows_the_command_line() {
 /// all, each between backticks. `header` is the table's header line (empty: the top level).
 fn table_keys(header: &str) -> Vec<String> {
     let probe = format!("{header}\nno_such_key = 1\n");
-    let err = lockbench::profile::Profile::parse(&probe, "probe.toml").unwrap_err();
+    let err = lockbench::Profile::parse(&probe, "probe.toml").unwrap_err();
     let expected = err.message.split(", expected").nth(1).unwrap_or_else(|| {
         panic!(
             "the profile's unknown-key error no longer lists the keys: {}",
@@ -336,7 +336,7 @@ fn key_rows(
                 .get(k)
                 .unwrap_or_else(|| panic!("profile key `{k}` has no doc comment"));
             // A top-level key's default comes from the table written at the field.
-            let doc = match flags.and(lockbench::profile::Profile::default_of(k)) {
+            let doc = match flags.and(lockbench::Profile::default_of(k)) {
                 Some(d) => format!("{} {}.", doc.trim_end_matches('.'), d.bracketed()),
                 None => doc.clone(),
             };
@@ -359,7 +359,7 @@ fn key_rows(
 /// the book that says a key's default is something else.
 #[test]
 fn defaults_are_written_once() {
-    use lockbench::profile::Profile;
+    use lockbench::Profile;
     let profile = include_str!("../../src/profile.rs");
     for (field, doc) in field_docs(profile, "Profile") {
         assert!(
@@ -509,7 +509,7 @@ fn exit_codes_page_follows_the_exit_table() {
 /// (`dist::FAMILIES`): one row per form of each family.
 #[test]
 fn distributions_page_follows_the_form_table() {
-    let rows: Vec<Vec<String>> = lockbench::dist::FAMILIES
+    let rows: Vec<Vec<String>> = lockbench::FAMILIES
         .iter()
         .flat_map(|family| {
             family.forms.iter().map(|form| {

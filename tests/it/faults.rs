@@ -4,10 +4,10 @@
 
 use crate::common;
 
-use lockbench::backend::{Backend, Store};
-use lockbench::model::variant::Variant;
-use lockbench::profile::Plan;
-use lockbench::runner::{RunOptions, RunOutcome, RunWith, run_with};
+use lockbench::Plan;
+use lockbench::Variant;
+use lockbench::{Backend, Store};
+use lockbench::{RunOptions, RunOutcome, RunWith, run_with};
 use std::path::Path;
 
 /// Runs `plan` on the backend it names (a private server, with the proxy when the schedule
@@ -39,7 +39,7 @@ async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcom
         assert!(keys.is_empty(), "keys left on the server: {keys:?}");
     }
     // Nor on the resource's own server.
-    if let Some(lockbench::backend::ResourceStore::Redis(_, Some(server))) = &backend.resource {
+    if let Some(lockbench::ResourceStore::Redis(_, Some(server))) = &backend.resource {
         let mut conn = redis::Client::open(server.url())
             .unwrap()
             .get_connection()
@@ -55,7 +55,7 @@ async fn run_faulted(plan: &Plan, variants: &[Variant], dir: &Path) -> RunOutcom
     }
     backend.close().await;
     assert_eq!(out.manifest.leftover_keys, None);
-    lockbench::report::render_after_run(dir).expect("report");
+    lockbench::render_after_run(dir).expect("report");
     // events.csv agrees with every recounted figure of summary.json.
     common::report_agrees(dir);
     for f in [
@@ -83,7 +83,7 @@ fn plan(toml: &str) -> Plan {
 }
 
 fn code(out: &RunOutcome) -> i32 {
-    lockbench::analysis::verdict::verdict(&out.summaries, out.manifest.interrupted, None).code
+    lockbench::verdict(&out.summaries, out.manifest.interrupted, None).code
 }
 
 /// A pause longer than the command timeout: the commands sent into it time out (counted, with
@@ -140,9 +140,7 @@ async fn server_restart_loses_locks_and_fence_counters_and_workers_reconnect() {
     assert!(again >= 1, "{rows:?}");
     // The pre-restart holder's lock was taken by the new one.
     assert!(rows.iter().any(|r| r.outcome
-        == lockbench::record::SectionOutcome::Release(
-            lockbench::model::release::ReleaseOutcome::RefusedHeldByOther
-        )));
+        == lockbench::SectionOutcome::Release(lockbench::ReleaseOutcome::RefusedHeldByOther)));
     assert_eq!(code(&out), 0);
 }
 
@@ -251,7 +249,7 @@ async fn setnx_expire_crashes_leave_stuck_locks_and_set_nx_px_does_not() {
         assert!(s.counts.crashes > 0, "{acquire}: no crash happened");
         let crashed = common::events(&tmp.path().join(acquire))
             .iter()
-            .filter(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
+            .filter(|r| r.outcome == lockbench::SectionOutcome::Crashed)
             .count() as u64;
         assert_eq!(crashed, s.counts.crashes);
         stuck.push((s.stuck_locks, s.counts.crashes));
@@ -326,7 +324,7 @@ async fn crash_blocked_time_is_the_rest_of_the_ttl() {
     assert_eq!(s.counts.crashes, 5);
     assert!(
         rows.iter()
-            .all(|r| r.outcome == lockbench::record::SectionOutcome::Crashed)
+            .all(|r| r.outcome == lockbench::SectionOutcome::Crashed)
     );
     let mut blocked = Vec::new();
     for pair in rows.windows(2) {
@@ -453,20 +451,17 @@ async fn a_url_server_pause_ends_with_the_run() {
 fn url_control(
     server: &common::Server,
     response: std::time::Duration,
-) -> (
-    lockbench::store::redis::RedisConnector,
-    lockbench::faults::FaultControl,
-) {
-    let c = lockbench::store::redis::RedisConnector::new(
+) -> (lockbench::RedisConnector, lockbench::FaultControl) {
+    let c = lockbench::RedisConnector::new(
         &server.url(),
-        lockbench::store::Timeouts {
+        lockbench::Timeouts {
             connect: std::time::Duration::from_secs(5),
             response,
         },
         false,
     )
     .unwrap();
-    let control = lockbench::faults::FaultControl {
+    let control = lockbench::FaultControl {
         admin: Some(c.clone()),
         ..Default::default()
     };
@@ -562,10 +557,10 @@ fn silent_throughout(out: &RunOutcome, dir: &Path, late_ms: f64, applied: &str) 
 }
 
 /// The timer error of a run, from its `summary.json`, and its stderr.
-fn timer_error_and_warning(args: &[&str]) -> (lockbench::analysis::summary::Quantiles, String) {
+fn timer_error_and_warning(args: &[&str]) -> (lockbench::Quantiles, String) {
     let tmp = tempfile::tempdir().unwrap();
     let out = common::lockbench(&["run"]).args(args).out(tmp.path()).ok();
-    let file: lockbench::results::SummaryFile =
+    let file: lockbench::SummaryFile =
         serde_json::from_str(&std::fs::read_to_string(tmp.path().join("summary.json")).unwrap())
             .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();

@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::lockbench;
-use lockbench::analysis::figures::{Check, figures};
+use lockbench::figures::{Check, figures};
 
 /// A contended compare on the memory model with a resource, extension, pauses and crashed
 /// holders, so every group of figures is there.
@@ -65,7 +65,7 @@ fn every_figure_appears_in_every_output() {
         .unwrap()
         .clone();
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-    let file: lockbench::results::SummaryFile = serde_json::from_value(summary.clone()).unwrap();
+    let file: lockbench::SummaryFile = serde_json::from_value(summary.clone()).unwrap();
     let mut hidden = Vec::new();
     for f in figures() {
         for v in summary["variants"].as_array().unwrap() {

@@ -3,11 +3,11 @@
 
 use crate::common;
 
-use lockbench::engine::collector::Collector;
-use lockbench::engine::recorder::Recorder;
-use lockbench::model::release::ReleaseMethod::Token;
-use lockbench::record::{EventRow, HistSet, Metric};
-use lockbench::results::{self, EventsWriter};
+use lockbench::Collector;
+use lockbench::EventsWriter;
+use lockbench::Recorder;
+use lockbench::ReleaseMethod::Token;
+use lockbench::{EventRow, HistSet, Metric};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
@@ -240,21 +240,21 @@ fn full_disk_errors_name_the_file() {
     let dir = d.path();
     let value = serde_json::json!({"run_id": "x"});
     assert_names(
-        &results::write_json(&dir.join("summary.json"), &value).unwrap_err(),
+        &lockbench::write_json(&dir.join("summary.json"), &value).unwrap_err(),
         "summary.json",
     );
     assert_names(
-        &results::write_json(&dir.join("manifest.json"), &value).unwrap_err(),
+        &lockbench::write_json(&dir.join("manifest.json"), &value).unwrap_err(),
         "manifest.json",
     );
     assert_names(
-        &results::write_summary_csv_file(dir, &[]).unwrap_err(),
+        &lockbench::write_summary_csv_file(dir, &[]).unwrap_err(),
         "summary.csv",
     );
     let mut hists = HistSet::default();
     hists.record(Metric::Duration, 1500);
     assert_names(
-        &results::write_hgrms(dir, &hists, None).unwrap_err(),
+        &lockbench::write_hgrms(dir, &hists, None).unwrap_err(),
         "durations.hgrm",
     );
 
@@ -298,9 +298,7 @@ fn row() -> EventRow {
         acquire_latency_us: 2,
         release_latency_us: 1,
         release: "token".into(),
-        outcome: lockbench::record::SectionOutcome::Release(
-            lockbench::model::release::ReleaseOutcome::Released,
-        ),
+        outcome: lockbench::SectionOutcome::Release(lockbench::ReleaseOutcome::Released),
         interrupted: false,
         ..EventRow::default()
     }
@@ -321,7 +319,7 @@ async fn full_disk_report_is_an_error_and_keeps_the_data() {
         .into_iter()
         .filter(|(p, _)| p.extension().is_some_and(|e| e != "png" && e != "html"))
         .collect();
-    let e = lockbench::report::render_after_run(tmp.path()).unwrap_err();
+    let e = lockbench::render_after_run(tmp.path()).unwrap_err();
     assert!(format!("{e:#}").contains("report.html"), "{e:#}");
     let after: BTreeMap<_, _> = snapshot(tmp.path())
         .into_iter()

@@ -4,9 +4,9 @@
 use crate::common;
 
 use common::*;
-use lockbench::analysis::summary::Summary;
-use lockbench::dist::Dist;
-use lockbench::model::release::ReleaseMethod::{Del, Token};
+use lockbench::Dist;
+use lockbench::ReleaseMethod::{Del, Token};
+use lockbench::Summary;
 
 fn assert_clean(s: &Summary) {
     assert!(
@@ -193,14 +193,11 @@ async fn token_never_counts_a_lock_deleted_by_other() {
 /// verdict.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lock_cycle_replies_are_read_right_and_survive_a_script_flush() {
-    use lockbench::store::{Connector, LockCommands};
+    use lockbench::{Connector, LockCommands};
     let server = redis().await;
-    let connector = lockbench::store::redis::RedisConnector::new(
-        &server.url(),
-        lockbench::store::Timeouts::default(),
-        false,
-    )
-    .unwrap();
+    let connector =
+        lockbench::RedisConnector::new(&server.url(), lockbench::Timeouts::default(), false)
+            .unwrap();
     let mut c = connector.connect().await.unwrap();
     let mut admin = sync_conn(&server);
     let key = "lockbench:test:cycle";

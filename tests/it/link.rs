@@ -6,10 +6,10 @@
 use crate::common;
 
 use common::{redis, sync_conn};
-use lockbench::model::error::{CmdError, ErrorKind};
-use lockbench::store::Connector;
-use lockbench::store::Timeouts;
-use lockbench::store::redis::{RedisConn, RedisConnector};
+use lockbench::Connector;
+use lockbench::Timeouts;
+use lockbench::{CmdError, ErrorKind};
+use lockbench::{RedisConn, RedisConnector};
 use std::time::{Duration, Instant};
 
 async fn connect(url: &str, timeouts: Timeouts) -> RedisConn {
@@ -126,7 +126,7 @@ async fn a_lost_connection_is_made_again_by_the_next_command() {
     }
     assert_eq!(get(&mut c, "lockbench:test:k").await.unwrap(), None);
     let info: String = redis::cmd("INFO").arg("stats").query(&mut admin).unwrap();
-    let received = lockbench::store::redis::info_field(&info, "total_connections_received:")
+    let received = lockbench::info_field(&info, "total_connections_received:")
         .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap();
     assert_eq!(received, 3, "admin, the link, the link again: {info}");
@@ -159,7 +159,7 @@ async fn the_urls_database_is_selected() {
 /// why, instead of the refusal turning up later as some command's reply.
 #[tokio::test(flavor = "current_thread")]
 async fn a_refused_client_fails_its_connect() {
-    let server = common::Server::start(lockbench::store::spawn::SpawnedRedis::start_with_args(&[
+    let server = common::Server::start(lockbench::SpawnedRedis::start_with_args(&[
         "--maxclients",
         "1",
     ]))

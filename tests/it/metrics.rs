@@ -4,7 +4,7 @@
 //! name only what is served.
 
 use crate::common::{self, Lockbench, lockbench};
-use lockbench::metrics::table::{self, ERRORS};
+use lockbench::table::{self, ERRORS};
 use serde_json::Value;
 use std::io::{BufRead, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -463,9 +463,9 @@ fn grafana_dashboard_queries_served_metrics() {
     let names: Vec<String> = exprs.iter().flat_map(|e| names_in(e)).collect();
     assert!(names.len() >= 15, "{names:?}");
     let served = table::exposed_names();
-    let board = std::sync::Arc::new(lockbench::metrics::Board::default());
+    let board = std::sync::Arc::new(lockbench::Board::default());
     board.begin(
-        &lockbench::metrics::Labels {
+        &lockbench::Labels {
             variant: "token".into(),
             server: "redis 8".into(),
             run_id: "r".into(),
@@ -474,7 +474,7 @@ fn grafana_dashboard_queries_served_metrics() {
         100,
         &["server-pause"],
     );
-    let text = lockbench::metrics::encode(&board, false);
+    let text = lockbench::encode(&board, false);
     for n in &served {
         assert!(
             text.contains(&format!("\n{n}{{")),

@@ -3,11 +3,11 @@
 use crate::common;
 
 use common::*;
-use lockbench::engine::streams::intended_sequence;
-use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
-use lockbench::store::Timeouts;
-use lockbench::store::redis::RedisConnector;
-use lockbench::store::{LockCommands, ServerProbes};
+use lockbench::RedisConnector;
+use lockbench::ReleaseMethod::{Del, Delex, Token};
+use lockbench::Timeouts;
+use lockbench::intended_sequence;
+use lockbench::{LockCommands, ServerProbes};
 use redis::Commands;
 use std::collections::BTreeMap;
 
@@ -42,7 +42,7 @@ async fn summary_json_matches_committed_schema() {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    for lib in lockbench::model::client::Client::ALL {
+    for lib in lockbench::Client::ALL {
         assert!(
             names.contains(&lib.name()),
             "{} is not in the schema",
@@ -110,7 +110,7 @@ async fn same_seed_same_intended_durations_and_compare_is_paired() {
     let d2 = tempfile::tempdir().unwrap();
     let _ = run_memory(&p, &[Del, Token], d1.path()).await;
     let _ = run_memory(&p, &[Token], d2.path()).await;
-    let seqs = |rows: &[lockbench::record::EventRow], variant: &str| {
+    let seqs = |rows: &[lockbench::EventRow], variant: &str| {
         let mut m: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
         for r in rows.iter().filter(|r| *r.variant == *variant) {
             m.entry(r.worker).or_default().push((r.seq, r.intended_us));
@@ -244,9 +244,9 @@ async fn foreign_keys_untouched_and_no_key_left_behind() {
 async fn demo_shows_real_replies_in_the_right_places() {
     let server = redis().await;
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    let mut c = lockbench::store::Connector::connect(&conn).await.unwrap();
+    let mut c = lockbench::Connector::connect(&conn).await.unwrap();
     let mut out = Vec::new();
-    let steps = lockbench::commands::demo::stale_release(
+    let steps = lockbench::demo::stale_release(
         &mut c,
         "lockbench:test:demo",
         std::time::Duration::from_millis(50),
@@ -317,10 +317,10 @@ async fn delex_needs_redis_8_4_and_works_where_supported() {
         "workers = 10\nkeys = 1\nttl = \"10ms\"\ndist = \"constant(15ms)\"\nduration = \"600ms\"\nthink = \"constant(1ms)\"\n",
     );
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    let mut probe = lockbench::store::Connector::connect(&conn).await.unwrap();
+    let mut probe = lockbench::Connector::connect(&conn).await.unwrap();
     let version = probe.server_version().await.unwrap();
-    let r = lockbench::runner::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
-    if lockbench::store::redis::version_tuple(&version).is_some_and(|v| v < (8, 4)) {
+    let r = lockbench::run_with(&conn, "spawn", &p, &[Delex], &opts(dir.path())).await;
+    if lockbench::version_tuple(&version).is_some_and(|v| v < (8, 4)) {
         let msg = r.unwrap_err().to_string();
         assert!(msg.contains("8.4") && msg.contains("token"), "{msg}");
     } else {
@@ -360,7 +360,7 @@ async fn hot_key_concentrates_attempts() {
 /// start with a message naming the version, instead of counting every release as an error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn del_needs_getdel_and_says_so() {
-    let server = common::Server::start(lockbench::store::spawn::SpawnedRedis::start_with_args(&[
+    let server = common::Server::start(lockbench::SpawnedRedis::start_with_args(&[
         "--rename-command",
         "GETDEL",
         "",
@@ -369,7 +369,7 @@ async fn del_needs_getdel_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let p = plan("workers = 2\nsections = 10\ndist = \"constant(1ms)\"\n");
     let conn = RedisConnector::new(&server.url(), Timeouts::default(), false).unwrap();
-    let msg = lockbench::runner::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
+    let msg = lockbench::run_with(&conn, "spawn", &p, &[Del], &opts(dir.path()))
         .await
         .unwrap_err()
         .to_string();
@@ -377,7 +377,7 @@ async fn del_needs_getdel_and_says_so() {
     // The token method does not need it.
     let dir2 = tempfile::tempdir().unwrap();
     assert!(
-        lockbench::runner::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
+        lockbench::run_with(&conn, "spawn", &p, &[Token], &opts(dir2.path()))
             .await
             .is_ok()
     );

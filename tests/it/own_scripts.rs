@@ -5,8 +5,8 @@
 use crate::common;
 
 use common::*;
-use lockbench::analysis::summary::Summary;
-use lockbench::model::release::ReleaseMethod::{Del, Script, Token};
+use lockbench::ReleaseMethod::{Del, Script, Token};
+use lockbench::Summary;
 
 /// A shipped example script, by absolute path.
 fn script(name: &str) -> String {
@@ -32,7 +32,7 @@ fn releases(s: &Summary) -> u64 {
 
 /// What every run of the user's script leaves: a row per section in `events.csv`, no error,
 /// no key of the run on the server, and the script in the manifest with its SHA1.
-fn check_run(out: &lockbench::runner::RunOutcome, conn: &mut redis::Connection, file: &str) {
+fn check_run(out: &lockbench::RunOutcome, conn: &mut redis::Connection, file: &str) {
     let rows = events(&out.dir);
     for s in &out.summaries {
         let n = rows
@@ -296,16 +296,12 @@ async fn your_script_needs_evalsha_and_script_load() {
             .query(&mut conn)
             .unwrap();
         let url = format!("redis://{user}:pw@127.0.0.1:{}", server.port());
-        let c = lockbench::store::redis::RedisConnector::new(
-            &url,
-            lockbench::store::Timeouts::default(),
-            false,
-        )
-        .unwrap();
+        let c =
+            lockbench::RedisConnector::new(&url, lockbench::Timeouts::default(), false).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let _cpu = shared();
         outcomes.push(
-            lockbench::runner::run_with(&c, "url", &p, &[Script], &opts(dir.path()))
+            lockbench::run_with(&c, "url", &p, &[Script], &opts(dir.path()))
                 .await
                 .map_err(|e| format!("{e:#}")),
         );

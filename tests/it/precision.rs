@@ -101,7 +101,7 @@ fn timer_thread_state() -> (u32, u64) {
         let dir = task.unwrap().path();
         if std::fs::read_to_string(dir.join("comm")).unwrap().trim() == "lockbench-timer" {
             let tid: u32 = dir.file_name().unwrap().to_str().unwrap().parse().unwrap();
-            let policy = lockbench::threads::thread_policy(tid).unwrap();
+            let policy = lockbench::thread_policy(tid).unwrap();
             let slack = std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns"))
                 .unwrap()
                 .trim()
@@ -124,7 +124,7 @@ fn through_the_timer_thread() {
     }
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let waker = std::task::Waker::from(std::sync::Arc::new(Signal(tx)));
-    assert!(lockbench::engine::precise::wake_at(
+    assert!(lockbench::precise::wake_at(
         std::time::Instant::now(),
         &waker
     ));
@@ -139,7 +139,7 @@ fn through_the_timer_thread() {
 /// default 50 µs to a thread leaving the real-time class).
 #[test]
 fn the_timer_thread_is_real_time_only_while_it_wakes_the_ends() {
-    use lockbench::engine::precise::{realtime, use_thread};
+    use lockbench::precise::{realtime, use_thread};
     const FIFO: u32 = 1;
     // One end: a rare one, the timer thread's.
     assert!(use_thread());

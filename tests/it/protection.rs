@@ -5,16 +5,16 @@
 use crate::common;
 
 use common::{plan, redis, run_memory, run_redis};
-use lockbench::analysis::summary::Summary;
-use lockbench::model::variant::Variant;
-use lockbench::profile::Profile;
+use lockbench::Profile;
+use lockbench::Summary;
+use lockbench::Variant;
 
 /// Every section overruns its TTL and holders contend for one key: overlap is certain.
 const OVERLAP: &str = "workers = 10\nkeys = 1\nttl = \"20ms\"\ndist = \"constant(30ms)\"\n\
     think = \"constant(1ms)\"\nduration = \"1500ms\"\nresource = true\n";
 
 fn variants(list: &[&str]) -> Vec<Variant> {
-    let d = Variant::from(lockbench::model::release::ReleaseMethod::Token);
+    let d = Variant::from(lockbench::ReleaseMethod::Token);
     list.iter()
         .map(|s| Variant::parse_with(s, d).unwrap())
         .collect()
@@ -77,7 +77,7 @@ async fn read_write_fencing_stops_the_damage_that_overlap_does() {
     assert_eq!(rw.counts.unsafe_writes_over_holder, 0);
     assert_eq!(rw.lost_updates, 0);
     assert!(rw.counts.writes_rejected_fenced + rw.counts.reads_rejected_fenced > 0);
-    let r = lockbench::report::render_and_verify(dir.path()).unwrap();
+    let r = lockbench::render_and_verify(dir.path()).unwrap();
     assert_eq!(r.mismatches.as_deref().unwrap_or_default(), &[]);
 }
 
@@ -120,7 +120,7 @@ async fn extension_keeps_long_sections_locked() {
         .args(["--release", "token,token+extend", "--quiet"])
         .out(&sim)
         .ok();
-    let file: lockbench::results::SummaryFile =
+    let file: lockbench::SummaryFile =
         serde_json::from_str(&std::fs::read_to_string(sim.join("summary.json")).unwrap()).unwrap();
     let s = file.variants;
     for v in &s {

@@ -6,12 +6,12 @@ use crate::common;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use lockbench::dist::Dist;
-use lockbench::inputs::Unit;
-use lockbench::recommend::{
+use lockbench::Dist;
+use lockbench::EventRow;
+use lockbench::Unit;
+use lockbench::{
     InputKind, LoadOptions, Params, Samples, expected_blocked_ms, load_durations, recommend,
 };
-use lockbench::record::EventRow;
 use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -196,9 +196,7 @@ fn event(variant: &str, seq: u64, duration_us: u64, interrupted: bool) -> EventR
         acquire_latency_us: 10,
         release_latency_us: 20,
         release: variant.to_string().into(),
-        outcome: lockbench::record::SectionOutcome::Release(
-            lockbench::model::release::ReleaseOutcome::Released,
-        ),
+        outcome: lockbench::SectionOutcome::Release(lockbench::ReleaseOutcome::Released),
         interrupted,
         ..EventRow::default()
     }
@@ -264,14 +262,14 @@ fn reads_plain_csv_with_column_and_unit() {
 #[test]
 fn reads_hgrm_written_by_lockbench() {
     let d = Dist::parse("lognormal(median=20ms,p99=120ms)").unwrap();
-    let mut h = lockbench::record::new_hist();
+    let mut h = lockbench::new_hist();
     for ms in draw(&d, 3, 50_000) {
         h.record((ms * 1000.0) as u64).unwrap();
     }
     let dir = TempDir::new("hgrm");
     let path = dir.0.join("durations.hgrm");
     let mut text = Vec::new();
-    lockbench::results::write_hgrm(&mut text, &h).unwrap();
+    lockbench::write_hgrm(&mut text, &h).unwrap();
     std::fs::write(&path, &text).unwrap();
     let loaded = load_durations(&path, &LoadOptions::default()).unwrap();
     assert_eq!(loaded.input.kind, InputKind::Hgrm);
@@ -522,7 +520,7 @@ fn durations_beyond_1000h_are_refused() {
     let loaded = load_durations(&p, &LoadOptions::default()).unwrap();
     let r = recommend(&loaded.samples, &Params::default());
     let mut out = Vec::new();
-    lockbench::recommend::print_recommendation(&mut out, &r).unwrap();
+    lockbench::print_recommendation(&mut out, &r).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("(41d16h)"), "{text}");
     assert!(text.lines().all(|l| !l.contains("0000000000000")), "{text}");
@@ -536,7 +534,7 @@ fn all_zero_durations_recommend_one_millisecond() {
     assert_eq!(r.recommended_ttl_ms, Some(1.0));
     assert!(r.in_practice.iter().all(|row| row.ttl_ms >= 1.0), "{r:?}");
     let mut out = Vec::new();
-    lockbench::recommend::print_recommendation(&mut out, &r).unwrap();
+    lockbench::print_recommendation(&mut out, &r).unwrap();
     let text = String::from_utf8(out).unwrap();
     assert!(text.contains("recommended TTL  1 ms"), "{text}");
     assert!(text.contains("raised to 1 ms"), "{text}");

@@ -4,16 +4,16 @@
 
 use crate::common;
 
-use lockbench::analysis::overlap::KeyTracker;
-use lockbench::analysis::summary::Summary;
-use lockbench::backend::Backend;
-use lockbench::profile::Plan;
-use lockbench::quorum::RedlockPlan;
-use lockbench::runner::{RunOptions, RunOutcome, RunWith};
-use lockbench::store::Timeouts;
-use lockbench::store::redis::RedisConnector;
-use lockbench::store::redlock::{Instances, RedlockConnector};
-use lockbench::store::{Connector, KeySweep, LockCommands};
+use lockbench::Backend;
+use lockbench::Plan;
+use lockbench::RedisConnector;
+use lockbench::RedlockPlan;
+use lockbench::Summary;
+use lockbench::Timeouts;
+use lockbench::overlap::KeyTracker;
+use lockbench::{Connector, KeySweep, LockCommands};
+use lockbench::{Instances, RedlockConnector};
+use lockbench::{RunOptions, RunOutcome, RunWith};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -210,7 +210,7 @@ async fn five() -> (Instances, RedlockConnector) {
         quorum: 3,
         instance_timeout_us: Some(100_000),
     };
-    let (rl, servers) = lockbench::store::redlock::open(&plan, Timeouts::default(), false)
+    let (rl, servers) = lockbench::open_redlock(&plan, Timeouts::default(), false)
         .await
         .expect("five redis-servers");
     (servers, rl)
@@ -233,7 +233,7 @@ const TTL_MS: u64 = 30_000;
 /// so it holds exactly 0, 1, 2; they come back empty; then (`restart_2`) instance 2 restarts
 /// empty while A holds; B acquires. Returns the overlap of A's and B's sections and the
 /// redlock's figures.
-async fn kleppmann(restart_2: bool) -> (lockbench::analysis::overlap::OverlapStats, i64) {
+async fn kleppmann(restart_2: bool) -> (lockbench::overlap::OverlapStats, i64) {
     let (servers, rl) = five().await;
     let t0 = Instant::now();
     let now = || t0.elapsed().as_micros() as u64;
@@ -308,14 +308,9 @@ async fn a_holders_connection_outlives_an_instance_restart() {
     servers[2].lock().await.restart().await.unwrap();
     assert_eq!(get(&servers, 2, KEY).await, None, "instance 2 lost A's key");
     assert!(
-        a.extend(
-            KEY,
-            "A",
-            TTL_MS,
-            lockbench::model::release::ExtendCommand::Script
-        )
-        .await
-        .unwrap(),
+        a.extend(KEY, "A", TTL_MS, lockbench::ExtendCommand::Script)
+            .await
+            .unwrap(),
         "re-armed on 4 of 5"
     );
     assert_eq!(a.release_script(KEY, "A").await.unwrap(), 1, "released");
@@ -576,7 +571,7 @@ fn bad_input_is_refused_with_exit_2() {
 /// lost; with it on all five, re-armed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extension_needs_a_majority() {
-    use lockbench::model::release::ExtendCommand;
+    use lockbench::ExtendCommand;
     let (servers, rl) = five().await;
     let mut a = rl.connect().await.unwrap();
     assert!(a.set_nx_px(KEY, "A", TTL_MS).await.unwrap());

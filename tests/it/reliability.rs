@@ -4,11 +4,11 @@
 
 use crate::common;
 
-use lockbench::analysis::summary::StopReason;
-use lockbench::model::release::ReleaseMethod;
-use lockbench::runner::run_with;
-use lockbench::store::Timeouts;
-use lockbench::store::redis::RedisConnector;
+use lockbench::RedisConnector;
+use lockbench::ReleaseMethod;
+use lockbench::StopReason;
+use lockbench::Timeouts;
+use lockbench::run_with;
 use std::io::BufRead;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ fn alive(pid: u32) -> bool {
 /// --quiet; the same command against a healthy server makes its 10 sections and exits 0.
 #[tokio::test]
 async fn count_limited_run_against_a_full_server_gives_up_and_says_why() {
-    let full = common::Server::start(lockbench::store::spawn::SpawnedRedis::start_with_args(&[
+    let full = common::Server::start(lockbench::SpawnedRedis::start_with_args(&[
         "--maxmemory",
         "1",
         "--maxmemory-policy",
@@ -461,11 +461,11 @@ async fn compare_keeps_a_finished_variant_when_the_server_dies() {
         "{failure}"
     );
     assert!(!failure.contains("maxclients"), "{failure}");
-    let r = lockbench::report::render_and_verify(dir.path()).expect("report");
+    let r = lockbench::render_and_verify(dir.path()).expect("report");
     assert_eq!(r.mismatches.as_deref().unwrap_or_default(), &[]);
     let summary = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
     assert!(summary.contains("\"variant\": \"del\""));
-    let verdict = lockbench::analysis::verdict::verdict(&outcome.summaries, false, Some(&failure));
+    let verdict = lockbench::verdict(&outcome.summaries, false, Some(&failure));
     assert_eq!(verdict.code, lockbench::exit::FAILED);
 }
 

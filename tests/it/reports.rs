@@ -7,10 +7,12 @@
 
 use crate::common;
 
-use lockbench::analysis::summary::Quantiles;
-use lockbench::record::{EventRow, new_hist};
-use lockbench::report::charts::{durations, timeline};
-use lockbench::report::{self, ReportError, run_dir};
+use lockbench::Quantiles;
+use lockbench::charts::{durations, timeline};
+use lockbench::{EventRow, new_hist};
+use lockbench::{
+    ReportError, render_after_run, render_and_verify, render_report, run_dir, verify_report,
+};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -104,7 +106,7 @@ fn charts_decode_with_expected_size_and_are_not_blank() {
     ] {
         std::fs::remove_file(dir.join(f)).unwrap();
     }
-    let r = report::render(&dir).unwrap();
+    let r = render_report(&dir).unwrap();
     assert_eq!(r.durations.panels.len(), 2);
     for (name, size) in [
         ("durations.png", durations::durations_size(2)),
@@ -151,7 +153,7 @@ fn interval_logs_round_trip_to_summary() {
     for (stem, pick) in [
         (
             "durations",
-            (|s| &s.duration_ms) as fn(&lockbench::analysis::summary::Summary) -> &Quantiles,
+            (|s| &s.duration_ms) as fn(&lockbench::Summary) -> &Quantiles,
         ),
         ("acquire-latency", |s| &s.acquire_latency_ms),
         ("set-latency", |s| &s.set_latency_ms),
@@ -259,7 +261,7 @@ fn html_links_exist_and_nothing_remote() {
 #[test]
 fn report_reproduces_the_summary() {
     let dir = copy_run(compare_run(), "reproduce");
-    assert_eq!(report::verify(&dir).unwrap(), vec![]);
+    assert_eq!(verify_report(&dir).unwrap(), vec![]);
     let out = common::Lockbench::new().arg("report").arg(&dir).output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
@@ -286,7 +288,7 @@ fn tampered_summary_is_caught() {
     v["variants"][1]["overlap_ms"] =
         (v["variants"][1]["overlap_ms"].as_f64().unwrap() + 0.001).into();
     std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
-    let m = report::verify(&dir).unwrap();
+    let m = verify_report(&dir).unwrap();
     let figures: Vec<(&str, &str)> = m
         .iter()
         .map(|x| (x.variant.as_str(), x.figure.as_str()))
@@ -307,7 +309,7 @@ fn tampered_summary_is_caught() {
 fn not_a_run_directory_names_what_is_missing() {
     let dir = scratch("not-a-run");
     std::fs::write(dir.join("manifest.json"), "{}").unwrap();
-    let e = report::render(&dir).unwrap_err();
+    let e = render_report(&dir).unwrap_err();
     let msg = format!("{e:#}");
     assert!(
         msg.contains("summary.json") && msg.contains("events.csv"),
@@ -343,8 +345,8 @@ fn truncated_events_names_the_line() {
     cut.push('\n');
     cut.push_str(&lines[keep][..lines[keep].len() / 2]);
     std::fs::write(&p, cut).unwrap();
-    let e = report::render(&dir).unwrap_err();
-    match e.downcast_ref::<lockbench::results::events::BadRow>() {
+    let e = render_report(&dir).unwrap_err();
+    match e.downcast_ref::<lockbench::BadRow>() {
         Some(bad) => assert_eq!(bad.line, keep as u64 + 1),
         None => panic!("expected BadRow, got {e:#}"),
     }
@@ -376,7 +378,7 @@ fn row(worker: usize, seq: u64, a: u64, r: u64, outcome: &str) -> EventRow {
         acquire_latency_us: a.min(500),
         release_latency_us: 100,
         release: "del".into(),
-        outcome: lockbench::record::SectionOutcome::from_name(outcome).unwrap(),
+        outcome: lockbench::SectionOutcome::from_name(outcome).unwrap(),
         interrupted: false,
         ..EventRow::default()
     }
@@ -466,7 +468,7 @@ fn golden_numbers_of_a_hand_written_run() {
 }
 
 fn golden_numbers(dir: &Path) {
-    let r = report::render_and_verify(dir).unwrap();
+    let r = render_and_verify(dir).unwrap();
     assert_eq!(r.mismatches, Some(vec![]));
 
     // Durations 148, 76, 44, 12, 12 ms: max/p50 = 3.4, linear bins of ceil((max+1)/60) µs.
@@ -552,7 +554,7 @@ fn timeline_without_overlap_shows_the_longest_section() {
         row(2, 0, 110_000, 120_000, "released"),
     ];
     write_fixture(&dir, &rows);
-    let r = report::render_and_verify(&dir).unwrap();
+    let r = render_and_verify(&dir).unwrap();
     assert_eq!(r.timeline.focus, timeline::Focus::Longest(0));
     assert_eq!(r.timeline.rows.len(), 3);
     assert!(r.timeline.rows.iter().all(|r| r.red.is_empty()));
@@ -571,7 +573,7 @@ fn timeline_without_overlap_shows_the_longest_section() {
 fn empty_run_renders() {
     let dir = scratch("empty");
     write_fixture(&dir, &[]);
-    let r = report::render_and_verify(&dir).unwrap();
+    let r = render_and_verify(&dir).unwrap();
     assert_eq!(r.timeline.focus, timeline::Focus::Empty);
     assert_eq!(r.durations.panels.len(), 0);
     for f in [
@@ -595,11 +597,11 @@ fn timeline_centres_on_the_summary_first_overlap() {
     let dir = scratch("first-overlap");
     write_fixture(&dir, &story());
     set_first_overlap(&dir, 160.0);
-    let r = report::render(&dir).unwrap();
+    let r = render_report(&dir).unwrap();
     assert_eq!(r.timeline.focus, timeline::Focus::FirstOverlap(160_000));
     let starts: Vec<u64> = r.timeline.rows.iter().map(|r| r.acquired_us).collect();
     assert_eq!(starts, [0, 110_000, 160_000, 250_000, 270_000]);
-    let m = report::verify(&dir).unwrap();
+    let m = verify_report(&dir).unwrap();
     let figures: Vec<&str> = m.iter().map(|x| x.figure.as_str()).collect();
     assert_eq!(figures, ["per_key.first_overlap_ms"]);
     assert_eq!(m[0].in_summary, "key 0: 160000 µs");
@@ -616,7 +618,7 @@ fn timeline_centres_on_the_summary_first_overlap() {
 fn render_after_run_skips_the_check() {
     let dir = scratch("unchecked");
     write_fixture(&dir, &story()[..3]);
-    let r = report::render_after_run(&dir).unwrap();
+    let r = render_after_run(&dir).unwrap();
     assert_eq!(r.mismatches, None);
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("Not yet checked"), "{html}");
@@ -633,9 +635,9 @@ fn render_after_run_skips_the_check() {
 #[test]
 fn real_run_window_matches_sorting_every_section() {
     let dir = copy_run(single_run(), "window");
-    let r = report::render(&dir).unwrap();
+    let r = render_report(&dir).unwrap();
     let iv = run_dir::key_intervals(&dir.join("events.csv"), "del", 0).unwrap();
-    let (stats, stretches) = lockbench::analysis::overlap::compute(&iv);
+    let (stats, stretches) = lockbench::overlap::compute(&iv);
     let t = stats
         .first_overlap_us
         .expect("a del run on one key overlaps");

@@ -5,12 +5,12 @@
 use crate::common;
 
 use common::redis;
-use lockbench::model::error::ErrorKind;
-use lockbench::model::release::ExtendCommand;
-use lockbench::store::Timeouts;
-use lockbench::store::memory::MemoryStore;
-use lockbench::store::redis::{RedisConnector, version_tuple};
-use lockbench::store::{Connector, LockConn, ReadOutcome, WriteOutcome};
+use lockbench::ErrorKind;
+use lockbench::ExtendCommand;
+use lockbench::MemoryStore;
+use lockbench::Timeouts;
+use lockbench::{Connector, LockConn, ReadOutcome, WriteOutcome};
+use lockbench::{RedisConnector, version_tuple};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -298,7 +298,7 @@ async fn fences_strictly_increase_per_key() {
 }
 
 async fn demo_scenario<C: LockConn>(c: &mut C, backend: &str) {
-    use lockbench::commands::demo::{FencingKeys, fencing};
+    use lockbench::demo::{FencingKeys, fencing};
     let keys = FencingKeys::new(&format!("lockbench:test:demo-{backend}:{{fencing}}"));
     let mut out = Vec::new();
     let steps = fencing(c, &keys, Duration::from_millis(30), &mut out)

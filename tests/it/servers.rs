@@ -5,12 +5,12 @@
 use crate::common;
 
 use common::{plan, run_redis_data, set_calls, sync_conn};
-use lockbench::model::release::ReleaseMethod::{Del, Delex, Token};
-use lockbench::model::variant::Variant;
-use lockbench::runner::run_with;
-use lockbench::store::Timeouts;
-use lockbench::store::redis::{RedisConnector, parse_server_version};
-use lockbench::store::spawn::SpawnedRedis;
+use lockbench::ReleaseMethod::{Del, Delex, Token};
+use lockbench::SpawnedRedis;
+use lockbench::Timeouts;
+use lockbench::Variant;
+use lockbench::run_with;
+use lockbench::{RedisConnector, parse_server_version};
 use std::time::{Duration, Instant};
 
 /// The servers compared.
@@ -134,7 +134,7 @@ const SHORT: &str = "workers = 4\nkeys = 2\nttl = \"1s\"\nsections = 40\nseed = 
 async fn refused(
     which: Server,
     server: &SpawnedRedis,
-    plan: &lockbench::profile::Plan,
+    plan: &lockbench::Plan,
     variants: &[Variant],
 ) -> String {
     let dir = tempfile::tempdir().unwrap();
@@ -195,7 +195,7 @@ async fn delex_is_refused_on_redis_8_2() {
 }
 
 /// Sections three times the TTL, four holders, extended every ttl/3 by `extend_with`.
-fn extending(with: &str) -> lockbench::profile::Plan {
+fn extending(with: &str) -> lockbench::Plan {
     plan(&format!(
         "workers = 4\nkeys = 1\nttl = \"30ms\"\ndist = \"constant(90ms)\"\n\
          think = \"constant(2ms)\"\nduration = \"1s\"\nseed = 17\nextend_with = \"{with}\"\n"

@@ -82,7 +82,7 @@ fn an_hour_of_arrivals_in_virtual_time() {
     // durations chart, the overruns are the summary's, and there is no timeline to draw.
     assert!(out.join("report.html").exists() && out.join("durations.png").exists());
     assert!(!out.join("timeline.png").exists());
-    let r = lockbench::report::render(&out).unwrap();
+    let r = lockbench::render_report(&out).unwrap();
     let panel = &r.durations.panels[0];
     assert_eq!(Some(panel.marks.count), s["sections"].as_u64());
     assert_eq!(Some(panel.overruns), s["overruns"].as_u64());

@@ -73,7 +73,7 @@ fn a_run_in_parts_agrees_with_the_run_in_one_piece() {
         // (a part's intervals lost or written twice would not), and each part's own intervals
         // (well after the part before it has finished its open sections) are on the run's clock.
         let log = dir.join("durations.hlog");
-        let merged = lockbench::results::hlog::read_by_tag(&log).unwrap();
+        let merged = lockbench::hlog::read_by_tag(&log).unwrap();
         let logged: u64 = merged.iter().map(|(_, h)| h.len()).sum();
         assert_eq!(Some(logged), s["sections"].as_u64(), "{}", log.display());
         let starts: Vec<f64> = std::fs::read_to_string(&log)

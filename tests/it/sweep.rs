@@ -129,7 +129,7 @@ fn server_has_delex() -> bool {
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or("0.0");
-    lockbench::store::redis::version_tuple(v).is_some_and(|v| v >= (8, 4))
+    lockbench::version_tuple(v).is_some_and(|v| v >= (8, 4))
 }
 
 /// A sweep with crashing holders shows both sides of the TTL choice: overruns fall as the TTL

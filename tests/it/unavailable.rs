@@ -4,12 +4,12 @@
 
 use crate::common;
 
-use lockbench::runner::run_with;
-use lockbench::store::Timeouts;
-use lockbench::store::redis::RedisConnector;
+use lockbench::RedisConnector;
+use lockbench::Timeouts;
+use lockbench::run_with;
 use std::time::Duration;
 
-async fn paused_run(policy: &str) -> lockbench::analysis::summary::Summary {
+async fn paused_run(policy: &str) -> lockbench::Summary {
     let server = common::redis().await;
     let plan = common::plan(&format!(
         "workers = 4\nkeys = 1\nttl = \"1s\"\ndist = \"constant(20ms)\"\nduration = \"2s\"\n\

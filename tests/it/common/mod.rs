@@ -10,13 +10,13 @@ pub use command::{Lockbench, Running, lockbench, signal};
 pub use gate::{alone, shared};
 pub use server::Server;
 
-use lockbench::analysis::summary::Summary;
-use lockbench::profile::{Plan, Profile};
-use lockbench::runner::{RunOptions, RunOutcome, run_with};
-use lockbench::store::Timeouts;
-use lockbench::store::memory::MemoryStore;
-use lockbench::store::redis::RedisConnector;
-use lockbench::store::spawn::{SpawnedRedis, redis_server_available};
+use lockbench::MemoryStore;
+use lockbench::RedisConnector;
+use lockbench::Summary;
+use lockbench::Timeouts;
+use lockbench::{Plan, Profile};
+use lockbench::{RunOptions, RunOutcome, run_with};
+use lockbench::{SpawnedRedis, redis_server_available};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -55,12 +55,12 @@ pub fn opts(dir: &Path) -> RunOptions {
 pub async fn run_redis(
     server: &SpawnedRedis,
     plan: &Plan,
-    methods: &[impl Into<lockbench::model::variant::Variant> + Copy],
+    methods: &[impl Into<lockbench::Variant> + Copy],
     dir: &Path,
 ) -> RunOutcome {
     let out = run_redis_data(server, plan, methods, dir).await;
     // As `lockbench run` does once the data files are written.
-    lockbench::report::render_after_run(dir).expect("report");
+    lockbench::render_after_run(dir).expect("report");
     out
 }
 
@@ -68,7 +68,7 @@ pub async fn run_redis(
 pub async fn run_redis_data(
     server: &SpawnedRedis,
     plan: &Plan,
-    methods: &[impl Into<lockbench::model::variant::Variant> + Copy],
+    methods: &[impl Into<lockbench::Variant> + Copy],
     dir: &Path,
 ) -> RunOutcome {
     let _cpu = shared();
@@ -81,7 +81,7 @@ pub async fn run_redis_data(
 /// Runs `plan` for `methods` against a fresh memory model.
 pub async fn run_memory(
     plan: &Plan,
-    methods: &[impl Into<lockbench::model::variant::Variant> + Copy],
+    methods: &[impl Into<lockbench::Variant> + Copy],
     dir: &Path,
 ) -> (RunOutcome, MemoryStore) {
     let _cpu = shared();
@@ -89,7 +89,7 @@ pub async fn run_memory(
     let out = run_with(&m, "memory", plan, methods, &opts(dir))
         .await
         .expect("run");
-    lockbench::report::render_after_run(dir).expect("report");
+    lockbench::render_after_run(dir).expect("report");
     (out, m)
 }
 
@@ -102,7 +102,7 @@ pub fn sync_conn(server: &SpawnedRedis) -> redis::Connection {
 }
 
 /// Reads events.csv as rows of (header → value).
-pub fn events(dir: &Path) -> Vec<lockbench::record::EventRow> {
+pub fn events(dir: &Path) -> Vec<lockbench::EventRow> {
     let mut r = csv::Reader::from_path(dir.join("events.csv")).unwrap();
     r.deserialize().map(|x| x.unwrap()).collect()
 }

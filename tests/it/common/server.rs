@@ -3,7 +3,7 @@
 //! then killed.
 
 use super::gate::{Shared, shared};
-use lockbench::store::spawn::SpawnedRedis;
+use lockbench::SpawnedRedis;
 use std::ops::{Deref, DerefMut};
 
 /// A private redis-server started by a test (derefs to [`SpawnedRedis`]).
