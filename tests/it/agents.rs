@@ -191,8 +191,9 @@ async fn two_agents_merge_like_one_process_of_twice_the_workers() {
         s.overlap_ms
     );
     // Structure alone: from the second acquisition (~TTL after the first) to the third release
-    // (~300 ms after the third acquisition, ~2 TTL after the first): ~320 ms.
-    assert!((300.0..360.0).contains(&m.overlap_ms), "{}", m.overlap_ms);
+    // (~300 ms after the third acquisition, ~2 TTL after the first): ~320 ms, and later
+    // timers on a busy machine only lengthen it (365 ms seen beside a compile).
+    assert!((300.0..420.0).contains(&m.overlap_ms), "{}", m.overlap_ms);
     // The negative control: the agents' own overlaps, added, fail the same check.
     let added = p0.overlap_ms + p1.overlap_ms;
     assert!(

@@ -243,12 +243,15 @@ fn set_ifeq_extension_is_probed_not_assumed() {
                 "token+extend",
                 "--extend-with",
                 "set-ifeq",
+                // Sections twice the TTL, re-armed every ttl/3: a lease kept only by its
+                // extensions. 300 ms leaves an extension 200 ms to be late before the lock
+                // lapses (30 ms lapsed once on a busy machine: a stale release, no IFEQ fault).
                 "--ttl",
-                "30ms",
+                "300ms",
                 "--dist",
-                "constant(60ms)",
+                "constant(600ms)",
                 "--sections",
-                "5",
+                "3",
                 "--quiet",
                 "--out",
             ])
