@@ -22,7 +22,7 @@
 //! 7. `engine` — the worker loop (acquire → hold → release → think), the arrival model, busy policy, the recorder, the precise timer
 //! 8. `agent` — many agents, one run: identity, barriers through the target, clock offsets
 //! 9. `faults` — the fault schedule applied on each variant's clock, the loopback proxy, failover; a lock library's per-holder watch (its `DEL` sent as `GETDEL`, attributed)
-//! 10. `store`, `client` — the `LockConn` trait (the commands lockbench sends) and its implementations: a real Redis, a cluster, Redlock's N servers, the in-process model; private servers that never outlive lockbench; lock libraries of other languages driven as child processes (the driver protocol)
+//! 10. `store`, `client` — the commands lockbench sends, as five role traits (`LockCommands`, `ResourceCommands`, `ServerProbes`, `UserScripts`, `KeySweep`; `LockConn` is all five) and their implementations: a real Redis, a cluster, Redlock's N servers, the in-process model; private servers that never outlive lockbench; lock libraries of other languages driven as child processes (the driver protocol)
 //! 11. `results` — the run directory's format: run ids, manifest, summaries, `events.csv`, `.hgrm`, `.hlog`
 //! 12. `profile` — the TOML profile and its validation into a `Plan`, one function per part of the plan
 //! 13. `metrics` — live metrics for Prometheus: the address, which metric each figure becomes, the served values (set from the summary at a variant's end) and the HTTP endpoint
