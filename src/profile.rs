@@ -39,6 +39,7 @@ pub use workload::{Busy, BusyPolicy, Stop, Timer, Workload};
 
 use crate::model::fault::PauseAt;
 use crate::model::release::ExtendCommand;
+use crate::model::units::DurationText;
 use crate::model::variant::Fencing;
 
 use crate::analysis::threshold::Threshold;
@@ -202,10 +203,10 @@ pub struct Profile {
     pub hot_key: Option<f64> => "none, uniform",
     /// Lock TTL sent as PX, whole milliseconds, with unit, e.g. 100ms, 30s.
     #[arg(long)]
-    pub ttl: Option<String> = "100ms",
+    pub ttl: Option<DurationText> = "100ms",
     /// Run length by time, with unit, e.g. 10s.
     #[arg(long, conflicts_with = "sections")]
-    pub duration: Option<String> = "5s",
+    pub duration: Option<DurationText> = "5s",
     /// Run length by number of sections begun.
     #[arg(long)]
     pub sections: Option<u64>,
@@ -221,7 +222,7 @@ pub struct Profile {
     /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first attempt
     /// at i/N of it (a closed loop; counts in the duration).
     #[arg(long)]
-    pub ramp_up: Option<String> => "all at once",
+    pub ramp_up: Option<DurationText> => "all at once",
     /// What a worker does when the lock is busy: fail-fast (count a rejection) or retry
     /// (exponential backoff with full jitter, see the profile's [retry] table).
     #[arg(long)]
@@ -258,7 +259,7 @@ pub struct Profile {
     pub redis: Option<String>,
     /// Simulated round trip of the memory backend, with unit.
     #[arg(long)]
-    pub memory_rtt: Option<String> = "0ms",
+    pub memory_rtt: Option<DurationText> = "0ms",
     /// Round trip of each command in a simulated run (--backend sim), a distribution, e.g.
     /// `constant(0.2ms)` or
     /// `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`.
@@ -266,7 +267,7 @@ pub struct Profile {
     pub sim_rtt: Option<String> = "lognormal(median=0.1ms,p99=0.4ms)",
     /// The simulated server's time per command, with unit; commands queue behind each other.
     #[arg(long)]
-    pub sim_service: Option<String> = "0.005ms",
+    pub sim_service: Option<DurationText> = "0.005ms",
     /// How late each timer fires in a simulated run, a distribution: a real runtime's timer is late
     /// by about its tick (tokio: ~1 ms).
     #[arg(long)]
@@ -282,14 +283,14 @@ pub struct Profile {
     pub sim_parallel: Option<usize> = 1,
     /// Time allowed for one Redis reply before it counts as a timeout error, with unit.
     #[arg(long)]
-    pub command_timeout: Option<String> = "10s",
+    pub command_timeout: Option<DurationText> = "10s",
     /// Time allowed to open a connection.
     #[arg(skip)]
-    pub connect_timeout: Option<String> = "5s",
+    pub connect_timeout: Option<DurationText> = "5s",
     /// End the run when commands have been failing, with none succeeding, for this long (the server
     /// is down, out of memory, or refusing the user); the run then exits with 1.
     #[arg(long)]
-    pub give_up_after: Option<String> = "10s",
+    pub give_up_after: Option<DurationText> = "10s",
     /// Sections read-modify-write a protected resource (one per lock key, on a store of its own),
     /// counting accepted, fenced and unsafe writes and lost updates.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -414,7 +415,7 @@ pub struct Profile {
     pub redlock_urls: Option<Vec<String>>,
     /// Redlock: per-instance timeout of an acquisition, with unit.
     #[arg(long)]
-    pub redlock_timeout: Option<String> => "0.05 × TTL, as redsync",
+    pub redlock_timeout: Option<DurationText> => "0.05 × TTL, as redsync",
     /// Serve live metrics for Prometheus at this address while `run` or `compare` goes (`/metrics`;
     /// OpenMetrics when asked): a port alone (9464, :9464) binds 127.0.0.1, port 0 any free port
     /// (printed on stderr and recorded in manifest.json); a non-loopback address needs
@@ -471,11 +472,20 @@ pub struct ThresholdsProfile {
 #[serde(deny_unknown_fields)]
 pub struct RetryProfile {
     /// First backoff ceiling.
-    pub base: Option<String>,
+    pub base: Option<DurationText>,
     /// Largest backoff ceiling.
-    pub cap: Option<String>,
+    pub cap: Option<DurationText>,
     /// Give up after waiting this long for one acquisition.
-    pub max_wait: Option<String>,
+    pub max_wait: Option<DurationText>,
+}
+
+impl RetryProfile {
+    /// `base`'s default, as a profile writes it.
+    const BASE: &str = "\"1ms\"";
+    /// `cap`'s default: below a larger `base`, it follows it.
+    const CAP: &str = "\"100ms\"";
+    /// `max_wait`'s default.
+    const MAX_WAIT: &str = "\"5s\"";
 }
 
 /// Whether every section gets a row of `events.csv` (`events`).

@@ -41,11 +41,7 @@ impl Profile {
             Profile::default_value("sim_timer"),
         )?;
         let sim_rtt_text = self.sim_rtt();
-        let sim_service_us = cx.dur_us(
-            "sim_service",
-            &self.sim_service,
-            Profile::default_value("sim_service"),
-        )?;
+        let sim_service_us = self.sim_service().us();
         if sim_service_us > 1_000_000 {
             return Err(cx.err(
                 "sim_service",
