@@ -37,6 +37,7 @@ pub use plan::Plan;
 pub use sim::SimPlan;
 pub use workload::{Busy, BusyPolicy, Stop, Timer, Workload};
 
+use crate::dist::Dist;
 use crate::model::fault::PauseAt;
 use crate::model::release::ExtendCommand;
 use crate::model::units::DurationText;
@@ -215,10 +216,10 @@ pub struct Profile {
     /// 'mixture(0.99*constant(5ms),0.01*uniform(1s,3s))',
     /// 'empirical(file=d.csv,column=durationMs)'.
     #[arg(long)]
-    pub dist: Option<String> = "constant(10ms)",
+    pub dist: Option<DistText> = "constant(10ms)",
     /// Think time between a release and the next attempt, a distribution.
     #[arg(long)]
-    pub think: Option<String> = "constant(0ms)",
+    pub think: Option<DistText> = "constant(0ms)",
     /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first attempt
     /// at i/N of it (a closed loop; counts in the duration).
     #[arg(long)]
@@ -264,14 +265,14 @@ pub struct Profile {
     /// `constant(0.2ms)` or
     /// `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`.
     #[arg(long)]
-    pub sim_rtt: Option<String> = "lognormal(median=0.1ms,p99=0.4ms)",
+    pub sim_rtt: Option<DistText> = "lognormal(median=0.1ms,p99=0.4ms)",
     /// The simulated server's time per command, with unit; commands queue behind each other.
     #[arg(long)]
     pub sim_service: Option<DurationText> = "0.005ms",
     /// How late each timer fires in a simulated run, a distribution: a real runtime's timer is late
     /// by about its tick (tokio: ~1 ms).
     #[arg(long)]
-    pub sim_timer: Option<String> = "constant(0ms)",
+    pub sim_timer: Option<DistText> = "constant(0ms)",
     /// A real run's directory: simulate with the round trips and timer lateness it measured (from
     /// its events.csv; --sim-rtt or --sim-timer, when given, win), to check the simulation against
     /// it or extend it.
@@ -349,7 +350,7 @@ pub struct Profile {
     /// Stop-the-world pauses of holders, a distribution, e.g.
     /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))'.
     #[arg(long)]
-    pub pause: Option<String> => "none",
+    pub pause: Option<DistText> => "none",
     /// Where a pause strikes: random or before-write.
     #[arg(long)]
     pub pause_at: Option<PauseAt> = "random",
@@ -455,6 +456,55 @@ impl OneOrMany {
             OneOrMany::One(s) => vec![s.clone()],
             OneOrMany::Many(v) => v.clone(),
         }
+    }
+}
+
+/// A distribution as a profile or a flag writes it (`lognormal(median=20ms,p99=120ms)`):
+/// parsed once at the door (the files it names not yet read: [`Profile::plan`] reads them
+/// last), and its text, kept so that what lockbench writes back is what the user wrote. Read
+/// by clap through `FromStr`, by a profile through `Deserialize` (the same `FromStr`); it
+/// serializes as its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistText {
+    dist: Dist,
+    text: String,
+}
+
+impl DistText {
+    /// The distribution, its files not yet read.
+    pub fn into_dist(self) -> Dist {
+        self.dist
+    }
+}
+
+impl std::str::FromStr for DistText {
+    /// The distribution's error message (where in the text, and what would be valid).
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(DistText {
+            dist: Dist::parse(text).map_err(|e| e.to_string())?,
+            text: text.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for DistText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for DistText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for DistText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
     }
 }
 

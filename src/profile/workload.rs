@@ -187,8 +187,8 @@ impl Profile {
                 max_wait_us,
             },
         };
-        let dist = cx.dist("dist", &self.dist, Profile::default_value("dist"))?;
-        let think = cx.dist("think", &self.think, Profile::default_value("think"))?;
+        let dist = self.dist().into_dist();
+        let think = self.think().into_dist();
         let arrivals = match &self.arrivals {
             None => None,
             Some(a) => {
