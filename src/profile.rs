@@ -46,8 +46,10 @@ pub(crate) use workload::Stop;
 pub(crate) use workload::Timer;
 pub(crate) use workload::Workload;
 
+use crate::dist::Dist;
 use crate::model::fault::PauseAt;
 use crate::model::release::ExtendCommand;
+use crate::model::units::DurationText;
 use crate::model::variant::Fencing;
 
 use crate::analysis::threshold::Threshold;
@@ -211,10 +213,10 @@ pub struct Profile {
     pub hot_key: Option<f64> => "none, uniform",
     /// Lock TTL sent as PX, whole milliseconds, with unit, e.g. 100ms, 30s.
     #[arg(long)]
-    pub ttl: Option<String> = "100ms",
+    pub ttl: Option<DurationText> = "100ms",
     /// Run length by time, with unit, e.g. 10s.
     #[arg(long, conflicts_with = "sections")]
-    pub duration: Option<String> = "5s",
+    pub duration: Option<DurationText> = "5s",
     /// Run length by number of sections begun.
     #[arg(long)]
     pub sections: Option<u64>,
@@ -223,14 +225,14 @@ pub struct Profile {
     /// 'mixture(0.99*constant(5ms),0.01*uniform(1s,3s))',
     /// 'empirical(file=d.csv,column=durationMs)'.
     #[arg(long)]
-    pub dist: Option<String> = "constant(10ms)",
+    pub dist: Option<DistText> = "constant(10ms)",
     /// Think time between a release and the next attempt, a distribution.
     #[arg(long)]
-    pub think: Option<String> = "constant(0ms)",
+    pub think: Option<DistText> = "constant(0ms)",
     /// Start the workers one by one over this time, e.g. 1s: worker i of N makes its first attempt
     /// at i/N of it (a closed loop; counts in the duration).
     #[arg(long)]
-    pub ramp_up: Option<String> => "all at once",
+    pub ramp_up: Option<DurationText> => "all at once",
     /// What a worker does when the lock is busy: fail-fast (count a rejection) or retry
     /// (exponential backoff with full jitter, see the profile's [retry] table).
     #[arg(long)]
@@ -267,19 +269,19 @@ pub struct Profile {
     pub redis: Option<String>,
     /// Simulated round trip of the memory backend, with unit.
     #[arg(long)]
-    pub memory_rtt: Option<String> = "0ms",
+    pub memory_rtt: Option<DurationText> = "0ms",
     /// Round trip of each command in a simulated run (--backend sim), a distribution, e.g.
     /// `constant(0.2ms)` or
     /// `empirical(file=results/RUN/events.csv,column=release_latency_us,unit=us)`.
     #[arg(long)]
-    pub sim_rtt: Option<String> = "lognormal(median=0.1ms,p99=0.4ms)",
+    pub sim_rtt: Option<DistText> = "lognormal(median=0.1ms,p99=0.4ms)",
     /// The simulated server's time per command, with unit; commands queue behind each other.
     #[arg(long)]
-    pub sim_service: Option<String> = "0.005ms",
+    pub sim_service: Option<DurationText> = "0.005ms",
     /// How late each timer fires in a simulated run, a distribution: a real runtime's timer is late
     /// by about its tick (tokio: ~1 ms).
     #[arg(long)]
-    pub sim_timer: Option<String> = "constant(0ms)",
+    pub sim_timer: Option<DistText> = "constant(0ms)",
     /// A real run's directory: simulate with the round trips and timer lateness it measured (from
     /// its events.csv; --sim-rtt or --sim-timer, when given, win), to check the simulation against
     /// it or extend it.
@@ -291,14 +293,14 @@ pub struct Profile {
     pub sim_parallel: Option<usize> = 1,
     /// Time allowed for one Redis reply before it counts as a timeout error, with unit.
     #[arg(long)]
-    pub command_timeout: Option<String> = "10s",
+    pub command_timeout: Option<DurationText> = "10s",
     /// Time allowed to open a connection.
     #[arg(skip)]
-    pub connect_timeout: Option<String> = "5s",
+    pub connect_timeout: Option<DurationText> = "5s",
     /// End the run when commands have been failing, with none succeeding, for this long (the server
     /// is down, out of memory, or refusing the user); the run then exits with 1.
     #[arg(long)]
-    pub give_up_after: Option<String> = "10s",
+    pub give_up_after: Option<DurationText> = "10s",
     /// Sections read-modify-write a protected resource (one per lock key, on a store of its own),
     /// counting accepted, fenced and unsafe writes and lost updates.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -357,7 +359,7 @@ pub struct Profile {
     /// Stop-the-world pauses of holders, a distribution, e.g.
     /// 'mixture(0.999*constant(0ms),0.001*uniform(1s,3s))'.
     #[arg(long)]
-    pub pause: Option<String> => "none",
+    pub pause: Option<DistText> => "none",
     /// Where a pause strikes: random or before-write.
     #[arg(long)]
     pub pause_at: Option<PauseAt> = "random",
@@ -423,7 +425,7 @@ pub struct Profile {
     pub redlock_urls: Option<Vec<String>>,
     /// Redlock: per-instance timeout of an acquisition, with unit.
     #[arg(long)]
-    pub redlock_timeout: Option<String> => "0.05 × TTL, as redsync",
+    pub redlock_timeout: Option<DurationText> => "0.05 × TTL, as redsync",
     /// Serve live metrics for Prometheus at this address while `run` or `compare` goes (`/metrics`;
     /// OpenMetrics when asked): a port alone (9464, :9464) binds 127.0.0.1, port 0 any free port
     /// (printed on stderr and recorded in manifest.json); a non-loopback address needs
@@ -466,6 +468,55 @@ impl OneOrMany {
     }
 }
 
+/// A distribution as a profile or a flag writes it (`lognormal(median=20ms,p99=120ms)`):
+/// parsed once at the door (the files it names not yet read: [`Profile::plan`] reads them
+/// last), and its text, kept so that what lockbench writes back is what the user wrote. Read
+/// by clap through `FromStr`, by a profile through `Deserialize` (the same `FromStr`); it
+/// serializes as its text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DistText {
+    dist: Dist,
+    text: String,
+}
+
+impl DistText {
+    /// The distribution, its files not yet read.
+    pub fn into_dist(self) -> Dist {
+        self.dist
+    }
+}
+
+impl std::str::FromStr for DistText {
+    /// The distribution's error message (where in the text, and what would be valid).
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(DistText {
+            dist: Dist::parse(text).map_err(|e| e.to_string())?,
+            text: text.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for DistText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl Serialize for DistText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for DistText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// The `[thresholds]` table.
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -480,11 +531,20 @@ pub struct ThresholdsProfile {
 #[serde(deny_unknown_fields)]
 pub struct RetryProfile {
     /// First backoff ceiling.
-    pub base: Option<String>,
+    pub base: Option<DurationText>,
     /// Largest backoff ceiling.
-    pub cap: Option<String>,
+    pub cap: Option<DurationText>,
     /// Give up after waiting this long for one acquisition.
-    pub max_wait: Option<String>,
+    pub max_wait: Option<DurationText>,
+}
+
+impl RetryProfile {
+    /// `base`'s default, as a profile writes it.
+    const BASE: &str = "\"1ms\"";
+    /// `cap`'s default: below a larger `base`, it follows it.
+    const CAP: &str = "\"100ms\"";
+    /// `max_wait`'s default.
+    const MAX_WAIT: &str = "\"5s\"";
 }
 
 /// Whether every section gets a row of `events.csv` (`events`).

@@ -1,6 +1,7 @@
 //! The flags of `run`, `compare`, `sweep` and `demo`, and their fold with a profile into a
 //! validated plan (`WorkloadArgs::plan`): a flag overrides the profile's field of the same name.
 
+use crate::model::units;
 use crate::profile::{BackendChoice, Plan, Profile, ProfileError};
 use crate::runner::RunOptions;
 use clap::Args;
@@ -283,17 +284,78 @@ pub struct CompareArgs {
     pub client: Vec<String>,
 }
 
-/// `sweep`.
-#[derive(Debug, Args, Clone)]
+/// `sweep`: the workload's flags, but its `--ttl` is a list of TTLs ([`TtlList`]), read by
+/// clap as such (the workload's own `--ttl` is one duration).
+#[derive(Debug, Clone)]
 pub struct SweepArgs {
-    #[command(flatten)]
-    /// Workload; its `--ttl` takes a list (`100ms,200ms,1s`) or a log-spaced range
-    /// (`100ms..2s:10`).
+    /// The TTLs to sweep (`--ttl`); without it, the profile's `ttl` alone.
+    pub ttls: Option<TtlList>,
+    /// Workload (its `ttl` is never set by a flag: `--ttl` is the list).
     pub workload: WorkloadArgs,
+    /// Release methods.
+    pub release: Option<Vec<String>>,
+}
+
+/// [`SweepArgs`] but the TTL list, as derived by clap; [`SweepArgs`]'s `clap::Args` turns the
+/// workload's `--ttl` into the list.
+#[derive(Debug, Args, Clone)]
+struct SweepFlags {
+    #[command(flatten)]
+    workload: WorkloadArgs,
     /// Release methods, comma-separated, e.g. del,token (`--releases` is an alias)
     /// [profile: releases; default del,token].
     #[arg(long = "release", visible_alias = "releases", value_delimiter = ',')]
-    pub release: Option<Vec<String>>,
+    release: Option<Vec<String>>,
+}
+
+/// The workload's `--ttl` (arg id `ttl`) made sweep's list of TTLs.
+fn ttl_list_arg(arg: clap::Arg) -> clap::Arg {
+    arg.value_parser(|text: &str| text.parse::<TtlList>())
+        .value_name("TTLS")
+        .help(
+            "The TTLs to sweep, with unit: a list (100ms,200ms,1s) or a log-spaced range \
+             (100ms..2s:10) [default: the profile's ttl]",
+        )
+}
+
+impl clap::Args for SweepArgs {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        SweepFlags::augment_args(cmd).mut_arg("ttl", ttl_list_arg)
+    }
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        SweepFlags::augment_args_for_update(cmd).mut_arg("ttl", ttl_list_arg)
+    }
+}
+
+impl clap::FromArgMatches for SweepArgs {
+    fn from_arg_matches(m: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut m.clone())
+    }
+    fn from_arg_matches_mut(m: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        // Taken first: the workload's `ttl` then finds none.
+        let ttls = m.remove_one::<TtlList>("ttl");
+        let SweepFlags { workload, release } = SweepFlags::from_arg_matches_mut(m)?;
+        Ok(SweepArgs {
+            ttls,
+            workload,
+            release,
+        })
+    }
+    fn update_from_arg_matches(&mut self, m: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.update_from_arg_matches_mut(&mut m.clone())
+    }
+    fn update_from_arg_matches_mut(&mut self, m: &mut clap::ArgMatches) -> Result<(), clap::Error> {
+        if let Some(t) = m.remove_one::<TtlList>("ttl") {
+            self.ttls = Some(t);
+        }
+        let mut flags = SweepFlags {
+            workload: self.workload.clone(),
+            release: self.release.clone(),
+        };
+        flags.update_from_arg_matches_mut(m)?;
+        (self.workload, self.release) = (flags.workload, flags.release);
+        Ok(())
+    }
 }
 
 impl WorkloadArgs {
@@ -482,4 +544,76 @@ fn flag_of(field: &str) -> String {
 
 fn flag_was_set(flags: &Profile, field: &str) -> bool {
     flags.is_set(field)
+}
+
+/// A sweep's TTLs, µs as written (before any time scale), sorted and unique: `--ttl`'s
+/// `100ms,200ms,1s` or log-spaced `100ms..2s:10`, read once by clap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TtlList(pub Vec<u64>);
+
+impl std::str::FromStr for TtlList {
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        parse_ttls(text).map(TtlList)
+    }
+}
+
+/// Parses `100ms,200ms,1s` or a log-spaced range `100ms..2s:10` into TTLs in µs (sorted, unique).
+fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
+    let mut out = if let Some((range, n)) = text.split_once(':').filter(|_| text.contains("..")) {
+        let (a, b) = range
+            .split_once("..")
+            .ok_or_else(|| "expected `FROM..TO:N`".to_string())?;
+        let a = units::parse_ms(a).map_err(|e| e.to_string())?;
+        let b = units::parse_ms(b).map_err(|e| e.to_string())?;
+        let n: usize = n
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{n}` is not a count: write e.g. `100ms..2s:10`"))?;
+        if !(2..=100).contains(&n) || a <= 0.0 || b <= a {
+            return Err("a range needs 0 < FROM < TO and 2 to 100 values".to_string());
+        }
+        // Log-spaced, rounded to whole milliseconds (Redis PX) when at least 1ms.
+        (0..n)
+            .map(|i| {
+                let ms = a * (b / a).powf(i as f64 / (n - 1) as f64);
+                units::ms_to_us(if ms >= 1.0 { ms.round() } else { ms })
+            })
+            .collect::<Vec<_>>()
+    } else {
+        text.split(',')
+            .map(|t| {
+                units::parse_ms(t)
+                    .map(units::ms_to_us)
+                    .map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, _>>()?
+    };
+    out.sort_unstable();
+    out.dedup();
+    if out.is_empty() {
+        return Err("list at least one TTL".to_string());
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lists and log-spaced ranges parse into sorted unique µs values; bad ones say why.
+    #[test]
+    fn parses_ttl_lists_and_ranges() {
+        assert_eq!(
+            parse_ttls("200ms,100ms,1s,100ms").unwrap(),
+            vec![100_000, 200_000, 1_000_000]
+        );
+        let r = parse_ttls("100ms..2s:10").unwrap();
+        assert_eq!(r.len(), 10);
+        assert_eq!((r[0], r[9]), (100_000, 2_000_000));
+        assert_eq!(r[1], 139_000, "log-spaced and rounded to whole ms: {r:?}");
+        assert!(parse_ttls("100ms..2s:x").unwrap_err().contains("count"));
+        assert!(parse_ttls("2s..100ms:5").unwrap_err().contains("FROM < TO"));
+        assert!(parse_ttls("100").unwrap_err().contains("unit"));
+    }
 }

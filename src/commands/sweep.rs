@@ -4,7 +4,7 @@
 
 use crate::analysis::summary::Summary;
 use crate::backend::Backend;
-use crate::commands::args::SweepArgs;
+use crate::commands::args::{SweepArgs, TtlList};
 use crate::model::units;
 use crate::model::variant::Variant;
 use crate::profile::Profile;
@@ -48,46 +48,6 @@ impl SweepRow {
     pub(crate) fn wrongful_deletes_per_hour(&self) -> Option<f64> {
         sweep_chart::wrongful_deletes_per_hour(self.summary.as_ref()?)
     }
-}
-
-/// Parses `100ms,200ms,1s` or a log-spaced range `100ms..2s:10` into TTLs in µs (sorted, unique).
-pub(crate) fn parse_ttls(text: &str) -> Result<Vec<u64>, String> {
-    let bad = |m: String| format!("--ttl `{text}`: {m}");
-    let mut out = if let Some((range, n)) = text.split_once(':').filter(|_| text.contains("..")) {
-        let (a, b) = range
-            .split_once("..")
-            .ok_or_else(|| bad("expected `FROM..TO:N`".into()))?;
-        let a = units::parse_ms(a).map_err(|e| bad(e.to_string()))?;
-        let b = units::parse_ms(b).map_err(|e| bad(e.to_string()))?;
-        let n: usize = n
-            .trim()
-            .parse()
-            .map_err(|_| bad(format!("`{n}` is not a count: write e.g. `100ms..2s:10`")))?;
-        if !(2..=100).contains(&n) || a <= 0.0 || b <= a {
-            return Err(bad("a range needs 0 < FROM < TO and 2 to 100 values".into()));
-        }
-        // Log-spaced, rounded to whole milliseconds (Redis PX) when at least 1ms.
-        (0..n)
-            .map(|i| {
-                let ms = a * (b / a).powf(i as f64 / (n - 1) as f64);
-                units::ms_to_us(if ms >= 1.0 { ms.round() } else { ms })
-            })
-            .collect::<Vec<_>>()
-    } else {
-        text.split(',')
-            .map(|t| {
-                units::parse_ms(t)
-                    .map(units::ms_to_us)
-                    .map_err(|e| bad(e.to_string()))
-            })
-            .collect::<Result<Vec<_>, _>>()?
-    };
-    out.sort_unstable();
-    out.dedup();
-    if out.is_empty() {
-        return Err(bad("list at least one TTL".into()));
-    }
-    Ok(out)
 }
 
 /// A TTL for a file name or a table: `100ms`, `1.5s`, `1234us`.
@@ -297,9 +257,10 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         ..Profile::default()
     };
     // The profile is read once; the TTL list comes from --ttl, or from its ttl field.
-    let mut loaded = a.workload.load()?;
-    let ttl_text = match (&a.workload.settings.ttl, &loaded.profile.ttl) {
-        (Some(t), _) | (None, Some(t)) => t.clone(),
+    let loaded = a.workload.load()?;
+    let ttls = match (&a.ttls, &loaded.profile.ttl) {
+        (Some(TtlList(list)), _) => list.clone(),
+        (None, Some(t)) => vec![t.us()],
         (None, None) => {
             return Err(crate::exit::BadInput(
                 "sweep needs TTLs: --ttl 100ms,200ms,1s or --ttl 100ms..2s:10".into(),
@@ -307,16 +268,14 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
             .into());
         }
     };
-    let ttls = parse_ttls(&ttl_text).map_err(crate::exit::BadInput)?;
     // The base plan is the first cell; the others are the same plan with another TTL
     // (`Plan::with_ttl`). The list is no TTL of one cell: the first cell's stands in for it.
     let first = {
         let mut w = a.workload.clone();
-        // Where the list came from, so an error about the first TTL names it.
-        let first_ttl = Some(format!("{}us", ttls[0]));
-        match w.settings.ttl {
-            Some(_) => w.settings.ttl = first_ttl,
-            None => loaded.profile.ttl = first_ttl,
+        // The list's first TTL, set as the flag it came from, so an error about it names
+        // `--ttl` (from the profile, the list is its `ttl` alone).
+        if a.ttls.is_some() {
+            w.settings.ttl = Some(crate::model::units::DurationText::from_us(ttls[0]));
         }
         w.plan_of(loaded, extra)?
     };
@@ -420,25 +379,4 @@ pub(crate) async fn run(a: SweepArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(verdict.code)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Lists and log-spaced ranges parse into sorted unique µs values; bad ones say why.
-    #[test]
-    fn parses_ttl_lists_and_ranges() {
-        assert_eq!(
-            parse_ttls("200ms,100ms,1s,100ms").unwrap(),
-            vec![100_000, 200_000, 1_000_000]
-        );
-        let r = parse_ttls("100ms..2s:10").unwrap();
-        assert_eq!(r.len(), 10);
-        assert_eq!((r[0], r[9]), (100_000, 2_000_000));
-        assert_eq!(r[1], 139_000, "log-spaced and rounded to whole ms: {r:?}");
-        assert!(parse_ttls("100ms..2s:x").unwrap_err().contains("count"));
-        assert!(parse_ttls("2s..100ms:5").unwrap_err().contains("FROM < TO"));
-        assert!(parse_ttls("100").unwrap_err().contains("unit"));
-    }
 }

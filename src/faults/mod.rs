@@ -515,12 +515,12 @@ mod tests {
     fn one_list_of_settings() {
         let every = FaultProfile {
             kind: Some(crate::model::fault::FaultKind::Latency),
-            at: Some("0s".into()),
-            length: Some("1s".into()),
-            delay: Some("1ms".into()),
-            jitter: Some("1ms".into()),
+            at: Some("0s".parse().unwrap()),
+            length: Some("1s".parse().unwrap()),
+            delay: Some("1ms".parse().unwrap()),
+            jitter: Some("1ms".parse().unwrap()),
             probability: Some(0.5),
-            restart: Some("1ms".into()),
+            restart: Some("1ms".parse().unwrap()),
             shard: Some(0),
             instance: Some(0),
         };
@@ -532,7 +532,13 @@ mod tests {
         listed.sort_unstable();
         assert_eq!(keys, listed);
         for key in FaultProfile::SETTINGS {
-            let text = format!("latency,{key}=0");
+            // A duration setting's value has its unit; the others are numbers.
+            let value = if ["shard", "instance", "probability"].contains(&key) {
+                "0"
+            } else {
+                "0ms"
+            };
+            let text = format!("latency,{key}={value}");
             assert!(text.parse::<FaultProfile>().is_ok(), "{text}");
         }
         let e = |t: &str| t.parse::<FaultProfile>().unwrap_err();

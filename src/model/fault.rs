@@ -4,6 +4,7 @@
 //! The driver that applies a schedule is the `faults` module.
 
 use super::units;
+use super::units::DurationText;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -77,17 +78,17 @@ pub struct FaultProfile {
     /// `server-pause`, `server-restart`, `latency`, `partition` or `holder-crash`.
     pub kind: Option<FaultKind>,
     /// Start, from the variant's start (`2s`) [default: 0].
-    pub at: Option<String>,
+    pub at: Option<DurationText>,
     /// Length of the window (`500ms`) [default for holder-crash: the whole run].
-    pub length: Option<String>,
+    pub length: Option<DurationText>,
     /// `latency`: the added delay of every reply.
-    pub delay: Option<String>,
+    pub delay: Option<DurationText>,
     /// `latency`: uniform jitter around the delay [default: 0].
-    pub jitter: Option<String>,
+    pub jitter: Option<DurationText>,
     /// `holder-crash`: probability that a section begun in the window dies.
     pub probability: Option<f64>,
     /// `holder-crash`: how long a crashed worker stays away [default: 0].
-    pub restart: Option<String>,
+    pub restart: Option<DurationText>,
     /// `failover`: which shard, by the order of its first slot (0 holds slot 0) [default: 0].
     pub shard: Option<usize>,
     /// `server-pause` / `server-restart` of a redlock run: which instance (from 0).
@@ -138,6 +139,12 @@ impl std::str::FromStr for FaultProfile {
     type Err = String;
 
     fn from_str(text: &str) -> Result<FaultProfile, String> {
+        // A setting's duration, read as a `[[fault]]` table's is (`DurationText`).
+        let duration = |name: &str, v: &str| -> Result<DurationText, String> {
+            v.trim()
+                .parse()
+                .map_err(|e| format!("`{name}` in `{text}`: {e}"))
+        };
         let mut parts = text.split(',');
         let head = parts.next().unwrap_or("").trim();
         let (kind, when) = match head.split_once('@') {
@@ -153,8 +160,8 @@ impl std::str::FromStr for FaultProfile {
                 Some((a, l)) => (a, Some(l)),
                 None => (w, None),
             };
-            p.at = Some(at.trim().to_string());
-            p.length = length.map(|l| l.trim().to_string());
+            p.at = Some(duration("at", at)?);
+            p.length = length.map(|l| duration("length", l)).transpose()?;
         }
         for kv in parts {
             let (k, v) = kv.split_once('=').ok_or_else(|| {
@@ -165,9 +172,9 @@ impl std::str::FromStr for FaultProfile {
             })?;
             let v = v.trim().to_string();
             match k.trim() {
-                "delay" => p.delay = Some(v),
-                "jitter" => p.jitter = Some(v),
-                "restart" => p.restart = Some(v),
+                "delay" => p.delay = Some(duration("delay", &v)?),
+                "jitter" => p.jitter = Some(duration("jitter", &v)?),
+                "restart" => p.restart = Some(duration("restart", &v)?),
                 "shard" => {
                     p.shard = Some(v.parse().map_err(|_| {
                         format!("shard `{v}` in `{text}` is not a shard number (0, 1, …)")
@@ -178,8 +185,8 @@ impl std::str::FromStr for FaultProfile {
                         format!("instance `{v}` in `{text}` is not an instance number (0, 1, …)")
                     })?)
                 }
-                "length" => p.length = Some(v),
-                "at" => p.at = Some(v),
+                "length" => p.length = Some(duration("length", &v)?),
+                "at" => p.at = Some(duration("at", &v)?),
                 "probability" | "p" => {
                     p.probability = Some(v.parse().map_err(|_| {
                         format!("probability `{v}` in `{text}` is not a number from 0 to 1")
@@ -221,17 +228,10 @@ impl FaultProfile {
         let kind = self
             .kind
             .ok_or("every fault needs a `kind` (e.g. kind = \"server-pause\")")?;
-        let dur = |name: &str, v: &Option<String>| -> Result<Option<u64>, String> {
-            v.as_deref()
-                .map(|t| {
-                    units::parse_ms(t)
-                        .map(units::ms_to_us)
-                        .map_err(|e| format!("`{name}`: {e}"))
-                })
-                .transpose()
-        };
-        let at_us = dur("at", &self.at)?.unwrap_or(0);
-        let length_us = match dur("length", &self.length)? {
+        // Each duration was read as the entry was (`DurationText`): no text is parsed here.
+        let dur = |v: &Option<DurationText>| v.as_ref().map(DurationText::us);
+        let at_us = dur(&self.at).unwrap_or(0);
+        let length_us = match dur(&self.length) {
             Some(0) => return Err("`length` must be longer than 0 (e.g. 500ms)".into()),
             Some(l) => l,
             None if kind == FaultKind::HolderCrash => u64::MAX,
@@ -262,8 +262,8 @@ impl FaultProfile {
         )?;
         only("restart", self.restart.is_some(), FaultKind::HolderCrash)?;
         only("shard", self.shard.is_some(), FaultKind::Failover)?;
-        let delay_us = dur("delay", &self.delay)?.unwrap_or(0);
-        let jitter_us = dur("jitter", &self.jitter)?.unwrap_or(0);
+        let delay_us = dur(&self.delay).unwrap_or(0);
+        let jitter_us = dur(&self.jitter).unwrap_or(0);
         if kind == FaultKind::Latency && delay_us == 0 && jitter_us == 0 {
             return Err("a latency fault needs a `delay` (e.g. delay=20ms)".into());
         }
@@ -284,7 +284,7 @@ impl FaultProfile {
                 }
             }
         }
-        let restart_us = dur("restart", &self.restart)?.unwrap_or(0);
+        let restart_us = dur(&self.restart).unwrap_or(0);
         if self.instance.is_some() && !kind.needs_server() {
             return Err(format!(
                 "`instance` picks the redlock instance of a server-pause or server-restart, not of a {}",

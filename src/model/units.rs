@@ -84,6 +84,68 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, UnitError> {
     Ok(Duration::from_micros(ms_to_us(parse_ms(text)?)))
 }
 
+/// A duration as a profile or a flag writes it (`250ms`, `1.5s`): its value in µs, read once
+/// at the door, and its text, kept so that what lockbench writes back (the profile in
+/// `manifest.json`) is what the user wrote. Clap reads it through `FromStr`, a profile through
+/// `Deserialize` (the same `FromStr`: one grammar, one message); it serializes as its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DurationText {
+    us: u64,
+    text: String,
+}
+
+impl DurationText {
+    /// The value, whole µs.
+    pub fn us(&self) -> u64 {
+        self.us
+    }
+
+    /// A duration lockbench chose rather than read (a sweep's cell's TTL), written as
+    /// messages write it (`150ms`).
+    pub fn from_us(us: u64) -> DurationText {
+        DurationText {
+            us,
+            text: fmt_us(us, Style::Compact),
+        }
+    }
+
+    /// The text as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+}
+
+impl std::str::FromStr for DurationText {
+    /// [`UnitError`]'s message.
+    type Err = String;
+    fn from_str(text: &str) -> Result<Self, String> {
+        Ok(DurationText {
+            us: ms_to_us(parse_ms(text).map_err(|e| e.to_string())?),
+            text: text.to_string(),
+        })
+    }
+}
+
+impl std::fmt::Display for DurationText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl serde::Serialize for DurationText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for DurationText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <String as serde::Deserialize>::deserialize(d)?
+            .parse()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 /// The longest time lockbench handles: 1000 hours, in µs. Sampled durations are capped here so
 /// heavy-tailed distributions cannot overflow the clock arithmetic.
 pub(crate) const MAX_US: u64 = 3_600_000_000_000;
@@ -232,6 +294,18 @@ mod tests {
         assert_eq!(parse_ms("30us").unwrap(), 0.03);
         assert_eq!(parse_ms("2m").unwrap(), 120_000.0);
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
+    }
+
+    /// A duration text keeps what was written beside its value, and writes back the text.
+    #[test]
+    fn a_duration_text_keeps_its_text() {
+        let d: DurationText = "1.5s".parse().unwrap();
+        assert_eq!((d.us(), d.as_str()), (1_500_000, "1.5s"));
+        assert_eq!(serde_json::to_string(&d).unwrap(), "\"1.5s\"");
+        assert_eq!(
+            "250".parse::<DurationText>(),
+            Err(UnitError::MissingUnit("250".into()).to_string())
+        );
     }
 
     #[test]

@@ -159,11 +159,7 @@ impl Profile {
         if let Some(url) = &self.redis {
             crate::target::check_url(url).map_err(|e| cx.err("redis", format!("{e:#}")))?;
         }
-        let memory_rtt_us = cx.dur_us(
-            "memory_rtt",
-            &self.memory_rtt,
-            Profile::default_value("memory_rtt"),
-        )?;
+        let memory_rtt_us = self.memory_rtt().us();
         if memory_rtt_us > 10_000_000 {
             return Err(cx.err(
                 "memory_rtt",

@@ -1,9 +1,8 @@
 //! What every part of a profile's validation shares: the profile's file and text, to name the
-//! line of a field at fault, and the readers of a duration and a distribution.
+//! line of a field at fault, and the reader of a distribution's files.
 
 use super::ProfileError;
 use crate::dist::Dist;
-use crate::model::units;
 use std::path::Path;
 
 /// The profile being validated: its file's name, its text (to find line numbers) and the
@@ -21,29 +20,6 @@ impl Check<'_> {
     /// `field` is wrong: `message` says what would be valid.
     pub(super) fn err(&self, field: &str, message: String) -> ProfileError {
         ProfileError::at_field(self.file, self.source, field, message)
-    }
-
-    /// A duration field, µs (`default` when unset).
-    pub(super) fn dur_us(
-        &self,
-        field: &str,
-        v: &Option<String>,
-        default: &str,
-    ) -> Result<u64, ProfileError> {
-        let text = v.as_deref().unwrap_or(default);
-        units::parse_ms(text)
-            .map(units::ms_to_us)
-            .map_err(|e| self.err(field, e.to_string()))
-    }
-
-    /// A distribution field, parsed, its files not yet read (`default` when unset).
-    pub(super) fn dist(
-        &self,
-        field: &str,
-        v: &Option<String>,
-        default: &str,
-    ) -> Result<Dist, ProfileError> {
-        Dist::parse(v.as_deref().unwrap_or(default)).map_err(|e| self.err(field, e.to_string()))
     }
 
     /// `d` with the files it names read.

@@ -2,7 +2,7 @@
 //! crashes, checked into a [`FaultPlan`].
 
 use super::check::{Check, locate};
-use super::{Plan, Profile, ProfileError};
+use super::{Plan, Profile, ProfileError, Setting};
 use crate::dist::Dist;
 use crate::model::fault::{Fault, FaultKind, PauseAt};
 use serde::Serialize;
@@ -26,7 +26,10 @@ impl Profile {
     /// The faults' fields, checked. The pause is parsed, not loaded: [`load_files`] reads the
     /// file it names.
     pub(super) fn plan_faults(&self, cx: &Check<'_>) -> Result<FaultPlan, ProfileError> {
-        let pause = cx.dist("pause", &self.pause, "constant(0ms)")?;
+        let pause = self
+            .pause
+            .value_or("pause", "\"constant(0ms)\"")
+            .into_dist();
         let pause_at = self.pause_at();
         let mut faults = Vec::new();
         for (i, f) in self.fault.iter().flatten().enumerate() {

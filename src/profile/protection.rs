@@ -72,7 +72,11 @@ impl Profile {
                         ));
                     }
                 },
-                None => ExtendEvery::Fixed(cx.dur_us("extend", &self.extend, "0ms")?),
+                None => ExtendEvery::Fixed(
+                    crate::model::units::parse_ms(t)
+                        .map(crate::model::units::ms_to_us)
+                        .map_err(|e| cx.err("extend", e.to_string()))?,
+                ),
             },
         };
         let extends = std::iter::once(&release).chain(&releases).any(|v| v.extend);

@@ -132,9 +132,7 @@ pub(super) fn plan_of(
     let instance_timeout_us = match &p.redlock_timeout {
         None => None,
         Some(t) => {
-            let us = crate::model::units::parse_ms(t)
-                .map(crate::model::units::ms_to_us)
-                .map_err(|e| ("redlock_timeout", e.to_string()))?;
+            let us = t.us();
             if us < 1_000 || us >= plan.workload.ttl_ms * 1000 {
                 return Err((
                     "redlock_timeout",

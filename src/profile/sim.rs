@@ -32,20 +32,10 @@ impl Profile {
     /// not yet a sampler: [`load_files`] reads the files they name. Whether the run may be cut
     /// into parts is [`Profile::check_sim_parallel`]'s, on the whole plan.
     pub(super) fn plan_sim(&self, cx: &Check<'_>) -> Result<SimPlan, ProfileError> {
-        let sim_rtt = cx.dist("sim_rtt", &self.sim_rtt, Profile::default_value("sim_rtt"))?;
-        let sim_timer_text = self.sim_timer();
-        // Parsed here to check it; parsed again, with its files read, by `load_files`.
-        cx.dist(
-            "sim_timer",
-            &self.sim_timer,
-            Profile::default_value("sim_timer"),
-        )?;
-        let sim_rtt_text = self.sim_rtt();
-        let sim_service_us = cx.dur_us(
-            "sim_service",
-            &self.sim_service,
-            Profile::default_value("sim_service"),
-        )?;
+        let sim_rtt_text = self.sim_rtt().to_string();
+        let sim_rtt = self.sim_rtt().into_dist();
+        let sim_timer_text = self.sim_timer().to_string();
+        let sim_service_us = self.sim_service().us();
         if sim_service_us > 1_000_000 {
             return Err(cx.err(
                 "sim_service",
@@ -124,14 +114,7 @@ impl Profile {
 /// network's and the runtime's), and makes the timer's sampler.
 pub(super) fn load_files(s: &mut SimPlan, p: &Profile, cx: &Check<'_>) -> Result<(), ProfileError> {
     s.sim_rtt = cx.load("sim_rtt", s.sim_rtt.clone())?;
-    let sim_timer = cx.load(
-        "sim_timer",
-        cx.dist(
-            "sim_timer",
-            &p.sim_timer,
-            Profile::default_value("sim_timer"),
-        )?,
-    )?;
+    let sim_timer = cx.load("sim_timer", p.sim_timer().into_dist())?;
     // `sim_from` is read by the command (`backend::check_plan_io`): validation reads no
     // run directory.
     let sim_timer = (!sim_timer.is_zero()).then(|| sim_timer.sampler());

@@ -8,27 +8,15 @@ use crate::model::units;
 impl Profile {
     /// The timeouts, checked.
     pub(super) fn plan_timeouts(&self, cx: &Check<'_>) -> Result<Timeouts, ProfileError> {
-        let command_timeout_us = cx.dur_us(
-            "command_timeout",
-            &self.command_timeout,
-            Profile::default_value("command_timeout"),
-        )?;
-        let connect_timeout_us = cx.dur_us(
-            "connect_timeout",
-            &self.connect_timeout,
-            Profile::default_value("connect_timeout"),
-        )?;
+        let command_timeout_us = self.command_timeout().us();
+        let connect_timeout_us = self.connect_timeout().us();
         if command_timeout_us == 0 || connect_timeout_us == 0 {
             return Err(cx.err(
                 "command_timeout",
                 "timeouts must be longer than 0".to_string(),
             ));
         }
-        let give_up_after_us = cx.dur_us(
-            "give_up_after",
-            &self.give_up_after,
-            Profile::default_value("give_up_after"),
-        )?;
+        let give_up_after_us = self.give_up_after().us();
         if give_up_after_us < 100_000 {
             return Err(cx.err(
                 "give_up_after",

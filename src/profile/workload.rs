@@ -2,9 +2,10 @@
 //! length, the durations, the busy policy and the arrival model, checked into a [`Workload`].
 
 use super::check::Check;
-use super::{MAX_TIME_SCALE, MIN_TIME_SCALE, Profile, ProfileError};
+use super::{MAX_TIME_SCALE, MIN_TIME_SCALE, Profile, ProfileError, RetryProfile, Setting};
 use crate::dist::Dist;
 use crate::model::units;
+use crate::model::units::DurationText;
 use serde::Serialize;
 
 /// What the workers do and for how long: the load, the lock's TTL, the durations and the
@@ -136,7 +137,7 @@ impl Profile {
                 ),
             ));
         }
-        let raw_ttl_us = cx.dur_us("ttl", &self.ttl, Profile::default_value("ttl"))?;
+        let raw_ttl_us = self.ttl().us();
         let ttl_us = scaled_ttl(raw_ttl_us, scale, warnings).map_err(|(f, m)| cx.err(f, m))?;
         let stop = match (&self.duration, self.sections) {
             (Some(_), Some(_)) => {
@@ -147,8 +148,8 @@ impl Profile {
             }
             (_, Some(0)) => return Err(cx.err("sections", "must be at least 1".to_string())),
             (_, Some(n)) => Stop::Sections { sections: n },
-            (d, None) => {
-                let us = cx.dur_us("duration", d, Profile::default_value("duration"))?;
+            (_, None) => {
+                let us = self.duration().us();
                 if us == 0 {
                     return Err(cx.err("duration", "must be longer than 0 (e.g. `5s`)".to_string()));
                 }
@@ -158,8 +159,9 @@ impl Profile {
         // The [retry] table is checked even when the policy is fail-fast, so a typo never hides.
         let r = self.retry.clone().unwrap_or_default();
         let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
-        let base_us = sc(cx.dur_us("retry.base", &r.base, "1ms")?);
-        let cap_us = sc(cx.dur_us("retry.cap", &r.cap, "100ms")?);
+        let base = r.base.value_or("retry.base", RetryProfile::BASE);
+        let base_us = sc(base.us());
+        let cap_us = sc(r.cap.value_or("retry.cap", RetryProfile::CAP).us());
         // A ceiling written below the start is a typo, not a wish: refused. The default
         // ceiling follows a larger start.
         if r.cap.is_some() && cap_us < base_us {
@@ -167,13 +169,16 @@ impl Profile {
                 "retry.cap",
                 format!(
                     "{} is below retry.base ({}): the backoff's ceiling must be at least its start",
-                    r.cap.as_deref().unwrap_or_default(),
-                    r.base.as_deref().unwrap_or("1ms")
+                    r.cap.as_ref().map_or("", |c| c.as_str()),
+                    base
                 ),
             ));
         }
         let cap_us = cap_us.max(base_us);
-        let max_wait_us = sc(cx.dur_us("retry.max_wait", &r.max_wait, "5s")?);
+        let max_wait_us = sc(r
+            .max_wait
+            .value_or("retry.max_wait", RetryProfile::MAX_WAIT)
+            .us());
         let busy = match self.busy() {
             Busy::FailFast => BusyPolicy::FailFast,
             Busy::Retry => BusyPolicy::Retry {
@@ -182,8 +187,8 @@ impl Profile {
                 max_wait_us,
             },
         };
-        let dist = cx.dist("dist", &self.dist, Profile::default_value("dist"))?;
-        let think = cx.dist("think", &self.think, Profile::default_value("think"))?;
+        let dist = self.dist().into_dist();
+        let think = self.think().into_dist();
         let arrivals = match &self.arrivals {
             None => None,
             Some(a) => {
@@ -199,7 +204,7 @@ impl Profile {
                 )
             }
         };
-        let ramp_up_us = cx.dur_us("ramp_up", &self.ramp_up, "0s")?;
+        let ramp_up_us = self.ramp_up.as_ref().map_or(0, DurationText::us);
         if ramp_up_us > 0 {
             if arrivals.is_some() {
                 return Err(cx.err(

@@ -110,10 +110,7 @@ fn bad_dist_flag_points_at_the_part() {
     let o = lockbench(&["run", "--backend", "memory", "--dist", "uniform(70ms,x)"]).output();
     assert_eq!(o.status.code(), Some(2));
     let (_, err) = text(&o);
-    assert!(
-        err.contains("--dist") && err.contains("command line") && err.contains("column"),
-        "{err}"
-    );
+    assert!(err.contains("--dist") && err.contains("column"), "{err}");
     let (_, err) =
         text(&lockbench(&["run", "--backend", "memory", "--dist", "gamma(2ms)"]).output());
     assert!(

@@ -61,7 +61,7 @@ pub struct DemoArgs {
     /// A's TTL in stale-release, fencing and setnx-expire, which wait past it [default 300ms];
     /// the window of dedup-window [default 2s]. Not used by fail-open and one-time-token.
     #[arg(long)]
-    pub ttl: Option<String>,
+    pub ttl: Option<crate::model::units::DurationText>,
     /// Redis URL instead of a private server.
     #[arg(long)]
     pub redis: Option<String>,
@@ -90,7 +90,11 @@ pub async fn run(a: DemoArgs) -> anyhow::Result<i32> {
     // The TTL is read as `run` reads it, by the profile's grammar: the same message and exit
     // code for `--ttl x`, and the same refusal of what Redis PX cannot express.
     let profile = Profile {
-        ttl: Some(a.ttl.clone().unwrap_or_else(|| default_ttl.to_string())),
+        ttl: Some(a.ttl.clone().unwrap_or_else(|| {
+            default_ttl
+                .parse()
+                .expect("a story's default TTL is a duration")
+        })),
         redis: a.redis.clone(),
         backend: a.backend.clone(),
         redis_server: (!a.redis_server.is_empty()).then(|| a.redis_server.clone()),
