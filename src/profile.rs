@@ -487,11 +487,11 @@ impl DistText {
 }
 
 impl std::str::FromStr for DistText {
-    /// The distribution's error message (where in the text, and what would be valid).
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    /// Where in the text, and what would be valid.
+    type Err = crate::dist::DistError;
+    fn from_str(text: &str) -> Result<Self, crate::dist::DistError> {
         Ok(DistText {
-            dist: Dist::parse(text).map_err(|e| e.to_string())?,
+            dist: Dist::parse(text)?,
             text: text.to_string(),
         })
     }

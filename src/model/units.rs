@@ -7,7 +7,7 @@ use std::time::Duration;
 
 /// Why a duration text was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum UnitError {
+pub enum UnitError {
     /// The text has no number in front of the unit.
     #[error(
         "`{0}` is not a duration: expected a number followed by a unit, e.g. `250ms`, `1.5s`, `30us`, `2m`"
@@ -116,11 +116,10 @@ impl DurationText {
 }
 
 impl std::str::FromStr for DurationText {
-    /// [`UnitError`]'s message.
-    type Err = String;
-    fn from_str(text: &str) -> Result<Self, String> {
+    type Err = UnitError;
+    fn from_str(text: &str) -> Result<Self, UnitError> {
         Ok(DurationText {
-            us: ms_to_us(parse_ms(text).map_err(|e| e.to_string())?),
+            us: ms_to_us(parse_ms(text)?),
             text: text.to_string(),
         })
     }
@@ -304,7 +303,7 @@ mod tests {
         assert_eq!(serde_json::to_string(&d).unwrap(), "\"1.5s\"");
         assert_eq!(
             "250".parse::<DurationText>(),
-            Err(UnitError::MissingUnit("250".into()).to_string())
+            Err(UnitError::MissingUnit("250".into()))
         );
     }
 
