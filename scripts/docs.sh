@@ -13,9 +13,12 @@ cd "$(dirname "$0")/.."
 MDBOOK_VERSION=0.4.52
 tools="$PWD/.tools"
 mkdir -p "$tools"
-# One installer at a time (two runs may start on a cold cache).
-exec 9>"$tools/.lock"
-flock 9
+# One installer at a time (two runs may start on a cold cache); `.ci/run` starts this before
+# it installs what may be missing, flock's util-linux among it.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$tools/.lock"
+    flock 9
+fi
 
 mdbook=$(command -v mdbook || true)
 if [[ -z "$mdbook" || "$("$mdbook" --version)" != "mdbook v$MDBOOK_VERSION" ]]; then

@@ -30,14 +30,14 @@
 //! from the computation ([`recommend`]) and the printer ([`print_recommendation`]).
 //!
 //! Files: the command line and its entry are `crate::commands::recommend`'s; this one holds
-//! the parameters and the computation ([`recommend`]); `durations.rs` the inputs, `stats.rs`
+//! the parameters and the computation ([`recommend`]); `measured.rs` the inputs, `stats.rs`
 //! the order statistics, `models.rs` the fitted models, `crash.rs` the blocked time after
 //! crashes, `print.rs` the printer.
 
 use serde::Serialize;
 
 mod crash;
-mod durations;
+mod measured;
 mod models;
 mod print;
 mod stats;
@@ -45,12 +45,12 @@ mod stats;
 pub(crate) use crash::CRASH_MODEL;
 pub(crate) use crash::CrashCost;
 pub use crash::expected_blocked_ms;
-pub(crate) use durations::InputInfo;
-pub use durations::InputKind;
-pub(crate) use durations::LoadError;
-pub use durations::LoadOptions;
-pub use durations::Samples;
-pub use durations::load_durations;
+pub(crate) use measured::InputInfo;
+pub use measured::InputKind;
+pub(crate) use measured::LoadError;
+pub use measured::LoadOptions;
+pub use measured::Samples;
+pub use measured::load_durations;
 pub(crate) use models::Model;
 pub(crate) use models::ModelFit;
 pub use print::print_recommendation;
