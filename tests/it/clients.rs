@@ -51,6 +51,8 @@ fn rows_of(dir: &Path, name: &str) -> usize {
 #[test]
 fn a_broken_driver_is_a_clear_error_and_no_row_is_lost() {
     // Six driver processes and a silence of 10 s, timed: no other test's load beside them.
+    // The silence is the driver's patience: four command timeouts, at least 10 s — so the
+    // command timeout here is 1 s (at its default of 10 s the hang alone waited 40 s).
     let _cpu = common::alone();
     let fake = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/fake-drivers");
     for (mode, says) in [
@@ -71,6 +73,8 @@ fn a_broken_driver_is_a_clear_error_and_no_row_is_lost() {
                 "--dist",
                 "constant(5ms)",
                 "--duration",
+                "1s",
+                "--command-timeout",
                 "1s",
             ],
             tmp.path(),
