@@ -708,6 +708,9 @@ fn ctrl_c_while_a_driver_hangs(duration: &str) {
     let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
         .args(["--workers", "2", "--keys", "1", "--dist", "constant(5ms)"])
         .args(["--duration", duration, "--quiet"])
+        // The fake driver hangs its whole process: a process each, so that the holder that
+        // did not hang is answered (the hang of a shared process holds all its holders).
+        .args(["--holders-per-process", "1"])
         .env("LOCKBENCH_DRIVERS_ROOT", fake)
         .env("FAKE_DRIVER", "hang")
         .env("FAKE_DRIVER_MARK", &mark)
@@ -766,7 +769,8 @@ fn a_driver_that_cannot_be_greeted_leaves_no_out_directory() {
         let err = common::text_of(&o);
         assert_eq!(o.status.code(), Some(1), "{mode}: {err}");
         assert!(
-            err.contains("client redis-py (holder 0") && err.contains(says),
+            // Either holder's greeting may fail first: they start together.
+            err.contains("client redis-py (holder ") && err.contains(says),
             "{mode}: {err}"
         );
         assert!(!out.exists(), "{mode}: a partial --out was left");
