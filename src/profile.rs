@@ -399,7 +399,7 @@ pub struct Profile {
     /// Python, an async task in Node). 1 is a process per holder, which a holder's pause or crash
     /// needs: its SIGSTOP or SIGKILL must reach that holder alone.
     #[arg(long, value_name = "N")]
-    pub holders_per_process: Option<usize> => "1 where a holder pauses or crashes, else 50",
+    pub holders_per_process: Option<usize> => "1 where a holder pauses or crashes, else 100",
     /// How a section waits for its end: tokio (its millisecond timer: ~1 ms late, cheap) or precise
     /// (the timer to 2.5 ms before the end, then yielding until it: tens of µs late, at the cost of
     /// a busy core).

@@ -193,9 +193,9 @@ mod tests {
     fn a_costly_start_is_announced_with_its_estimate() {
         let w = cost_warning(Client::RedisPy, 1000, 1, None).expect("1,000 processes");
         assert!(w.contains("1000 processes") && w.contains("32.4 GB"), "{w}");
-        assert!(w.contains("--holders-per-process 50"), "{w}");
+        assert!(w.contains("--holders-per-process 100"), "{w}");
         assert_eq!(
-            cost_warning(Client::RedisPy, 1000, 50, Some(24_000.0)),
+            cost_warning(Client::RedisPy, 1000, 100, Some(24_000.0)),
             None
         );
         let tight = cost_warning(Client::RedisSemaphore, 100, 1, Some(8_000.0)).expect("6 GB of 8");

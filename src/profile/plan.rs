@@ -51,9 +51,11 @@ pub struct Plan {
 }
 
 /// Lock-library holders a driver process hosts by default where no holder fault needs one
-/// each: measured by `scripts/scale-bench.sh` (1,000 holders of redis-py and of
-/// redis-semaphore started in seconds, in well under 2 GiB).
-pub(crate) const SHARED_HOLDERS_PER_PROCESS: usize = 50;
+/// each. Measured by `scripts/scale-bench.sh` (1,000 holders, debug build, this 2-core
+/// machine): 100 a process started redis-py's in 4.3 s and redis-semaphore's in 5.4 s, peaks
+/// of 611 MB and 1,036 MB, 1,622 and 1,472 lock cycles/s; 50 a process took 7.2 s and 11.9 s,
+/// 963 MB and 1,530 MB, for 1,414 and 937 cycles/s.
+pub(crate) const SHARED_HOLDERS_PER_PROCESS: usize = 100;
 
 impl Plan {
     /// Part `k` of `parts` of a simulated run cut into parts (`sim_parallel`): the same plan

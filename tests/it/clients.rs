@@ -823,9 +823,11 @@ fn drivers_come_from_the_binary_s_checkout_or_the_named_root() {
     );
 }
 
-/// Ctrl-C while a library's driver is being greeted (it never answers) ends lockbench at once
-/// as interrupted (exit 130) and leaves no `--out` behind: nothing ran. It used to wait out the
-/// greeting's 30 s, and leave a manifest that made the next run refuse the directory.
+/// Ctrl-C while a library's drivers are being greeted (they never answer) ends lockbench at
+/// once as interrupted (exit 130), leaves no `--out` behind (nothing ran) and no driver process
+/// (the fake one would sleep an hour). It used to wait out the greeting's 30 s, and leave a
+/// manifest that made the next run refuse the directory. Two processes of two holders each,
+/// started together.
 #[test]
 fn ctrl_c_during_a_driver_s_greeting_stops_at_once() {
     let tmp = tempfile::tempdir().unwrap();
@@ -833,7 +835,8 @@ fn ctrl_c_during_a_driver_s_greeting_stops_at_once() {
     let mark = tmp.path().join("greeting");
     let out = tmp.path().join("run");
     let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
-        .args(["--workers", "2", "--duration", "60s", "--quiet"])
+        .args(["--workers", "4", "--holders-per-process", "2"])
+        .args(["--duration", "60s", "--quiet"])
         .env("LOCKBENCH_DRIVERS_ROOT", fake)
         .env("FAKE_DRIVER", "hang-at-hello")
         .env("FAKE_DRIVER_MARK", &mark)
@@ -860,6 +863,28 @@ fn ctrl_c_during_a_driver_s_greeting_stops_at_once() {
     let o = child.wait_with_output();
     assert_eq!(code, Some(130), "{}", common::text_of(&o));
     assert!(!out.exists(), "a partial --out was left");
+    // Every driver that was greeted (its mark names its pid) is gone, or a zombie awaiting
+    // its reaper.
+    let pids: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .filter_map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_prefix("greeting.").map(str::to_string)
+        })
+        .collect();
+    assert!(!pids.is_empty());
+    let alive = |pid: &str| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    };
+    common::wait_until(
+        "the drivers gone",
+        std::time::Duration::from_secs(5),
+        || !pids.iter().any(|p| alive(p)),
+    );
 }
 
 /// In a compare, a library that refuses the run's settings is refused before anything runs
