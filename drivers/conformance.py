@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Conformance of lockbench's lock-library drivers to protocol lockbench-driver 1 (issue 33).
+"""Conformance of lockbench's lock-library drivers to protocol lockbench-driver 2 (issues 33, 43;
+protocol 1 is 2 without `holder` fields, and most checks speak it).
 
     python3 drivers/conformance.py [LIB ...]      # all drivers when none is named
 
@@ -312,12 +313,58 @@ class Run:
         check(caps["quorum"] == (self.lib in QUORUM), "quorum capability")
         self.key_format = r.get("key_format", "{key}")
         self.caps = caps
-        bad = d.request({"op": "hello", "protocol": 2, "servers": self.servers.urls(self.n)})
-        check(bad["outcome"] == "error", f"protocol 2 accepted: {bad}")
+        bad = d.request({"op": "hello", "protocol": 3, "servers": self.servers.urls(self.n)})
+        check(bad["outcome"] == "error", f"protocol 3 accepted: {bad}")
         d.send({"op": "bye"})
         d.close()
         self.version = r["version"]
         return f"ok {r['version']}"
+
+    def t_holders(self):
+        """Protocol 2: two holders in one process, each with its own lock objects, take turns on
+        one key. While A holds, B's section waits inside the driver and A's leave is still served
+        (no holder waits behind another's request); B is held only after A's release; every
+        reply and event names its request's holder; a holder's bye ends it alone."""
+        d = DriverProc(self.argv)
+        self.procs.append(d)
+        for h in (1, 2):
+            r = d.request({"op": "hello", "protocol": 2, "holder": h, "servers": self.servers.urls(self.n)},
+                          timeout=30)
+            check(r["outcome"] == "ok" and r.get("holder") == h and r.get("protocol") == 2, f"hello of holder {h}: {r}")
+            check(r.get("pid") == d.p.pid, "pid")
+        key = self.key("holders")
+        ttl = max(2000, self.caps.get("section_min_ttl_ms", 1))
+        ttl += -ttl % self.caps.get("ttl_step_ms", 1)
+        holder_of = {}
+        for turn in range(4):
+            a, b = (1, 2) if turn % 2 == 0 else (2, 1)
+            ra = d.send({"op": "section", "holder": a, "key": key, "ttl_ms": ttl, "wait_ms": 0})
+            holder_of[ra] = a
+            held_a = d.wait(lambda m: m.get("id") == ra and (m.get("event") == "held" or "outcome" in m), 30)
+            check(held_a.get("event") == "held", f"turn {turn}: holder {a} not held: {held_a}")
+            rb = d.send({"op": "section", "holder": b, "key": key, "ttl_ms": ttl, "wait_ms": 5000})
+            holder_of[rb] = b
+            time.sleep(0.15)
+            check(not d.events(rb, "held"), f"turn {turn}: holder {b} held while holder {a} was in")
+            d.send({"id": ra, "op": "leave", "holder": a})
+            left = d.reply(ra, 30)
+            check(left["outcome"] == "ok", f"turn {turn}: holder {a}'s leave: {left}")
+            held_b = d.wait(lambda m: m.get("id") == rb and (m.get("event") == "held" or "outcome" in m), 30)
+            check(held_b.get("event") == "held", f"turn {turn}: holder {b} not held after the release: {held_b}")
+            check(held_b["t_ns"] >= left["released_ns"] - 5_000_000 and held_b["t_ns"] > left["leave_ns"],
+                  f"turn {turn}: holder {b} held at {held_b['t_ns']}, holder {a} left at {left['leave_ns']}")
+            d.send({"id": rb, "op": "leave", "holder": b})
+            check(d.reply(rb, 30)["outcome"] == "ok", f"turn {turn}: holder {b}'s leave")
+        for m in d.seen:
+            if m.get("id") in holder_of:
+                check(m.get("holder") == holder_of[m["id"]], f"a line of holder {holder_of[m['id']]} names {m.get('holder')}: {m}")
+        bye = d.request({"op": "bye", "holder": 1})
+        check(bye["outcome"] == "ok" and bye.get("holder") == 1, f"bye of holder 1: {bye}")
+        still = d.request({"op": "block", "holder": 2, "ms": 1})
+        check(still["outcome"] == "ok" and d.p.poll() is None, "holder 2 ended with holder 1's bye")
+        d.close()
+        check(d.p.returncode == 0, f"exit {d.p.returncode} at the end of input")
+        return "ok 8 turns"
 
     def t_section(self):
         d, _ = self.spawn()
@@ -573,7 +620,7 @@ class Run:
         self.step("hello", self.t_hello)
         if "hello" in self.cells and self.cells["hello"] == "FAIL":
             return
-        for name, fn in (("section", self.t_section), ("contend", self.t_contend), ("expiry", self.t_expiry),
+        for name, fn in (("section", self.t_section), ("holders", self.t_holders), ("contend", self.t_contend), ("expiry", self.t_expiry),
                          ("vanish", self.t_vanish), ("pause", self.t_pause), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
             self.step(name, fn)
         for d in self.procs:
@@ -657,7 +704,7 @@ def main():
             print(f"conformance: {lib} done in {time.time() - t:.1f}s", file=sys.stderr)
     finally:
         servers.stop()
-    cols = ["hello", "section", "contend", "expiry", "vanish", "pause", "refuse+ops", "garbage/bye"]
+    cols = ["hello", "section", "holders", "contend", "expiry", "vanish", "pause", "refuse+ops", "garbage/bye"]
     print(table(rows, cols))
     print()
     print("What the libraries said:")

@@ -39,6 +39,7 @@ pub(crate) use backend::ClusterMode;
 pub(crate) use backend::ConnectionMode;
 pub(crate) use faults::FaultPlan;
 pub use plan::Plan;
+pub(crate) use plan::SHARED_HOLDERS_PER_PROCESS;
 pub(crate) use sim::SimPlan;
 pub(crate) use workload::Busy;
 pub(crate) use workload::BusyPolicy;
@@ -393,6 +394,12 @@ pub struct Profile {
     /// With --arrivals: requests in flight at most (each its own client).
     #[arg(long)]
     pub max_in_flight: Option<usize> => "--workers",
+    /// Holders of a lock library of another language (--release redis-py, redis-semaphore…) that
+    /// share one driver process, each with its own connection and lock objects (a thread in
+    /// Python, an async task in Node). 1 is a process per holder, which a holder's pause or crash
+    /// needs: its SIGSTOP or SIGKILL must reach that holder alone.
+    #[arg(long, value_name = "N")]
+    pub holders_per_process: Option<usize> => "1 where a holder pauses or crashes, else 100",
     /// How a section waits for its end: tokio (its millisecond timer: ~1 ms late, cheap) or precise
     /// (the timer to 2.5 ms before the end, then yielding until it: tens of µs late, at the cost of
     /// a busy core).

@@ -1,18 +1,26 @@
 #!/usr/bin/env node
-// lockbench-driver protocol 1 for Node lock libraries (issue 33).
+// lockbench-driver protocol 2 for Node lock libraries (issues 33, 43).
 //
 //   node driver.js --lib redlock5|redlock4|redis-semaphore|redis-lock
 //
-// One process is one lock holder. Requests arrive as JSON lines on stdin, replies and events
+// A process hosts one lock holder (protocol 1: requests without a `holder`) or many (protocol
+// 2: every request names its `holder`, each served by an async loop of its own with its own
+// connections and lock objects). Requests arrive as JSON lines on stdin, replies and events
 // leave as JSON lines on stdout; nothing else is ever written to stdout (console.log is sent to
-// stderr). The protocol is described in docs/src/reference/driver-protocol.md.
+// stderr, a holder's lines prefixed `[holder N] `). The protocol is described in
+// docs/src/reference/driver-protocol.md.
 'use strict';
 
 const readline = require('readline');
 const fs = require('fs');
 const path = require('path');
 
-const PROTOCOL = 1;
+const PROTOCOL = 2;
+// Protocol 1 is protocol 2 without `holder` fields: one holder a process.
+const SPOKEN = [1, 2];
+// The holder whose code runs (its loop, and the library timers and callbacks it started), for
+// stderr's attribution.
+const HOLDER = new (require('async_hooks').AsyncLocalStorage)();
 const LIBS = ['redlock5', 'redlock4', 'redis-semaphore', 'redis-lock'];
 
 // stdout belongs to the protocol alone.
@@ -27,6 +35,8 @@ const OUT_FD = 1;
 let stderrGone = false;
 function warn(text) {
   if (stderrGone) return;
+  const h = HOLDER.getStore();
+  if (h !== undefined) text = text.replace(/^(?=.)/gm, `[holder ${h}] `);
   try {
     fs.writeSync(2, text.endsWith('\n') ? text : `${text}\n`);
   } catch (e) {
@@ -105,6 +115,7 @@ class Adapter {
     this.servers = servers;
     this.options = options;
     this.current = null;
+    this.emit = send; // its driver's, which names the holder
   }
   static get quorum() { return false; }
   hello() {
@@ -145,11 +156,11 @@ class Adapter {
   emitLost(detail) {
     if (this.current !== null) {
       this.lostIn = this.current;
-      send({ id: this.current, event: 'lost', t_ns: now(), detail });
+      this.emit({ id: this.current, event: 'lost', t_ns: now(), detail });
     }
   }
   emitExtended() {
-    if (this.current !== null) send({ id: this.current, event: 'extended', t_ns: now() });
+    if (this.current !== null) this.emit({ id: this.current, event: 'extended', t_ns: now() });
   }
 }
 
@@ -436,18 +447,28 @@ const ADAPTERS = { redlock5: Redlock5, redlock4: Redlock4, 'redis-semaphore': Re
 // ---------------------------------------------------------------------------------------------
 
 class Driver {
-  constructor(lib) {
+  // `holder`: the holder this driver serves in a shared process (protocol 2); null: the
+  // process's one holder (protocol 1), whose lines carry no `holder`.
+  constructor(lib, holder = null) {
     this.lib = lib;
+    this.holder = holder;
+    this.quiet = false; // after its bye reply nothing more is written
     this.adapter = null;
     this.sections = new Map(); // id -> { leave: resolve fn | null, leaveEarly: bool }
     this.held = new Map(); // key -> handle
     this.acquiring = new Set();
   }
+  send(obj) {
+    if (this.quiet) return;
+    if (this.holder !== null) obj.holder = this.holder;
+    send(obj);
+  }
   needAdapter() { if (!this.adapter) throw new Refused('no hello yet'); return this.adapter; }
   busyOutcome(wait) { return wait > 0 ? 'timeout' : 'fail'; }
 
   async hello(req) {
-    if (req.protocol !== PROTOCOL) throw new Refused(`protocol ${JSON.stringify(req.protocol)} not spoken; this driver speaks ${PROTOCOL}`);
+    if (!SPOKEN.includes(req.protocol)) throw new Refused(`protocol ${JSON.stringify(req.protocol)} not spoken; this driver speaks ${SPOKEN.join(' and ')}`);
+    if (req.protocol === 1 && this.holder !== null) throw new Refused('protocol 1 has no holders: a request with `holder` speaks protocol 2');
     const servers = req.servers;
     if (!Array.isArray(servers) || !servers.every((s) => typeof s === 'string') || servers.length === 0) throw new Refused("field 'servers' must be a non-empty list of redis:// URLs");
     const options = req.options || {};
@@ -460,6 +481,7 @@ class Driver {
     if (this.adapter) await this.adapter.close();
     this.adapter = null;
     const a = new cls(servers, options);
+    a.emit = (o) => this.send(o);
     await a.init();
     if (options.ttl_ms !== undefined) {
       for (const t of [].concat(options.ttl_ms)) {
@@ -471,7 +493,7 @@ class Driver {
     }
     this.adapter = a;
     const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && k !== 'ttl_ms' && k !== 'cluster').sort();
-    return Object.assign({ id: req.id, outcome: 'ok', protocol: PROTOCOL }, a.hello(), { pid: process.pid, ignored_options: ignored });
+    return Object.assign({ id: req.id, outcome: 'ok', protocol: req.protocol }, a.hello(), { pid: process.pid, ignored_options: ignored });
   }
 
   async section(req) {
@@ -485,7 +507,7 @@ class Driver {
     let heldSignal;
     s.heldPromise = new Promise((resolve) => { heldSignal = resolve; });
     this.sections.set(id, s);
-    s.done = this.sectionRun(a, id, key, ttl, wait, s, heldSignal).then(send);
+    s.done = this.sectionRun(a, id, key, ttl, wait, s, heldSignal).then((r) => this.send(r));
     // The next request is served once the section is held (or over): a section stays open
     // while block, acquire, ... are served, until its leave.
     await Promise.race([s.heldPromise, s.done]);
@@ -499,7 +521,7 @@ class Driver {
     a.releaseDetail = undefined;
     const inside = (token) => new Promise((resolve) => {
       s.held = now();
-      send({ id, event: 'held', t_ns: s.held, token: token === undefined ? null : token, redis_key: a.redisKey(key) });
+      this.send({ id, event: 'held', t_ns: s.held, token: token === undefined ? null : token, redis_key: a.redisKey(key) });
       s.leave = () => { s.leaveNs = now(); resolve(); };
       heldSignal();
     });
@@ -643,12 +665,12 @@ async function main() {
     warn(`usage: driver.js --lib ${LIBS.join('|')}\n`);
     process.exit(2);
   }
-  const d = new Driver(lib);
   const OPS = new Set(['hello', 'section', 'leave', 'acquire', 'extend', 'release', 'block', 'bye']);
 
-  // Requests are served one at a time, in order (as the Python driver does); a section counts
-  // as served once it is held, so the requests after it are served while it stays open.
-  const handle = async (line) => {
+  // Requests of a holder are served one at a time, in order (as the Python driver does); a
+  // section counts as served once it is held, so the requests after it are served while it
+  // stays open. Each holder has a loop of its own: one waiting for its lock holds up no other.
+  const handle = async (d, line) => {
     let id = null;
     try {
       let req;
@@ -660,41 +682,80 @@ async function main() {
       if (typeof op !== 'string' || !OPS.has(op)) throw new Refused(`unknown op ${JSON.stringify(op)}`);
       if (op === 'bye') return { bye: id };
       const r = await d[op](req);
-      if (r) send(r);
+      if (r) d.send(r);
     } catch (e) {
-      if (e instanceof Refused) send({ id, outcome: 'error', error: e.message });
-      else send(errorReply(id, e));
+      if (e instanceof Refused) d.send({ id, outcome: 'error', error: e.message });
+      else d.send(errorReply(id, e));
     }
     return null;
   };
 
-  const queue = [];
-  let wake = null;
-  let eof = false;
-  const endOfInput = () => { eof = true; if (wake) { wake(); wake = null; } };
+  // A holder's lines, awaited by its loop; `end()` is the end of input.
+  class Inbox {
+    constructor() { this.lines = []; this.wake = null; this.eof = false; }
+    push(line) { this.lines.push(line); this.poke(); }
+    end() { this.eof = true; this.poke(); }
+    poke() { if (this.wake) { this.wake(); this.wake = null; } }
+  }
+  // Serves `d` from `inbox` until its bye (the bye's id) or the end of input (null).
+  const serve = async (d, inbox) => {
+    for (;;) {
+      if (inbox.lines.length === 0) {
+        if (inbox.eof) return null;
+        await new Promise((resolve) => { inbox.wake = resolve; });
+        continue;
+      }
+      const line = inbox.lines.shift();
+      if (!line.trim()) continue;
+      const r = await handle(d, line);
+      if (r && r.bye !== undefined) return r.bye;
+    }
+  };
+  // The holder a request names (protocol 2), or null: the process's own holder, which also
+  // answers a line that is not a request.
+  const holderOf = (line) => {
+    try {
+      const h = JSON.parse(line).holder;
+      return Number.isInteger(h) && h >= 0 ? h : null;
+    } catch (e) { return null; }
+  };
+
+  const d = new Driver(lib);
+  const inbox = new Inbox();
+  // Protocol 2's holders: each its driver, inbox and loop. Its bye ends it alone (its sections
+  // left, its locks released, its connections closed); the process ends with its input.
+  const hosted = new Map();
+  const host = (h) => {
+    const o = { driver: new Driver(lib, h), inbox: new Inbox() };
+    o.done = HOLDER.run(h, async () => {
+      const bye = await serve(o.driver, o.inbox);
+      if (bye !== null) o.driver.send({ id: bye, outcome: 'ok' });
+      o.driver.quiet = true;
+      if (hosted.get(h) === o) hosted.delete(h);
+      await o.driver.shutdown();
+    });
+    hosted.set(h, o);
+    return o;
+  };
+  const endOfInput = () => { inbox.end(); for (const o of hosted.values()) o.inbox.end(); };
   const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
-  rl.on('line', (line) => { queue.push(line); if (wake) { wake(); wake = null; } });
+  rl.on('line', (line) => {
+    const h = holderOf(line);
+    if (h === null) inbox.push(line);
+    else (hosted.get(h) || host(h)).inbox.push(line);
+  });
   rl.on('close', () => { lockbenchGone(); endOfInput(); });
   // A kill -9 of lockbench also makes this process an orphan: its parent changes.
   const parent = process.ppid;
   setInterval(() => { if (process.ppid !== parent) { lockbenchGone(); endOfInput(); } }, PARENT_POLL_MS).unref();
 
-  let byeId = null;
-  for (;;) {
-    if (queue.length === 0) {
-      if (eof) break;
-      await new Promise((resolve) => { wake = resolve; });
-      continue;
-    }
-    const line = queue.shift();
-    if (!line.trim()) continue;
-    const r = await handle(line);
-    if (r && r.bye !== undefined) { byeId = r.bye; break; }
-  }
+  const byeId = await serve(d, inbox);
   rl.close();
-  if (byeId !== null) send({ id: byeId, outcome: 'ok' });
+  if (byeId !== null) d.send({ id: byeId, outcome: 'ok' });
   quiet = true; // open sections are left and held locks released without further replies
-  await d.shutdown();
+  const rest = [...hosted.values()];
+  for (const o of rest) o.inbox.end();
+  await Promise.allSettled([d.shutdown(), ...rest.map((o) => o.done)]);
   process.exit(0);
 }
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""lockbench-driver protocol 1 for Python lock libraries (issue 33).
+"""lockbench-driver protocol 2 for Python lock libraries (issues 33, 43).
 
     python driver.py --lib redis-py|python-redis-lock|python-redis-lock-renew|pottery
 
-One process is one lock holder. Requests arrive as JSON lines on stdin, replies and events
-leave as JSON lines on stdout; nothing else is ever written to stdout (library logs and
-warnings go to stderr). The protocol is described in docs/src/reference/driver-protocol.md.
+A process hosts one lock holder (protocol 1: requests without a `holder`) or many (protocol 2:
+every request names its `holder`, each served by a thread of its own with its own connections
+and lock objects). Requests arrive as JSON lines on stdin, replies and events leave as JSON
+lines on stdout; nothing else is ever written to stdout (library logs and warnings go to
+stderr, a holder's thread's lines prefixed `[holder N] `). The protocol is described in
+docs/src/reference/driver-protocol.md.
 """
 from __future__ import annotations
 
@@ -21,12 +24,51 @@ import time
 import warnings
 from importlib import metadata
 
-PROTOCOL = 1
+PROTOCOL = 2
+# Protocol 1 is protocol 2 without `holder` fields: one holder a process.
+SPOKEN = (1, 2)
 LIBS = ("redis-py", "python-redis-lock", "python-redis-lock-renew", "pottery")
 
 # stdout belongs to the protocol alone: keep a private handle and point sys.stdout at stderr so
 # that a stray print() in a library cannot corrupt the stream.
 _OUT = io.TextIOWrapper(os.fdopen(os.dup(1), "wb", buffering=0), encoding="utf-8", write_through=True)
+# The holder a thread serves, for stderr's attribution (None: the process's own lines).
+_THREAD_HOLDER = threading.local()
+
+
+class HolderStderr(io.TextIOBase):
+    """stderr whose lines, written by a holder's thread, start `[holder N] `: lockbench keeps
+    each holder's last words apart from the others' in a shared process."""
+
+    def __init__(self, raw):
+        self.raw = raw
+        self.at_start = threading.local()
+
+    def write(self, text):
+        h = getattr(_THREAD_HOLDER, "holder", None)
+        if h is not None and text:
+            lead = "" if getattr(self.at_start, "no", False) else f"[holder {h}] "
+            body = text.replace("\n", f"\n[holder {h}] ")
+            if text.endswith("\n"):
+                body = body[: -len(f"[holder {h}] ")]
+            self.at_start.no = not text.endswith("\n")
+            text = lead + body
+        try:
+            return self.raw.write(text)
+        except (BrokenPipeError, OSError):
+            return len(text)
+
+    def flush(self):
+        try:
+            self.raw.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def writable(self):
+        return True
+
+
+sys.stderr = HolderStderr(sys.stderr)
 sys.stdout = sys.stderr
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
 warnings.simplefilter("default")
@@ -126,6 +168,9 @@ class Adapter:
         if not servers:
             raise Refused("no servers")
         self.options = options
+        # Events go out through the holder's driver, which names the holder.
+        self.emit = send
+        self.current_lock = None  # the open section's lock object
         # lockbench sends its command timeout; socket_timeout_ms, when given, wins.
         timeout = options.get("socket_timeout_ms", options.get("command_timeout_ms"))
         kw = {}
@@ -163,11 +208,65 @@ class Adapter:
         return self.key_format.format(key=key)
 
     def close(self) -> None:
+        RENEWING.discard(self)
         for c in self.clients:
             try:
                 c.close()
             except Exception:
                 pass
+
+
+_OBSERVED = []
+
+
+def observed_lock_class():
+    """python-redis-lock's Lock, reporting each extension (the renewal thread's too) as an
+    `extended` event of its adapter's open section; the library's behaviour is unchanged. One
+    class for the process: the library registers its scripts on the first class that asks
+    (a module global says they are registered), so a class of each holder's would find its
+    scripts None."""
+    if not _OBSERVED:
+        import redis_lock
+
+        class ObservedLock(redis_lock.Lock):
+            adapter = None
+
+            def extend(self, expire=None):
+                super().extend(expire)
+                a = self.adapter
+                if a is not None and a.current is not None:
+                    a.emit({"id": a.current, "event": "extended", "t_ns": now()})
+
+        _OBSERVED.append(ObservedLock)
+    return _OBSERVED[0]
+
+
+# The adapters whose locks may have a renewal thread (python-redis-lock), for the hook below.
+RENEWING = set()
+_HOOKED = []
+
+
+def install_renewal_hook() -> None:
+    """python-redis-lock's renewal thread dies on NotAcquired (its extend found the key not
+    ours): that is the library's only word that the lock was lost, so it becomes a `lost` event
+    of the section whose lock that thread renewed (in a shared process, of that holder alone)."""
+    if _HOOKED:
+        return
+    _HOOKED.append(True)
+    import redis_lock
+
+    prior = threading.excepthook
+
+    def hook(args):
+        if isinstance(args.exc_value, redis_lock.NotAcquired):
+            for a in list(RENEWING):
+                lock, rid = a.current_lock, a.current
+                if rid is not None and lock is not None and getattr(lock, "_lock_renewal_thread", None) is args.thread:
+                    a.emit({"id": rid, "event": "lost", "t_ns": now(),
+                            "detail": "renewal thread: " + err_text(args.exc_value)})
+        prior(args)
+
+    threading.excepthook = hook
 
 
 def cluster_client(servers: list, kw: dict):
@@ -254,30 +353,9 @@ class PythonRedisLock(Adapter):
 
     def __init__(self, servers, options):
         super().__init__(servers, options)
-        import redis_lock
-
-        adapter = self
-
-        class ObservedLock(redis_lock.Lock):
-            # Reports each extension (the renewal thread's too) as an `extended` event; the
-            # library's behaviour is unchanged.
-            def extend(self, expire=None):
-                super().extend(expire)
-                if adapter.current is not None:
-                    send({"id": adapter.current, "event": "extended", "t_ns": now()})
-
-        self.Lock = ObservedLock
-        # The renewal thread dies on NotAcquired (its extend found the key not ours): that is the
-        # library's only word that the lock was lost, so it becomes a `lost` event.
-        prior = threading.excepthook
-
-        def hook(args):
-            if isinstance(args.exc_value, redis_lock.NotAcquired) and adapter.current is not None:
-                send({"id": adapter.current, "event": "lost", "t_ns": now(),
-                      "detail": "renewal thread: " + err_text(args.exc_value)})
-            prior(args)
-
-        threading.excepthook = hook
+        self.Lock = observed_lock_class()
+        install_renewal_hook()
+        RENEWING.add(self)
 
     def hello_fields(self):
         f = super().hello_fields()
@@ -287,10 +365,12 @@ class PythonRedisLock(Adapter):
 
     def make(self, key, ttl_ms, wait_ms):
         self.check_ttl(ttl_ms)
-        return self.Lock(
+        lock = self.Lock(
             self.clients[0], key, expire=ttl_ms // 1000, auto_renewal=self.renew,
             signal_expire=self.options.get("signal_expire_ms", 1000), blocking=wait_ms > 0,
         )
+        lock.adapter = self
+        return lock
 
     def _acquire(self, lock, wait_ms):
         if wait_ms <= 0:
@@ -408,11 +488,19 @@ class Busy(Exception):
 
 
 class Driver:
-    def __init__(self, lib: str):
+    def __init__(self, lib: str, holder=None):
         self.lib = lib
+        # The holder this driver serves in a shared process (protocol 2); None: the process's
+        # one holder (protocol 1), whose lines carry no `holder`.
+        self.holder = holder
         self.adapter = None
         self.sections = {}  # id -> dict(lock, t0, held, lost)
         self.held = {}  # key -> lock (explicit acquire)
+
+    def send(self, obj: dict) -> None:
+        if self.holder is not None:
+            obj["holder"] = self.holder
+        send(obj)
 
     def busy_outcome(self, wait_ms):
         return "timeout" if wait_ms > 0 else "fail"
@@ -420,8 +508,11 @@ class Driver:
     # ---- ops
 
     def op_hello(self, req):
-        if req.get("protocol") != PROTOCOL:
-            raise Refused(f"protocol {req.get('protocol')!r} not spoken; this driver speaks {PROTOCOL}")
+        protocol = req.get("protocol")
+        if protocol not in SPOKEN or isinstance(protocol, bool):
+            raise Refused(f"protocol {protocol!r} not spoken; this driver speaks {' and '.join(map(str, SPOKEN))}")
+        if protocol == 1 and self.holder is not None:
+            raise Refused("protocol 1 has no holders: a request with `holder` speaks protocol 2")
         servers = req.get("servers")
         if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
             raise Refused("field 'servers' must be a list of redis:// URLs")
@@ -434,6 +525,7 @@ class Driver:
         cls = ADAPTERS[self.lib]
         ignored = sorted(k for k in options if k not in cls.option_names and k not in ("ttl_ms", "command_timeout_ms", "cluster"))
         adapter = cls(servers, options)
+        adapter.emit = self.send
         ttls = options.get("ttl_ms")
         try:
             for t in ttls if isinstance(ttls, list) else ([] if ttls is None else [ttls]):
@@ -444,7 +536,7 @@ class Driver:
             adapter.close()
             raise
         self.adapter = adapter
-        r = {"id": req["id"], "outcome": "ok", "protocol": PROTOCOL}
+        r = {"id": req["id"], "outcome": "ok", "protocol": protocol}
         r.update(adapter.hello_fields())
         r["pid"] = os.getpid()
         r["ignored_options"] = ignored
@@ -468,6 +560,7 @@ class Driver:
             lock = a.make(key, ttl_ms, wait_ms)
             a._wait = wait_ms
             a.current = rid
+            a.current_lock = lock
             a.enter(lock)
         except Refused:
             a.current = None
@@ -485,7 +578,7 @@ class Driver:
             return r
         held = now()
         self.sections[rid] = dict(lock=lock, t0=t0, held=held, lost=False)
-        send({"id": rid, "event": "held", "t_ns": held, "token": a.token(lock), "redis_key": a.redis_key(key)})
+        self.send({"id": rid, "event": "held", "t_ns": held, "token": a.token(lock), "redis_key": a.redis_key(key)})
         return None  # the reply comes with `leave`
 
     def op_leave(self, req):
@@ -624,14 +717,14 @@ class Driver:
                 raise Refused(f"unknown op {op!r}")
             reply = fn(req)
             if reply is not None:
-                send(reply)
+                self.send(reply)
             return op != "bye"
         except json.JSONDecodeError as e:
-            send({"id": None, "outcome": "error", "error": f"not JSON: {e}"})
+            self.send({"id": None, "outcome": "error", "error": f"not JSON: {e}"})
         except Refused as e:
-            send({"id": rid, "outcome": "error", "error": str(e)})
+            self.send({"id": rid, "outcome": "error", "error": str(e)})
         except Exception as e:  # noqa: BLE001 - the driver keeps serving
-            send(error_reply(rid, e))
+            self.send(error_reply(rid, e))
         return True
 
 
@@ -670,18 +763,65 @@ def main() -> int:
     args = ap.parse_args()
     threading.Thread(target=watch_parent, name="lockbench-parent", daemon=True).start()
     d = Driver(args.lib)
+    hosted = {}  # holder -> Hosted: the holders of protocol 2, each served by its own thread
     stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
     try:
         for line in stdin:
             if not line.strip():
                 continue
-            if not d.handle(line):
-                break
+            h = holder_of(line)
+            if h is None:
+                if not d.handle(line):
+                    break
+                continue
+            host = hosted.get(h)
+            if host is None or not host.thread.is_alive():
+                host = hosted[h] = Hosted(args.lib, h)
+            host.lines.put(line)
     finally:
         lockbench_gone()
+        for host in hosted.values():
+            host.lines.put(None)
+        for host in hosted.values():
+            host.thread.join()
         d.shutdown()
         _OUT.close()
     return 0
+
+
+def holder_of(line: str):
+    """The `holder` a request names (protocol 2), or None: the process's own holder, which also
+    answers a line that is not a request."""
+    try:
+        req = json.loads(line)
+    except ValueError:
+        return None
+    h = req.get("holder") if isinstance(req, dict) else None
+    return h if isinstance(h, int) and not isinstance(h, bool) and h >= 0 else None
+
+
+class Hosted:
+    """One holder of a shared process: its own thread serves its requests in order (a section
+    waiting for its lock holds up no other holder), with its own connections and lock objects.
+    Its `bye` ends it alone: its sections are left, its locks released, its connections closed."""
+
+    def __init__(self, lib: str, holder: int):
+        import queue
+
+        self.driver = Driver(lib, holder)
+        self.lines = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self.serve, name=f"holder-{holder}", daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        _THREAD_HOLDER.holder = self.driver.holder
+        try:
+            while True:
+                line = self.lines.get()
+                if line is None or not self.driver.handle(line):
+                    break
+        finally:
+            self.driver.shutdown()
 
 
 if __name__ == "__main__":

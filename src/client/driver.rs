@@ -5,14 +5,15 @@
 
 use crate::lines::{BoundedLines, LineError};
 use serde_json::{Value, json};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-/// The protocol version lockbench speaks.
-pub(crate) const PROTOCOL: u64 = 1;
+/// The protocol version lockbench speaks: 2, where every line names its holder, so that one
+/// process hosts many (protocol 1 is 2 without `holder`: one holder a process).
+pub(crate) const PROTOCOL: u64 = 2;
 
 /// A driver that failed: which one, what happened, what it last wrote on stderr.
 #[derive(Debug, thiserror::Error)]
@@ -106,47 +107,84 @@ pub(crate) struct Recipe {
     pub(crate) patience: Duration,
 }
 
-/// A running driver process.
-pub(crate) struct Driver {
-    who: String,
-    child: Child,
-    stdin: ChildStdin,
-    /// Its stdout, a bounded line at a time: a line that never ends is an error naming the
-    /// driver, not a buffer that grows until the machine runs out of memory.
-    out: BoundedLines<BufReader<ChildStdout>>,
-    stderr: Arc<Mutex<VecDeque<String>>>,
-    /// The task that keeps the last stderr lines: done once the process closed stderr.
-    stderr_task: Option<tokio::task::JoinHandle<()>>,
-    next_id: u64,
-    /// How long a reply may take beyond the request's own wait.
-    patience: Duration,
-    /// The `hello` reply: library, version, capabilities, key format.
-    pub(crate) hello: Value,
-    /// Events of the open section so far.
-    lost: u32,
-    extended: u32,
+/// The last lines a driver process wrote on stderr: each holder's own (the lines its driver
+/// prefixed `[holder N] `, written while serving it) apart from the process's other lines (a
+/// library's thread or timer of no holder, the runtime's own messages).
+#[derive(Default)]
+struct LastWords {
+    process: VecDeque<String>,
+    holders: HashMap<u64, VecDeque<String>>,
 }
 
-impl Driver {
-    /// Starts holder `holder`'s driver as `recipe` says and greets it with the lock servers'
-    /// URLs (and whether they are a cluster's: a library without cluster support refuses),
-    /// the run's TTL (a library that cannot take it refuses here, before the run) and the
-    /// run's command timeout, which the library's connections take as theirs.
-    pub(crate) async fn start(recipe: &Recipe, holder: usize) -> Result<Driver, DriverError> {
-        let Recipe {
-            argv,
-            client,
-            servers,
-            cluster,
-            ttl_ms,
-            command_timeout,
-            patience,
-            ..
-        } = recipe;
-        let (client, cluster, ttl_ms, patience) = (*client, *cluster, *ttl_ms, *patience);
-        let mut who = format!("{client} (holder {holder})");
-        let fail = |who: &str, what: String| DriverError {
-            who: who.to_string(),
+/// How many stderr lines are kept for each holder and for the process.
+const LAST_WORDS: usize = 5;
+
+impl LastWords {
+    fn keep(&mut self, line: String) {
+        let (to, line) = match line
+            .strip_prefix("[holder ")
+            .and_then(|r| r.split_once("] "))
+            .and_then(|(h, rest)| Some((h.parse::<u64>().ok()?, rest)))
+        {
+            Some((h, rest)) => (self.holders.entry(h).or_default(), rest.to_string()),
+            None => (&mut self.process, line),
+        };
+        if to.len() == LAST_WORDS {
+            to.pop_front();
+        }
+        to.push_back(line);
+    }
+
+    /// Holder `holder`'s last lines, then the process's own.
+    fn of(&self, holder: u64) -> Vec<String> {
+        let own = self.holders.get(&holder).into_iter().flatten();
+        own.chain(&self.process).cloned().collect()
+    }
+}
+
+/// What the process's stdout gave one of its holders.
+enum Incoming {
+    /// A reply or an event naming the holder.
+    Line(Value, String),
+    /// What is not the protocol, for every holder awaiting a reply.
+    Broken(String),
+}
+
+/// Where a process's stdout lines go: each holder's inbox, by the `holder` its lines carry.
+/// `None` once stdout ended: a holder joining then finds the process gone.
+type Routes = Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
+
+/// A running driver process and the holders it hosts (protocol 2: every line names its
+/// holder). One task reads its stdout and hands each line to its holder's inbox; writes go
+/// through one lock, a line at a time.
+pub(crate) struct Process {
+    pid: Option<u32>,
+    child: tokio::sync::Mutex<Child>,
+    /// `None` once closed: the end of input, on which the driver leaves and exits.
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    routes: Routes,
+    stderr: Arc<Mutex<LastWords>>,
+    /// The task that keeps the last stderr lines: done once the process closed stderr.
+    stderr_task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    reader: tokio::task::JoinHandle<()>,
+    /// Holders it may host: more than one, and a signal to it reaches them all.
+    capacity: usize,
+    /// Holders that joined and have not said goodbye.
+    live: std::sync::atomic::AtomicUsize,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Process {
+    /// Starts `recipe`'s driver process, to host up to `capacity` holders.
+    pub(crate) fn spawn(recipe: &Recipe, capacity: usize) -> Result<Arc<Process>, DriverError> {
+        let argv = &recipe.argv;
+        let fail = |what: String| DriverError {
+            who: format!("{} (a driver process)", recipe.client),
             what,
             stderr: Vec::new(),
             refused: false,
@@ -161,19 +199,13 @@ impl Driver {
             // run and says goodbye to its drivers, not the drivers behind its back.
             .process_group(0)
             .spawn()
-            .map_err(|e| fail(&who, format!("cannot start {}: {e}", argv.join(" "))))?;
-        if let Some(pid) = child.id() {
-            who = format!("{client} (holder {holder}, pid {pid})");
-        }
-        let stdin = child
-            .stdin
-            .take()
-            .ok_or_else(|| fail(&who, "no stdin".into()))?;
+            .map_err(|e| fail(format!("cannot start {}: {e}", argv.join(" "))))?;
+        let stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
         let stdout = child
             .stdout
             .take()
-            .ok_or_else(|| fail(&who, "no stdout".into()))?;
-        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+            .ok_or_else(|| fail("no stdout".into()))?;
+        let stderr = Arc::new(Mutex::new(LastWords::default()));
         let mut stderr_task = None;
         if let Some(err) = child.stderr.take() {
             let keep = stderr.clone();
@@ -186,27 +218,165 @@ impl Driver {
                         Ok(None) | Err(LineError::Io(_)) => break,
                         Err(e @ LineError::TooLong(_)) => format!("({e})"),
                     };
-                    let mut k = keep.lock().unwrap_or_else(|p| p.into_inner());
-                    if k.len() == 5 {
-                        k.pop_front();
-                    }
-                    k.push_back(l);
+                    keep.lock().unwrap_or_else(|p| p.into_inner()).keep(l);
                 }
             }));
         }
+        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::new())));
+        let reader = tokio::spawn(route(
+            BoundedLines::new(BufReader::new(stdout)),
+            routes.clone(),
+        ));
+        Ok(Arc::new(Process {
+            pid: child.id(),
+            child: tokio::sync::Mutex::new(child),
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            routes,
+            stderr,
+            stderr_task: Mutex::new(stderr_task),
+            reader,
+            capacity,
+            live: std::sync::atomic::AtomicUsize::new(0),
+        }))
+    }
+
+    /// Closes its stdin: the driver leaves what its holders hold and exits; after a second it
+    /// is killed.
+    async fn end(&self) {
+        self.stdin.lock().await.take();
+        let mut child = self.child.lock().await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
+        let _ = child.kill().await;
+    }
+}
+
+/// Reads a process's stdout and hands each line to the inbox of the holder it names. A line
+/// that is not the protocol reaches every holder (it cannot be told whose it was); the end of
+/// stdout closes every inbox.
+async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
+    let broadcast = |what: String| {
+        if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            for tx in r.values() {
+                let _ = tx.send(Incoming::Broken(what.clone()));
+            }
+        }
+    };
+    loop {
+        let line = match out.next_line().await {
+            Ok(Some(l)) => l,
+            Ok(None) | Err(LineError::Io(_)) => break,
+            Err(e @ LineError::TooLong(_)) => {
+                broadcast(format!("{e}: not the protocol"));
+                continue;
+            }
+        };
+        let m: Value = match serde_json::from_str(&line) {
+            Ok(m @ Value::Object(_)) => m,
+            _ => {
+                broadcast(format!(
+                    "wrote what is not the protocol (one JSON object a line): {}",
+                    shorten(&line)
+                ));
+                continue;
+            }
+        };
+        let Some(h) = m["holder"].as_u64() else {
+            if m.get("event").is_none() {
+                broadcast(format!(
+                    "answered without naming a holder: {}",
+                    shorten(&line)
+                ));
+            }
+            continue;
+        };
+        // A holder that left (or was given up) no longer reads its inbox.
+        let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = routes.as_ref().and_then(|r| r.get(&h)) {
+            let _ = tx.send(Incoming::Line(m, line));
+        }
+    }
+    routes.lock().unwrap_or_else(|p| p.into_inner()).take();
+}
+
+/// One holder of a lock library in a driver process (its own, or one it shares with other
+/// holders): greeted (`hello`), asked for sections (`section`, `leave`) and told goodbye
+/// (`bye`), every line naming the holder.
+pub(crate) struct Driver {
+    who: String,
+    /// The holder's number, in the run and on the wire.
+    holder: u64,
+    process: Arc<Process>,
+    /// The lines of the process's stdout that name this holder.
+    inbox: tokio::sync::mpsc::UnboundedReceiver<Incoming>,
+    next_id: u64,
+    /// How long a reply may take beyond the request's own wait.
+    patience: Duration,
+    /// The `hello` reply: library, version, capabilities, key format.
+    pub(crate) hello: Value,
+    /// Events of the open section so far.
+    lost: u32,
+    extended: u32,
+}
+
+impl Driver {
+    /// Starts holder `holder`'s driver, a process of its own, as `recipe` says and greets it.
+    pub(crate) async fn start(recipe: &Recipe, holder: usize) -> Result<Driver, DriverError> {
+        let process = Process::spawn(recipe, 1).map_err(|e| DriverError {
+            who: format!("{} (holder {holder})", recipe.client),
+            ..e
+        })?;
+        Driver::join(process, recipe, holder).await
+    }
+
+    /// Holder `holder` joins `process` and greets it with the lock servers' URLs (and whether
+    /// they are a cluster's: a library without cluster support refuses), the run's TTL (a
+    /// library that cannot take it refuses here, before the run) and the run's command timeout,
+    /// which the library's connections take as theirs. The driver gives the holder connections
+    /// and lock objects of its own.
+    pub(crate) async fn join(
+        process: Arc<Process>,
+        recipe: &Recipe,
+        holder: usize,
+    ) -> Result<Driver, DriverError> {
+        let Recipe {
+            client,
+            servers,
+            cluster,
+            ttl_ms,
+            command_timeout,
+            patience,
+            ..
+        } = recipe;
+        let (client, cluster, ttl_ms, patience) = (*client, *cluster, *ttl_ms, *patience);
+        let who = match process.pid {
+            Some(pid) => format!("{client} (holder {holder}, pid {pid})"),
+            None => format!("{client} (holder {holder})"),
+        };
+        let (tx, inbox) = tokio::sync::mpsc::unbounded_channel();
+        let joined = process
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+            .map(|r| r.insert(holder as u64, tx))
+            .is_some();
+        process
+            .live
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut d = Driver {
             who,
-            child,
-            stdin,
-            out: BoundedLines::new(BufReader::new(stdout)),
-            stderr,
-            stderr_task,
+            holder: holder as u64,
+            process,
+            inbox,
             next_id: 0,
             patience,
             hello: Value::Null,
             lost: 0,
             extended: 0,
         };
+        if !joined {
+            return Err(d.died("closed its stdout").await);
+        }
         let id = d
             .send(
                 json!({"op": "hello", "protocol": PROTOCOL, "servers": servers,
@@ -229,26 +399,52 @@ impl Driver {
     }
 
     /// Kills the driver's process now (SIGKILL: no `finally`, no release, no goodbye — a
-    /// holder's process that crashes); [`Driver::kill`] reaps it.
-    pub(crate) async fn kill_now(&self) {
-        if let Some(pid) = self.child.id() {
+    /// holder's process that crashes); [`Driver::kill`] reaps it. A holder that shares its
+    /// process is given up instead (its replies no longer read, its process left to the other
+    /// holders): a crash fault runs with a process per holder, so this is a run that stops
+    /// while the holder waits on its library.
+    pub(crate) async fn kill_now(&mut self) {
+        if self.process.capacity > 1 {
+            self.leave_process();
+            return;
+        }
+        if let Some(pid) = self.process.pid {
             let _ = crate::signals::send(pid, "-KILL").await;
         }
     }
 
-    /// Kills the driver's process (SIGKILL) and waits until it is gone.
+    /// Kills the driver's process (SIGKILL) and waits until it is gone; a shared process is
+    /// left to its other holders.
     pub(crate) async fn kill(mut self) {
-        let _ = self.child.kill().await;
+        self.leave_process();
+        if self.process.capacity == 1 {
+            let _ = self.process.child.lock().await.kill().await;
+        }
     }
 
     /// Stops (`true`: SIGSTOP) or resumes (SIGCONT) the driver's process: a holder's
-    /// stop-the-world pause reaches the library's own threads and timers.
+    /// stop-the-world pause reaches the library's own threads and timers — and every holder
+    /// of a shared process, which is why a pause runs with a process per holder.
     pub(crate) async fn freeze(&self, on: bool) {
-        let Some(pid) = self.child.id() else {
+        let Some(pid) = self.process.pid else {
             return;
         };
         // A driver already gone has nothing to stop: its end is the next reply's error.
         let _ = crate::signals::send(pid, if on { "-STOP" } else { "-CONT" }).await;
+    }
+
+    /// The holder no longer reads the process's lines for it.
+    fn leave_process(&mut self) {
+        if let Some(r) = self
+            .process
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
+            r.remove(&self.holder);
+        }
+        self.inbox.close();
     }
 
     /// Opens a section on `key` through the library's idiom, waiting at most `wait_ms` for
@@ -281,7 +477,7 @@ impl Driver {
 
     /// Leaves section `id`: the library releases.
     pub(crate) async fn leave(&mut self, id: u64) -> Result<Left, DriverError> {
-        self.write(&json!({"id": id, "op": "leave"})).await?;
+        self.write(json!({"id": id, "op": "leave"})).await?;
         let m = self.reply(id, self.patience).await?;
         Ok(Left {
             outcome: m["outcome"].as_str().unwrap_or("error").to_string(),
@@ -293,31 +489,50 @@ impl Driver {
         })
     }
 
-    /// Says goodbye (the driver releases what it holds and exits), then makes sure it is gone.
+    /// Says goodbye (the driver releases what the holder holds and closes its connections);
+    /// the last holder of a process to leave ends it (its stdin closed, then killed after a
+    /// second).
     pub(crate) async fn bye(mut self) {
         // A driver answers `bye` in milliseconds; one that does not (hung, or the one that
-        // failed the variant) is killed after a second, not waited for.
-        if let Ok(id) = self.send(json!({"op": "bye"})).await {
+        // failed the variant) is not waited for past a second. A holder given up is not asked.
+        if !self.inbox.is_closed()
+            && let Ok(id) = self.send(json!({"op": "bye"})).await
+        {
             let _ = self.reply(id, Duration::from_secs(1)).await;
         }
-        let _ = tokio::time::timeout(Duration::from_secs(1), self.child.wait()).await;
-        let _ = self.child.kill().await;
+        self.leave_process();
+        let last = self
+            .process
+            .live
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed)
+            == 1;
+        if last {
+            self.process.end().await;
+        }
     }
 
     async fn send(&mut self, mut request: Value) -> Result<u64, DriverError> {
         let id = self.next_id;
         self.next_id += 1;
         request["id"] = json!(id);
-        self.write(&request).await?;
+        self.write(request).await?;
         Ok(id)
     }
 
-    async fn write(&mut self, v: &Value) -> Result<(), DriverError> {
+    async fn write(&mut self, mut v: Value) -> Result<(), DriverError> {
+        v["holder"] = json!(self.holder);
         let mut line = v.to_string();
         line.push('\n');
         let sent = async {
-            self.stdin.write_all(line.as_bytes()).await?;
-            self.stdin.flush().await
+            let mut stdin = self.process.stdin.lock().await;
+            let Some(stdin) = stdin.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "its input was closed",
+                ));
+            };
+            stdin.write_all(line.as_bytes()).await?;
+            stdin.flush().await
         };
         match sent.await {
             Ok(()) => Ok(()),
@@ -339,30 +554,16 @@ impl Driver {
     ) -> Result<Value, DriverError> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let line = match tokio::time::timeout_at(deadline, self.out.next_line()).await {
+            let (m, line) = match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
                 Err(_) => {
                     return Err(self.error(format!(
                         "stopped answering: no reply to request {id} within {} ms",
                         limit.as_millis()
                     )));
                 }
-                Ok(Err(e @ LineError::TooLong(_))) => {
-                    return Err(self.error(format!("{e}: not the protocol")));
-                }
-                Ok(Err(LineError::Io(e))) => {
-                    return Err(self.died(&format!("cannot be read ({e})")).await);
-                }
-                Ok(Ok(None)) => return Err(self.died("closed its stdout").await),
-                Ok(Ok(Some(l))) => l,
-            };
-            let m: Value = match serde_json::from_str(&line) {
-                Ok(m @ Value::Object(_)) => m,
-                _ => {
-                    return Err(self.error(format!(
-                        "wrote what is not the protocol (one JSON object a line): {}",
-                        shorten(&line)
-                    )));
-                }
+                Ok(Some(Incoming::Broken(what))) => return Err(self.error(what)),
+                Ok(None) => return Err(self.died("closed its stdout").await),
+                Ok(Some(Incoming::Line(m, line))) => (m, line),
             };
             if m["id"].as_u64() != Some(id) {
                 // An event of a section already left, from a library timer: not this request's.
@@ -392,13 +593,22 @@ impl Driver {
 
     /// The error of a process that went away: with its exit status when it has one.
     async fn died(&mut self, how: &str) -> DriverError {
-        let status = tokio::time::timeout(Duration::from_secs(2), self.child.wait()).await;
+        let status = {
+            let mut child = self.process.child.lock().await;
+            tokio::time::timeout(Duration::from_secs(2), child.wait()).await
+        };
         let what = match status {
             Ok(Ok(s)) => format!("died ({s}): it {how}"),
             _ => format!("it {how}"),
         };
         // Its last stderr lines, read to the end the process left.
-        if let Some(t) = self.stderr_task.take() {
+        let task = self
+            .process
+            .stderr_task
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if let Some(t) = task {
             let _ = tokio::time::timeout(Duration::from_secs(1), t).await;
         }
         self.error(what)
@@ -406,18 +616,23 @@ impl Driver {
 
     fn error(&self, what: String) -> DriverError {
         let stderr = self
+            .process
             .stderr
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .cloned()
-            .collect();
+            .of(self.holder);
         DriverError {
             who: self.who.clone(),
             what,
             stderr,
             refused: false,
         }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.leave_process();
     }
 }
 

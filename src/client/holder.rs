@@ -27,6 +27,18 @@ impl Holder {
         )))
     }
 
+    /// Holder `holder` of a library joins a driver process it shares with other holders
+    /// (`holders_per_process`), greeted there with connections of its own.
+    pub(crate) async fn join(
+        process: std::sync::Arc<super::driver::Process>,
+        recipe: &Recipe,
+        holder: usize,
+    ) -> Result<Holder, DriverError> {
+        Ok(Holder::Process(Box::new(
+            Driver::join(process, recipe, holder).await?,
+        )))
+    }
+
     /// Kills the holder now: SIGKILL for a process; an in-process holder drops its lock
     /// unreleased.
     pub(crate) async fn kill_now(&mut self) {

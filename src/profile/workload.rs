@@ -38,9 +38,17 @@ pub struct Workload {
     pub arrivals: Option<crate::model::arrivals::Arrivals>,
     /// With arrivals: request slots (requests in flight at most).
     pub max_in_flight: usize,
+    /// Lock-library holders a driver process hosts, as the user set it (`None`: decided by the
+    /// faults, [`crate::profile::Plan::holders_per_process`]).
+    pub holders_per_process: Option<usize>,
     /// How a section waits for its end.
     pub timer: Timer,
 }
+
+/// The most lock-library holders one driver process may host: past it a process's one
+/// thread (Node's event loop, Python's interpreter lock) serves more holders than it keeps up
+/// with.
+pub(crate) const MAX_HOLDERS_PER_PROCESS: usize = 1000;
 
 /// How a section waits for its end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]
@@ -232,6 +240,14 @@ impl Profile {
                 format!("{max_in_flight} is not valid: use 1 to 100000"),
             ));
         }
+        if let Some(n) = self.holders_per_process
+            && !(1..=MAX_HOLDERS_PER_PROCESS).contains(&n)
+        {
+            return Err(cx.err(
+                "holders_per_process",
+                format!("{n} is not valid: use 1 to {MAX_HOLDERS_PER_PROCESS}"),
+            ));
+        }
         let timer = self.timer();
         Ok(Workload {
             workers,
@@ -247,6 +263,7 @@ impl Profile {
             busy,
             arrivals,
             max_in_flight,
+            holders_per_process: self.holders_per_process,
             timer,
         })
     }

@@ -229,6 +229,18 @@ fn check_clients<K: Connector>(
             "connection = \"shared\" (--connection shared): each holder of a lock library is a driver process with connections of its own; drop it, or run the built-in variants apart".into(),
         );
     }
+    // A holder's pause or crash signals its driver process, which must then be its alone.
+    let n = plan.workload.holders_per_process.unwrap_or(1);
+    if n > 1
+        && let Some(fault) = plan.holder_fault()
+        && variants
+            .iter()
+            .any(|v| v.client.is_some_and(|c| !c.in_process()))
+    {
+        return refuse(format!(
+            "holders_per_process = {n} (--holders-per-process {n}) with {fault}: a signal to a shared driver process reaches every holder in it, so this fault needs one process per holder; drop --holders-per-process (the default is then 1) or set it to 1"
+        ));
+    }
     if plan.protection.acquire == crate::profile::Acquire::SetnxExpire {
         return refuse(
             "acquire = \"setnx-expire\" is lockbench's own two-command acquisition; a lock library acquires its own way".into(),

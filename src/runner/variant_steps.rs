@@ -115,7 +115,7 @@ async fn prepare<K: Connector>(
             getdel_refused,
             prefix,
         };
-        let (l, ctx) = start_drivers(connector, plan, c, slots, watch, &env.signals).await?;
+        let (l, ctx) = start_drivers(connector, plan, c, slots, watch, env).await?;
         (libs, client) = (l, Some(ctx));
     }
     // A simulated store runs its variants on the simulator's virtual clock.
@@ -316,7 +316,7 @@ async fn start_drivers<K: Connector>(
     client: crate::model::client::Client,
     slots: usize,
     watch: Watching,
-    signals: &tokio::sync::watch::Receiver<u32>,
+    env: &VariantEnv<'_>,
 ) -> anyhow::Result<(
     Vec<crate::engine::worker::Library>,
     crate::engine::context::ClientCtx,
@@ -343,10 +343,10 @@ async fn start_drivers<K: Connector>(
         prefix: watch.prefix,
     };
     let shared = Arc::new(recipe.clone());
-    let mut libs = Vec::with_capacity(slots);
-    let mut first = None;
+    // Each holder's recipe: its own watches' addresses where it is watched.
+    let mut recipes = Vec::with_capacity(slots);
     for holder in 0..slots {
-        let (holder_recipe, watches) = match &ledger {
+        recipes.push(match &ledger {
             Some(ledger) => {
                 let mut watches = Vec::with_capacity(upstreams.len());
                 let mut servers = Vec::with_capacity(upstreams.len());
@@ -364,16 +364,18 @@ async fn start_drivers<K: Connector>(
                 (Arc::new(r), watches)
             }
             None => (shared.clone(), Vec::new()),
-        };
-        let d = greet(&holder_recipe, holder, signals).await?;
-        first.get_or_insert_with(|| (d.key_format(), d.auto_renewal(), d.library()));
-        libs.push(crate::engine::worker::Library::new(
-            d,
-            holder_recipe,
-            holder,
-            watches,
-        ));
+        });
     }
+    let per_process = if client.in_process() {
+        1
+    } else {
+        plan.holders_per_process()
+    };
+    let libs = start_holders(recipes, per_process, env).await?;
+    let first = libs.first().map(|l| {
+        let d = l.holder();
+        (d.key_format(), d.auto_renewal(), d.library())
+    });
     let (format, auto_renewal, library) =
         first.unwrap_or_else(|| ("{key}".into(), false, String::new()));
     let wrap = match format.split_once("{key}") {
@@ -406,6 +408,160 @@ async fn start_drivers<K: Connector>(
             ..Default::default()
         },
     ))
+}
+
+/// How many driver processes start at once per core: a start is mostly the runtime's own
+/// start-up (Python's imports, Node's modules), CPU-bound, so more at once only queue.
+const STARTS_PER_CORE: usize = 4;
+
+/// Holders from which a start-up shows its progress bar and says what it took.
+const START_SAID: usize = 10;
+
+/// Starts the holders, `per_process` to a driver process (1: a process each), processes in
+/// parallel up to [`STARTS_PER_CORE`] per core, each process's holders greeted at once; a
+/// progress bar on the terminal counts the holders greeted. A signal (Ctrl-C) gives the whole
+/// start-up up at once (exit 130; every process started is killed as its handle drops), and
+/// the first holder that fails fails it (the others are stopped the same way).
+async fn start_holders(
+    recipes: Vec<(
+        Arc<crate::client::driver::Recipe>,
+        Vec<crate::faults::watch::Watch>,
+    )>,
+    per_process: usize,
+    env: &VariantEnv<'_>,
+) -> anyhow::Result<Vec<crate::engine::worker::Library>> {
+    use crate::client::driver::Process;
+    use crate::client::holder::Holder;
+    let total = recipes.len();
+    let client = recipes
+        .first()
+        .and_then(|(r, _)| crate::model::client::Client::parse(r.client));
+    if let Some(c) = client
+        && let Some(w) =
+            crate::client::cost_warning(c, total, per_process, crate::client::available_mb())
+    {
+        eprintln!("{w}");
+    }
+    let began = std::time::Instant::now();
+    let bar = start_bar(total, env);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let permits = Arc::new(tokio::sync::Semaphore::new(cores * STARTS_PER_CORE));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut recipes = recipes.into_iter().enumerate().peekable();
+    while recipes.peek().is_some() {
+        let group: Vec<_> = recipes.by_ref().take(per_process).collect();
+        let (permits, bar) = (permits.clone(), bar.clone());
+        tasks.spawn(async move {
+            let _permit = permits.acquire_owned().await;
+            let first = &group[0].1.0;
+            // A process per holder (rslock: in process) starts as a holder always has; a
+            // shared one is spawned, then its holders join it together.
+            let process = match (per_process, first.argv.is_empty()) {
+                (1, _) | (_, true) => None,
+                _ => Some(Process::spawn(first, per_process).map_err(|e| {
+                    crate::client::driver::DriverError {
+                        who: format!(
+                            "{} (holders {}–{})",
+                            first.client,
+                            group[0].0,
+                            group[group.len() - 1].0
+                        ),
+                        ..e
+                    }
+                })?),
+            };
+            let mut joining = tokio::task::JoinSet::new();
+            for (holder, (recipe, watches)) in group {
+                let process = process.clone();
+                joining.spawn(async move {
+                    let started = match process {
+                        Some(p) => Holder::join(p, &recipe, holder).await,
+                        None => Holder::start(&recipe, holder).await,
+                    };
+                    started.map(|d| (holder, d, recipe, watches))
+                });
+            }
+            let mut out = Vec::new();
+            while let Some(r) = joining.join_next().await {
+                let r = r.map_err(|e| crate::client::driver::DriverError {
+                    who: "a holder's start".into(),
+                    what: format!("its task failed: {e}"),
+                    stderr: Vec::new(),
+                    refused: false,
+                })?;
+                out.push(r?);
+                bar.inc(1);
+            }
+            Ok::<_, crate::client::driver::DriverError>(out)
+        });
+    }
+    let mut started = Vec::with_capacity(total);
+    let mut signals = env.signals.clone();
+    loop {
+        let next = tokio::select! {
+            r = tasks.join_next() => Some(r),
+            // (The guard `wait_for` returns is not held across an await.)
+            _ = async { signals.wait_for(|n| *n > 0).await.is_ok() } => None,
+        };
+        let Some(next) = next else {
+            bar.finish_and_clear();
+            // Ending the tasks drops every process they started: each is killed.
+            tasks.shutdown().await;
+            return Err(anyhow::Error::new(crate::exit::Interrupted)
+                .context("the lock library's drivers: start-up given up"));
+        };
+        let Some(r) = next else { break };
+        let group = match r {
+            Ok(Ok(group)) => group,
+            Ok(Err(e)) => {
+                bar.finish_and_clear();
+                tasks.shutdown().await;
+                // A library that refused the run's settings is bad input: `DriverError`
+                // declares it.
+                return Err(e.into());
+            }
+            Err(e) => {
+                bar.finish_and_clear();
+                tasks.shutdown().await;
+                anyhow::bail!("starting the lock library's drivers: {e}");
+            }
+        };
+        started.extend(group);
+    }
+    bar.finish_and_clear();
+    // What the start-up took, where it is worth saying (the bar is gone).
+    if total >= START_SAID && !env.opts.quiet {
+        eprintln!(
+            "{}: {total} holders started in {:.1} s ({} driver processes, up to {per_process} holders each)",
+            env.name,
+            began.elapsed().as_secs_f64(),
+            total.div_ceil(per_process)
+        );
+    }
+    started.sort_by_key(|(holder, ..)| *holder);
+    Ok(started
+        .into_iter()
+        .map(|(holder, d, recipe, watches)| {
+            crate::engine::worker::Library::new(d, recipe, holder, watches)
+        })
+        .collect())
+}
+
+/// The start-up's progress bar: holders greeted of all; hidden when the run is quiet, has no
+/// progress shown, or starts a handful.
+fn start_bar(total: usize, env: &VariantEnv<'_>) -> indicatif::ProgressBar {
+    if !env.opts.progress || env.opts.quiet || total < START_SAID {
+        return indicatif::ProgressBar::hidden();
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix:>6} [{bar:30}] {pos}/{len} holders started  {elapsed}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+    .progress_chars("=> ");
+    bar.set_style(style);
+    bar.set_prefix(env.name.to_string());
+    bar
 }
 
 /// Whether a library's key, lockbench's tagged name inside `wrap` (what its key format puts

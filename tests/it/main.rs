@@ -44,6 +44,7 @@ mod redlock;
 mod reliability;
 mod reports;
 mod resource;
+mod scale;
 mod servers;
 mod sim;
 mod sim_crosscheck;

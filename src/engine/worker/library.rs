@@ -56,6 +56,11 @@ impl Library {
         Ok(())
     }
 
+    /// The holder (its library's name, key format, renewal).
+    pub(crate) fn holder(&self) -> &Holder {
+        &self.driver
+    }
+
     /// Says goodbye to the driver process.
     pub(crate) async fn close(self) {
         self.driver.bye().await;
