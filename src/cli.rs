@@ -178,6 +178,17 @@ mod tests {
             let t = threads(args);
             assert_eq!((t.threads, t.why), (1, PRECISE_ON_ONE_THREAD), "{args:?}");
         }
+        // The profile's `timer` counts as the flag does.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let profile = dir.path().join("p.toml");
+        std::fs::write(&profile, "timer = \"precise\"\n").expect("profile");
+        let from_file = threads(&[
+            "run",
+            "--backend",
+            "memory",
+            profile.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(from_file.threads, 1);
         let tokio = threads(&["run", "--backend", "memory", "--timer", "tokio"]);
         assert_eq!((tokio.threads, tokio.why), (cores, "one per core"));
         let given = threads(&[
