@@ -22,14 +22,16 @@
 # Four holders contend for one key (busy = retry, each library's own wait budget of 5 s, the
 # default `retry.max_wait`), the same seed for every library. Per library × scenario it
 # reports what lockbench measured (overlap, lost updates, wrongful deletes, stuck locks) and
-# what the library said (refused releases, lost-lock signals, errors), and writes the page
-# docs/src/measurements/clients.md with the versions and the date.
+# what the library said (refused releases, lost-lock signals, errors), and writes the results
+# docs/src/measurements/clients.json with the versions and the date; the page's table
+# (docs/src/measurements/clients.md), each cell led by one word, is drawn from it by
+# src/report/clients_table.rs through the docs drift test, which this script then runs.
 #
 # USAGE
 #   scripts/clients.sh [--seconds 8] [--only LIB,...] [--scenarios NAME,...] [--no-build]
 #   LOCKBENCH=path/to/lockbench to use a given binary (default target/release/lockbench).
 #   --scenarios runs only those (long, restart, pause, crash, failover) and prints their
-#   table without writing the page, which needs every scenario.
+#   results without writing them, which needs every scenario.
 
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -106,100 +108,45 @@ for s in scen:
     p = os.path.join(out, s, "summary.json")
     runs[s] = {v["variant"]: v for v in json.load(open(p))["variants"]} if os.path.exists(p) else {}
 def cell(s, r):
+    """The cell's figures for the results file (src/report/clients_table.rs reads them)."""
     v = runs[s].get(r)
     if s == "failover" and r not in cluster_libs + ["token"]:
-        return "not run (reference: `token`)" if r == "del" else "no cluster support"
+        return {"absent": "not run (reference: `token`)" if r == "del" else "no cluster support"}
     if v is None:
-        return "—"
-    noticed = []
-    if v.get("refused_releases"):
-        noticed.append(f'{v["refused_releases"]} refused')
-    if v.get("extension_failures"):
-        noticed.append(f'{v["extension_failures"]} lost')
-    if v.get("errors"):
-        noticed.append(f'{v["errors"]} errors')
-    if v.get("crashes"):
-        b = v.get("crash_blocked_ms") or {}
-        noticed.append(f'{v["crashes"]} crashes, key blocked {b.get("mean", 0):.0f} ms avg')
-    for w in v.get("faults") or []:
-        f = w.get("failover")
-        if f:
-            noticed.append(f'failover lost {f["locks_lost"]} of {f["locks_held"]} locks')
-        elif w.get("kind") == "failover" and w.get("error"):
-            noticed.append(f'failover failed: {w["error"]}')
-    return (f'{v["overlap_ms"]:.0f} ms / {v["lost_updates"]} / {v["wrongful_deletes"]} / '
-            f'{v.get("stuck_locks", 0)} · {", ".join(noticed) or "nothing"}')
-rows = ["del", "token"] + libs
-lines = [
-    "# Lock libraries under the same faults",
-    "",
-    f"Written by `scripts/clients.sh` on {datetime.date.today()}: four holders on one key, the",
-    "resource on a store of its own (on the cluster, beside the lock in its slot), the same seed",
-    "for every row. Each cell is *overlap / lost updates / wrongful deletes / stuck locks*,",
-    "measured by lockbench, then what the library itself said (refused releases, lost-lock",
-    "signals, errors). Scenarios: `long` sections longer than the TTL; `restart` of the lock's",
-    "server while locks are held; `pause` of a holder for 2 × TTL (its process stopped); `crash`",
-    "of a holder's process mid-section (SIGKILL, started again 100 ms later), with how long its",
-    "lock then blocked the key; `failover` of the lock key's master on a private Redis Cluster",
-    "(3 masters × 1 replica, the replica lagging 1 s: TTL 1 s, sections 800 ms), with how many",
-    "locks the promoted replica had lost, run by the libraries with a cluster client and `token`.",
-    "See [Your lock library](../guides/lock-libraries.md).",
-    "",
-    "| variant | library | " + " | ".join(scen) + " |",
-    "|---|---|" + "---|" * len(scen),
-]
-for r in rows:
+        return None
+    b = v.get("crash_blocked_ms") or {}
+    failover = next((w["failover"] for w in v.get("faults") or [] if w.get("failover")), None)
+    return {
+        "overlap_ms": v["overlap_ms"],
+        "lost_updates": v["lost_updates"],
+        "wrongful_deletes": v["wrongful_deletes"],
+        "stuck_locks": v.get("stuck_locks", 0),
+        "errors": v.get("errors", 0),
+        "crash_blocked_mean_ms": b.get("mean", 0) if b.get("count") else 0,
+        "ttl_ms": v["ttl_ms"],
+        "fault_failed": any(w.get("error") for w in v.get("faults") or []),
+        "refused": v.get("refused_releases", 0),
+        "lost": v.get("extension_failures", 0),
+        "crashes": v.get("crashes", 0),
+        "failover_lost": [failover["locks_lost"], failover["locks_held"]] if failover else None,
+    }
+rows = []
+for r in ["del", "token"] + libs:
     lib = next((runs[s][r].get("library") for s in scen if r in runs[s]), None)
     lib = lib or ("built-in" if r in ("del", "token") else "—")
-    lines.append(f"| `{r}` | {lib} | " + " | ".join(cell(s, r) for s in scen) + " |")
-lines += [
-    "",
-    "Reading it: overlap is what any TTL lock allows once a holder outlives its TTL (or its",
-    "process stops); lost updates are what the resource suffered from it; wrongful deletes are",
-    "a release that removed another holder's lock (only a plain `DEL` can). `refused` counts",
-    "releases the library itself reported as not owned; `lost` the lost-lock signals of the",
-    "libraries that have them.",
-    "",
-    "Wrongful deletes are attributed at the server, not taken from the library's word: each",
-    "holder reaches the server through lockbench's watch, which sends its single-key `DEL` as",
-    "`GETDEL`, so the value removed names whose lock it was (`wrongful_deletes_source` in",
-    "summary.json). A compare-and-delete script never removes another's lock; npm `redis-lock`",
-    "sends a plain `DEL` while its own deadline lasts, and a restart that empties the server",
-    "inside that deadline lets it delete the next holder's lock.",
-    "",
-    "In `crash`, a dead holder's lock blocks its key for about the TTL, except under",
-    "`python-redis-lock-renew`, where it blocks for about the wait budget (5 s here). A waiter",
-    "of python-redis-lock sleeps in `BLPOP` on the lock's signal list, and only a release pushes",
-    "to that list. A crash pushes nothing, so the waiter tries `SET NX` again only when its",
-    "`BLPOP` times out, and the library makes that timeout the one passed to",
-    "`acquire(timeout=)`. Without renewal the library refuses a timeout above `expire`, so the",
-    "driver caps the wait at the TTL (1 s): the waiter is back when the key expires. With",
-    "`auto_renewal=True` the library accepts the whole 5 s, and the key stays free, unused,",
-    "until the earliest waiter's 5 s run out. The numbers and how the block follows the budget",
-    "are in [Your lock library](../guides/lock-libraries.md).",
-    "",
-    "Where a cell matches a library's public issue (by the issue's topic):",
-    "",
-    "- `rslock` · `crash`: a dropped lock is not released, so a dead holder's key waits for",
-    "  its TTL ([hexcowboy/rslock#30](https://github.com/hexcowboy/rslock/issues/30)).",
-    "- `redlock5` · `long`, `pause`: the release of a lock already lost is refused only after",
-    "  its retries ([mike-marcacci/node-redlock#168](https://github.com/mike-marcacci/node-redlock/issues/168),",
-    "  [#309](https://github.com/mike-marcacci/node-redlock/issues/309)).",
-    "- `redis-semaphore` · `pause`: a stopped process misses its refresh timer and the lock is",
-    "  lost (`onLockLost`) ([swarthy/redis-semaphore#9](https://github.com/swarthy/redis-semaphore/issues/9),",
-    "  [#24](https://github.com/swarthy/redis-semaphore/issues/24), a stalled event loop).",
-    "- `python-redis-lock` · `failover`: no cluster support; its two keys per lock need one",
-    "  slot ([ionelmc/python-redis-lock#59](https://github.com/ionelmc/python-redis-lock/issues/59)).",
-    "- `python-redis-lock-renew` · `crash`: no issue found for it; the nearest,",
-    "  [#58](https://github.com/ionelmc/python-redis-lock/issues/58) and",
-    "  [#71](https://github.com/ionelmc/python-redis-lock/issues/71), are waiters sleeping a",
-    "  whole `BLPOP` timeout after a missed signal.",
-]
-print("\n".join(lines[next(i for i, l in enumerate(lines) if l.startswith("| variant")):]))
-page = "docs/src/measurements/clients.md"
+    cells = {s: c for s in scen if (c := cell(s, r)) is not None}
+    rows.append({"variant": r, "library": lib, "cells": cells})
+results = {"date": str(datetime.date.today()), "scenarios": scen, "rows": rows}
+path = "docs/src/measurements/clients.json"
 if os.environ["WRITE_PAGE"] == "1":
-    open(page, "w").write("\n".join(lines) + "\n")
-    print(f"\nwrote {page}", file=sys.stderr)
+    with open(path, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+    print(f"\nwrote {path}", file=sys.stderr)
 else:
-    print(f"\n{page} not written: it needs every scenario (--scenarios)", file=sys.stderr)
+    print(json.dumps(results, indent=1))
+    print(f"\n{path} not written: it needs every scenario (--scenarios)", file=sys.stderr)
 EOF
+if [[ $WRITE_PAGE == 1 ]]; then
+    LOCKBENCH_BLESS=1 cargo test --quiet --test it docs::clients_page_follows_its_results >&2
+fi

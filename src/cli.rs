@@ -18,16 +18,29 @@ pub struct Cli {
     /// Threads of the async runtime [default: one per core, but one core fewer when the
     /// server measured runs on this machine (spawned, or a loopback URL): measured on 2 cores,
     /// a second runtime thread competing with redis-server for its core cost up to a third of
-    /// the lock-cycle rate]. One thread is tokio's current-thread scheduler, which batches a
+    /// the lock-cycle rate; one with --timer precise, whose holders were measured late on two].
+    /// One thread is tokio's current-thread scheduler, which batches a
     /// shared connection's commands into one write. `manifest.json` records the count a run
     /// used.
     #[arg(long, global = true)]
     pub threads: Option<usize>,
 }
 
+/// Why a run with the precise timer and no `--threads` has one runtime thread (the manifest's
+/// `runtime_threads_why`). With frequent section ends (a thousand holders) the precise timer
+/// hands the last 2.5 ms before each end to a yield loop, which keeps a runtime thread busy
+/// whatever the count. On two threads both cores are then busy, and the timer thread — in the
+/// normal class on that path — waits for a turn to make its last-50-µs wake: the p99 timer
+/// error at 1,000 holders on 1,000 connections (memory backend) was 2.2–2.8 ms on two threads
+/// against 0.15–0.19 ms on one; the figures of a build are `scripts/timer-bench.sh`'s.
+pub const PRECISE_ON_ONE_THREAD: &str = "one, for --timer precise: its holders yield on one \
+    runtime thread and the timer thread keeps the other core (two runtime threads busy both \
+    cores and its wakes come late: docs/src/measurements/section-precision.md)";
+
 impl Cli {
     /// `--threads`, or one per core — one fewer when the measured server runs on this machine
-    /// and there are cores to spare, so redis-server keeps a core of its own.
+    /// and there are cores to spare, so redis-server keeps a core of its own — or one with the
+    /// precise timer ([`PRECISE_ON_ONE_THREAD`]).
     pub fn runtime_threads(&self) -> RuntimeThreads {
         if let Some(threads) = self.threads {
             return RuntimeThreads {
@@ -42,7 +55,12 @@ impl Cli {
             Command::Sweep(a) => Some(&a.workload),
             _ => None,
         };
-        if cores > 1 && workload.is_some_and(WorkloadArgs::server_on_this_machine) {
+        if workload.is_some_and(WorkloadArgs::precise_timer) {
+            RuntimeThreads {
+                threads: 1,
+                why: PRECISE_ON_ONE_THREAD,
+            }
+        } else if cores > 1 && workload.is_some_and(WorkloadArgs::server_on_this_machine) {
             RuntimeThreads {
                 threads: cores - 1,
                 why: "one per core but one, left to the server on this machine",
@@ -137,6 +155,52 @@ mod tests {
         }
         let given = threads(&["run", "--backend", "spawn", "--threads", "3"]);
         assert_eq!((given.threads, given.why), (3, "--threads"));
+    }
+
+    /// The precise timer runs on one thread unless `--threads` says otherwise; tokio's timer
+    /// keeps the per-core default (the control).
+    #[test]
+    fn the_precise_timer_runs_on_one_thread_unless_told() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for args in [
+            &["run", "--backend", "memory", "--timer", "precise"][..],
+            &["compare", "--backend", "spawn", "--timer", "precise"],
+            &[
+                "sweep",
+                "--backend",
+                "memory",
+                "--ttl",
+                "1s",
+                "--timer",
+                "precise",
+            ],
+        ] {
+            let t = threads(args);
+            assert_eq!((t.threads, t.why), (1, PRECISE_ON_ONE_THREAD), "{args:?}");
+        }
+        // The profile's `timer` counts as the flag does.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let profile = dir.path().join("p.toml");
+        std::fs::write(&profile, "timer = \"precise\"\n").expect("profile");
+        let from_file = threads(&[
+            "run",
+            "--backend",
+            "memory",
+            profile.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(from_file.threads, 1);
+        let tokio = threads(&["run", "--backend", "memory", "--timer", "tokio"]);
+        assert_eq!((tokio.threads, tokio.why), (cores, "one per core"));
+        let given = threads(&[
+            "run",
+            "--backend",
+            "memory",
+            "--timer",
+            "precise",
+            "--threads",
+            "2",
+        ]);
+        assert_eq!((given.threads, given.why), (2, "--threads"));
     }
 
     /// Bad input is told apart from failure by the error's type, anywhere in its chain.

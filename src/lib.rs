@@ -118,6 +118,7 @@ pub use engine::precise;
 pub use engine::recorder::Recorder;
 pub use engine::streams::intended_sequence;
 pub use record::{EventRow, HistSet, Metric, SectionOutcome, new_hist};
+pub use report::{clients_table, word};
 
 // The run directory: its files, read back, rendered and recounted.
 pub use report::{

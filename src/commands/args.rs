@@ -359,19 +359,31 @@ impl clap::FromArgMatches for SweepArgs {
 }
 
 impl WorkloadArgs {
+    /// The profile file overlaid with the flags, unvalidated (`None`: the file is unreadable;
+    /// the command itself reports that).
+    fn profile_as_given(&self) -> Option<Profile> {
+        let file = match &self.profile {
+            Some(path) => Profile::load(path).ok()?.0,
+            None => Profile::default(),
+        };
+        Some(file.overlay(self.settings.clone()))
+    }
+
+    /// Whether the run's sections end by the precise timer (`--timer precise` or the profile's
+    /// `timer`), read like [`Self::server_on_this_machine`]: unreadable counts as not.
+    pub(crate) fn precise_timer(&self) -> bool {
+        self.profile_as_given()
+            .is_some_and(|p| p.timer() == crate::profile::Timer::Precise)
+    }
+
     /// Whether the run measures a Redis server on this machine: spawned (`spawn`,
     /// `spawn-cluster`, `auto` with redis-server on PATH, spawned Redlock instances) or given by
     /// a loopback or Unix-socket URL. Read before the profile is validated (a bad profile is
     /// reported by the command itself): anything unreadable counts as not local.
     pub(crate) fn server_on_this_machine(&self) -> bool {
-        let file = match &self.profile {
-            Some(path) => match Profile::load(path) {
-                Ok((p, _)) => p,
-                Err(_) => return false,
-            },
-            None => Profile::default(),
+        let Some(p) = self.profile_as_given() else {
+            return false;
         };
-        let p = file.overlay(self.settings.clone());
         let local_url = |u: &String| {
             crate::target::check_url(u).is_ok_and(|info| match info.addr() {
                 redis::ConnectionAddr::Tcp(host, _)

@@ -302,13 +302,31 @@ fn verdict_table(p: &Page<'_>) -> String {
         "<h2>Verdict: {}</h2>\n<table class=\"verdict\">",
         esc(&t.outcome())
     );
+    // A compare with libraries leads each row with its word, as the book's table of libraries
+    // does (`super::word`).
+    let words = p.summaries.iter().any(|s| s.library.is_some());
     h.push_str("<thead><tr>");
-    for c in t.header() {
-        let _ = write!(h, "<th style=\"background:#444\">{}</th>", esc(&c));
+    for (i, c) in t.header().iter().enumerate() {
+        let _ = write!(h, "<th style=\"background:#444\">{}</th>", esc(c));
+        if words && i == 0 {
+            h.push_str("<th style=\"background:#444\">reads</th>");
+        }
     }
     h.push_str("</tr></thead>\n<tbody>\n");
-    for r in &t.rows {
+    for (i, r) in t.rows.iter().enumerate() {
         let _ = write!(h, "<tr><td>{}</td>", esc(&r.variant));
+        if words {
+            let word = p
+                .summaries
+                .get(i)
+                .map(|s| super::word::word(&super::word::Outcome::of(s)));
+            match word {
+                Some(w) => {
+                    let _ = write!(h, "<td style=\"text-align:left\">{}</td>", w.html());
+                }
+                None => h.push_str("<td class=\"na\">-</td>"),
+            }
+        }
         for f in &r.figures {
             let class = match f.state {
                 State::Zero => "zero",
@@ -334,6 +352,10 @@ fn verdict_table(p: &Page<'_>) -> String {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody>\n</table>\n");
+    if words {
+        h.push_str("<p>How the word of each row is decided:</p>\n");
+        h.push_str(&super::word::legend_html());
+    }
     if !t.verdict.reasons.is_empty() {
         h.push_str("<ul class=\"bad\">\n");
         for r in &t.verdict.reasons {
@@ -557,6 +579,43 @@ mod tests {
         flatten("profile", &v, &mut rows);
         assert!(rows.contains(&("profile.stop.time.duration_us".into(), "5".into())));
         assert!(rows.contains(&("profile.redis".into(), "—".into())));
+    }
+
+    /// A compare with libraries leads each verdict row with its word and explains the words;
+    /// a run without a library (the control) shows neither.
+    #[test]
+    fn a_compare_with_libraries_reads_at_a_glance() {
+        let mut del = Summary::empty();
+        del.meta.variant = "del".into();
+        del.meta.ttl_ms = 1000;
+        del.counts.wrongful_deletes = 3;
+        let mut lib = Summary::empty();
+        lib.meta.variant = "redis-py".into();
+        lib.meta.ttl_ms = 1000;
+        lib.counts.wrongful_deletes = 0;
+        lib.library = Some("redis 8.2.0".into());
+        let manifest = serde_json::json!({});
+        let page_of = |summaries: &[Summary]| {
+            verdict_table(&Page {
+                run_id: "r1",
+                summaries,
+                manifest: &manifest,
+                charts: vec![],
+                files: vec![],
+                mismatches: None,
+            })
+        };
+        let html = page_of(&[del.clone(), lib]);
+        let rows: Vec<&str> = html.lines().filter(|l| l.starts_with("<tr><td>")).collect();
+        assert!(rows[0].contains(">wrongful delete</span>"), "{}", rows[0]);
+        assert!(rows[1].contains(">safe</span>"), "{}", rows[1]);
+        assert!(html.contains("<th style=\"background:#444\">reads</th>"));
+        assert!(html.contains(&crate::report::word::legend_html()));
+        let control = page_of(&[del]);
+        assert!(
+            !control.contains("</span>") && !control.contains(">reads<"),
+            "{control}"
+        );
     }
 
     /// The page links what it is given, shows every variant, and loads nothing remote.

@@ -31,11 +31,13 @@
 
 pub mod charts;
 pub(crate) mod ci;
+pub mod clients_table;
 pub(crate) mod html;
 pub(crate) mod palette;
 pub mod run_dir;
 pub(crate) mod terminal;
 pub(crate) mod verify;
+pub mod word;
 
 pub use run_dir::ReportError;
 pub(crate) use verify::Mismatch;

@@ -707,3 +707,17 @@ fn every_page_is_in_the_summary() {
         missing.join("\n")
     );
 }
+
+/// docs/src/measurements/clients.md from the results `scripts/clients.sh` wrote
+/// (`clients.json`), each cell led by its word (`lockbench::word`).
+#[test]
+fn clients_page_follows_its_results() {
+    let rel = "docs/src/measurements/clients.json";
+    let json = fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    let results: lockbench::clients_table::ClientsResults =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    check_page(
+        "docs/src/measurements/clients.md",
+        &lockbench::clients_table::markdown(&results),
+    );
+}

@@ -161,3 +161,48 @@ fn the_timer_thread_is_real_time_only_while_it_wakes_the_ends() {
     // Leaving the real-time class must not bring the default 50 µs slack back.
     assert_eq!(slack, 1, "the timer thread's slack (ns) with frequent ends");
 }
+
+/// A run's manifest: the runtime's thread count and why, for `timer` and the extra flags.
+fn runtime_threads(timer: &str, extra: &[&str]) -> (u64, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut args = vec![
+        "run",
+        "--backend",
+        "memory",
+        "--workers",
+        "4",
+        "--keys",
+        "4",
+        "--ttl",
+        "1s",
+        "--dist",
+        "constant(1ms)",
+        "--sections",
+        "40",
+        "--timer",
+        timer,
+    ];
+    args.extend_from_slice(extra);
+    lockbench(&args).out(&out).ok();
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    let why = m["runtime_threads_why"].as_str().unwrap().to_string();
+    (m["runtime_threads"].as_u64().unwrap(), why)
+}
+
+/// The precise timer runs on one runtime thread unless `--threads` says otherwise, and the
+/// manifest says so and why; tokio's timer keeps one per core (the control: the choice
+/// follows the timer, not the command).
+#[test]
+fn the_precise_timer_defaults_to_one_runtime_thread_and_the_manifest_says_why() {
+    let (threads, why) = runtime_threads("precise", &[]);
+    assert_eq!(threads, 1);
+    assert_eq!(why, lockbench::cli::PRECISE_ON_ONE_THREAD);
+    assert!(why.contains("--timer precise"), "{why}");
+    let (threads, why) = runtime_threads("precise", &["--threads", "2"]);
+    assert_eq!((threads, why.as_str()), (2, "--threads"));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let (threads, why) = runtime_threads("tokio", &[]);
+    assert_eq!((threads, why.as_str()), (cores, "one per core"));
+}
