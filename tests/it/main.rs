@@ -16,6 +16,7 @@ mod common;
 mod acl;
 mod agents;
 mod analytic;
+mod apps;
 mod arrivals;
 mod ci_summaries;
 mod cli;
