@@ -250,8 +250,19 @@ fn wait_all(app: App, children: Vec<Child>) {
 
 /// Sections of 10–50 ms on one key with a 30 ms TTL: about half outlive their lock, and
 /// three copies contend for it.
-const CONTENDED: [&str; 10] = [
-    "--keys", "1", "--ttl-ms", "30", "--min-ms", "10", "--max-ms", "50", "--cycles", "8",
+const CONTENDED: [&str; 12] = [
+    "--keys",
+    "1",
+    "--ttl-ms",
+    "30",
+    "--min-ms",
+    "10",
+    "--max-ms",
+    "50",
+    "--cycles",
+    "8",
+    "--start-together",
+    "3",
 ];
 
 /// Each program, three copies on one contended key against a plain private server: a log line
@@ -276,7 +287,13 @@ async fn each_app_logs_its_holds_and_only_the_naive_one_deletes_another_holders_
     for (app, children) in running {
         wait_all(app, children);
         let holds = read_log(&log(app), app);
-        assert_eq!(holds.len(), 3 * 8, "{app:?}: a line per hold");
+        // A line per cycle; Symfony's also one per acquisition that outlasted its TTL (acquire()
+        // threw, the program released the lock and tried again).
+        let cycles = 3 * 8;
+        match app {
+            App::Symfony => assert!(holds.len() >= cycles, "{app:?}: {}", holds.len()),
+            _ => assert_eq!(holds.len(), cycles, "{app:?}: a line per hold"),
+        }
         let b = Bounds::of(&holds);
         assert!(
             b.overruns.0 > 0,
@@ -297,4 +314,186 @@ async fn each_app_logs_its_holds_and_only_the_naive_one_deletes_another_holders_
         }
         eprintln!("{app:?}: {b:?}");
     }
+}
+
+/// The run of `copies` copies of `app` with `args` under `lockbench observe`, each logging its
+/// holds into `dir/<app>.jsonl`, its results in `dir/<app>`, started (not waited for).
+fn start_observed(app: App, copies: usize, args: &[&str], dir: &Path) -> common::Running {
+    let log = dir.join(format!("{}.jsonl", app.name()));
+    let mut cmd = common::lockbench(&["observe", "--quiet", "--copies", &copies.to_string()])
+        .out(dir.join(app.name()))
+        .arg("--")
+        .args(app.command())
+        .args(args)
+        .env("LOCKBENCH_APP_LOG", &log);
+    for (k, v) in app.env() {
+        cmd = cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()
+}
+
+/// Waits for an observed run of `app` in `dir`: its summary (the one variant, `observed`) and
+/// the program's own log. The run must end with exit 0 and no copy named as a problem.
+fn finish_observed(app: App, run: common::Running, dir: &Path) -> (serde_json::Value, Vec<Hold>) {
+    let o = run.wait_with_output();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{app:?} under observe: {stderr}");
+    let read = |f: &str| -> serde_json::Value {
+        let path = dir.join(app.name()).join(f);
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    };
+    let record = read("observe.json");
+    assert_eq!(
+        record["problems"],
+        serde_json::json!([]),
+        "{app:?}: {record}"
+    );
+    let summary = read("summary.json")["variants"][0].clone();
+    (
+        summary,
+        read_log(&dir.join(format!("{}.jsonl", app.name())), app),
+    )
+}
+
+/// Each program under `lockbench observe`, three copies on one contended key: the proxy's
+/// figures fall within what the program's own log allows ([`agrees_with_its_log`]).
+/// Wrongful deletes: the naive program's are as many as its log says certainly or possibly
+/// happened, at least one; the token libraries' none — the same check, the naive program its
+/// negative control.
+#[test]
+fn each_app_s_own_log_agrees_with_the_proxy() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let apps = [App::RedisPy, App::Naive, App::Redlock];
+    let running: Vec<(App, common::Running)> = apps
+        .into_iter()
+        .map(|app| (app, start_observed(app, 3, &CONTENDED, tmp.path())))
+        .collect();
+    for (app, run) in running {
+        let (s, holds) = finish_observed(app, run, tmp.path());
+        agrees_with_its_log(app, &s, &holds);
+    }
+}
+
+/// As [`each_app_s_own_log_agrees_with_the_proxy`], for Symfony Lock: its `RedisStore` keeps a
+/// lock as a sorted set of tokens (`ZADD` and `PEXPIREAT` inside `EVAL`, the key gone with its
+/// last token), and first writes a probe key `symfony_check_support_time` (`SET … PX 1` in a
+/// script).
+#[test]
+#[ignore = "observe does not yet recognise Symfony Lock's sorted-set locks: it counted 3 holds of 24 (the probe key's), issue 42 item 2"]
+fn symfony_lock_s_own_log_agrees_with_the_proxy() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let run = start_observed(App::Symfony, 3, &CONTENDED, tmp.path());
+    let (s, holds) = finish_observed(App::Symfony, run, tmp.path());
+    agrees_with_its_log(App::Symfony, &s, &holds);
+}
+
+/// The proxy's summary `s` of `app`'s run within what its log of `holds` allows: the same
+/// holds; overruns and overlap between the log's inner and outer spans (overlap also ± the
+/// proxy's clock resolution, 1 µs per end of a hold); the keys each release removed, its own
+/// (`released`) or another holder's; wrongful deletes within the log's bounds, and none for a
+/// token library.
+fn agrees_with_its_log(app: App, s: &serde_json::Value, holds: &[Hold]) {
+    let b = Bounds::of(holds);
+    let n = |f: &str| {
+        s[f].as_u64()
+            .unwrap_or_else(|| panic!("{app:?}: no {f} in {s}"))
+    };
+    assert_eq!(n("sections"), holds.len() as u64, "{app:?}: holds, {s}");
+    let overruns = n("overruns");
+    assert!(
+        (b.overruns.0..=b.overruns.1).contains(&overruns),
+        "{app:?}: {overruns} overruns, the log allows {:?}",
+        b.overruns
+    );
+    let overlap = s["overlap_ms"].as_f64().unwrap();
+    let resolution_ms = 2.0 * holds.len() as f64 / 1000.0;
+    assert!(
+        b.overlap_ms.0 - resolution_ms <= overlap && overlap <= b.overlap_ms.1 + resolution_ms,
+        "{app:?}: overlap {overlap} ms, the log allows {:?} (± {resolution_ms})",
+        b.overlap_ms
+    );
+    let wrongful = n("wrongful_deletes");
+    if app == App::Naive {
+        assert!(
+            wrongful > 0 && (b.wrongful_deletes.0..=b.wrongful_deletes.1).contains(&wrongful),
+            "naive: {wrongful} wrongful deletes, the log allows {:?}",
+            b.wrongful_deletes
+        );
+    } else {
+        assert_eq!(wrongful, 0, "{app:?}: {s}");
+    }
+    if app.release_tells() {
+        // Every release that removed a key removed its own (released) or another's.
+        let removed = holds.iter().filter(|h| h.removed == Some(true)).count() as u64;
+        assert_eq!(n("released") + wrongful, removed, "{app:?}: {s}");
+    }
+}
+
+/// A two-sided test at about four standard errors of the difference of two binomial
+/// fractions: whether `a` of `n` and `b` of `m` can be one fraction (a false alarm about one
+/// time in 15,000). Returns the difference and the tolerance.
+fn same_fraction(a: u64, n: u64, b: u64, m: u64) -> (f64, f64) {
+    let (n, m) = (n as f64, m as f64);
+    let pooled = (a + b) as f64 / (n + m);
+    let tolerance = 3.97 * (pooled * (1.0 - pooled) * (1.0 / n + 1.0 / m)).sqrt();
+    ((a as f64 / n - b as f64 / m).abs(), tolerance)
+}
+
+/// The redis-py program under `observe` and lockbench's own `--release redis-py` workers with
+/// the same TTL (15 ms) and sections (uniform 5–25 ms, so about half overrun), on 64 keys (little
+/// waiting), agree on the
+/// overrun fraction within sampling error. The control: the program's holds counted against
+/// a 10 ms TTL (three quarters overrun) are told apart from the run by the same test.
+#[test]
+fn the_redis_py_app_and_release_redis_py_agree_on_the_overrun_fraction() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let app_args = [
+        "--keys", "64", "--ttl-ms", "15", "--min-ms", "5", "--max-ms", "25", "--cycles", "100",
+    ];
+    let observed = start_observed(App::RedisPy, 4, &app_args, tmp.path());
+    let run_dir = tmp.path().join("run");
+    let run = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+        .args([
+            "--workers",
+            "4",
+            "--keys",
+            "4",
+            "--ttl",
+            "15ms",
+            "--dist",
+            "uniform(5ms,25ms)",
+        ])
+        .args(["--busy", "retry", "--duration", "3s", "--seed", "3"])
+        .out(&run_dir)
+        .ok();
+    let (s, holds) = finish_observed(App::RedisPy, observed, tmp.path());
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run_dir.join("summary.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&run.stderr)));
+    let v = &summary["variants"][0];
+    let n = |s: &serde_json::Value, f: &str| s[f].as_u64().unwrap();
+    let (run_over, run_n) = (n(v, "overruns"), n(v, "sections"));
+    let (app_over, app_n) = (n(&s, "overruns"), n(&s, "sections"));
+    assert!(app_n > 0 && run_n > 0, "no holds: {app_n}, {run_n}");
+    let (diff, tol) = same_fraction(app_over, app_n, run_over, run_n);
+    eprintln!(
+        "overruns: app {app_over}/{app_n}, run {run_over}/{run_n}, |Δ| {diff:.3}, tolerance {tol:.3}"
+    );
+    assert!(
+        diff <= tol,
+        "overrun fraction: app {app_over}/{app_n}, run {run_over}/{run_n}: |Δ| {diff:.3} > {tol:.3}"
+    );
+    let ten_ms = 10_000_000;
+    let shifted = holds.iter().filter(|h| h.end - h.start > ten_ms).count() as u64;
+    let (diff, tol) = same_fraction(shifted, holds.len() as u64, run_over, run_n);
+    assert!(
+        diff > tol,
+        "the control: {shifted}/{} overrun a 10 ms TTL, told apart from the run's \
+         {run_over}/{run_n} at 15 ms? |Δ| {diff:.3} <= {tol:.3}",
+        holds.len()
+    );
 }

@@ -21,7 +21,7 @@ const Redlock = require('redlock5').default;
 const { ExecutionError } = require('redlock5');
 
 function flags(argv) {
-  const a = { keys: 3, 'ttl-ms': 100, 'min-ms': 20, 'max-ms': 80, cycles: 20, seed: 1, 'retry-ms': 5, prefix: 'app:lock:' };
+  const a = { keys: 3, 'ttl-ms': 100, 'min-ms': 20, 'max-ms': 80, cycles: 20, seed: 1, 'retry-ms': 5, prefix: 'app:lock:', 'start-together': 1 };
   for (let i = 0; i < argv.length; i += 2) {
     const name = argv[i].replace(/^--/, '');
     if (!(name in a) || argv[i + 1] === undefined) {
@@ -65,6 +65,11 @@ async function main() {
   // is not retried ten times, the library's default).
   const redlock = new Redlock([redis], { retryCount: 0 });
   const random = rng(a.seed * 1000003 + process.pid);
+  // --start-together N: count in at PREFIXstarted, wait until N copies have (see applog.py).
+  if (a['start-together'] > 1) {
+    await redis.incr(a.prefix + 'started');
+    while (Number(await redis.get(a.prefix + 'started')) < a['start-together']) await sleep(2);
+  }
   // One write() per line on an O_APPEND file: copies can share one log.
   const log = process.env.LOCKBENCH_APP_LOG ? fs.openSync(process.env.LOCKBENCH_APP_LOG, 'a') : null;
   for (let i = 0; i < a.cycles; i++) {

@@ -12,11 +12,12 @@ import time
 
 import redis
 
-from applog import HoldLog, Plan, now, parse_args, redis_address
+from applog import HoldLog, Plan, now, parse_args, redis_address, start_together
 
 a = parse_args(__doc__.splitlines()[0])
 r = redis.Redis(**redis_address())
 plan = Plan(a)
+start_together(r, a)
 log = HoldLog("naive")
 for _ in range(a.cycles):
     key, section = plan.key(), plan.section_s()
