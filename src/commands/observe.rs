@@ -48,7 +48,7 @@ pub struct ObserveArgs {
     #[arg(long = "lock-keys", value_name = "GLOB")]
     pub lock_keys: Vec<String>,
     /// Fail the run with exit code 99 when this condition on a summary figure holds, e.g.
-    /// 'counts.wrongful_deletes > 0', 'overlap_ms > 0' (repeatable).
+    /// 'wrongful_deletes > 0', 'overlap_ms > 0' (repeatable).
     #[arg(long = "fail-if")]
     pub fail_if: Vec<Threshold>,
     /// Output directory [default: results/<run-id>]; it must be empty or absent.

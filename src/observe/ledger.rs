@@ -87,6 +87,10 @@ struct Book {
     crash_blocked_censored: u64,
     stuck_locks: u64,
     ttl_max_us: u64,
+    /// Removals of a value no client was seen setting yet, by index in `attributed`: the
+    /// acquisition's reply can reach the proxy after the delete's (two connections, two
+    /// tasks), so the victim is named when it does.
+    orphans: Vec<(Vec<u8>, Vec<u8>, usize)>,
 }
 
 /// Every door's notes, on one clock from `start`.
@@ -426,6 +430,15 @@ impl Book {
             *s - 1
         };
         self.clients[client].holds += 1;
+        if let Some(i) = self
+            .orphans
+            .iter()
+            .position(|(k, t, _)| *k == key && *t == token)
+        {
+            let (_, _, at) = self.orphans.swap_remove(i);
+            self.attributed[at].victim = Some(client);
+            self.clients[client].victim_of += 1;
+        }
         self.ttl_max_us = self.ttl_max_us.max(ttl_us.unwrap_or(0));
         self.hists
             .record(Metric::AcquireLatency, now.saturating_sub(asked));
@@ -502,6 +515,10 @@ impl Book {
         }
         // Another client's lock (or a value no client was seen setting).
         if self.attributed.len() < KEPT {
+            if owner.is_none() {
+                self.orphans
+                    .push((key.clone(), value.clone(), self.attributed.len()));
+            }
             self.attributed.push(AttributedDelete {
                 deleter: client,
                 victim: owner,
@@ -668,6 +685,29 @@ mod tests {
         );
         assert_eq!(t.per_key[0].incidents, 1);
         assert_eq!(t.stray_wrongful, 0);
+    }
+
+    /// The victim's acquisition reply reaching the ledger after the delete that removed its
+    /// token (two connections) still names it.
+    #[test]
+    fn a_victim_seen_late_is_named() {
+        let l = Ledger::new(Instant::now(), None);
+        l.seen(0, acquired("k", "a", 1), Instant::now());
+        l.seen(
+            0,
+            Event::Removed {
+                key: "k".into(),
+                value: Some("b".into()),
+            },
+            Instant::now(),
+        );
+        l.seen(1, acquired("k", "b", 1000), Instant::now());
+        let t = l.finish(Instant::now());
+        assert_eq!(
+            (t.attributed[0].deleter, t.attributed[0].victim),
+            (0, Some(1))
+        );
+        assert_eq!(t.clients[1].victim_of, 1);
     }
 
     /// A script that removed the client's own token releases; one that found another's token

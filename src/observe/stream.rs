@@ -197,6 +197,8 @@ pub(crate) struct Requests {
     in_multi: bool,
     watching: bool,
     raw: bool,
+    /// The database `SELECT` chose: keys of another than 0 are told apart by it.
+    db: u32,
     /// Requests read (complete frames).
     pub(crate) commands: u64,
 }
@@ -358,6 +360,11 @@ impl Requests {
             self.watching = true;
         } else if is(b"UNWATCH") {
             self.watching = false;
+        } else if is(b"SELECT") && !in_multi {
+            self.db = arg(1)
+                .and_then(|d| std::str::from_utf8(d).ok())
+                .and_then(|d| d.parse().ok())
+                .unwrap_or(self.db);
         }
         let pass = |q: &mut Queue, out: &mut Vec<u8>| {
             out.extend_from_slice(frame);
@@ -379,31 +386,32 @@ impl Requests {
         if !keys.matches(key) {
             return pass(q, out);
         }
+        let lk = || self.lock_key(key);
         let upper = |i: usize| arg(i).map(|a| a.to_ascii_uppercase());
         let now = Instant::now;
         let e = if (is(b"DEL") || is(b"UNLINK")) && args.len() == 2 {
             push_command(out, &[b"GETDEL", key]);
             q.expects.push_back(Expect::Delete {
-                key: key.to_vec(),
+                key: lk(),
                 rewritten: true,
                 asked: now(),
             });
             return;
         } else if is(b"GETDEL") && args.len() == 2 {
             Expect::Delete {
-                key: key.to_vec(),
+                key: lk(),
                 rewritten: false,
                 asked: now(),
             }
         } else if is(b"DELEX") && args.len() == 4 && upper(2).as_deref() == Some(b"IFEQ") {
             Expect::DelEx {
-                key: key.to_vec(),
+                key: lk(),
                 token: frame[args[3].clone()].to_vec(),
                 asked: now(),
             }
         } else if is(b"SETNX") && args.len() == 3 {
             Expect::Acquire {
-                key: key.to_vec(),
+                key: lk(),
                 token: frame[args[2].clone()].to_vec(),
                 ttl_us: None,
                 asked: now(),
@@ -412,7 +420,7 @@ impl Requests {
             let unit = if is(b"PEXPIRE") { 1_000 } else { 1_000_000 };
             match ttl_arg(arg(2), unit) {
                 Some(ttl_us) => Expect::Expiry {
-                    key: key.to_vec(),
+                    key: lk(),
                     ttl_us,
                     token: None,
                     asked: now(),
@@ -420,12 +428,23 @@ impl Requests {
                 None => Expect::Pass,
             }
         } else if is(b"SET") && args.len() >= 4 {
-            set_expect(frame, args, key)
+            set_expect(frame, args, &lk())
         } else {
             Expect::Pass
         };
         out.extend_from_slice(frame);
         q.expects.push_back(e);
+    }
+
+    /// The ledger's name of `key` in this connection's database: the key itself in database
+    /// 0, `[db N] key` in another (so one name in two databases is two locks).
+    fn lock_key(&self, key: &[u8]) -> Vec<u8> {
+        if self.db == 0 {
+            return key.to_vec();
+        }
+        let mut k = format!("[db {}] ", self.db).into_bytes();
+        k.extend_from_slice(key);
+        k
     }
 
     /// A script call: wrapped in a transaction reading its lock keys before and after, unless
@@ -469,7 +488,7 @@ impl Requests {
         push_command(out, &[b"EXEC"]);
         q.expects.push_back(Expect::Script {
             swallow: 2 + 4 * named.len(),
-            keys: named.into_iter().map(<[u8]>::to_vec).collect(),
+            keys: named.into_iter().map(|k| self.lock_key(k)).collect(),
             error: None,
             asked: Instant::now(),
         });
@@ -807,6 +826,34 @@ mod tests {
                 "split at {at}"
             );
         }
+    }
+
+    /// One key name in two databases is two locks.
+    #[test]
+    fn a_selected_database_names_its_keys() {
+        let q = Mutex::new(Queue::default());
+        let reqs = [
+            cmd(&["SET", "l", "a", "NX", "PX", "50"]),
+            cmd(&["SELECT", "3"]),
+            cmd(&["SET", "l", "b", "NX", "PX", "50"]),
+        ]
+        .concat();
+        let mut out = Vec::new();
+        Requests::default()
+            .feed(&reqs, &all(), &q, &mut out)
+            .unwrap();
+        assert_eq!(out, reqs);
+        let keys: Vec<Vec<u8>> = q
+            .lock()
+            .unwrap()
+            .expects
+            .iter()
+            .filter_map(|e| match e {
+                Expect::Acquire { key, .. } => Some(key.clone()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(keys, [b"l".to_vec(), b"[db 3] l".to_vec()]);
     }
 
     /// A script naming a lock key goes out in a transaction; its reply comes back as the

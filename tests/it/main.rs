@@ -36,6 +36,7 @@ mod harness;
 mod layers;
 mod link;
 mod metrics;
+mod observe;
 mod outputs;
 mod own_scripts;
 mod precision;
