@@ -42,7 +42,8 @@ REQUESTS="${PROXY_BENCH_REQUESTS:-100000}"
 ROUNDS="${PROXY_BENCH_ROUNDS:-3}"
 ROOT="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)"
 LOCKBENCH="${LOCKBENCH:-${CARGO_TARGET_DIR:-$ROOT/target}/release/lockbench}"
-OBSERVE_ARGS="${OBSERVE_ARGS:-observe --redis {redis} --listen {listen} --out {dir} --duration 1h}"
+DEFAULT_OBSERVE_ARGS='observe --redis {redis} --listen {listen} --out {dir} --duration 1h'
+OBSERVE_ARGS="${OBSERVE_ARGS:-$DEFAULT_OBSERVE_ARGS}"
 
 bad_input() {
     echo "proxy-bench.sh: $*" >&2
@@ -166,14 +167,17 @@ elif ! "$LOCKBENCH" observe --help >/dev/null 2>&1; then
     OBSERVE_NOTE="observe: skipped, $LOCKBENCH has no observe command (issue 42)"
 else
     PORT[observe]="$(free_port)"
-    args="${OBSERVE_ARGS//\{redis\}/redis://127.0.0.1:${PORT[direct]}}"
-    args="${args//\{listen\}/127.0.0.1:${PORT[observe]}}"
-    args="${args//\{dir\}/$WORK/observe}"
+    redis_at="redis://127.0.0.1:${PORT[direct]}" listen_at="127.0.0.1:${PORT[observe]}"
+    args="${OBSERVE_ARGS//"{redis}"/$redis_at}"
+    args="${args//"{listen}"/$listen_at}"
+    args="${args//"{dir}"/$WORK/observe}"
     # shellcheck disable=SC2086 # OBSERVE_ARGS is a list of words
     "$LOCKBENCH" $args </dev/null >"$WORK/observe.log" 2>&1 &
     PIDS+=($!)
     wait_ready "lockbench observe" $! "${PORT[observe]}" "$WORK/observe.log"
     PATHS+=(observe)
+    [[ "$LOCKBENCH" == */debug/* ]] &&
+        OBSERVE_NOTE="observe: $LOCKBENCH is a debug build, its row says nothing of the release's cost"
 fi
 [[ -n "$OBSERVE_NOTE" ]] && echo "$OBSERVE_NOTE" >&2
 
