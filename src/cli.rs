@@ -102,6 +102,10 @@ pub enum Command {
     /// releases, wrongful deletes and overlap incidents per section, and the overlap-time
     /// fraction, each with the 99 % interval of the difference (exit 1 when one disagrees).
     Crosscheck(commands::crosscheck::CrosscheckArgs),
+    /// Measure the locks of your own program, whatever its language: a Redis proxy that
+    /// recognises lock traffic (SET NX PX, DEL, scripts) and reports holds, overruns, wrongful
+    /// deletes and overlap; `-- CMD ARGS…` starts the program itself (--copies N).
+    Observe(commands::observe::ObserveArgs),
 }
 
 /// Runs a parsed command line; returns the process exit code.
@@ -115,6 +119,7 @@ pub async fn dispatch(cli: Cli) -> anyhow::Result<i32> {
         Command::Merge(a) => commands::merge::run(&a),
         Command::Report(a) => commands::report::run(&a),
         Command::Crosscheck(a) => commands::crosscheck::run(&a),
+        Command::Observe(a) => commands::observe::run(a).await,
     }
 }
 

@@ -57,6 +57,7 @@ mod math;
 mod merge;
 mod metrics;
 mod model;
+mod observe;
 mod profile;
 mod quorum;
 mod recommend;

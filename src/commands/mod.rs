@@ -6,6 +6,7 @@
 //! - [`demo`]: stories replayed step by step against a real server.
 //! - [`report`]: `lockbench report DIR`.
 //! - [`merge`]: `lockbench merge DIR...`, the agents of one run combined.
+//! - [`observe`]: `lockbench observe`, the locks of the user's own program through a proxy.
 //! - [`recommend`]: a TTL for measured durations (the computation is `crate::recommend`'s).
 //! - [`crosscheck`]: a simulated run against the real one it models.
 
@@ -13,6 +14,7 @@ pub(crate) mod args;
 pub(crate) mod crosscheck;
 pub mod demo;
 pub(crate) mod merge;
+pub(crate) mod observe;
 pub(crate) mod recommend;
 pub(crate) mod report;
 pub(crate) mod run;

@@ -14,8 +14,12 @@ use std::path::PathBuf;
 pub struct RecommendArgs {
     /// Measured durations: a run's events.csv (uses duration_us), a CSV with a duration column
     /// (see --column, --unit), an .hgrm percentile distribution or an .hlog interval log.
-    #[arg(long)]
-    pub durations: PathBuf,
+    #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+    pub durations: Option<PathBuf>,
+    /// A run directory instead of --durations: its events.csv (for a `lockbench observe` run,
+    /// the observed holds of the program: a TTL for this service).
+    #[arg(value_name = "RUN_DIR")]
+    pub run: Option<PathBuf>,
     /// CSV column holding the durations [default: durationMs; events.csv: duration_us].
     #[arg(long)]
     pub column: Option<String>,
@@ -78,7 +82,19 @@ pub(crate) fn run(args: &RecommendArgs) -> anyhow::Result<i32> {
         unit: args.unit,
         tag: args.tag.clone(),
     };
-    let loaded = load_durations(&args.durations, &opts)?;
+    let path = match (&args.durations, &args.run) {
+        (Some(p), _) => p.clone(),
+        (None, Some(dir)) => dir.join("events.csv"),
+        (None, None) => {
+            return Err(
+                crate::exit::BadInput("give a run directory or --durations FILE".into()).into(),
+            );
+        }
+    };
+    let loaded = load_durations(&path, &opts)?;
+    if let Some(dir) = &args.run {
+        say_observed(dir, loaded.samples.len());
+    }
     let mut rec = recommend(&loaded.samples, &params);
     rec.input = Some(loaded.input);
     let stdout = io::stdout();
@@ -89,4 +105,27 @@ pub(crate) fn run(args: &RecommendArgs) -> anyhow::Result<i32> {
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(0)
+}
+
+/// For a `lockbench observe` run, what the recommendation rests on: the holds of the program
+/// that was observed (the ones the run's end cut short are not among them).
+fn say_observed(dir: &std::path::Path, holds: u64) {
+    let Ok(text) = std::fs::read_to_string(dir.join("observe.json")) else {
+        return;
+    };
+    let Ok(record) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return;
+    };
+    let program = match record["program"].as_array() {
+        Some(a) if !a.is_empty() => a
+            .iter()
+            .filter_map(|w| w.as_str())
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => "the services that connected".to_string(),
+    };
+    println!(
+        "a TTL for this service: {holds} observed holds of `{program}` (run {}; holds cut short by the run's end left out)\n",
+        record["run_id"].as_str().unwrap_or("?")
+    );
 }

@@ -68,7 +68,17 @@ impl Loopback {
         F: Fn(TcpStream, u64) -> Fut + Send + 'static,
         Fut: std::future::Future<Output = ()> + Send + 'static,
     {
-        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        Self::start_on(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), serve).await
+    }
+
+    /// [`Self::start`] on `at` (`lockbench observe --listen`; the caller checks it is loopback
+    /// unless remote clients are allowed).
+    pub(crate) async fn start_on<F, Fut>(at: SocketAddr, serve: F) -> std::io::Result<Loopback>
+    where
+        F: Fn(TcpStream, u64) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let listener = TcpListener::bind(at).await?;
         let addr = listener.local_addr()?;
         let connections = Arc::new(AtomicU64::new(0));
         let acceptor = tokio::spawn(accept_loop(listener, serve, connections.clone()));

@@ -301,7 +301,7 @@ fn removed(frame: &[u8]) -> Option<Option<Vec<u8>>> {
 }
 
 /// The first line of `buf` (without `\r\n`) and the offset after it; `None` when incomplete.
-fn line(buf: &[u8]) -> Option<(&str, usize)> {
+pub(crate) fn line(buf: &[u8]) -> Option<(&str, usize)> {
     let end = buf.windows(2).position(|w| w == b"\r\n")?;
     Some((std::str::from_utf8(&buf[1..end]).ok()?, end + 2))
 }
@@ -322,11 +322,22 @@ type Parsed = Result<Option<(usize, Vec<std::ops::Range<usize>>)>, ()>;
 /// A request array of bulk strings at the start of `buf`: its length and its arguments'
 /// ranges; `Ok(None)` while incomplete, `Err` for what is not one.
 fn command(buf: &[u8]) -> Parsed {
+    let mut args = Vec::new();
+    Ok(command_into(buf, &mut args)?.map(|len| (len, args)))
+}
+
+/// [`command`] into `args` (cleared first), so a caller that parses many requests reuses one
+/// vector instead of allocating one per request: the request's length, `Ok(None)` while
+/// incomplete, `Err` for what is not a request.
+pub(crate) fn command_into(
+    buf: &[u8],
+    args: &mut Vec<std::ops::Range<usize>>,
+) -> Result<Option<usize>, ()> {
+    args.clear();
     let Some((n, mut at)) = header(buf)? else {
         return Ok(None);
     };
     let n = usize::try_from(n).unwrap_or(0);
-    let mut args = Vec::with_capacity(n.min(16));
     for _ in 0..n {
         let rest = &buf[at..];
         match rest.first() {
@@ -348,11 +359,11 @@ fn command(buf: &[u8]) -> Parsed {
         args.push(start..start + len);
         at = start + len + 2;
     }
-    Ok(Some((at, args)))
+    Ok(Some(at))
 }
 
 /// An inline command at the start of `buf`: its line; its first word is its name.
-fn inline(buf: &[u8]) -> Parsed {
+pub(crate) fn inline(buf: &[u8]) -> Parsed {
     let Some(end) = buf.iter().position(|&b| b == b'\n') else {
         return if buf.len() > MAX_LINE {
             Err(())

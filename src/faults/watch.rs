@@ -55,12 +55,17 @@ impl Watch {
     /// `url` with its host and port replaced by the watch's (user, password, database and
     /// options kept); `None` for what the watch cannot carry (`rediss://`, a socket).
     pub(crate) fn url(&self, url: &str) -> Option<String> {
-        let (mut url, _) = redis_url(url)?;
-        let addr = self.listener.addr();
-        url.set_ip_host(addr.ip()).ok()?;
-        url.set_port(Some(addr.port())).ok()?;
-        Some(url.into())
+        url_at(url, self.listener.addr())
     }
+}
+
+/// `url` with its host and port replaced by `addr` (user, password, database and options
+/// kept); `None` for what a proxy cannot carry (`rediss://`, a socket).
+pub(crate) fn url_at(url: &str, addr: SocketAddr) -> Option<String> {
+    let (mut url, _) = redis_url(url)?;
+    url.set_ip_host(addr.ip()).ok()?;
+    url.set_port(Some(addr.port())).ok()?;
+    Some(url.into())
 }
 
 /// A `redis://` URL read by the `url` crate, with the host it names (IP addresses without

@@ -116,7 +116,7 @@ impl EventsWriter {
 }
 
 /// The header of `events.csv`, as the csv crate writes it for [`EventRow`] (its field names).
-fn header_line() -> String {
+pub(crate) fn header_line() -> String {
     let mut w = csv::Writer::from_writer(Vec::new());
     // Serializing one row writes the header first; keep only that line.
     let _ = w.serialize(EventRow::default());

@@ -1,0 +1,14 @@
+//! `lockbench observe`: the locks of the user's own program, whatever its language, measured
+//! through a Redis proxy grown from the watch ([`crate::faults::watch`]) — no driver, no change
+//! to the program.
+//!
+//! - [`stream`]: the RESP streams of one connection: lock commands recognised by their replies,
+//!   `DEL` sent as `GETDEL`, scripts wrapped to read their keys before and after.
+//! - [`ledger`]: every lock key's holds on one clock, judged by what the server removed.
+//! - [`door`]: the listeners and the forwarding of each connection.
+//! - [`copies`]: the copies of the program `-- CMD` starts, each behind a door of its own.
+
+pub(crate) mod copies;
+pub(crate) mod door;
+pub(crate) mod ledger;
+pub(crate) mod stream;

@@ -1,0 +1,300 @@
+//! `lockbench observe` (issue 42): the locks of a program lockbench did not write, measured
+//! through its proxy. Programs in Python (redis-py, from the drivers' venv) lock the way people
+//! do; the same check that passes the token-checked release catches the naive one (negative
+//! control). Traffic that is not a lock passes byte for byte; a bad frame closes only its own
+//! connection; a copy that never connects is named.
+
+use crate::common;
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The drivers' Python, with redis-py.
+fn python() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".drivers/python/bin/python");
+    assert!(
+        p.exists(),
+        "these tests need the drivers' venv at {} (scripts/setup-drivers.sh)",
+        p.display()
+    );
+    p
+}
+
+/// Three copies that take `lock:a` for 40 ms on a 20 ms TTL, for 1.5 s: with redis-py's
+/// `Lock` (`token`) or `SET NX PX` + plain `DEL` (naive).
+const NAIVE: &str = r#"
+import os, time, uuid, redis
+r = redis.Redis.from_url(os.environ["REDIS_URL"])
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    if r.set("lock:a", uuid.uuid4().hex, nx=True, px=20):
+        time.sleep(0.04)
+        r.delete("lock:a")
+    else:
+        time.sleep(0.002)
+"#;
+
+const TOKEN: &str = r#"
+import os, time, redis
+r = redis.Redis.from_url(os.environ["REDIS_URL"])
+end = time.monotonic() + 1.5
+while time.monotonic() < end:
+    l = r.lock("lock:a", timeout=0.02)
+    if l.acquire(blocking=False):
+        time.sleep(0.04)
+        try:
+            l.release()
+        except redis.exceptions.LockError:
+            pass
+    else:
+        time.sleep(0.002)
+"#;
+
+fn summary(dir: &Path) -> serde_json::Value {
+    common::summaries(dir).remove(0)
+}
+
+/// Runs `observe --copies 3 -- python -c SCRIPT` into `out`; returns its exit code.
+fn observe_copies(script: &str, out: &Path) -> i32 {
+    common::lockbench(&["observe", "--copies", "3", "--quiet"])
+        .out(out)
+        .arg("--")
+        .arg(python())
+        .args(["-c", script])
+        .output()
+        .status
+        .code()
+        .unwrap_or(-1)
+}
+
+/// The naive program's releases delete other copies' locks; redis-py's token release never
+/// does (its stale releases are refused). Both overrun, so both had the chance.
+#[test]
+fn the_naive_release_deletes_others_locks_and_the_token_one_never() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let (naive, token) = (tmp.path().join("naive"), tmp.path().join("token"));
+    assert_eq!(observe_copies(NAIVE, &naive), 0);
+    assert_eq!(observe_copies(TOKEN, &token), 0);
+    let (n, t) = (summary(&naive), summary(&token));
+    for s in [&n, &t] {
+        assert!(s["sections"].as_u64().unwrap() > 10, "{s}");
+        assert!(s["overruns"].as_u64().unwrap() > 5, "{s}");
+    }
+    let wrongful = |s: &serde_json::Value| s["wrongful_deletes"].as_u64().unwrap();
+    assert!(wrongful(&n) > 0, "naive: {n}");
+    assert_eq!(wrongful(&t), 0, "token: {t}");
+    assert!(t["refused_releases"].as_u64().unwrap() > 0, "token: {t}");
+    // Each wrongful delete names its deleter and a victim, both copies of the run.
+    let attributed = n["watch"]["attributed"].as_array().unwrap();
+    assert_eq!(attributed.len() as u64, wrongful(&n).min(1000));
+    for a in attributed {
+        let (d, v) = (a["deleter"].as_u64().unwrap(), a["victim"].as_u64());
+        assert!(d < 3 && v.is_some_and(|v| v < 3 && v != d), "{a}");
+    }
+    // events.csv: one row per hold, and `recommend` reads the run.
+    let rows = common::events(&naive);
+    assert_eq!(rows.len() as u64, n["sections"].as_u64().unwrap());
+    let rec = common::lockbench(&["recommend"]).arg(&naive).ok();
+    let text = String::from_utf8_lossy(&rec.stdout);
+    let rests_on = format!(
+        "{} observed holds",
+        rows.iter().filter(|r| !r.interrupted).count()
+    );
+    assert!(text.contains(&rests_on), "{text}");
+    // The gate: the same figure crosses for the naive program only.
+    let gate = ["--fail-if", "wrongful_deletes > 0"];
+    let out = common::lockbench(&["observe", "--copies", "2", "--quiet"])
+        .args(gate)
+        .out(tmp.path().join("gate"))
+        .arg("--")
+        .arg(python())
+        .args(["-c", NAIVE])
+        .output();
+    assert_eq!(out.status.code(), Some(99), "{out:?}");
+}
+
+/// A copy that never connects is named, and the run fails: never counted as safe.
+#[test]
+fn a_copy_that_never_connects_is_named() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = common::lockbench(&["observe", "--copies", "2", "--quiet"])
+        .out(tmp.path())
+        .args(["--", "sh", "-c", "echo hello; exit 3"])
+        .output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("copy 1: 0 commands seen"), "{err}");
+    assert!(err.contains("copy 2: 0 commands seen"), "{err}");
+    let kept = std::fs::read_to_string(tmp.path().join("copy-2.out")).unwrap();
+    assert_eq!(kept, "hello\n");
+}
+
+/// An `observe` without a program, its shared door's address read from its first line.
+struct Watching {
+    run: common::Running,
+    addr: String,
+}
+
+fn watching(out: &Path) -> Watching {
+    let mut run = common::lockbench(&["observe", "--lock-keys", "lock:*"])
+        .out(out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut first = String::new();
+    std::io::BufReader::new(run.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr = first
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {first:?}"))
+        .to_string();
+    Watching { run, addr }
+}
+
+impl Watching {
+    /// SIGTERM, as a service manager stops it: exit 130 with the files written.
+    fn stop(mut self) -> std::process::Output {
+        common::signal("-TERM", self.run.id());
+        assert_eq!(
+            self.run.exit_code_within(Duration::from_secs(20)),
+            Some(130)
+        );
+        self.run.wait_with_output()
+    }
+}
+
+/// Pipelines, transactions, pub/sub, a blocking pop, RESP3 and a script pass through with the
+/// replies a server gives directly; a lock taken and released in between is one hold.
+#[test]
+fn other_traffic_passes_untouched() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = watching(tmp.path());
+    let client = redis::Client::open(format!("redis://{}", w.addr)).unwrap();
+    let mut c = client.get_connection().unwrap();
+    let mut p = redis::pipe();
+    for i in 0..200 {
+        p.cmd("SET").arg(format!("k{i}")).arg(i).ignore();
+    }
+    for i in 0..200 {
+        p.cmd("GET").arg(format!("k{i}"));
+    }
+    let got: Vec<i64> = p.query(&mut c).unwrap();
+    assert_eq!(got, (0..200).collect::<Vec<i64>>());
+    let (a, b): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("INCR")
+        .arg("n")
+        .cmd("INCRBY")
+        .arg("n")
+        .arg(5)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!((a, b), (1, 6));
+    // A lock inside the proxy's view: acquired, then released by a token script.
+    let ok: Option<String> = redis::cmd("SET")
+        .arg("lock:x")
+        .arg("me")
+        .arg("NX")
+        .arg("PX")
+        .arg(10_000)
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(ok.as_deref(), Some("OK"));
+    let script = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let n: i64 = redis::cmd("EVAL")
+        .arg(script)
+        .arg(1)
+        .arg("lock:x")
+        .arg("me")
+        .query(&mut c)
+        .unwrap();
+    assert_eq!(n, 1);
+    let e: redis::RedisResult<i64> = redis::cmd("EVALSHA")
+        .arg("0000000000000000000000000000000000000000")
+        .arg(1)
+        .arg("lock:x")
+        .query(&mut c);
+    let e = e.unwrap_err();
+    assert_eq!(e.code(), Some("NOSCRIPT"), "{e}");
+    // A blocking pop served by another connection's push.
+    let mut other = client.get_connection().unwrap();
+    let pusher = std::thread::spawn(move || {
+        let _: () = redis::cmd("RPUSH")
+            .arg("q")
+            .arg("job")
+            .query(&mut other)
+            .unwrap();
+        other
+    });
+    let popped: (String, String) = redis::cmd("BLPOP").arg("q").arg(10).query(&mut c).unwrap();
+    assert_eq!(popped.1, "job");
+    let mut other = pusher.join().unwrap();
+    // Pub/sub across two connections.
+    let mut sub = client.get_connection().unwrap();
+    let mut ps = sub.as_pubsub();
+    ps.subscribe("ch").unwrap();
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("ch")
+        .arg("hi")
+        .query(&mut other)
+        .unwrap();
+    let msg = ps.get_message().unwrap();
+    assert_eq!(msg.get_payload::<String>().unwrap(), "hi");
+    drop(ps);
+    // HELLO 3 on a raw connection: a RESP3 map back, then a command.
+    let mut raw = TcpStream::connect(&w.addr).unwrap();
+    raw.write_all(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$4\r\nPING\r\n")
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0; 4096];
+    while !seen.ends_with(b"+PONG\r\n") {
+        let n = raw.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(seen[0], b'%', "{}", String::from_utf8_lossy(&seen));
+    let out = w.stop();
+    let s = summary(tmp.path());
+    assert_eq!(s["sections"], 1, "{s}");
+    assert_eq!(s["released"], 1, "{s}");
+    assert_eq!(s["wrongful_deletes"], 0, "{s}");
+    assert!(out.stdout.ends_with(b"\n"));
+}
+
+/// A malformed request closes its own connection with an error reply; another connection
+/// keeps working.
+#[test]
+fn a_bad_frame_closes_only_its_connection() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let w = watching(tmp.path());
+    let client = redis::Client::open(format!("redis://{}", w.addr)).unwrap();
+    let mut good = client.get_connection().unwrap();
+    let _: () = redis::cmd("SET").arg("a").arg(1).query(&mut good).unwrap();
+    let mut bad = TcpStream::connect(&w.addr).unwrap();
+    bad.write_all(b"*1\r\n:1\r\n").unwrap();
+    let mut got = Vec::new();
+    bad.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    bad.read_to_end(&mut got).unwrap();
+    let got = String::from_utf8_lossy(&got);
+    assert!(
+        got.starts_with("-ERR lockbench observe: closing this connection: a malformed request"),
+        "{got}"
+    );
+    let v: i64 = redis::cmd("GET").arg("a").query(&mut good).unwrap();
+    assert_eq!(v, 1);
+    let out = w.stop();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("connection closed: a malformed request"),
+        "{out:?}"
+    );
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("observe.json")).unwrap()).unwrap();
+    assert_eq!(record["connections_closed_for_bad_frames"], 1);
+}
