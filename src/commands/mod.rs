@@ -73,6 +73,7 @@ classified! {
     LineError: crate::lines::LineError,
     DriverError: crate::client::driver::DriverError,
     FaultRefused: crate::faults::FaultRefused,
+    FaultError: crate::model::fault::FaultError,
     BadCommand: crate::model::script::BadCommand,
     SignalError: crate::signals::SignalError,
 }

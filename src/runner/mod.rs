@@ -363,7 +363,12 @@ fn begin_metrics(
             run_id: run_id.to_string(),
             agent: opts.agent.as_ref().map(|a| a.spec().index as usize),
         };
-        let kinds: Vec<&'static str> = plan.faults.schedule.iter().map(|f| f.kind.name()).collect();
+        let kinds: Vec<String> = plan
+            .faults
+            .schedule
+            .iter()
+            .map(|f| f.kind.to_string())
+            .collect();
         (
             board.clone(),
             board.begin(&labels, plan.workload.ttl_ms, &kinds),
