@@ -138,6 +138,42 @@ pub enum FaultError {
         "`instance` picks the redlock instance of a server-pause or server-restart, not of a {0}"
     )]
     InstanceOfNoServer(FaultKind),
+    /// Two windows of one kind on one target that overlap or touch (numbered from 1).
+    #[error(
+        "faults {first} and {second} are both `{kind}` and overlap or touch ({}+{} and {}+{}): the end of one would undo the other; join them into one window or leave a gap between them",
+        compact(windows[0].0), compact(windows[0].1), compact(windows[1].0), compact(windows[1].1)
+    )]
+    Overlap {
+        /// The first, from 1.
+        first: usize,
+        /// The second, from 1.
+        second: usize,
+        /// Their kind.
+        kind: FaultKind,
+        /// Each one's start and length, µs.
+        windows: [(u64, u64); 2],
+    },
+    /// A failover of a shard the spawned cluster does not have.
+    #[error(
+        "fault `failover` names shard {shard}, but the cluster has {masters} shards (cluster_masters): use shard 0 to {}",
+        masters.saturating_sub(1)
+    )]
+    NoShard {
+        /// The shard named.
+        shard: usize,
+        /// The cluster's masters.
+        masters: usize,
+    },
+    /// A failover in a cluster without replicas.
+    #[error(
+        "fault `failover` promotes a replica, but cluster_replicas = 0: give the cluster at least 1 replica per master"
+    )]
+    NoReplica,
+}
+
+/// A duration as the schedule's errors print it (`1.5s`).
+fn compact(us: u64) -> String {
+    units::fmt_us(us, units::Style::Compact)
 }
 
 crate::exit::classify!(FaultError => BadInput);
@@ -400,7 +436,7 @@ pub struct FaultWindow {
 /// first) window's end would undo the outer (or next) one (a pause resumed, a restarted server started again while the
 /// outer window still says it is down). Holder crashes may overlap: each window only adds a
 /// probability. Faults are numbered from 1 in the order given.
-pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), String> {
+pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), FaultError> {
     for (i, a) in faults.iter().enumerate() {
         for (j, b) in faults.iter().enumerate().skip(i + 1) {
             let same = a.kind == b.kind && a.instance == b.instance && a.shard == b.shard;
@@ -410,17 +446,12 @@ pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), String> {
                 && a.at_us <= b.end_us()
                 && b.at_us <= a.end_us()
             {
-                let c = |us: u64| units::fmt_us(us, units::Style::Compact);
-                return Err(format!(
-                    "faults {} and {} are both `{}` and overlap or touch ({}+{} and {}+{}): the end of one would undo the other; join them into one window or leave a gap between them",
-                    i + 1,
-                    j + 1,
-                    a.kind,
-                    c(a.at_us),
-                    c(a.length_us),
-                    c(b.at_us),
-                    c(b.length_us)
-                ));
+                return Err(FaultError::Overlap {
+                    first: i + 1,
+                    second: j + 1,
+                    windows: [a, b].map(|f| (f.at_us, f.length_us)),
+                    kind: a.kind,
+                });
             }
         }
     }
@@ -433,19 +464,16 @@ pub(crate) fn check_failovers(
     faults: &[Fault],
     masters: usize,
     replicas: usize,
-) -> Result<(), String> {
+) -> Result<(), FaultError> {
     for f in faults.iter().filter(|f| f.kind == FaultKind::Failover) {
         if f.shard >= masters {
-            return Err(format!(
-                "fault `failover` names shard {}, but the cluster has {masters} shards (cluster_masters): use shard 0 to {}",
-                f.shard,
-                masters.saturating_sub(1)
-            ));
+            return Err(FaultError::NoShard {
+                shard: f.shard,
+                masters,
+            });
         }
         if replicas == 0 {
-            return Err(
-                "fault `failover` promotes a replica, but cluster_replicas = 0: give the cluster at least 1 replica per master".to_string(),
-            );
+            return Err(FaultError::NoReplica);
         }
     }
     Ok(())

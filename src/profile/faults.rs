@@ -62,14 +62,15 @@ pub(super) fn load_files(
 /// The schedule as a whole, each fault alone being valid: no two windows of one kind overlap,
 /// and a spawned cluster can carry out its failovers (the shard exists, a replica is there).
 pub(super) fn check_schedule(plan: &Plan, cx: &Check<'_>) -> Result<(), ProfileError> {
-    crate::model::fault::check_overlaps(&plan.faults.schedule).map_err(|e| cx.err("fault", e))?;
+    crate::model::fault::check_overlaps(&plan.faults.schedule)
+        .map_err(|e| cx.err("fault", e.to_string()))?;
     if plan.backend.kind == crate::profile::BackendChoice::SpawnCluster {
         crate::model::fault::check_failovers(
             &plan.faults.schedule,
             plan.backend.cluster_masters,
             plan.backend.cluster_replicas,
         )
-        .map_err(|e| cx.err("fault", e))?;
+        .map_err(|e| cx.err("fault", e.to_string()))?;
     }
     Ok(())
 }

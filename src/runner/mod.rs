@@ -184,7 +184,7 @@ fn check_clients<K: Connector>(
     let refuse = |why: String| Err(BadInput(format!("client {name}: {why}")).into());
     for t in targets {
         if let Err(why) = t.connector.driver_urls() {
-            return refuse(why);
+            return refuse(why.to_string());
         }
     }
     // Settings of lockbench's own lock that no variant of the run takes: a library releases,
