@@ -54,7 +54,7 @@ use crate::model::units::DurationText;
 use crate::model::variant::Fencing;
 
 use crate::analysis::threshold::Threshold;
-use crate::model::fault::FaultProfile;
+use crate::model::fault::Fault;
 use check::{Check, key_at, locate};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -371,7 +371,7 @@ pub struct Profile {
     pub time_scale: Option<f64> = 1,
     /// The fault schedule (`[[fault]]` entries).
     #[arg(skip)]
-    pub fault: Option<Vec<FaultProfile>>,
+    pub fault: Option<Vec<Fault>>,
     /// How a lock is taken: set-nx-px (one command) or setnx-expire (SETNX then PEXPIRE, the
     /// anti-pattern).
     #[arg(long)]

@@ -59,11 +59,18 @@ pub struct Threshold {
     pub value: f64,
 }
 
+/// Why a `--fail-if` / `fail_if` condition was refused: the condition, and what is valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ThresholdError(String);
+
+crate::exit::classify!(ThresholdError => BadInput);
+
 impl FromStr for Threshold {
-    type Err = String;
+    type Err = ThresholdError;
 
     /// Parses `FIGURE OP NUMBER`; the figure must be a number in every summary.
-    fn from_str(expr: &str) -> Result<Threshold, String> {
+    fn from_str(expr: &str) -> Result<Threshold, ThresholdError> {
         let ops = [
             ("<=", Op::Le),
             (">=", Op::Ge),
@@ -76,18 +83,18 @@ impl FromStr for Threshold {
         // not a figure `overlap_ms =` before a `>`.
         let is_op = |c: char| "<>=!".contains(c);
         let Some(at) = expr.find(is_op) else {
-            return Err(format!(
+            return Err(ThresholdError(format!(
                 "`{expr}`: write FIGURE OP NUMBER, e.g. `overlap_ms > 0` (OP one of < <= > >= == !=)"
-            ));
+            )));
         };
         let run = expr[at..]
             .find(|c: char| !is_op(c))
             .map_or(&expr[at..], |n| &expr[at..at + n]);
         let Some(&(sym, op)) = ops.iter().find(|(sym, _)| *sym == run) else {
-            return Err(format!(
+            return Err(ThresholdError(format!(
                 "`{expr}`: `{run}` is not a comparison; use one of < <= > >= == != (e.g. \
                  `overlap_ms > 0`)"
-            ));
+            )));
         };
         let figure = expr[..at].trim().to_string();
         let number = expr[at + sym.len()..].trim();
@@ -95,13 +102,13 @@ impl FromStr for Threshold {
             .parse()
             .ok()
             .filter(|v: &f64| v.is_finite())
-            .ok_or_else(|| format!("`{expr}`: `{number}` is not a number"))?;
+            .ok_or_else(|| ThresholdError(format!("`{expr}`: `{number}` is not a number")))?;
         if !known_figure(&figure) {
-            return Err(format!(
+            return Err(ThresholdError(format!(
                 "`{expr}`: `{figure}` is not a figure of the summary; use a field of summary.json \
                  such as overlap_ms, overlap_incidents, wrongful_deletes, lost_updates, \
                  unsafe_writes_over_holder, errors, or a percentile such as duration_ms.p99"
-            ));
+            )));
         }
         Ok(Threshold {
             expr: expr.trim().to_string(),
@@ -221,18 +228,21 @@ mod tests {
             "overlap > 0"
                 .parse::<Threshold>()
                 .unwrap_err()
+                .to_string()
                 .contains("not a figure")
         );
         assert!(
             "overlap_ms > x"
                 .parse::<Threshold>()
                 .unwrap_err()
+                .to_string()
                 .contains("not a number")
         );
         assert!(
             "overlap_ms"
                 .parse::<Threshold>()
                 .unwrap_err()
+                .to_string()
                 .contains("FIGURE OP NUMBER")
         );
         // A wrong operator is named as such, whole, with the valid ones (issue 32: it said
@@ -242,7 +252,7 @@ mod tests {
             ("overlap_ms = 0", "="),
             ("errors <> 0", "<>"),
         ] {
-            let e = expr.parse::<Threshold>().unwrap_err();
+            let e = expr.parse::<Threshold>().unwrap_err().to_string();
             assert!(
                 e.contains(&format!("`{run}` is not a comparison"))
                     && e.contains("< <= > >= == !=")
@@ -311,7 +321,7 @@ mod tests {
         let flag = "duration_ms.p99 >= 250".parse::<Threshold>().unwrap();
         let toml: Gates = toml::from_str("fail_if = [\"duration_ms.p99 >= 250\"]").unwrap();
         assert_eq!(toml.fail_if, std::slice::from_ref(&flag));
-        let bad = "overlap > 0".parse::<Threshold>().unwrap_err();
+        let bad = "overlap > 0".parse::<Threshold>().unwrap_err().to_string();
         let e = toml::from_str::<Gates>("fail_if = [\"overlap > 0\"]")
             .err()
             .unwrap();

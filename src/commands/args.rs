@@ -456,11 +456,11 @@ impl WorkloadArgs {
             let mut list = Vec::new();
             for f in &self.fault {
                 list.push(
-                    f.parse::<crate::model::fault::FaultProfile>()
-                        .map_err(|m| ProfileError {
+                    f.parse::<crate::model::fault::Fault>()
+                        .map_err(|e| ProfileError {
                             file: "command line".to_string(),
                             line: None,
-                            message: format!("--fault {m}"),
+                            message: format!("--fault `{f}`: {e}"),
                             field: Some("fault".to_string()),
                         })?,
                 );

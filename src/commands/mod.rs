@@ -75,6 +75,13 @@ classified! {
     LineError: crate::lines::LineError,
     DriverError: crate::client::driver::DriverError,
     FaultRefused: crate::faults::FaultRefused,
+    FaultError: crate::model::fault::FaultError,
+    ArrivalsError: crate::model::arrivals::ArrivalsError,
+    ExtendError: crate::model::plan::ExtendError,
+    VariantError: crate::model::variant::VariantError,
+    ThresholdError: crate::analysis::threshold::ThresholdError,
+    Refusal: crate::store::Refusal,
+    Unreachable: crate::store::Unreachable,
     BadCommand: crate::model::script::BadCommand,
     SignalError: crate::signals::SignalError,
 }

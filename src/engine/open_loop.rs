@@ -114,12 +114,13 @@ mod tests {
             "steady(5/s)",
             "constant(0/s)",
         ] {
-            let e = Arrivals::parse(bad).unwrap_err();
+            let e = Arrivals::parse(bad).unwrap_err().to_string();
             assert!(e.contains(bad), "{bad}: {e}");
         }
         assert!(
             Arrivals::parse("steady(5/s)")
                 .unwrap_err()
+                .to_string()
                 .contains("poisson(1000/s)")
         );
     }

@@ -92,7 +92,7 @@ impl FaultControl {
                 };
                 return Err(FaultRefused(format!(
                     "fault `{}` needs {need}; this run's backend is {backend}",
-                    k.name()
+                    k
                 )));
             }
         }
@@ -135,25 +135,25 @@ impl FaultControl {
         match f.instance {
             Some(_) if !redlock => Some(format!(
                 "fault `{}` names an `instance`, which picks a server of a redlock run (lock = \"redlock\"); this run's backend is {backend}",
-                f.kind.name()
+                f.kind
             )),
             Some(_) if n == 0 => Some(format!(
                 "fault `{}` on a redlock instance needs instances lockbench spawns (not redlock_urls): it pauses and restarts them itself",
-                f.kind.name()
+                f.kind
             )),
             Some(i) if i >= n => Some(format!(
                 "fault `{}`: instance {i} does not exist; this redlock has instances 0 to {}",
-                f.kind.name(),
+                f.kind,
                 n - 1
             )),
             None if redlock && f.kind.needs_server() => Some(format!(
                 "fault `{}` in a redlock run needs `instance` (0 to {}): which server to break",
-                f.kind.name(),
+                f.kind,
                 n.max(1) - 1
             )),
             None if redlock && f.kind.needs_proxy() => Some(format!(
                 "fault `{}` is not supported in a redlock run (no proxy in front of the instances): use server-pause or server-restart with `instance`",
-                f.kind.name()
+                f.kind
             )),
             _ => None,
         }
@@ -459,31 +459,23 @@ pub(crate) fn write_csv(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::fault::FaultProfile;
+    use crate::model::fault::{Fault, FaultError};
 
     /// The flag syntax covers what the profile table does, and bad settings say what is valid.
     #[test]
     fn flag_syntax_and_errors() {
         let f = "latency@1s+2s,delay=20ms,jitter=5ms"
-            .parse::<FaultProfile>()
-            .unwrap()
-            .validate()
+            .parse::<Fault>()
             .unwrap();
         assert_eq!(f.kind, FaultKind::Latency);
         assert_eq!((f.at_us, f.length_us), (1_000_000, 2_000_000));
         assert_eq!((f.delay_us, f.jitter_us), (20_000, 5_000));
         let c = "holder-crash,probability=0.1,restart=50ms"
-            .parse::<FaultProfile>()
-            .unwrap()
-            .validate()
+            .parse::<Fault>()
             .unwrap();
         assert_eq!((c.at_us, c.length_us), (0, u64::MAX));
         assert!(c.covers(123_456_789));
-        let e = |t: &str| {
-            t.parse::<FaultProfile>()
-                .and_then(|p| p.validate())
-                .unwrap_err()
-        };
+        let e = |t: &str| t.parse::<Fault>().unwrap_err().to_string();
         assert!(e("server-pause@1s").contains("needs a `length`"));
         assert!(e("server-nap@1s+1s").contains("server-pause, server-restart"));
         assert!(e("holder-crash").contains("probability"));
@@ -497,7 +489,7 @@ mod tests {
     /// A backend that cannot carry out a kind is refused with what it would need.
     #[test]
     fn check_names_what_is_missing() {
-        let f = |t: &str| t.parse::<FaultProfile>().unwrap().validate().unwrap();
+        let f = |t: &str| t.parse::<Fault>().unwrap();
         let none = FaultControl::default();
         assert!(none.check(&[f("holder-crash,p=0.5")], "memory").is_ok());
         let e = none
@@ -508,49 +500,85 @@ mod tests {
         assert!(none.check(&[f("partition@1s+1s")], "memory").is_err());
     }
 
-    /// The fault's settings are listed once (`FaultProfile::SETTINGS`): every one is a key of
+    /// The fault's settings are listed once (`Fault::SETTINGS`): every one is a key of
     /// `[[fault]]` and of `--fault`, every key of `[[fault]]` but `kind` is one of them, and the
-    /// flag's two refusals print the list as they did.
+    /// flag's two refusals print the list.
     #[test]
     fn one_list_of_settings() {
-        let every = FaultProfile {
-            kind: Some(crate::model::fault::FaultKind::Latency),
-            at: Some("0s".parse().unwrap()),
-            length: Some("1s".parse().unwrap()),
-            delay: Some("1ms".parse().unwrap()),
-            jitter: Some("1ms".parse().unwrap()),
-            probability: Some(0.5),
-            restart: Some("1ms".parse().unwrap()),
-            shard: Some(0),
-            instance: Some(0),
-        };
-        let table = toml::Table::try_from(&every).unwrap();
-        let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
-        let mut listed = FaultProfile::SETTINGS.to_vec();
-        listed.push("kind");
-        keys.sort_unstable();
-        listed.sort_unstable();
-        assert_eq!(keys, listed);
-        for key in FaultProfile::SETTINGS {
-            // A duration setting's value has its unit; the others are numbers.
+        for key in Fault::SETTINGS {
+            // A duration setting's value has its unit; the others are numbers. Each is read
+            // (a setting of another kind is then refused by name, not as unknown).
             let value = if ["shard", "instance", "probability"].contains(&key) {
-                "0"
+                "1"
             } else {
-                "0ms"
+                "1ms"
             };
-            let text = format!("latency,{key}={value}");
-            assert!(text.parse::<FaultProfile>().is_ok(), "{text}");
+            let flag = format!("latency,{key}={value}");
+            let table = format!(
+                "[[fault]]\nkind = \"latency\"\n{key} = {}",
+                match value {
+                    "1" => value.to_string(),
+                    _ => format!("\"{value}\""),
+                }
+            );
+            for e in [
+                flag.parse::<Fault>().err().map(|e| e.to_string()),
+                toml::from_str::<std::collections::BTreeMap<String, Vec<Fault>>>(&table)
+                    .err()
+                    .map(|e| e.to_string()),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                assert!(
+                    !e.contains("not a fault setting") && !e.contains("unknown field"),
+                    "{key}: {e}"
+                );
+            }
         }
-        let e = |t: &str| t.parse::<FaultProfile>().unwrap_err();
+        let unknown = toml::from_str::<std::collections::BTreeMap<String, Vec<Fault>>>(
+            "[[fault]]\nkind = \"latency\"\nbogus = 1",
+        )
+        .unwrap_err()
+        .to_string();
+        let mut listed = Fault::SETTINGS.to_vec();
+        listed.push("kind");
+        for key in listed {
+            assert!(unknown.contains(&format!("`{key}`")), "{key}: {unknown}");
+        }
+        let e = |t: &str| t.parse::<Fault>().unwrap_err();
         assert_eq!(
             e("partition@0s+1s,bogus=1"),
-            "`bogus` in `partition@0s+1s,bogus=1` is not a fault setting: use delay, jitter, \
-             probability, restart, shard, instance, at or length"
+            FaultError::UnknownSetting("bogus".into())
         );
         assert_eq!(
-            e("partition@0s+1s,bogus"),
-            "`bogus` in `partition@0s+1s,bogus`: write key=value (delay, jitter, probability, \
-             restart, shard, instance)"
+            e("partition@0s+1s,bogus=1").to_string(),
+            "`bogus` is not a fault setting: use delay, jitter, probability, restart, shard, \
+             instance, at or length"
         );
+        assert_eq!(
+            e("partition@0s+1s,bogus").to_string(),
+            "`bogus`: write key=value (delay, jitter, probability, restart, shard, instance)"
+        );
+    }
+
+    /// The flag and the table are read the same: the same fault, and the same refusal.
+    #[test]
+    fn flag_and_table_are_one_fault() {
+        let table = |t: &str| {
+            toml::from_str::<std::collections::BTreeMap<String, Vec<Fault>>>(&format!(
+                "[[fault]]\n{t}"
+            ))
+            .map(|mut m| m.remove("fault").unwrap().remove(0))
+        };
+        assert_eq!(
+            "latency@1s+2s,delay=20ms,jitter=5ms".parse::<Fault>().unwrap(),
+            table("kind = \"latency\"\nat = \"1s\"\nlength = \"2s\"\ndelay = \"20ms\"\njitter = \"5ms\"").unwrap()
+        );
+        let flag = "server-pause@1s".parse::<Fault>().unwrap_err().to_string();
+        let toml = table("kind = \"server-pause\"\nat = \"1s\"")
+            .unwrap_err()
+            .to_string();
+        assert!(toml.contains(&flag), "{toml} / {flag}");
     }
 }

@@ -56,7 +56,7 @@ pub struct Live {
     /// Most holders open now on one key.
     pub holders_max: u32,
     /// Fault kinds whose window is open now.
-    pub open_faults: Vec<&'static str>,
+    pub open_faults: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -75,7 +75,7 @@ struct Series {
     values: BTreeMap<&'static str, f64>,
     errors: BTreeMap<String, f64>,
     gauges: BTreeMap<&'static str, f64>,
-    faults: BTreeMap<&'static str, f64>,
+    faults: BTreeMap<String, f64>,
     hists: Vec<Hist>,
 }
 
@@ -103,7 +103,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Board {
     /// Starts a variant's series (every value 0) and returns its index. `fault_kinds`: the
     /// kinds of the windows its schedule has (each gets a `lockbench_fault_window` series).
-    pub fn begin(&self, labels: &Labels, ttl_ms: u64, fault_kinds: &[&'static str]) -> usize {
+    pub fn begin(&self, labels: &Labels, ttl_ms: u64, fault_kinds: &[impl AsRef<str>]) -> usize {
         let mut l = vec![
             ("variant", labels.variant.clone()),
             ("server", labels.server.clone()),
@@ -132,7 +132,10 @@ impl Board {
                 ("lockbench_running", 1.0),
             ]
             .into(),
-            faults: fault_kinds.iter().map(|k| (*k, 0.0)).collect(),
+            faults: fault_kinds
+                .iter()
+                .map(|k| (k.as_ref().to_string(), 0.0))
+                .collect(),
             hists: HISTOGRAMS.iter().map(|_| empty.clone()).collect(),
             bounds,
         };

@@ -28,14 +28,19 @@ pub enum Arrivals {
 impl Arrivals {
     /// Parses `constant(1000/s)`, `poisson(1000/s)`, `ramp(100/s, 1000/s)` (rates as
     /// `recommend --rate` writes them: `500`, `500/s`, `30000/min`).
-    pub fn parse(text: &str) -> Result<Arrivals, String> {
+    pub fn parse(text: &str) -> Result<Arrivals, ArrivalsError> {
         let t = text.trim();
-        let usage = "write constant(RATE), poisson(RATE) or ramp(FROM, TO), e.g. poisson(1000/s)";
+        let shape = || ArrivalsError::Shape(text.to_string());
         let (name, args) = t
             .strip_suffix(')')
             .and_then(|r| r.split_once('('))
-            .ok_or_else(|| format!("`{text}`: {usage}"))?;
-        let rate = |s: &str| super::units::parse_rate(s).map_err(|e| format!("`{text}`: {e}"));
+            .ok_or_else(shape)?;
+        let rate = |s: &str| {
+            super::units::parse_rate(s).map_err(|rate| ArrivalsError::Rate {
+                text: text.to_string(),
+                rate,
+            })
+        };
         let args: Vec<&str> = args.split(',').map(str::trim).collect();
         match (name.trim(), args.as_slice()) {
             ("constant", [r]) => Ok(Arrivals::Constant { rate: rate(r)? }),
@@ -44,7 +49,25 @@ impl Arrivals {
                 from: rate(a)?,
                 to: rate(b)?,
             }),
-            _ => Err(format!("`{text}`: {usage}")),
+            _ => Err(shape()),
         }
     }
 }
+
+/// Why an arrival model was refused: the text, and what is valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArrivalsError {
+    /// Not one of the three shapes.
+    #[error("`{0}`: write constant(RATE), poisson(RATE) or ramp(FROM, TO), e.g. poisson(1000/s)")]
+    Shape(String),
+    /// A rate that is not one (`units::parse_rate`'s words).
+    #[error("`{text}`: {rate}")]
+    Rate {
+        /// The whole text.
+        text: String,
+        /// Why the rate was refused.
+        rate: String,
+    },
+}
+
+crate::exit::classify!(ArrivalsError => BadInput);

@@ -4,7 +4,7 @@
 //! The driver that applies a schedule is the `faults` module.
 
 use super::units;
-use super::units::DurationText;
+use super::units::{DurationText, UnitError};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
@@ -35,31 +35,6 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    /// The name written in profiles, flags and files, for labels that outlive the value (the
-    /// metrics board's); the test `fault_kind_names_are_the_one_spelling` holds it to clap's
-    /// and serde's spelling.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ServerPause => "server-pause",
-            Self::ServerRestart => "server-restart",
-            Self::Latency => "latency",
-            Self::Partition => "partition",
-            Self::HolderCrash => "holder-crash",
-            Self::Failover => "failover",
-        }
-    }
-
-    /// A kind as written (`--fault KIND@…`); the error lists every kind.
-    pub fn parse(s: &str) -> Result<FaultKind, String> {
-        <Self as clap::ValueEnum>::from_str(s, false).map_err(|_| {
-            let kinds: Vec<String> = <Self as clap::ValueEnum>::value_variants()
-                .iter()
-                .map(super::spelling)
-                .collect();
-            format!("`{s}` is not a fault kind: use {}", kinds.join(", "))
-        })
-    }
-
     /// Needs the loopback proxy.
     pub fn needs_proxy(self) -> bool {
         matches!(self, Self::Latency | Self::Partition)
@@ -71,33 +46,178 @@ impl FaultKind {
     }
 }
 
-/// A `[[fault]]` entry as written in a profile.
-#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct FaultProfile {
-    /// `server-pause`, `server-restart`, `latency`, `partition` or `holder-crash`.
-    pub kind: Option<FaultKind>,
-    /// Start, from the variant's start (`2s`) [default: 0].
-    pub at: Option<DurationText>,
-    /// Length of the window (`500ms`) [default for holder-crash: the whole run].
-    pub length: Option<DurationText>,
-    /// `latency`: the added delay of every reply.
-    pub delay: Option<DurationText>,
-    /// `latency`: uniform jitter around the delay [default: 0].
-    pub jitter: Option<DurationText>,
-    /// `holder-crash`: probability that a section begun in the window dies.
-    pub probability: Option<f64>,
-    /// `holder-crash`: how long a crashed worker stays away [default: 0].
-    pub restart: Option<DurationText>,
-    /// `failover`: which shard, by the order of its first slot (0 holds slot 0) [default: 0].
-    pub shard: Option<usize>,
-    /// `server-pause` / `server-restart` of a redlock run: which instance (from 0).
-    pub instance: Option<usize>,
+/// The one spelling (clap's and serde's, [`super::spelling`]): the name written in profiles,
+/// flags, files and the metrics board's labels.
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&super::spelling(self))
+    }
 }
 
-/// A validated fault. Times are real (never scaled by `time_scale`): they place faults on
-/// the run's clock, not in the modelled workload.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+/// A kind as written (`--fault KIND@…`); the error lists every kind.
+impl std::str::FromStr for FaultKind {
+    type Err = FaultError;
+
+    fn from_str(s: &str) -> Result<FaultKind, FaultError> {
+        <Self as clap::ValueEnum>::from_str(s, false)
+            .map_err(|_| FaultError::UnknownKind(s.to_string()))
+    }
+}
+
+/// Every kind, as written, for the error that lists them.
+fn kinds() -> String {
+    let kinds: Vec<String> = <FaultKind as clap::ValueEnum>::value_variants()
+        .iter()
+        .map(super::spelling)
+        .collect();
+    kinds.join(", ")
+}
+
+/// Why a fault is refused, the same from `--fault` and from `[[fault]]`: the setting, and what
+/// would be valid. (The caller names where it was written: the flag and its text, or the
+/// file, line and entry.)
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FaultError {
+    /// The kind is not one of [`FaultKind`]'s.
+    #[error("`{0}` is not a fault kind: use {kinds}", kinds = kinds())]
+    UnknownKind(String),
+    /// A `[[fault]]` table without `kind`.
+    #[error("every fault needs a `kind` (e.g. kind = \"server-pause\")")]
+    NoKind,
+    /// A setting that is not one of [`Fault::SETTINGS`].
+    #[error("`{0}` is not a fault setting: use {list}", list = settings_list(&Fault::SETTINGS))]
+    UnknownSetting(String),
+    /// A flag's setting after the kind without `=`.
+    #[error("`{0}`: write key=value ({list})", list = Fault::SETTINGS[..Fault::AFTER_WINDOW].join(", "))]
+    NotKeyValue(String),
+    /// A duration setting that is not a duration.
+    #[error("`{setting}`: {error}")]
+    Duration {
+        /// The setting.
+        setting: &'static str,
+        /// Why its text is not a duration.
+        error: UnitError,
+    },
+    /// A number setting (`shard`, `instance`, `probability`) that is not one.
+    #[error("{setting} `{text}` is not {what}")]
+    NotANumber {
+        /// The setting.
+        setting: &'static str,
+        /// Its text.
+        text: String,
+        /// What it should be.
+        what: &'static str,
+    },
+    /// A window of length 0.
+    #[error("`length` must be longer than 0 (e.g. 500ms)")]
+    EmptyWindow,
+    /// A window kind without its length.
+    #[error("a {0} needs a `length` (e.g. {0}@1s+500ms)")]
+    NoLength(FaultKind),
+    /// A setting of another kind.
+    #[error("`{setting}` belongs to a {owner} fault, not a {kind}")]
+    NotThisKind {
+        /// The setting.
+        setting: &'static str,
+        /// The kind it belongs to.
+        owner: FaultKind,
+        /// The kind it was given to.
+        kind: FaultKind,
+    },
+    /// A latency without delay or jitter.
+    #[error("a latency fault needs a `delay` (e.g. delay=20ms)")]
+    NoDelay,
+    /// A holder-crash probability out of (0, 1].
+    #[error("`probability` {0} is not valid: use a number above 0, at most 1 (e.g. 0.05)")]
+    BadProbability(f64),
+    /// A holder-crash without its probability.
+    #[error("a holder-crash needs a `probability` per section (e.g. probability=0.05)")]
+    NoProbability,
+    /// `instance` on a kind that does not act on a server.
+    #[error(
+        "`instance` picks the redlock instance of a server-pause or server-restart, not of a {0}"
+    )]
+    InstanceOfNoServer(FaultKind),
+    /// Two windows of one kind on one target that overlap or touch (numbered from 1).
+    #[error(
+        "faults {first} and {second} are both `{kind}` and overlap or touch ({}+{} and {}+{}): the end of one would undo the other; join them into one window or leave a gap between them",
+        compact(windows[0].0), compact(windows[0].1), compact(windows[1].0), compact(windows[1].1)
+    )]
+    Overlap {
+        /// The first, from 1.
+        first: usize,
+        /// The second, from 1.
+        second: usize,
+        /// Their kind.
+        kind: FaultKind,
+        /// Each one's start and length, µs.
+        windows: [(u64, u64); 2],
+    },
+    /// A failover of a shard the spawned cluster does not have.
+    #[error(
+        "fault `failover` names shard {shard}, but the cluster has {masters} shards (cluster_masters): use shard 0 to {}",
+        masters.saturating_sub(1)
+    )]
+    NoShard {
+        /// The shard named.
+        shard: usize,
+        /// The cluster's masters.
+        masters: usize,
+    },
+    /// A failover in a cluster without replicas.
+    #[error(
+        "fault `failover` promotes a replica, but cluster_replicas = 0: give the cluster at least 1 replica per master"
+    )]
+    NoReplica,
+}
+
+/// A duration as the schedule's errors print it (`1.5s`).
+fn compact(us: u64) -> String {
+    units::fmt_us(us, units::Style::Compact)
+}
+
+crate::exit::classify!(FaultError => BadInput);
+
+/// `a, b or c`.
+fn settings_list(names: &[&str]) -> String {
+    match names {
+        [rest @ .., last] if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.join(", "),
+    }
+}
+
+/// A fault's settings as written, before they are checked into a [`Fault`]: what a
+/// `[[fault]]` table holds (its keys, documented here for the book's profile-key page) and what
+/// `--fault` fills in, so both forms meet the same checks ([`Fault::try_from`]).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FaultSettings {
+    /// `server-pause`, `server-restart`, `latency`, `partition`, `holder-crash` or `failover`.
+    kind: Option<FaultKind>,
+    /// Start, from the variant's start (`2s`) [default: 0].
+    at: Option<DurationText>,
+    /// Length of the window (`500ms`) [default for holder-crash: the whole run].
+    length: Option<DurationText>,
+    /// `latency`: the added delay of every reply.
+    delay: Option<DurationText>,
+    /// `latency`: uniform jitter around the delay [default: 0].
+    jitter: Option<DurationText>,
+    /// `holder-crash`: probability that a section begun in the window dies.
+    probability: Option<f64>,
+    /// `holder-crash`: how long a crashed worker stays away [default: 0].
+    restart: Option<DurationText>,
+    /// `failover`: which shard, by the order of its first slot (0 holds slot 0) [default: 0].
+    shard: Option<usize>,
+    /// `server-pause` / `server-restart` of a redlock run: which instance (from 0).
+    instance: Option<usize>,
+}
+
+/// A fault, checked: one entry of the schedule, read from a `[[fault]]` table (`Deserialize`)
+/// or a `--fault` flag (`FromStr`) through the same settings and the same checks. Times are
+/// real (never scaled by `time_scale`): they place faults on the run's clock, not in the
+/// modelled workload.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "FaultSettings")]
 pub struct Fault {
     /// What breaks.
     pub kind: FaultKind,
@@ -121,91 +241,6 @@ pub struct Fault {
 }
 
 impl Fault {
-    /// End of the window from the variant's start, µs.
-    pub fn end_us(&self) -> u64 {
-        self.at_us.saturating_add(self.length_us)
-    }
-
-    /// Whether `t_us` (from the variant's start) is inside the window.
-    pub fn covers(&self, t_us: u64) -> bool {
-        (self.at_us..self.end_us()).contains(&t_us)
-    }
-}
-
-/// The `--fault` syntax: `KIND[@AT[+LENGTH]][,key=value…]`, e.g. `server-pause@1s+500ms`,
-/// `latency@0s+2s,delay=20ms,jitter=5ms`, `holder-crash,probability=0.1,restart=100ms`: the
-/// same entry a `[[fault]]` table writes, checked by the same [`FaultProfile::validate`].
-impl std::str::FromStr for FaultProfile {
-    type Err = String;
-
-    fn from_str(text: &str) -> Result<FaultProfile, String> {
-        // A setting's duration, read as a `[[fault]]` table's is (`DurationText`).
-        let duration = |name: &str, v: &str| -> Result<DurationText, String> {
-            v.trim()
-                .parse()
-                .map_err(|e| format!("`{name}` in `{text}`: {e}"))
-        };
-        let mut parts = text.split(',');
-        let head = parts.next().unwrap_or("").trim();
-        let (kind, when) = match head.split_once('@') {
-            Some((k, w)) => (k, Some(w)),
-            None => (head, None),
-        };
-        let mut p = FaultProfile {
-            kind: Some(FaultKind::parse(kind.trim())?),
-            ..FaultProfile::default()
-        };
-        if let Some(w) = when {
-            let (at, length) = match w.split_once('+') {
-                Some((a, l)) => (a, Some(l)),
-                None => (w, None),
-            };
-            p.at = Some(duration("at", at)?);
-            p.length = length.map(|l| duration("length", l)).transpose()?;
-        }
-        for kv in parts {
-            let (k, v) = kv.split_once('=').ok_or_else(|| {
-                format!(
-                    "`{kv}` in `{text}`: write key=value ({})",
-                    FaultProfile::SETTINGS[..FaultProfile::AFTER_WINDOW].join(", ")
-                )
-            })?;
-            let v = v.trim().to_string();
-            match k.trim() {
-                "delay" => p.delay = Some(duration("delay", &v)?),
-                "jitter" => p.jitter = Some(duration("jitter", &v)?),
-                "restart" => p.restart = Some(duration("restart", &v)?),
-                "shard" => {
-                    p.shard = Some(v.parse().map_err(|_| {
-                        format!("shard `{v}` in `{text}` is not a shard number (0, 1, …)")
-                    })?)
-                }
-                "instance" => {
-                    p.instance = Some(v.parse().map_err(|_| {
-                        format!("instance `{v}` in `{text}` is not an instance number (0, 1, …)")
-                    })?)
-                }
-                "length" => p.length = Some(duration("length", &v)?),
-                "at" => p.at = Some(duration("at", &v)?),
-                "probability" | "p" => {
-                    p.probability = Some(v.parse().map_err(|_| {
-                        format!("probability `{v}` in `{text}` is not a number from 0 to 1")
-                    })?)
-                }
-                other => {
-                    let [rest @ .., last] = FaultProfile::SETTINGS;
-                    return Err(format!(
-                        "`{other}` in `{text}` is not a fault setting: use {} or {last}",
-                        rest.join(", ")
-                    ));
-                }
-            }
-        }
-        Ok(p)
-    }
-}
-
-impl FaultProfile {
     /// The settings of a fault after its kind, as `--fault` writes them (`key=value`) and
     /// `[[fault]]` names them: the one list error texts print (`probability` is also `p` in a
     /// flag). The window (`at`, `length`) comes last: a flag writes it as `@AT+LENGTH`.
@@ -223,73 +258,137 @@ impl FaultProfile {
     /// How many of [`Self::SETTINGS`] come after the window.
     const AFTER_WINDOW: usize = 6;
 
-    /// Validates one entry; the error names the setting and what would be valid.
-    pub fn validate(&self) -> Result<Fault, String> {
-        let kind = self
-            .kind
-            .ok_or("every fault needs a `kind` (e.g. kind = \"server-pause\")")?;
+    /// End of the window from the variant's start, µs.
+    pub fn end_us(&self) -> u64 {
+        self.at_us.saturating_add(self.length_us)
+    }
+
+    /// Whether `t_us` (from the variant's start) is inside the window.
+    pub fn covers(&self, t_us: u64) -> bool {
+        (self.at_us..self.end_us()).contains(&t_us)
+    }
+}
+
+/// The `--fault` syntax: `KIND[@AT[+LENGTH]][,key=value…]`, e.g. `server-pause@1s+500ms`,
+/// `latency@0s+2s,delay=20ms,jitter=5ms`, `holder-crash,probability=0.1,restart=100ms`: the
+/// same settings a `[[fault]]` table writes, checked the same way.
+impl std::str::FromStr for Fault {
+    type Err = FaultError;
+
+    fn from_str(text: &str) -> Result<Fault, FaultError> {
+        // A setting's duration, read as a `[[fault]]` table's is (`DurationText`).
+        let duration = |setting: &'static str, v: &str| -> Result<DurationText, FaultError> {
+            v.trim()
+                .parse()
+                .map_err(|error| FaultError::Duration { setting, error })
+        };
+        let number = |setting: &'static str, v: &str, what: &'static str| FaultError::NotANumber {
+            setting,
+            text: v.to_string(),
+            what,
+        };
+        let mut parts = text.split(',');
+        let head = parts.next().unwrap_or("").trim();
+        let (kind, when) = match head.split_once('@') {
+            Some((k, w)) => (k, Some(w)),
+            None => (head, None),
+        };
+        let mut p = FaultSettings {
+            kind: Some(kind.trim().parse()?),
+            ..FaultSettings::default()
+        };
+        if let Some(w) = when {
+            let (at, length) = match w.split_once('+') {
+                Some((a, l)) => (a, Some(l)),
+                None => (w, None),
+            };
+            p.at = Some(duration("at", at)?);
+            p.length = length.map(|l| duration("length", l)).transpose()?;
+        }
+        for kv in parts {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| FaultError::NotKeyValue(kv.to_string()))?;
+            let v = v.trim();
+            match k.trim() {
+                "delay" => p.delay = Some(duration("delay", v)?),
+                "jitter" => p.jitter = Some(duration("jitter", v)?),
+                "restart" => p.restart = Some(duration("restart", v)?),
+                "shard" => {
+                    p.shard = Some(
+                        v.parse()
+                            .map_err(|_| number("shard", v, "a shard number (0, 1, …)"))?,
+                    )
+                }
+                "instance" => {
+                    p.instance = Some(
+                        v.parse()
+                            .map_err(|_| number("instance", v, "an instance number (0, 1, …)"))?,
+                    )
+                }
+                "length" => p.length = Some(duration("length", v)?),
+                "at" => p.at = Some(duration("at", v)?),
+                "probability" | "p" => {
+                    p.probability = Some(
+                        v.parse()
+                            .map_err(|_| number("probability", v, "a number from 0 to 1"))?,
+                    )
+                }
+                other => return Err(FaultError::UnknownSetting(other.to_string())),
+            }
+        }
+        Fault::try_from(p)
+    }
+}
+
+/// The checks both forms meet: each setting belongs to the kind, and the kind has what it needs.
+impl TryFrom<FaultSettings> for Fault {
+    type Error = FaultError;
+
+    fn try_from(s: FaultSettings) -> Result<Fault, FaultError> {
+        let kind = s.kind.ok_or(FaultError::NoKind)?;
         // Each duration was read as the entry was (`DurationText`): no text is parsed here.
         let dur = |v: &Option<DurationText>| v.as_ref().map(DurationText::us);
-        let at_us = dur(&self.at).unwrap_or(0);
-        let length_us = match dur(&self.length) {
-            Some(0) => return Err("`length` must be longer than 0 (e.g. 500ms)".into()),
+        let at_us = dur(&s.at).unwrap_or(0);
+        let length_us = match dur(&s.length) {
+            Some(0) => return Err(FaultError::EmptyWindow),
             Some(l) => l,
             None if kind == FaultKind::HolderCrash => u64::MAX,
-            None => {
-                return Err(format!(
-                    "a {} needs a `length` (e.g. {}@1s+500ms)",
-                    kind.name(),
-                    kind.name()
-                ));
-            }
+            None => return Err(FaultError::NoLength(kind)),
         };
-        let only = |name: &str, set: bool, for_kind: FaultKind| -> Result<(), String> {
-            if set && kind != for_kind {
-                return Err(format!(
-                    "`{name}` belongs to a {} fault, not a {}",
-                    for_kind.name(),
-                    kind.name()
-                ));
+        let only = |setting: &'static str, set: bool, owner: FaultKind| {
+            if set && kind != owner {
+                return Err(FaultError::NotThisKind {
+                    setting,
+                    owner,
+                    kind,
+                });
             }
             Ok(())
         };
-        only("delay", self.delay.is_some(), FaultKind::Latency)?;
-        only("jitter", self.jitter.is_some(), FaultKind::Latency)?;
+        only("delay", s.delay.is_some(), FaultKind::Latency)?;
+        only("jitter", s.jitter.is_some(), FaultKind::Latency)?;
         only(
             "probability",
-            self.probability.is_some(),
+            s.probability.is_some(),
             FaultKind::HolderCrash,
         )?;
-        only("restart", self.restart.is_some(), FaultKind::HolderCrash)?;
-        only("shard", self.shard.is_some(), FaultKind::Failover)?;
-        let delay_us = dur(&self.delay).unwrap_or(0);
-        let jitter_us = dur(&self.jitter).unwrap_or(0);
+        only("restart", s.restart.is_some(), FaultKind::HolderCrash)?;
+        only("shard", s.shard.is_some(), FaultKind::Failover)?;
+        let delay_us = dur(&s.delay).unwrap_or(0);
+        let jitter_us = dur(&s.jitter).unwrap_or(0);
         if kind == FaultKind::Latency && delay_us == 0 && jitter_us == 0 {
-            return Err("a latency fault needs a `delay` (e.g. delay=20ms)".into());
+            return Err(FaultError::NoDelay);
         }
-        let probability = self.probability.unwrap_or(0.0);
         if kind == FaultKind::HolderCrash {
-            match self.probability {
+            match s.probability {
                 Some(p) if p > 0.0 && p <= 1.0 => {}
-                Some(p) => {
-                    return Err(format!(
-                        "`probability` {p} is not valid: use a number above 0, at most 1 (e.g. 0.05)"
-                    ));
-                }
-                None => {
-                    return Err(
-                        "a holder-crash needs a `probability` per section (e.g. probability=0.05)"
-                            .into(),
-                    );
-                }
+                Some(p) => return Err(FaultError::BadProbability(p)),
+                None => return Err(FaultError::NoProbability),
             }
         }
-        let restart_us = dur(&self.restart).unwrap_or(0);
-        if self.instance.is_some() && !kind.needs_server() {
-            return Err(format!(
-                "`instance` picks the redlock instance of a server-pause or server-restart, not of a {}",
-                kind.name()
-            ));
+        if s.instance.is_some() && !kind.needs_server() {
+            return Err(FaultError::InstanceOfNoServer(kind));
         }
         Ok(Fault {
             kind,
@@ -297,10 +396,10 @@ impl FaultProfile {
             length_us,
             delay_us,
             jitter_us,
-            probability,
-            restart_us,
-            shard: self.shard.unwrap_or(0),
-            instance: self.instance,
+            probability: s.probability.unwrap_or(0.0),
+            restart_us: dur(&s.restart).unwrap_or(0),
+            shard: s.shard.unwrap_or(0),
+            instance: s.instance,
         })
     }
 }
@@ -337,7 +436,7 @@ pub struct FaultWindow {
 /// first) window's end would undo the outer (or next) one (a pause resumed, a restarted server started again while the
 /// outer window still says it is down). Holder crashes may overlap: each window only adds a
 /// probability. Faults are numbered from 1 in the order given.
-pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), String> {
+pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), FaultError> {
     for (i, a) in faults.iter().enumerate() {
         for (j, b) in faults.iter().enumerate().skip(i + 1) {
             let same = a.kind == b.kind && a.instance == b.instance && a.shard == b.shard;
@@ -347,17 +446,12 @@ pub(crate) fn check_overlaps(faults: &[Fault]) -> Result<(), String> {
                 && a.at_us <= b.end_us()
                 && b.at_us <= a.end_us()
             {
-                let c = |us: u64| units::fmt_us(us, units::Style::Compact);
-                return Err(format!(
-                    "faults {} and {} are both `{}` and overlap or touch ({}+{} and {}+{}): the end of one would undo the other; join them into one window or leave a gap between them",
-                    i + 1,
-                    j + 1,
-                    a.kind.name(),
-                    c(a.at_us),
-                    c(a.length_us),
-                    c(b.at_us),
-                    c(b.length_us)
-                ));
+                return Err(FaultError::Overlap {
+                    first: i + 1,
+                    second: j + 1,
+                    windows: [a, b].map(|f| (f.at_us, f.length_us)),
+                    kind: a.kind,
+                });
             }
         }
     }
@@ -370,19 +464,16 @@ pub(crate) fn check_failovers(
     faults: &[Fault],
     masters: usize,
     replicas: usize,
-) -> Result<(), String> {
+) -> Result<(), FaultError> {
     for f in faults.iter().filter(|f| f.kind == FaultKind::Failover) {
         if f.shard >= masters {
-            return Err(format!(
-                "fault `failover` names shard {}, but the cluster has {masters} shards (cluster_masters): use shard 0 to {}",
-                f.shard,
-                masters.saturating_sub(1)
-            ));
+            return Err(FaultError::NoShard {
+                shard: f.shard,
+                masters,
+            });
         }
         if replicas == 0 {
-            return Err(
-                "fault `failover` promotes a replica, but cluster_replicas = 0: give the cluster at least 1 replica per master".to_string(),
-            );
+            return Err(FaultError::NoReplica);
         }
     }
     Ok(())
@@ -392,7 +483,7 @@ impl FaultWindow {
     /// A window of `kind` applied from `start_ms` to `end_ms`, without error so far.
     pub fn of(kind: FaultKind, start_ms: f64, end_ms: f64, detail: String) -> Self {
         Self {
-            kind: kind.name().to_string(),
+            kind: kind.to_string(),
             start_ms,
             end_ms,
             detail,
@@ -459,16 +550,4 @@ pub enum PauseAt {
     Random,
     /// After the work, right before the resource write.
     BeforeWrite,
-}
-
-#[cfg(test)]
-mod spelling_tests {
-    use super::FaultKind;
-
-    #[test]
-    fn fault_kind_names_are_the_one_spelling() {
-        for k in <FaultKind as clap::ValueEnum>::value_variants() {
-            assert_eq!(k.name(), crate::model::spelling(k));
-        }
-    }
 }

@@ -94,21 +94,36 @@ impl Default for ExtendEvery {
 
 impl ExtendEvery {
     /// The interval for a TTL, µs; checked only when some variant extends (`extends`).
-    pub fn at(self, ttl_us: u64, extends: bool) -> Result<u64, String> {
+    pub fn at(self, ttl_us: u64, extends: bool) -> Result<u64, ExtendError> {
         let us = match self {
             ExtendEvery::TtlDiv(n) => ttl_us / n,
             ExtendEvery::Fixed(us) => us,
         };
         if extends && (us < 1_000 || us >= ttl_us) {
-            return Err(format!(
-                "an extension every {} cannot keep a {} lock: use an interval from 1ms to below the TTL (e.g. ttl/3)",
-                units::fmt_us(us, units::Style::Compact),
-                units::fmt_us(ttl_us, units::Style::Compact)
-            ));
+            return Err(ExtendError {
+                every_us: us,
+                ttl_us,
+            });
         }
         Ok(us)
     }
 }
+
+/// An extension interval that cannot keep the lock: under 1ms, or not below the TTL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "an extension every {} cannot keep a {} lock: use an interval from 1ms to below the TTL (e.g. ttl/3)",
+    units::fmt_us(*every_us, units::Style::Compact),
+    units::fmt_us(*ttl_us, units::Style::Compact)
+)]
+pub struct ExtendError {
+    /// The interval, µs.
+    pub every_us: u64,
+    /// The TTL, µs.
+    pub ttl_us: u64,
+}
+
+crate::exit::classify!(ExtendError => BadInput);
 
 /// What a holder does when an extension finds its lock gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum, serde::Deserialize)]

@@ -48,6 +48,39 @@ impl FromStr for Fencing {
     }
 }
 
+/// Why a variant's name was refused: the part, and what is valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VariantError {
+    /// A lock library with parts of lockbench's own lock.
+    #[error(
+        "`{text}`: a lock library ({library}) runs as it is, with its own release and extension and no fence: write `{library}` alone"
+    )]
+    LibraryAlone {
+        /// The whole name.
+        text: String,
+        /// The library.
+        library: String,
+    },
+    /// Neither a release method nor a lock library (`ReleaseMethod`'s words).
+    #[error("{0}, or a lock library: {libraries}", libraries = Client::names())]
+    Release(String),
+    /// `+fence` and `+fence-rw` both.
+    #[error("`{0}` names two fencing modes: use one")]
+    TwoFences(String),
+    /// A part that is none of the variant's.
+    #[error(
+        "`{part}` in `{text}` is not a variant part: write METHOD[+extend][+fence|+fence-rw][+fail-open|+fail-closed], e.g. token+extend+fence-rw"
+    )]
+    Part {
+        /// The part.
+        part: String,
+        /// The whole name.
+        text: String,
+    },
+}
+
+crate::exit::classify!(VariantError => BadInput);
+
 /// One combination compared by `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 pub struct Variant {
@@ -102,7 +135,7 @@ impl Variant {
 
     /// Parses `method[+extend][+fence|+fence-rw][+fail-open|+fail-closed]`; parts not written
     /// take `default`'s.
-    pub fn parse_with(s: &str, default: Variant) -> Result<Variant, String> {
+    pub fn parse_with(s: &str, default: Variant) -> Result<Variant, VariantError> {
         // A lock library: its own release and extension, no fence to hand the resource.
         if let Some(c) = Client::parse(s) {
             return Ok(Variant {
@@ -113,32 +146,34 @@ impl Variant {
         if let Some((head, _)) = s.trim().split_once('+')
             && Client::parse(head).is_some()
         {
-            return Err(format!(
-                "`{s}`: a lock library ({head}) runs as it is, with its own release and extension and no fence: write `{head}` alone"
-            ));
+            return Err(VariantError::LibraryAlone {
+                text: s.to_string(),
+                library: head.to_string(),
+            });
         }
         let mut parts = s.trim().split('+');
         let release: ReleaseMethod = parts
             .next()
             .unwrap_or_default()
             .parse()
-            .map_err(|e| format!("{e}, or a lock library: {}", Client::names()))?;
+            .map_err(VariantError::Release)?;
         let mut v = Variant { release, ..default };
         let mut fenced = false;
         for part in parts {
             match part.trim() {
                 "extend" => v.extend = true,
                 "fence" | "fence-rw" if fenced => {
-                    return Err(format!("`{s}` names two fencing modes: use one"));
+                    return Err(VariantError::TwoFences(s.to_string()));
                 }
                 "fence" => (v.fencing, fenced) = (Fencing::Write, true),
                 "fence-rw" => (v.fencing, fenced) = (Fencing::ReadWrite, true),
                 "fail-open" => v.fail_open = true,
                 "fail-closed" => v.fail_open = false,
                 other => {
-                    return Err(format!(
-                        "`{other}` in `{s}` is not a variant part: write METHOD[+extend][+fence|+fence-rw][+fail-open|+fail-closed], e.g. token+extend+fence-rw"
-                    ));
+                    return Err(VariantError::Part {
+                        part: other.to_string(),
+                        text: s.to_string(),
+                    });
                 }
             }
         }
@@ -185,16 +220,19 @@ mod tests {
         assert!(
             Variant::parse_with("token+fence+fence-rw", d)
                 .unwrap_err()
+                .to_string()
                 .contains("two fencing")
         );
         assert!(
             Variant::parse_with("token+lease", d)
                 .unwrap_err()
+                .to_string()
                 .contains("METHOD[+extend]")
         );
         assert!(
             Variant::parse_with("tokn", d)
                 .unwrap_err()
+                .to_string()
                 .contains("del, token, delex or script")
         );
         assert_eq!("read-write".parse::<Fencing>(), Ok(Fencing::ReadWrite));

@@ -36,10 +36,12 @@ pub(super) fn key_at(source: &str, offset: usize) -> Option<String> {
     use toml::de::{DeTable, DeValue};
     type Item<'a> = toml::Spanned<DeValue<'a>>;
     // Tables' own spans need not cover their bodies (a `[retry]` header's does not): descend
-    // into every table and array, and match the offset against the leaves' spans.
+    // into every table and array, and match the offset against the leaves' spans; an error
+    // about a table as a whole (a `[[fault]]` entry refused by its checks) is at its span.
     fn find(v: &Item<'_>, offset: usize, path: String) -> Option<String> {
         match v.get_ref() {
-            DeValue::Table(t) => in_table(t, offset, &path),
+            DeValue::Table(t) => in_table(t, offset, &path)
+                .or_else(|| (!path.is_empty() && v.span().contains(&offset)).then_some(path)),
             DeValue::Array(items) => items
                 .iter()
                 .enumerate()

@@ -1,10 +1,10 @@
 //! The faults part of a profile's validation: the `[[fault]]` schedule, holders' pauses and
 //! crashes, checked into a [`FaultPlan`].
 
-use super::check::{Check, locate};
+use super::check::Check;
 use super::{Plan, Profile, ProfileError, Setting};
 use crate::dist::Dist;
-use crate::model::fault::{Fault, FaultKind, PauseAt};
+use crate::model::fault::{Fault, PauseAt};
 use serde::Serialize;
 
 /// What goes wrong on purpose: the fault schedule, holders' pauses and crashes. (Here, not in
@@ -31,21 +31,8 @@ impl Profile {
             .value_or("pause", "\"constant(0ms)\"")
             .into_dist();
         let pause_at = self.pause_at();
-        let mut faults = Vec::new();
-        for (i, f) in self.fault.iter().flatten().enumerate() {
-            let fault = f.validate().map_err(|m| ProfileError {
-                file: cx.file.to_string(),
-                // The i-th `[[fault]]` entry, when it came from the file.
-                line: locate(cx.source, &["fault", &i.to_string()]),
-                field: Some("fault".to_string()),
-                message: format!(
-                    "fault {} ({}): {m}",
-                    i + 1,
-                    f.kind.map_or("?", FaultKind::name)
-                ),
-            })?;
-            faults.push(fault);
-        }
+        // Each entry was checked as it was read (`Fault`'s `Deserialize` and `FromStr`).
+        let faults = self.fault.clone().unwrap_or_default();
         let crash_between = self.crash_between();
         if !(0.0..=1.0).contains(&crash_between) {
             return Err(cx.err(
@@ -75,14 +62,15 @@ pub(super) fn load_files(
 /// The schedule as a whole, each fault alone being valid: no two windows of one kind overlap,
 /// and a spawned cluster can carry out its failovers (the shard exists, a replica is there).
 pub(super) fn check_schedule(plan: &Plan, cx: &Check<'_>) -> Result<(), ProfileError> {
-    crate::model::fault::check_overlaps(&plan.faults.schedule).map_err(|e| cx.err("fault", e))?;
+    crate::model::fault::check_overlaps(&plan.faults.schedule)
+        .map_err(|e| cx.err("fault", e.to_string()))?;
     if plan.backend.kind == crate::profile::BackendChoice::SpawnCluster {
         crate::model::fault::check_failovers(
             &plan.faults.schedule,
             plan.backend.cluster_masters,
             plan.backend.cluster_replicas,
         )
-        .map_err(|e| cx.err("fault", e))?;
+        .map_err(|e| cx.err("fault", e.to_string()))?;
     }
     Ok(())
 }

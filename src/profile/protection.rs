@@ -30,7 +30,7 @@ impl Profile {
             client: None,
         };
         let method = |field: &str, s: &str| {
-            Variant::parse_with(s, default_variant).map_err(|m| cx.err(field, m))
+            Variant::parse_with(s, default_variant).map_err(|e| cx.err(field, e.to_string()))
         };
         let release = method("release", &self.release())?;
         let releases = match &self.releases {
@@ -82,7 +82,7 @@ impl Profile {
         let extends = std::iter::once(&release).chain(&releases).any(|v| v.extend);
         let extend_us = extend_every
             .at(ttl_us, extends)
-            .map_err(|m| cx.err("extend", m))?;
+            .map_err(|e| cx.err("extend", e.to_string()))?;
         let extend_with = self.extend_with();
         let on_lost = self.on_lost();
         let resource = self.resource.unwrap_or(false)

@@ -208,7 +208,7 @@ impl Profile {
                 }
                 Some(
                     crate::model::arrivals::Arrivals::parse(a)
-                        .map_err(|m| cx.err("arrivals", m))?,
+                        .map_err(|e| cx.err("arrivals", e.to_string()))?,
                 )
             }
         };

@@ -43,7 +43,7 @@ pub(super) async fn probe_capabilities<C: LockConn>(
             Err(_) => match probe.dry_run(&probe_args(name, &key)).await {
                 Ok(Ok(())) => Some(true),
                 // Known but not permitted is still known.
-                Ok(Err(why)) => Some(!why.contains("not found")),
+                Ok(Err(why)) => Some(!why.unknown_command()),
                 Err(_) => None,
             },
         };
@@ -185,7 +185,7 @@ pub(super) async fn check_support<C: LockConn>(
     for c in asked {
         match probe.dry_run(&probe_args(c, &key)).await {
             Ok(Ok(())) => {}
-            Ok(Err(why)) if why.contains("not found") => return Err(unknown()),
+            Ok(Err(why)) if why.unknown_command() => return Err(unknown()),
             Ok(Err(why)) => return Err(forbidden(&why)),
             Err(_) => {
                 answered = false;
@@ -255,7 +255,7 @@ async fn check_user_scripts<C: LockConn>(
     let lua = scripts.all().any(|s| s.commands.is_none());
     for c in ["EVALSHA", "SCRIPT LOAD"].into_iter().filter(|_| lua) {
         if let Ok(Err(why)) = probe.dry_run(&probe_args(c, &key)).await
-            && !why.contains("not found")
+            && !why.unknown_command()
         {
             return Err(forbidden(&why));
         }

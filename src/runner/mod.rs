@@ -184,7 +184,7 @@ fn check_clients<K: Connector>(
     let refuse = |why: String| Err(BadInput(format!("client {name}: {why}")).into());
     for t in targets {
         if let Err(why) = t.connector.driver_urls() {
-            return refuse(why);
+            return refuse(why.to_string());
         }
     }
     // Settings of lockbench's own lock that no variant of the run takes: a library releases,
@@ -375,7 +375,12 @@ fn begin_metrics(
             run_id: run_id.to_string(),
             agent: opts.agent.as_ref().map(|a| a.spec().index as usize),
         };
-        let kinds: Vec<&'static str> = plan.faults.schedule.iter().map(|f| f.kind.name()).collect();
+        let kinds: Vec<String> = plan
+            .faults
+            .schedule
+            .iter()
+            .map(|f| f.kind.to_string())
+            .collect();
         (
             board.clone(),
             board.begin(&labels, plan.workload.ttl_ms, &kinds),

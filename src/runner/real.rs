@@ -44,7 +44,7 @@ fn live_metrics(plan: &Plan, rec: &Recorder) -> crate::metrics::Live {
             .schedule
             .iter()
             .filter(|f| f.covers(now))
-            .map(|f| f.kind.name())
+            .map(|f| f.kind.to_string())
             .collect(),
     }
 }

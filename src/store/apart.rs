@@ -57,7 +57,7 @@ impl<K: Connector> Connector for Apart<K> {
         self.lock.take_redlock_figures()
     }
 
-    fn driver_urls(&self) -> Result<Vec<String>, String> {
+    fn driver_urls(&self) -> Result<Vec<String>, crate::store::Unreachable> {
         self.lock.driver_urls()
     }
 
@@ -195,11 +195,14 @@ impl<C: ServerProbes> ServerProbes for ApartConn<C> {
         self.lock.server_version().await
     }
 
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), crate::store::Refusal>> {
         self.lock.dry_run(args).await
     }
 
-    async fn resource_dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+    async fn resource_dry_run(
+        &mut self,
+        args: &[&str],
+    ) -> CmdResult<Result<(), crate::store::Refusal>> {
         self.resource.dry_run(args).await
     }
 
@@ -217,7 +220,10 @@ impl<C: UserScripts> UserScripts for ApartConn<C> {
         self.lock.user_command(args).await
     }
 
-    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
+    async fn command_keys(
+        &mut self,
+        args: &[String],
+    ) -> CmdResult<Result<Vec<String>, crate::store::Refusal>> {
         self.lock.command_keys(args).await
     }
 

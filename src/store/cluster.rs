@@ -131,7 +131,7 @@ impl Connector for ClusterConnector {
     }
     /// The seed nodes: a library's cluster client finds the rest of the cluster from them,
     /// as lockbench's does.
-    fn driver_urls(&self) -> Result<Vec<String>, String> {
+    fn driver_urls(&self) -> Result<Vec<String>, crate::store::Unreachable> {
         Ok(self.seeds.clone())
     }
 }

@@ -218,17 +218,41 @@ pub trait ServerProbes: Send {
     fn dry_run(
         &mut self,
         args: &[&str],
-    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send;
+    ) -> impl Future<Output = CmdResult<Result<(), Refusal>>> + Send;
     /// [`ServerProbes::dry_run`] on the protected resource's store (the lock's, unless apart).
     fn resource_dry_run(
         &mut self,
         args: &[&str],
-    ) -> impl Future<Output = CmdResult<Result<(), String>>> + Send {
+    ) -> impl Future<Output = CmdResult<Result<(), Refusal>>> + Send {
         self.dry_run(args)
     }
     /// `SCRIPT LOAD` of the release script, so that an `EVALSHA` of it finds it cached.
     fn load_release_script(&mut self) -> impl Future<Output = CmdResult<()>> + Send;
 }
+
+/// A server's refusal of a command it was asked about without running it (`ACL DRYRUN`,
+/// `COMMAND GETKEYS`), in its words (`Command 'getdel' not found`): an answer, not a failure
+/// to ask.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refusal(pub String);
+
+crate::exit::classify!(Refusal => BadInput);
+
+impl Refusal {
+    /// Whether the server does not know the command at all (rather than not permitting it).
+    pub fn unknown_command(&self) -> bool {
+        self.0.contains("not found")
+    }
+}
+
+/// Why no lock library's driver can reach a store (the in-process model, a unix socket), and
+/// what to give instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreachable(pub String);
+
+crate::exit::classify!(Unreachable => BadInput);
 
 /// The user's own scripts and commands. Only a Redis server runs them: the defaults are the
 /// error that says so (the in-process model, a Redlock's N servers).
@@ -256,7 +280,7 @@ pub trait UserScripts: Send {
     fn command_keys(
         &mut self,
         args: &[String],
-    ) -> impl Future<Output = CmdResult<Result<Vec<String>, String>>> + Send {
+    ) -> impl Future<Output = CmdResult<Result<Vec<String>, Refusal>>> + Send {
         let _ = args;
         async { Err(no_lua()) }
     }
@@ -385,12 +409,12 @@ pub trait Connector: Send + Sync + 'static {
     /// The URLs a lock library's driver connects to (with credentials: never printed), one
     /// per server (N for a Redlock; a cluster's seed nodes, where [`Connector::hash_tags`]);
     /// or why no library can reach it (the in-process model, a unix socket).
-    fn driver_urls(&self) -> Result<Vec<String>, String> {
-        Err(format!(
+    fn driver_urls(&self) -> Result<Vec<String>, Unreachable> {
+        Err(Unreachable(format!(
             "a lock library needs a Redis server it can connect to (backend spawn, or --redis \
              redis://HOST:PORT); this run's store is {}",
             self.describe()
-        ))
+        )))
     }
     /// Where the protected resource lives when it is apart from the locks
     /// ([`apart::Apart`]); `None`: on the lock's store.

@@ -180,20 +180,25 @@ impl Admin {
 impl Connector for RedisConnector {
     type Conn = RedisConn;
 
-    fn driver_urls(&self) -> Result<Vec<String>, String> {
+    fn driver_urls(&self) -> Result<Vec<String>, crate::store::Unreachable> {
         let info = self.client.get_connection_info();
         let (scheme, host, port) = match info.addr() {
             ConnectionAddr::Tcp(h, p) => ("redis", h.clone(), *p),
             ConnectionAddr::TcpTls { host, port, .. } => ("rediss", host.clone(), *port),
             ConnectionAddr::Unix(path) => {
-                return Err(format!(
+                return Err(crate::store::Unreachable(format!(
                     "the lock libraries' drivers connect over TCP, and this server is given as \
                      the unix socket {}: give it as redis://HOST:PORT (its `port` and `bind` in \
                      redis.conf), or use backend spawn",
                     path.display()
-                ));
+                )));
             }
-            _ => return Err(format!("a lock library cannot reach {}", self.describe())),
+            _ => {
+                return Err(crate::store::Unreachable(format!(
+                    "a lock library cannot reach {}",
+                    self.describe()
+                )));
+            }
         };
         // An IPv6 address is bracketed in a URL (`redis://[::1]:6379`): redis-rs gives the bare
         // address, which a library's URL parser splits at its first colon.
@@ -636,7 +641,7 @@ impl<K: Link> ServerProbes for RedisConn<K> {
         Ok(parse_server_version(&info))
     }
 
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), crate::store::Refusal>> {
         let user: String = self
             .conn
             .query_node(redis::cmd("ACL").arg("WHOAMI"))
@@ -647,14 +652,16 @@ impl<K: Link> ServerProbes for RedisConn<K> {
         match self.conn.query_node::<redis::Value>(&cmd).await {
             Ok(redis::Value::Okay) => Ok(Ok(())),
             Ok(redis::Value::SimpleString(s)) if s == "OK" => Ok(Ok(())),
-            Ok(redis::Value::BulkString(why)) => Ok(Err(String::from_utf8_lossy(&why).into())),
-            Ok(redis::Value::VerbatimString { text, .. }) => Ok(Err(text)),
+            Ok(redis::Value::BulkString(why)) => Ok(Err(crate::store::Refusal(
+                String::from_utf8_lossy(&why).into(),
+            ))),
+            Ok(redis::Value::VerbatimString { text, .. }) => Ok(Err(crate::store::Refusal(text))),
             Ok(other) => Err(unexpected_reply("ACL DRYRUN", &other, "OK or a reason")),
             // An unknown command is an answer; an unknown DRYRUN (Redis < 7.0) is not.
             Err(e) => {
                 let e = classify(e);
                 match e.detail.contains("Command '") && e.detail.contains("not found") {
-                    true => Ok(Err(e.detail)),
+                    true => Ok(Err(crate::store::Refusal(e.detail))),
                     false => Err(e),
                 }
             }
@@ -681,7 +688,10 @@ impl<K: Link> UserScripts for RedisConn<K> {
         RedisConn::user_command(self, args).await
     }
 
-    async fn command_keys(&mut self, args: &[String]) -> CmdResult<Result<Vec<String>, String>> {
+    async fn command_keys(
+        &mut self,
+        args: &[String],
+    ) -> CmdResult<Result<Vec<String>, crate::store::Refusal>> {
         self.keys_of(args).await
     }
 
@@ -780,7 +790,7 @@ mod tests {
             url("redis://localhost:6391").unwrap(),
             vec!["redis://localhost:6391/0".to_string()]
         );
-        let why = url("unix:///tmp/redis.sock").unwrap_err();
+        let why = url("unix:///tmp/redis.sock").unwrap_err().to_string();
         assert!(
             why.contains("over TCP") && why.contains("/tmp/redis.sock") && why.contains("redis://"),
             "{why}"

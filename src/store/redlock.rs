@@ -110,12 +110,15 @@ impl Connector for RedlockConnector {
 
     /// Every instance's URL: a quorum library takes the lock on all of them, as lockbench's
     /// own Redlock does.
-    fn driver_urls(&self) -> Result<Vec<String>, String> {
+    fn driver_urls(&self) -> Result<Vec<String>, crate::store::Unreachable> {
         self.instances
             .iter()
             .map(|c| {
-                c.driver_urls()
-                    .and_then(|v| v.into_iter().next().ok_or_else(String::new))
+                c.driver_urls().and_then(|v| {
+                    v.into_iter()
+                        .next()
+                        .ok_or_else(|| crate::store::Unreachable(String::new()))
+                })
             })
             .collect()
     }
@@ -430,7 +433,7 @@ impl ServerProbes for RedlockConn {
         self.first().server_version().await
     }
 
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), crate::store::Refusal>> {
         self.first().dry_run(args).await
     }
 

@@ -305,17 +305,25 @@ fn table_keys(header: &str) -> Vec<String> {
 
 /// Each field's doc comment in `struct NAME` of `source`.
 fn field_docs(source: &str, name: &str) -> HashMap<String, String> {
-    let body = source
-        .split(&format!("\npub struct {name} {{"))
-        .nth(1)
-        .unwrap_or_else(|| panic!("no struct {name}"));
+    // A table read straight into its type is `pub`; one checked into another is private.
+    let body = [
+        format!("\npub struct {name} {{"),
+        format!("\nstruct {name} {{"),
+    ]
+    .iter()
+    .find_map(|head| source.split(head.as_str()).nth(1))
+    .unwrap_or_else(|| panic!("no struct {name}"));
     let body = &body[..body.find("\n}").unwrap()];
     let mut docs = HashMap::new();
     let mut doc = Vec::new();
     for line in body.lines().map(str::trim) {
         if let Some(d) = line.strip_prefix("///") {
             doc.push(d.trim().to_string());
-        } else if let Some(field) = line.strip_prefix("pub ").and_then(|l| l.split_once(':')) {
+        } else if let Some(field) = line
+            .strip_prefix("pub ")
+            .or(Some(line).filter(|l| !l.starts_with('#')))
+            .and_then(|l| l.split_once(':'))
+        {
             docs.insert(field.0.to_string(), doc.join(" "));
             doc.clear();
         }
@@ -434,7 +442,7 @@ fn profile_keys_page_follows_the_profile() {
     for (header, source, name) in [
         ("[retry]", profile, "RetryProfile"),
         ("[thresholds]", profile, "ThresholdsProfile"),
-        ("[[fault]]", faults, "FaultProfile"),
+        ("[[fault]]", faults, "FaultSettings"),
     ] {
         let rows = key_rows(&table_keys(header), &field_docs(source, name), None);
         page += &format!(

@@ -324,13 +324,16 @@ impl<N: Net> ServerProbes for MemoryStore<N> {
         ))
     }
 
-    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), String>> {
+    async fn dry_run(&mut self, args: &[&str]) -> CmdResult<Result<(), crate::store::Refusal>> {
         // The model has no users: what it knows, anyone may run.
         let name = args.first().copied().unwrap_or_default();
         Ok(
             match self.supports_command(name).await? || name.eq_ignore_ascii_case("SCRIPT") {
                 true => Ok(()),
-                false => Err(format!("Command '{}' not found", name.to_ascii_lowercase())),
+                false => Err(crate::store::Refusal(format!(
+                    "Command '{}' not found",
+                    name.to_ascii_lowercase()
+                ))),
             },
         )
     }

@@ -54,7 +54,7 @@ impl<K: Link> RedisConn<K> {
     pub(super) async fn keys_of(
         &mut self,
         args: &[String],
-    ) -> CmdResult<Result<Vec<String>, String>> {
+    ) -> CmdResult<Result<Vec<String>, crate::store::Refusal>> {
         let mut cmd = redis::cmd("COMMAND");
         cmd.arg("GETKEYS").arg(args);
         match self.conn.query_node::<redis::Value>(&cmd).await {
@@ -74,7 +74,9 @@ impl<K: Link> RedisConn<K> {
             Err(e) => {
                 let e = classify(e);
                 match e.kind {
-                    crate::model::error::ErrorKind::Server => Ok(Err(e.detail)),
+                    crate::model::error::ErrorKind::Server => {
+                        Ok(Err(crate::store::Refusal(e.detail)))
+                    }
                     _ => Err(e),
                 }
             }
