@@ -47,6 +47,11 @@ pub struct ObserveArgs {
     /// key a lock command names].
     #[arg(long = "lock-keys", value_name = "GLOB")]
     pub lock_keys: Vec<String>,
+    /// A fault on a copy while it holds a lock (repeatable; needs CMD): holder-pause@AT+LENGTH
+    /// (SIGSTOP, SIGCONT after LENGTH), holder-crash@AT (SIGKILL; --restart starts it again).
+    /// AT is from the start; the fault waits for a copy to hold a lock.
+    #[arg(long = "fault", value_name = "FAULT")]
+    pub fault: Vec<crate::observe::faults::HolderFault>,
     /// Fail the run with exit code 99 when this condition on a summary figure holds, e.g.
     /// 'wrongful_deletes > 0', 'overlap_ms > 0' (repeatable).
     #[arg(long = "fail-if")]
@@ -75,9 +80,9 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     if args.copies == 0 {
         return Err(bad("--copies must be 1 or more".into()));
     }
-    if args.cmd.is_empty() && (args.restart || args.copies != 1) {
+    if args.cmd.is_empty() && (args.restart || args.copies != 1 || !args.fault.is_empty()) {
         return Err(bad(
-            "--copies and --restart start a program: give it after `--`, e.g. `lockbench observe --copies 3 -- python3 app.py`".into(),
+            "--copies, --restart and --fault act on a program lockbench starts: give it after `--`, e.g. `lockbench observe --copies 3 -- python3 app.py`".into(),
         ));
     }
     crate::target::check_loopback(&args.listen.ip().to_string(), args.allow_remote)
@@ -159,6 +164,21 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         dir: dir.clone(),
         restart: args.restart,
     });
+    let pids: crate::observe::faults::Pids = Arc::new(
+        (0..copies)
+            .map(|_| crate::observe::faults::Slot::default())
+            .collect(),
+    );
+    let mut faults = tokio::task::JoinSet::new();
+    for f in &args.fault {
+        faults.spawn(crate::observe::faults::apply(
+            f.clone(),
+            ledger.clone(),
+            pids.clone(),
+            copies,
+            start,
+        ));
+    }
     let mut tasks = tokio::task::JoinSet::new();
     for (c, d) in copy_doors.iter().enumerate() {
         let url = crate::faults::watch::url_at(&server_url, d.addr())
@@ -167,7 +187,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             program.clone(),
             c,
             url,
-            ledger.clone(),
+            (ledger.clone(), pids.clone()),
             start,
             stop_rx.clone(),
         ));
@@ -208,6 +228,15 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         }
     }
     records.sort_by_key(|r| r.copy);
+    // Faults that never found a holder are cut off and said so.
+    faults.abort_all();
+    let mut struck = Vec::new();
+    while let Some(r) = faults.join_next().await {
+        if let Ok(s) = r {
+            struck.push(s);
+        }
+    }
+    let unstruck = args.fault.len() - struck.len();
     let listen = door.addr();
     drop(copy_doors);
     drop(door);
@@ -286,6 +315,18 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     }
     let broken = shared.broken.lock().map(|b| b.clone()).unwrap_or_default();
 
+    if unstruck > 0 {
+        problems.push(format!(
+            "{unstruck} of {} --fault never struck: no copy held a lock after its time",
+            args.fault.len()
+        ));
+    }
+    for s in &struck {
+        if let Some(p) = &s.problem {
+            problems.push(format!("--fault on copy {}: {p}", s.copy.unwrap_or(0)));
+        }
+    }
+
     // The files.
     let summary_file = SummaryFile {
         run_id: run_id.clone(),
@@ -313,6 +354,8 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         "wrongful_deletes_without_a_hold": tally.stray_wrongful,
         "keys": tally.keys.iter().take(1000).collect::<Vec<_>>(),
         "interrupted": stop_reason == StopReason::Interrupted,
+        "faults": struck,
+        "faults_not_applied": unstruck,
     });
     results::write_json(&dir.join("observe.json"), &record)?;
 

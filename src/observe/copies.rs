@@ -4,10 +4,12 @@
 //! when it exits if asked, and stopped at the run's end (SIGTERM, then SIGKILL after
 //! [`GRACE`]). A copy's exit while it holds a lock ends those holds as crashes.
 
+use super::faults::signal_group;
 use super::ledger::Ledger;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -43,7 +45,7 @@ pub(crate) async fn run_copy(
     program: Arc<Program>,
     copy: usize,
     url: String,
-    ledger: Arc<Ledger>,
+    (ledger, pids): (Arc<Ledger>, super::faults::Pids),
     start: Instant,
     mut stop: watch::Receiver<bool>,
 ) -> CopyRecord {
@@ -63,6 +65,9 @@ pub(crate) async fn run_copy(
             .env("REDIS_PORT", &port)
             .env("LOCKBENCH_COPY", (copy + 1).to_string())
             .stdin(Stdio::null())
+            // A group of its own: a fault or the end reaches what it starts (a shell's
+            // children), and the terminal's Ctrl-C reaches lockbench alone, which stops it.
+            .process_group(0)
             .kill_on_drop(true);
         match (
             output(&program.dir, copy, "out"),
@@ -84,8 +89,22 @@ pub(crate) async fn run_copy(
             }
         };
         rec.starts += 1;
+        pids[copy]
+            .pid
+            .store(child.id().unwrap_or(0), Ordering::Relaxed);
+        let exited = async {
+            loop {
+                tokio::select! {
+                    status = child.wait() => return status,
+                    () = pids[copy].kill.notified() => {
+                        let _ = child.start_kill();
+                    }
+                }
+            }
+        };
         tokio::select! {
-            status = child.wait() => {
+            status = exited => {
+                pids[copy].pid.store(0, Ordering::Relaxed);
                 let at = Instant::now();
                 ledger.gone(copy, at);
                 let shown = status.map_or_else(|e| e.to_string(), |s| s.to_string());
@@ -103,13 +122,16 @@ pub(crate) async fn run_copy(
     }
 }
 
-/// SIGTERM, then SIGKILL if it has not exited within [`GRACE`].
+/// SIGTERM to its process group, then SIGKILL if it has not exited within [`GRACE`]; a
+/// stopped copy (a pause) is continued so it can see the SIGTERM.
 async fn terminate(child: &mut tokio::process::Child) {
     if let Some(pid) = child.id() {
-        let _ = crate::signals::send(pid, "-TERM").await;
+        let _ = signal_group(pid, "-TERM").await;
+        let _ = signal_group(pid, "-CONT").await;
         if tokio::time::timeout(GRACE, child.wait()).await.is_ok() {
             return;
         }
+        let _ = signal_group(pid, "-KILL").await;
     }
     let _ = child.kill().await;
 }

@@ -100,6 +100,8 @@ pub(crate) struct Ledger {
     variant: Arc<str>,
     book: Mutex<Book>,
     events: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
+    /// Woken at every acquisition (a holder fault waits for a holder).
+    pub(crate) acquired: tokio::sync::Notify,
 }
 
 /// The ledger's figures at the end.
@@ -131,6 +133,7 @@ impl Ledger {
             variant: Arc::from("observed"),
             book: Mutex::new(Book::default()),
             events: Mutex::new(events),
+            acquired: tokio::sync::Notify::new(),
         }
     }
 
@@ -164,7 +167,26 @@ impl Ledger {
             b.client(client);
             b.apply(client, event, asked, now, &mut rows, &self.variant);
         }
+        self.acquired.notify_waiters();
         self.write(rows);
+    }
+
+    /// The clients holding a lock now, the one holding longest first.
+    pub(crate) fn holders(&self) -> Vec<usize> {
+        let b = self.book();
+        let mut open: Vec<(u64, usize)> = b
+            .keys
+            .values()
+            .flat_map(|k| k.open.iter().map(|h| (h.acquired_us, h.client)))
+            .collect();
+        open.sort_unstable();
+        let mut out: Vec<usize> = Vec::new();
+        for (_, c) in open {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        out
     }
 
     /// Client `client` is gone (its process exited) at `at`: its open holds end as crashes,

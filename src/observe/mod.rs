@@ -7,8 +7,10 @@
 //! - [`ledger`]: every lock key's holds on one clock, judged by what the server removed.
 //! - [`door`]: the listeners and the forwarding of each connection.
 //! - [`copies`]: the copies of the program `-- CMD` starts, each behind a door of its own.
+//! - [`faults`]: `holder-pause` and `holder-crash` on a copy while it holds a lock.
 
 pub(crate) mod copies;
 pub(crate) mod door;
+pub(crate) mod faults;
 pub(crate) mod ledger;
 pub(crate) mod stream;

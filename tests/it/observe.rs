@@ -298,3 +298,47 @@ fn a_bad_frame_closes_only_its_connection() {
         serde_json::from_slice(&std::fs::read(tmp.path().join("observe.json")).unwrap()).unwrap();
     assert_eq!(record["connections_closed_for_bad_frames"], 1);
 }
+
+/// Faults on the real program, struck while a copy holds a lock: a pause stretches that
+/// copy's hold past the pause's length; a crash ends its hold as a crash, blocks the key
+/// until its expiry, and `--restart` starts the copy again.
+#[test]
+fn holder_faults_strike_a_copy_that_holds() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = common::lockbench(&["observe", "--copies", "2", "--restart", "--quiet"])
+        .args(["--duration", "8s"])
+        .args([
+            "--fault",
+            "holder-pause@0.2s+400ms",
+            "--fault",
+            "holder-crash@1s",
+        ])
+        .out(tmp.path())
+        .arg("--")
+        .arg(python())
+        .args(["-c", TOKEN])
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = summary(tmp.path());
+    assert_eq!(s["crashes"], 1, "{s}");
+    assert_eq!(s["crash_blocked_ms"]["count"], 1, "{s}");
+    assert!(s["duration_ms"]["max"].as_f64().unwrap() >= 400.0, "{s}");
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(tmp.path().join("observe.json")).unwrap()).unwrap();
+    let faults = record["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 2, "{record}");
+    assert!(faults.iter().all(|f| f["problem"].is_null()), "{record}");
+    let crashed = faults
+        .iter()
+        .find(|f| f["fault"] == "holder-crash")
+        .unwrap()["copy"]
+        .as_u64()
+        .unwrap();
+    let copy = &record["copies"][crashed as usize - 1];
+    assert!(copy["starts"].as_u64().unwrap() >= 2, "{record}");
+    assert!(
+        copy["exits"][0][0].as_str().unwrap().contains("SIGKILL"),
+        "{record}"
+    );
+}

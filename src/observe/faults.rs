@@ -1,0 +1,206 @@
+//! Faults on the real program: `--fault holder-pause@AT+LENGTH` stops a copy that holds a lock
+//! (SIGSTOP to its process group, SIGCONT after LENGTH: a GC pause, a stalled VM);
+//! `--fault holder-crash@AT` kills one (SIGKILL; started again with `--restart`). From AT on
+//! the fault waits for a copy to hold a lock — the proxy knows who holds — and strikes the one
+//! holding longest; the ledger ends a killed copy's holds as crashes when it sees the exit.
+
+use super::ledger::Ledger;
+use crate::model::units::DurationText;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+/// What a holder fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum HolderFaultKind {
+    /// SIGSTOP, then SIGCONT.
+    HolderPause,
+    /// SIGKILL.
+    HolderCrash,
+}
+
+/// `holder-pause@AT+LENGTH` or `holder-crash@AT`, read at the door.
+#[derive(Debug, Clone)]
+pub struct HolderFault {
+    kind: HolderFaultKind,
+    at: DurationText,
+    length: Option<DurationText>,
+}
+
+impl std::str::FromStr for HolderFault {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<HolderFault, String> {
+        let usage = "write holder-pause@AT+LENGTH (e.g. holder-pause@2s+500ms) or holder-crash@AT (e.g. holder-crash@2s)";
+        let (kind, rest) = text
+            .split_once('@')
+            .ok_or_else(|| format!("`{text}`: {usage}"))?;
+        let kind = match kind {
+            "holder-pause" => HolderFaultKind::HolderPause,
+            "holder-crash" => HolderFaultKind::HolderCrash,
+            k => {
+                return Err(format!(
+                    "`{k}`: observe's faults are holder-pause and holder-crash; {usage}"
+                ));
+            }
+        };
+        let (at, length) = match rest.split_once('+') {
+            Some((a, l)) => (a, Some(l)),
+            None => (rest, None),
+        };
+        let at: DurationText = at.parse().map_err(|e| format!("`{text}`: AT: {e}"))?;
+        let length = length
+            .map(|l| l.parse::<DurationText>())
+            .transpose()
+            .map_err(|e| format!("`{text}`: LENGTH: {e}"))?;
+        match (kind, &length) {
+            (HolderFaultKind::HolderPause, None) => {
+                Err(format!("`{text}`: a pause needs its LENGTH; {usage}"))
+            }
+            (HolderFaultKind::HolderCrash, Some(_)) => Err(format!(
+                "`{text}`: a crash has no LENGTH (--restart starts the copy again); {usage}"
+            )),
+            _ => Ok(HolderFault { kind, at, length }),
+        }
+    }
+}
+
+/// How a fault went.
+#[derive(Debug, Clone, serde::Serialize)]
+pub(crate) struct Struck {
+    pub(crate) fault: HolderFaultKind,
+    /// The copy struck (1-based), when one was.
+    pub(crate) copy: Option<usize>,
+    /// When it struck, s from the start.
+    pub(crate) at_s: Option<f64>,
+    pub(crate) length_s: Option<f64>,
+    /// Why it did not strike, or what failed.
+    pub(crate) problem: Option<String>,
+}
+
+/// A running copy as the faults reach it: its process id (0: not running), and a switch that
+/// has its own task kill it at once (a `kill` process would take milliseconds to start, by
+/// which time the copy may have released the lock it was struck for).
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    pub(crate) pid: AtomicU32,
+    pub(crate) kill: tokio::sync::Notify,
+}
+
+/// The copies' slots, by copy.
+pub(crate) type Pids = Arc<Vec<Slot>>;
+
+/// Signals process group `pid` with `sig` (`-STOP`, `-CONT`, `-KILL`, `-TERM`).
+pub(crate) async fn signal_group(pid: u32, sig: &str) -> Result<(), String> {
+    let status = tokio::process::Command::new("kill")
+        .args([sig, "--", &format!("-{pid}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .await
+        .map_err(|e| format!("cannot run kill: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill {sig} -{pid} failed ({status})"))
+    }
+}
+
+/// Applies `fault` to a copy holding a lock (copies are clients `0..copies`).
+pub(crate) async fn apply(
+    fault: HolderFault,
+    ledger: Arc<Ledger>,
+    pids: Pids,
+    copies: usize,
+    start: Instant,
+) -> Struck {
+    let mut struck = Struck {
+        fault: fault.kind,
+        copy: None,
+        at_s: None,
+        length_s: None,
+        problem: None,
+    };
+    tokio::time::sleep_until((start + Duration::from_micros(fault.at.us())).into()).await;
+    let (copy, pid) = loop {
+        let (copy, pid) = holder(&ledger, &pids, copies).await;
+        if fault.kind == HolderFaultKind::HolderCrash {
+            break (copy, pid);
+        }
+        // A stopped copy cannot release: if it still holds once stopped, the pause struck a
+        // holder; if it released while the `kill` started, it is continued and another tried.
+        if let Err(e) = signal_group(pid, "-STOP").await {
+            struck.problem = Some(e);
+            return struck;
+        }
+        if ledger.holders().contains(&copy) {
+            break (copy, pid);
+        }
+        let _ = signal_group(pid, "-CONT").await;
+    };
+    struck.copy = Some(copy + 1);
+    struck.at_s = Some(start.elapsed().as_secs_f64());
+    let result = match fault.kind {
+        HolderFaultKind::HolderPause => {
+            let length = Duration::from_micros(fault.length.as_ref().map_or(0, |l| l.us()));
+            struck.length_s = Some(length.as_secs_f64());
+            tokio::time::sleep(length).await;
+            // A copy killed meanwhile (a crash fault) has nothing left to continue.
+            let alive = pids[copy].pid.load(Ordering::Relaxed) == pid;
+            match signal_group(pid, "-CONT").await {
+                Err(_) if !alive => Ok(()),
+                r => r,
+            }
+        }
+        HolderFaultKind::HolderCrash => {
+            pids[copy].kill.notify_one();
+            // What the copy started of its own (a shell's children) goes with it.
+            let _ = signal_group(pid, "-KILL").await;
+            Ok(())
+        }
+    };
+    struck.problem = result.err();
+    struck
+}
+
+/// A copy holding a lock now (the one holding longest), once there is one.
+async fn holder(ledger: &Ledger, pids: &Pids, copies: usize) -> (usize, u32) {
+    loop {
+        let woken = ledger.acquired.notified();
+        let holder = ledger
+            .holders()
+            .into_iter()
+            .filter(|&c| c < copies)
+            .map(|c| (c, pids[c].pid.load(Ordering::Relaxed)))
+            .find(|&(_, pid)| pid != 0);
+        if let Some(h) = holder {
+            return h;
+        }
+        woken.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The grammar: a pause has a length, a crash none; anything else is refused with usage.
+    #[test]
+    fn faults_are_read_at_the_door() {
+        let p: HolderFault = "holder-pause@2s+500ms".parse().unwrap();
+        assert_eq!(p.kind, HolderFaultKind::HolderPause);
+        assert_eq!((p.at.us(), p.length.unwrap().us()), (2_000_000, 500_000));
+        let c: HolderFault = "holder-crash@1s".parse().unwrap();
+        assert!(c.length.is_none());
+        for bad in [
+            "holder-pause@2s",
+            "holder-crash@1s+1s",
+            "server-pause@1s+1s",
+            "holder-crash",
+            "holder-crash@soon",
+        ] {
+            let e = bad.parse::<HolderFault>().unwrap_err();
+            assert!(e.contains("holder-"), "{bad}: {e}");
+        }
+    }
+}
