@@ -17,7 +17,7 @@
 //! 2. `commands` — one file per command, each one entry function that decides what to print and draw; `args` folds the workload flags and a profile into a plan
 //! 3. `merge` — the agents' result directories combined into one run's: counters summed, histograms added, overlap recomputed across agents on the server's clock
 //! 4. `report`, `recommend` — charts, `report.html` and the recount of `summary.json` from `events.csv`; a TTL from measured durations
-//! 5. `runner`, `backend` — a plan run variant by variant (key cleanup, data files); the one place a plan's backend is opened, and the plan's checks that look at files
+//! 5. `runner`, `backend`, `observe` — a plan run variant by variant (key cleanup, data files); the one place a plan's backend is opened, and the plan's checks that look at files; a user's own program watched through a Redis proxy that recognises its lock traffic
 //! 6. `sim` — virtual time: the same workers on a simulated clock and network
 //! 7. `engine` — the worker loop (acquire → hold → release → think), the arrival model, busy policy, the recorder, the precise timer
 //! 8. `agent` — many agents, one run: identity, barriers through the target, clock offsets

@@ -3,7 +3,7 @@
 //! each cell led by its [`word`](super::word) with the figures beneath. The docs drift test
 //! (`tests/it/docs.rs`) checks the page against this, and rewrites it under `LOCKBENCH_BLESS=1`.
 
-use super::html::esc;
+use super::escape::esc;
 use super::word::{Outcome, legend_html, word};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

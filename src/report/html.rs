@@ -36,21 +36,7 @@ pub(crate) struct Page<'a> {
     pub mismatches: Option<&'a [Mismatch]>,
 }
 
-/// Escapes text for HTML element content and attribute values.
-pub(crate) fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
+pub(crate) use super::escape::esc;
 
 const CSS: &str = "body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1060px;\
 color:#222;padding:0 1em}h1{font-size:1.5em}h2{margin-top:1.6em;border-bottom:1px solid #ddd}\

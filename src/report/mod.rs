@@ -32,6 +32,7 @@
 pub mod charts;
 pub(crate) mod ci;
 pub mod clients_table;
+mod escape;
 pub(crate) mod html;
 pub(crate) mod palette;
 pub mod run_dir;

@@ -169,7 +169,7 @@ pub fn legend_html() -> String {
         h.push_str(&format!(
             "<li>{} — {}.</li>\n",
             w.html(),
-            super::html::esc(&w.rule())
+            super::escape::esc(&w.rule())
         ));
     }
     h.push_str(

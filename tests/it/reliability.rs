@@ -292,7 +292,9 @@ fn sigkill_leaves_no_driver_behind() {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r");
         let mut child = common::lockbench(&["run", "--backend", "spawn", "--release", lib])
-            .args(["--workers", "2", "--duration", "60s", "--quiet"])
+            // A process a holder: two processes that could each be orphaned.
+            .args(["--workers", "2", "--holders-per-process", "1"])
+            .args(["--duration", "60s", "--quiet"])
             .out(&out)
             .stderr(Stdio::null())
             .spawn();
