@@ -164,75 +164,10 @@ impl Profile {
                 Stop::Time { duration_us: us }
             }
         };
-        // The [retry] table is checked even when the policy is fail-fast, so a typo never hides.
-        let r = self.retry.clone().unwrap_or_default();
-        let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
-        let base = r.base.value_or("retry.base", RetryProfile::BASE);
-        let base_us = sc(base.us());
-        let cap_us = sc(r.cap.value_or("retry.cap", RetryProfile::CAP).us());
-        // A ceiling written below the start is a typo, not a wish: refused. The default
-        // ceiling follows a larger start.
-        if r.cap.is_some() && cap_us < base_us {
-            return Err(cx.err(
-                "retry.cap",
-                format!(
-                    "{} is below retry.base ({}): the backoff's ceiling must be at least its start",
-                    r.cap.as_ref().map_or("", |c| c.as_str()),
-                    base
-                ),
-            ));
-        }
-        let cap_us = cap_us.max(base_us);
-        let max_wait_us = sc(r
-            .max_wait
-            .value_or("retry.max_wait", RetryProfile::MAX_WAIT)
-            .us());
-        let busy = match self.busy() {
-            Busy::FailFast => BusyPolicy::FailFast,
-            Busy::Retry => BusyPolicy::Retry {
-                base_us,
-                cap_us,
-                max_wait_us,
-            },
-        };
+        let busy = self.busy_policy(cx, scale)?;
         let dist = self.dist().into_dist();
         let think = self.think().into_dist();
-        let arrivals = match &self.arrivals {
-            None => None,
-            Some(a) => {
-                if let Stop::Sections { .. } = stop {
-                    return Err(cx.err(
-                        "arrivals",
-                        "an open arrival model runs for a `duration` (requests arrive at a rate), not a number of `sections`".to_string(),
-                    ));
-                }
-                Some(
-                    crate::model::arrivals::Arrivals::parse(a)
-                        .map_err(|e| cx.err("arrivals", e.to_string()))?,
-                )
-            }
-        };
-        let ramp_up_us = self.ramp_up.as_ref().map_or(0, DurationText::us);
-        if ramp_up_us > 0 {
-            if arrivals.is_some() {
-                return Err(cx.err(
-                    "ramp_up",
-                    "starts a closed loop's workers one by one; the open model ramps its rate instead: `arrivals = \"ramp(FROM, TO)\"`".to_string(),
-                ));
-            }
-            if let Stop::Time { duration_us } = stop
-                && ramp_up_us >= duration_us
-            {
-                return Err(cx.err(
-                    "ramp_up",
-                    format!(
-                        "{} is not shorter than the run's duration ({}): the last workers would never start",
-                        units::fmt_us(ramp_up_us, units::Style::Compact),
-                        units::fmt_us(duration_us, units::Style::Compact)
-                    ),
-                ));
-            }
-        }
+        let (arrivals, ramp_up_us) = self.arrivals_and_ramp_up(cx, &stop)?;
         let max_in_flight = self.max_in_flight.unwrap_or(workers);
         if !(1..=100_000).contains(&max_in_flight) {
             return Err(cx.err(
@@ -266,6 +201,87 @@ impl Profile {
             holders_per_process: self.holders_per_process,
             timer,
         })
+    }
+
+    /// The busy policy, with the `[retry]` table's durations scaled by `scale`.
+    fn busy_policy(&self, cx: &Check<'_>, scale: f64) -> Result<BusyPolicy, ProfileError> {
+        // The [retry] table is checked even when the policy is fail-fast, so a typo never hides.
+        let r = self.retry.clone().unwrap_or_default();
+        let sc = |us: u64| ((us as f64 * scale).round() as u64).max(1);
+        let base = r.base.value_or("retry.base", RetryProfile::BASE);
+        let base_us = sc(base.us());
+        let cap_us = sc(r.cap.value_or("retry.cap", RetryProfile::CAP).us());
+        // A ceiling written below the start is a typo, not a wish: refused. The default
+        // ceiling follows a larger start.
+        if r.cap.is_some() && cap_us < base_us {
+            return Err(cx.err(
+                "retry.cap",
+                format!(
+                    "{} is below retry.base ({}): the backoff's ceiling must be at least its start",
+                    r.cap.as_ref().map_or("", |c| c.as_str()),
+                    base
+                ),
+            ));
+        }
+        let cap_us = cap_us.max(base_us);
+        let max_wait_us = sc(r
+            .max_wait
+            .value_or("retry.max_wait", RetryProfile::MAX_WAIT)
+            .us());
+        Ok(match self.busy() {
+            Busy::FailFast => BusyPolicy::FailFast,
+            Busy::Retry => BusyPolicy::Retry {
+                base_us,
+                cap_us,
+                max_wait_us,
+            },
+        })
+    }
+
+    /// The open arrival model, if any, and the closed loop's ramp-up (µs), each checked
+    /// against the other and against the run's end.
+    fn arrivals_and_ramp_up(
+        &self,
+        cx: &Check<'_>,
+        stop: &Stop,
+    ) -> Result<(Option<crate::model::arrivals::Arrivals>, u64), ProfileError> {
+        let arrivals = match &self.arrivals {
+            None => None,
+            Some(a) => {
+                if let Stop::Sections { .. } = stop {
+                    return Err(cx.err(
+                        "arrivals",
+                        "an open arrival model runs for a `duration` (requests arrive at a rate), not a number of `sections`".to_string(),
+                    ));
+                }
+                Some(
+                    crate::model::arrivals::Arrivals::parse(a)
+                        .map_err(|e| cx.err("arrivals", e.to_string()))?,
+                )
+            }
+        };
+        let ramp_up_us = self.ramp_up.as_ref().map_or(0, DurationText::us);
+        if ramp_up_us > 0 {
+            if arrivals.is_some() {
+                return Err(cx.err(
+                    "ramp_up",
+                    "starts a closed loop's workers one by one; the open model ramps its rate instead: `arrivals = \"ramp(FROM, TO)\"`".to_string(),
+                ));
+            }
+            if let Stop::Time { duration_us } = *stop
+                && ramp_up_us >= duration_us
+            {
+                return Err(cx.err(
+                    "ramp_up",
+                    format!(
+                        "{} is not shorter than the run's duration ({}): the last workers would never start",
+                        units::fmt_us(ramp_up_us, units::Style::Compact),
+                        units::fmt_us(duration_us, units::Style::Compact)
+                    ),
+                ));
+            }
+        }
+        Ok((arrivals, ramp_up_us))
     }
 }
 
