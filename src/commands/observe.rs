@@ -351,6 +351,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         "connections_closed_for_bad_frames": broken.0,
         "bad_frames": broken.1,
         "stray_releases": tally.stray_releases,
+        "fleeting_acquisitions": tally.fleeting,
         "wrongful_deletes_without_a_hold": tally.stray_wrongful,
         "keys": tally.keys.iter().take(1000).collect::<Vec<_>>(),
         "interrupted": stop_reason == StopReason::Interrupted,
