@@ -48,10 +48,11 @@ pub struct ObserveArgs {
     #[arg(long = "lock-keys", value_name = "GLOB")]
     pub lock_keys: Vec<String>,
     /// A fault on a copy while it holds a lock (repeatable; needs CMD): holder-pause@AT+LENGTH
-    /// (SIGSTOP, SIGCONT after LENGTH), holder-crash@AT (SIGKILL; --restart starts it again).
-    /// AT is from the start; the fault waits for a copy to hold a lock.
+    /// (SIGSTOP, SIGCONT after LENGTH), holder-crash@AT (SIGKILL; --restart starts it again);
+    /// AT is from the start, and the fault waits for a copy to hold a lock. Or on the private
+    /// server (not with --redis): server-pause@AT+LENGTH, server-restart@AT+LENGTH.
     #[arg(long = "fault", value_name = "FAULT")]
-    pub fault: Vec<crate::observe::faults::HolderFault>,
+    pub fault: Vec<crate::observe::faults::ObserveFault>,
     /// Fail the run with exit code 99 when this condition on a summary figure holds, e.g.
     /// 'wrongful_deletes > 0', 'overlap_ms > 0' (repeatable).
     #[arg(long = "fail-if")]
@@ -80,7 +81,25 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     if args.copies == 0 {
         return Err(bad("--copies must be 1 or more".into()));
     }
-    if args.cmd.is_empty() && (args.restart || args.copies != 1 || !args.fault.is_empty()) {
+    use crate::observe::faults::ObserveFault;
+    let holder_faults: Vec<_> = (args.fault.iter())
+        .filter_map(|f| match f {
+            ObserveFault::Holder(h) => Some(h.clone()),
+            ObserveFault::Server(_) => None,
+        })
+        .collect();
+    let server_faults: Vec<_> = (args.fault.iter())
+        .filter_map(|f| match f {
+            ObserveFault::Server(s) => Some(*s),
+            ObserveFault::Holder(_) => None,
+        })
+        .collect();
+    if !server_faults.is_empty() && args.redis.is_some() {
+        return Err(bad(
+            "--fault server-pause/server-restart acts on the private server observe starts: drop --redis, or the fault".into(),
+        ));
+    }
+    if args.cmd.is_empty() && (args.restart || args.copies != 1 || !holder_faults.is_empty()) {
         return Err(bad(
             "--copies, --restart and --fault act on a program lockbench starts: give it after `--`, e.g. `lockbench observe --copies 3 -- python3 app.py`".into(),
         ));
@@ -119,7 +138,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
                 r.port(),
             ))]);
             let url = r.url();
-            (up, url, Some(r), "spawn")
+            (up, url, Some(Arc::new(tokio::sync::Mutex::new(r))), "spawn")
         }
     };
 
@@ -170,7 +189,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             .collect(),
     );
     let mut faults = tokio::task::JoinSet::new();
-    for f in &args.fault {
+    for f in &holder_faults {
         faults.spawn(crate::observe::faults::apply(
             f.clone(),
             ledger.clone(),
@@ -179,6 +198,18 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             start,
         ));
     }
+    let server_faults = tokio::spawn(crate::faults::drive(
+        server_faults,
+        crate::faults::FaultControl {
+            server: spawned.clone(),
+            ..Default::default()
+        },
+        tokio::time::Instant::from_std(start),
+        (args.duration.as_ref()).map(|d| {
+            tokio::time::Instant::from_std(start + std::time::Duration::from_micros(d.us()))
+        }),
+        stop_rx.clone(),
+    ));
     let mut tasks = tokio::task::JoinSet::new();
     for (c, d) in copy_doors.iter().enumerate() {
         let url = crate::faults::watch::url_at(&server_url, d.addr())
@@ -236,7 +267,9 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             struck.push(s);
         }
     }
-    let unstruck = args.fault.len() - struck.len();
+    let unstruck = holder_faults.len() - struck.len();
+    // The server's faults, undone by now (the stop above ended them).
+    let windows = server_faults.await.unwrap_or_default();
     let listen = door.addr();
     drop(copy_doors);
     drop(door);
@@ -244,8 +277,8 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     ledger.flush()?;
     let commands = shared.commands();
     let outages = shared.outages(end);
-    if let Some(r) = spawned {
-        r.stop().await;
+    if let Some(r) = spawned.and_then(|r| Arc::try_unwrap(r).ok()) {
+        r.into_inner().stop().await;
     }
 
     // The figures.
@@ -285,6 +318,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     );
     summary.crash_blocked_censored = tally.crash_blocked_censored;
     summary.stuck_locks = tally.stuck_locks;
+    summary.faults = windows.clone();
     summary.library = Some(format!("observed: {}", program_name(&args.cmd)));
     summary.wrongful_deletes_source =
         Some("the proxy: the value each release removed at the server".into());
@@ -313,12 +347,15 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             ));
         }
     }
+    for w in windows.iter().filter(|w| !w.error.is_empty()) {
+        problems.push(format!("--fault {}: {}", w.kind, w.error));
+    }
     let broken = shared.broken.lock().map(|b| b.clone()).unwrap_or_default();
 
     if unstruck > 0 {
         problems.push(format!(
             "{unstruck} of {} --fault never struck: no copy held a lock after its time",
-            args.fault.len()
+            holder_faults.len()
         ));
     }
     for s in &struck {
@@ -351,6 +388,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         "connections_closed_for_bad_frames": broken.0,
         "bad_frames": broken.1,
         "stray_releases": tally.stray_releases,
+        "fleeting_acquisitions": tally.fleeting,
         "wrongful_deletes_without_a_hold": tally.stray_wrongful,
         "keys": tally.keys.iter().take(1000).collect::<Vec<_>>(),
         "interrupted": stop_reason == StopReason::Interrupted,

@@ -66,6 +66,34 @@ impl std::str::FromStr for HolderFault {
     }
 }
 
+/// One `--fault` of `observe`: on a copy while it holds a lock, or on the server — the run
+/// schedule's own `server-pause@AT+LENGTH` (SIGSTOP of the private server, SIGCONT after
+/// LENGTH) and `server-restart@AT+LENGTH` (killed, started again empty), driven by
+/// [`crate::faults::drive`] as in a run.
+#[derive(Debug, Clone)]
+pub enum ObserveFault {
+    Holder(HolderFault),
+    Server(crate::model::fault::Fault),
+}
+
+impl std::str::FromStr for ObserveFault {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ObserveFault, String> {
+        use crate::model::fault::{Fault, FaultKind};
+        if text.starts_with("holder-") {
+            return text.parse().map(ObserveFault::Holder);
+        }
+        let f: Fault = text.parse().map_err(|e| format!("`{text}`: {e}"))?;
+        match f.kind {
+            FaultKind::ServerPause | FaultKind::ServerRestart => Ok(ObserveFault::Server(f)),
+            k => Err(format!(
+                "`{text}`: observe's faults are holder-pause, holder-crash, server-pause and server-restart (`{k}` is not carried out by observe's proxy yet)"
+            )),
+        }
+    }
+}
+
 /// How a fault went.
 #[derive(Debug, Clone, serde::Serialize)]
 pub(crate) struct Struck {
@@ -202,5 +230,36 @@ mod tests {
             let e = bad.parse::<HolderFault>().unwrap_err();
             assert!(e.contains("holder-"), "{bad}: {e}");
         }
+    }
+
+    /// `observe --fault` takes a holder's fault or the server's (pause, restart); the
+    /// schedule's other kinds are refused, naming the ones it takes.
+    #[test]
+    fn server_faults_are_the_schedule_s_own() {
+        let f: ObserveFault = "server-pause@1s+300ms".parse().unwrap();
+        assert!(
+            matches!(f, ObserveFault::Server(f) if f.at_us == 1_000_000 && f.length_us == 300_000)
+        );
+        assert!(matches!(
+            "holder-crash@1s".parse::<ObserveFault>(),
+            Ok(ObserveFault::Holder(_))
+        ));
+        assert!("server-restart@1s+1s".parse::<ObserveFault>().is_ok());
+        for bad in [
+            "latency@1s+1s,delay=5ms",
+            "partition@1s+1s",
+            "server-pause@1s",
+            "holder-pause@1s",
+        ] {
+            let e = bad.parse::<ObserveFault>().unwrap_err();
+            assert!(
+                e.contains(bad.split(['@', ',']).next().unwrap()),
+                "{bad}: {e}"
+            );
+        }
+        let e = "latency@1s+1s,delay=5ms"
+            .parse::<ObserveFault>()
+            .unwrap_err();
+        assert!(e.contains("server-pause and server-restart"), "{e}");
     }
 }

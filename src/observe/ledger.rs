@@ -28,6 +28,12 @@ const TOKENS_PER_KEY: usize = 8;
 /// Wrongful deletes kept with their names (the count is exact beyond it).
 const KEPT: usize = 1000;
 
+/// The longest TTL that makes no hold (µs): `PX`/`PTTL` count whole milliseconds, so a key
+/// set to live 1 ms can be gone before its reply reaches the client, and no section runs
+/// under it. Symfony Lock's `RedisStore` writes such a key as a probe of the server
+/// (`symfony_check_support_time`, `SET … PX 1` in a script); a reader would not call it a lock.
+const FLEETING_US: u64 = 1_000;
+
 /// No expiry: the `ttl_us` of a hold whose key had none.
 pub(crate) const NO_EXPIRY: u64 = u64::MAX;
 
@@ -41,6 +47,8 @@ struct Hold {
     acquired_us: u64,
     /// When the key expires as far as the proxy knows (`None`: no expiry).
     deadline_us: Option<u64>,
+    /// The TTL last given (at the acquisition, an extension, or a cut), µs.
+    ttl_us: Option<u64>,
     extensions: u32,
     holders_at_start: u32,
 }
@@ -53,6 +61,9 @@ struct Key {
     /// Every hold's interval, for the exact overlap at the end (16 bytes a hold).
     intervals: Vec<(u64, u64)>,
     tokens: VecDeque<(Vec<u8>, usize)>,
+    /// The longest TTL a hold ended with (the run's TTL, as a worker's `--ttl`): the last one
+    /// given, so a TTL cut at once after the acquisition (Symfony's 300 s) does not count.
+    ttl_max_us: u64,
 }
 
 /// What one client did.
@@ -86,7 +97,8 @@ struct Book {
     stray_wrongful: u64,
     crash_blocked_censored: u64,
     stuck_locks: u64,
-    ttl_max_us: u64,
+    /// Acquisitions with a TTL of at most [`FLEETING_US`]: no hold.
+    fleeting: u64,
     /// Removals of a value no client was seen setting yet, by index in `attributed`: the
     /// acquisition's reply can reach the proxy after the delete's (two connections, two
     /// tasks), so the victim is named when it does.
@@ -117,6 +129,8 @@ pub(crate) struct Tallied {
     pub(crate) stray_wrongful: u64,
     pub(crate) crash_blocked_censored: u64,
     pub(crate) stuck_locks: u64,
+    /// Acquisitions of a key set to live at most 1 ms, counted as no hold ([`FLEETING_US`]).
+    pub(crate) fleeting: u64,
     pub(crate) ttl_max_us: u64,
 }
 
@@ -285,7 +299,8 @@ impl Ledger {
             stray_wrongful: b.stray_wrongful,
             crash_blocked_censored: b.crash_blocked_censored,
             stuck_locks: b.stuck_locks,
-            ttl_max_us: b.ttl_max_us,
+            fleeting: b.fleeting,
+            ttl_max_us: b.keys.values().map(|k| k.ttl_max_us).max().unwrap_or(0),
         };
         drop(keys);
         self.write(rows);
@@ -329,6 +344,7 @@ fn close(
     variant: &Arc<str>,
 ) -> EventRow {
     let released_us = released_us.max(h.acquired_us);
+    key.ttl_max_us = key.ttl_max_us.max(h.ttl_us.unwrap_or(0));
     key.intervals.push((h.acquired_us, released_us));
     let duration_us = released_us - h.acquired_us;
     let ttl_us = h
@@ -434,6 +450,10 @@ impl Book {
         rows: &mut Vec<EventRow>,
         variant: &Arc<str>,
     ) {
+        if ttl_us.is_some_and(|t| t <= FLEETING_US) {
+            self.fleeting += 1;
+            return;
+        }
         // A client acquiring a key it still holds gave its earlier hold up unreleased.
         self.end_own(
             client,
@@ -461,7 +481,6 @@ impl Book {
             self.attributed[at].victim = Some(client);
             self.clients[client].victim_of += 1;
         }
-        self.ttl_max_us = self.ttl_max_us.max(ttl_us.unwrap_or(0));
         self.hists
             .record(Metric::AcquireLatency, now.saturating_sub(asked));
         let k = self.key(key);
@@ -477,6 +496,7 @@ impl Book {
             asked_us: asked,
             acquired_us: now,
             deadline_us: ttl_us.map(|t| now + t),
+            ttl_us,
             extensions: 0,
             holders_at_start,
         });
@@ -495,10 +515,22 @@ impl Book {
             h.extensions += 1;
         }
         h.deadline_us = Some(now + ttl_us);
+        h.ttl_us = Some(ttl_us);
         if let Some(t) = token {
             h.token = t;
         }
-        self.ttl_max_us = self.ttl_max_us.max(ttl_us);
+    }
+
+    /// The expiry of `client`'s hold on `key` moved sooner, to `ttl_us` from `now`: its TTL
+    /// from then on, no extension.
+    fn cut(&mut self, client: usize, key: &[u8], ttl_us: u64, now: u64) {
+        let Some(k) = self.keys.get_mut(key) else {
+            return;
+        };
+        if let Some(h) = k.open.iter_mut().rev().find(|h| h.client == client) {
+            h.deadline_us = Some(now + ttl_us);
+            h.ttl_us = Some(ttl_us);
+        }
     }
 
     /// `client`'s delete removed `value` from `key` (`None`: nothing).
@@ -579,6 +611,10 @@ impl Book {
         let ttl = |s: &KeyState| u64::try_from(s.pttl).ok().map(|ms| ms * 1000);
         let after_ttl = ttl(&after);
         match (before.value, after.value) {
+            // A key in its last millisecond (`PTTL` 0) removed by a script of a client that
+            // does not hold it: the key's expiry, seen by the script first (Symfony's scripts
+            // drop the tokens whose score is now, the key itself expires a millisecond later).
+            (Some(v), None) if before.pttl == 0 && !self.holds_token(client, &key, &v) => {}
             (Some(v), None) => self.removed(client, key, Some(v), asked, now, rows, variant),
             (None, Some(t)) => self.acquire(client, key, t, after_ttl, asked, now, rows, variant),
             (Some(b), Some(a)) if a != b => {
@@ -594,6 +630,12 @@ impl Book {
                     // The expiry moved later: an extension.
                     (Some(_), Some(t)) if after.pttl > before.pttl || before.pttl < 0 => {
                         self.expiry(client, &key, t, None, now)
+                    }
+                    // The expiry moved sooner (by more than the millisecond the reads may
+                    // straddle): the holder set its TTL — Symfony Lock saves with the store's
+                    // initial TTL (300 s) and at once cuts it to the lock's own.
+                    (Some(own), Some(t)) if own == b && after.pttl + 1 < before.pttl => {
+                        self.cut(client, &key, t, now)
                     }
                     // The key is another's: the client's release (or extension) was refused.
                     (Some(own), _) if own != b => {
@@ -614,6 +656,15 @@ impl Book {
                 }
             }
         }
+    }
+
+    /// Whether `client` holds `key` with `token`.
+    fn holds_token(&self, client: usize, key: &[u8], token: &[u8]) -> bool {
+        self.keys.get(key).is_some_and(|k| {
+            k.open
+                .iter()
+                .any(|h| h.client == client && h.token == token)
+        })
     }
 
     /// Ends `client`'s newest hold on `key`, released at `asked` with `outcome` (`instead`
@@ -676,8 +727,8 @@ mod tests {
     fn a_wrongful_delete_is_attributed_and_overlaps() {
         let l = Ledger::new(Instant::now(), None);
         let t0 = Instant::now();
-        l.seen(0, acquired("k", "a", 1), t0);
-        std::thread::sleep(std::time::Duration::from_millis(3));
+        l.seen(0, acquired("k", "a", 2), t0);
+        std::thread::sleep(std::time::Duration::from_millis(5));
         l.seen(1, acquired("k", "b", 1000), Instant::now());
         l.seen(
             0,
@@ -699,7 +750,10 @@ mod tests {
         assert_eq!(t.counts.sections, 2);
         assert_eq!(t.counts.wrongful_deletes, 1);
         assert_eq!(t.counts.nothing_deleted, 1);
-        assert_eq!(t.counts.overruns, 1, "client 0 held 3 ms on a 1 ms TTL");
+        assert_eq!(
+            t.counts.overruns, 1,
+            "client 0 held 5 ms on a 2 ms TTL (1 ms would be no hold)"
+        );
         assert_eq!(t.attributed.len(), 1);
         assert_eq!(
             (t.attributed[0].deleter, t.attributed[0].victim),
@@ -763,6 +817,76 @@ mod tests {
         assert_eq!(t.counts.extensions, 1);
         assert_eq!(t.counts.refused_held_by_other, 1);
         assert_eq!(t.counts.wrongful_deletes, 0);
+    }
+
+    /// Symfony Lock's sorted-set lock, as the stream reads it (the members as the value): its
+    /// acquisition (300 s, cut at once to the lock's TTL: no extension), extension, release; a stale release refused by another's set; the 1 ms
+    /// probe key no hold; a script dropping an expired set in its last millisecond no delete.
+    #[test]
+    fn sorted_set_locks_and_the_probe() {
+        let l = Ledger::new(Instant::now(), None);
+        let st = |v: Option<&str>, pttl| KeyState {
+            value: v.map(|v| format!("(sorted set) {v}").into_bytes()),
+            pttl,
+        };
+        let script = |c, key: &str, before, after| {
+            l.seen(
+                c,
+                Event::Script {
+                    key: key.into(),
+                    before,
+                    after,
+                },
+                Instant::now(),
+            )
+        };
+        // The probe: a string set to live 1 ms, never released.
+        let probe = |pttl| KeyState {
+            value: Some(b"1".to_vec()),
+            pttl,
+        };
+        script(
+            0,
+            "symfony_check_support_time",
+            KeyState {
+                value: None,
+                pttl: -2,
+            },
+            probe(1),
+        );
+        script(
+            1,
+            "symfony_check_support_time",
+            KeyState {
+                value: None,
+                pttl: -2,
+            },
+            probe(0),
+        );
+        // Client 0 acquires, extends, releases.
+        script(0, "k", st(None, -2), st(Some("a w"), 300_000));
+        script(0, "k", st(Some("a w"), 300_000), st(Some("a w"), 100));
+        script(0, "k", st(Some("a w"), 40), st(Some("a w"), 100));
+        script(0, "k", st(Some("a w"), 90), st(None, -2));
+        // Client 1 acquires; client 2, which never held, drops it in its last millisecond.
+        script(1, "k", st(None, -2), st(Some("b w"), 100));
+        script(2, "k", st(Some("b w"), 0), st(None, -2));
+        // Client 2 acquires; client 1's stale release is refused by client 2's set.
+        script(2, "k", st(None, -2), st(Some("c w"), 100));
+        script(1, "k", st(Some("c w"), 60), st(Some("c w"), 60));
+        let t = l.finish(Instant::now());
+        assert_eq!(t.fleeting, 2);
+        assert_eq!(t.counts.sections, 3);
+        assert_eq!(t.counts.released, 1);
+        assert_eq!(t.counts.extensions, 1);
+        assert_eq!(t.counts.refused_held_by_other, 1);
+        assert_eq!(t.counts.wrongful_deletes, 0);
+        assert_eq!(t.counts.crashes, 0);
+        assert_eq!(t.stray_releases, 0);
+        assert_eq!(
+            t.ttl_max_us, 100_000,
+            "the TTL cut to, not the one acquired with"
+        );
     }
 
     /// A client gone while holding: its hold is a crash and the key's blocked time counted; a

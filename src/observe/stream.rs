@@ -12,10 +12,14 @@
 //!   comes back as `DEL`'s: the value it removed is known; `GETDEL k` itself; `DELEX k IFEQ v`
 //!   answered `:1` removed `v`;
 //! - `EVAL`/`EVALSHA`/`FCALL` (and their `_RO` forms) naming keys go out inside
-//!   `MULTI`, `GET`+`PTTL` of each key, the call, `GET`+`PTTL` again, `EXEC`: one transaction,
-//!   so nothing runs between the reads and the call, and the before/after of each key is exact
-//!   (a side connection would race other clients; keyspace notifications are dropped when the
-//!   subscriber lags and carry no values). The client gets the call's own reply.
+//!   `MULTI`, `GET`+`ZRANGE`+`PTTL` of each key, the call, the same reads again, `EXEC`: one
+//!   transaction, so nothing runs between the reads and the call, and the before/after of each
+//!   key is exact (a side connection would race other clients; keyspace notifications are
+//!   dropped when the subscriber lags and carry no values). The client gets the call's own
+//!   reply. A key is read whatever its type: `GET` answers a string's value, `ZRANGE` a sorted
+//!   set's members (Symfony Lock's `RedisStore` keeps a lock as a sorted set of tokens), the
+//!   other one `WRONGTYPE` (an error inside `EXEC` ends nothing); `PTTL` says whether the key
+//!   exists at all.
 //!
 //! Inside the client's own `MULTI`, or after a `WATCH` (a transaction of ours would end it),
 //! nothing is rewritten. A subscribe, `MONITOR`, a replication stream or a RESP3 push stops the
@@ -35,10 +39,15 @@ pub(crate) const MAX_FRAME: usize = 64 << 20;
 /// A script naming more lock keys than this passes unobserved (its transaction would grow).
 const MAX_SCRIPT_KEYS: usize = 8;
 
+/// Members of a sorted set read as its identity: a lock's set holds a token or a few (its
+/// first ones by score beyond that; an extension moves every score alike, so the same ones).
+const ZSET_MEMBERS: usize = 16;
+
 /// A key's state read inside a script's transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct KeyState {
-    /// Its string value (`None`: no key, or not a string).
+    /// What it holds, as the identity of a lock: a string's value, or a sorted set's members
+    /// ([`zset_identity`]); `None`: no key, or another type.
     pub(crate) value: Option<Vec<u8>>,
     /// `PTTL`: ms left, -1 without expiry, -2 without key.
     pub(crate) pttl: i64,
@@ -476,23 +485,60 @@ impl Requests {
             return;
         }
         push_command(out, &[b"MULTI"]);
-        for k in &named {
-            push_command(out, &[b"GET", k]);
-            push_command(out, &[b"PTTL", k]);
-        }
+        let last = (ZSET_MEMBERS - 1).to_string();
+        let read = |out: &mut Vec<u8>| {
+            for k in &named {
+                push_command(out, &[b"GET", k]);
+                push_command(out, &[b"ZRANGE", k, b"0", last.as_bytes()]);
+                push_command(out, &[b"PTTL", k]);
+            }
+        };
+        read(out);
         out.extend_from_slice(frame);
-        for k in &named {
-            push_command(out, &[b"GET", k]);
-            push_command(out, &[b"PTTL", k]);
-        }
+        read(out);
         push_command(out, &[b"EXEC"]);
         q.expects.push_back(Expect::Script {
-            swallow: 2 + 4 * named.len(),
+            swallow: 2 + 2 * READS * named.len(),
             keys: named.into_iter().map(|k| self.lock_key(k)).collect(),
             error: None,
             asked: Instant::now(),
         });
     }
+}
+
+/// Commands reading one key's state in a script's transaction ([`key_state`]).
+const READS: usize = 3;
+
+/// A key's state from the replies to its [`READS`]: `GET`, `ZRANGE`, `PTTL`.
+fn key_state(r: &[&[u8]]) -> KeyState {
+    let value = bulk(r[0])
+        .flatten()
+        .or_else(|| elements(r[1]).and_then(|m| zset_identity(&m)));
+    KeyState {
+        value,
+        pttl: integer(r[2]).unwrap_or(-2),
+    }
+}
+
+/// A sorted set's identity as a lock: its members (the tokens), sorted and each prefixed with
+/// its length, so two sets are one value exactly when they hold the same members, whatever
+/// their scores (an extension moves the scores, not the holder). `None` for an empty reply
+/// (no key) or one that is not all bulk strings.
+fn zset_identity(members: &[&[u8]]) -> Option<Vec<u8>> {
+    let mut m: Vec<Vec<u8>> = members
+        .iter()
+        .map(|f| bulk(f).flatten())
+        .collect::<Option<_>>()?;
+    if m.is_empty() {
+        return None;
+    }
+    m.sort();
+    let mut id = b"(sorted set)".to_vec();
+    for v in m {
+        id.extend_from_slice(format!(" {}:", v.len()).as_bytes());
+        id.extend_from_slice(&v);
+    }
+    Some(id)
 }
 
 /// A TTL argument in `unit` µs, when it is a positive whole number.
@@ -672,15 +718,12 @@ fn reply(frame: &[u8], q: &mut Queue, out: &mut Vec<u8>, seen: &mut impl FnMut(E
             keys, error, asked, ..
         }) => {
             let n = keys.len();
-            match elements(frame).filter(|e| e.len() == 4 * n + 1) {
+            match elements(frame).filter(|e| e.len() == 2 * READS * n + 1) {
                 Some(e) => {
-                    out.extend_from_slice(e[2 * n]);
+                    out.extend_from_slice(e[READS * n]);
                     for (i, key) in keys.into_iter().enumerate() {
-                        let state = |at: usize| KeyState {
-                            value: bulk(e[at]).flatten(),
-                            pttl: integer(e[at + 1]).unwrap_or(-2),
-                        };
-                        let (before, after) = (state(2 * i), state(2 * n + 1 + 2 * i));
+                        let state = |at: usize| key_state(&e[at..at + READS]);
+                        let (before, after) = (state(READS * i), state(READS * n + 1 + READS * i));
                         seen(Event::Script { key, before, after }, asked);
                     }
                 }
@@ -868,15 +911,17 @@ mod tests {
         let want = [
             cmd(&["MULTI"]),
             cmd(&["GET", "l"]),
+            cmd(&["ZRANGE", "l", "0", "15"]),
             cmd(&["PTTL", "l"]),
             eval.clone(),
             cmd(&["GET", "l"]),
+            cmd(&["ZRANGE", "l", "0", "15"]),
             cmd(&["PTTL", "l"]),
             cmd(&["EXEC"]),
         ]
         .concat();
         assert_eq!(out, want);
-        let replies: &[u8] = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*5\r\n$3\r\ntok\r\n:900\r\n:1\r\n$-1\r\n:-2\r\n";
+        let replies: &[u8] = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n*7\r\n$3\r\ntok\r\n-WRONGTYPE Operation against a key holding the wrong kind of value\r\n:900\r\n:1\r\n$-1\r\n*0\r\n:-2\r\n";
         for at in 0..=replies.len() {
             let q = Mutex::new(Queue::default());
             r.feed(&eval, &all(), &q, &mut Vec::new()).unwrap();
@@ -903,12 +948,59 @@ mod tests {
         }
         let q = Mutex::new(Queue::default());
         r.feed(&eval, &all(), &q, &mut Vec::new()).unwrap();
-        let refused: &[u8] = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n-ERR wrong number\r\n+QUEUED\r\n+QUEUED\r\n-EXECABORT Transaction discarded\r\n";
+        let refused: &[u8] = b"+OK\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n-ERR wrong number\r\n+QUEUED\r\n+QUEUED\r\n+QUEUED\r\n-EXECABORT Transaction discarded\r\n";
         let mut out = Vec::new();
         Replies::default()
             .feed(refused, &q, &mut out, |_, _| panic!("nothing ran"))
             .unwrap();
         assert_eq!(out, b"-ERR wrong number\r\n");
+    }
+
+    /// A sorted-set lock (Symfony Lock's `RedisStore`) is read by its members, whatever their
+    /// scores: `GET` answers `WRONGTYPE`, `ZRANGE` the tokens; the same members in another
+    /// order (an extension moved the scores) are one identity, another member another.
+    #[test]
+    fn a_sorted_set_is_read_by_its_members() {
+        let q = Mutex::new(Queue::default());
+        let eval = cmd(&["EVAL", "return 1", "1", "l", "tok"]);
+        Requests::default()
+            .feed(&eval, &all(), &q, &mut Vec::new())
+            .unwrap();
+        let wrongtype = "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n";
+        let replies = format!(
+            "+OK\r\n{}*7\r\n$-1\r\n*0\r\n:-2\r\n:1\r\n{wrongtype}*2\r\n$3\r\ntok\r\n$9\r\n__write__\r\n:300\r\n",
+            "+QUEUED\r\n".repeat(7)
+        );
+        let (mut out, mut seen) = (Vec::new(), Vec::new());
+        Replies::default()
+            .feed(replies.as_bytes(), &q, &mut out, |e, _| seen.push(e))
+            .unwrap();
+        assert_eq!(out, b":1\r\n");
+        let id = |m: &[&[u8]]| {
+            let frames: Vec<Vec<u8>> = m
+                .iter()
+                .map(|v| [format!("${}\r\n", v.len()).as_bytes(), v, b"\r\n"].concat())
+                .collect();
+            zset_identity(&frames.iter().map(Vec::as_slice).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            seen,
+            [Event::Script {
+                key: b"l".to_vec(),
+                before: KeyState {
+                    value: None,
+                    pttl: -2
+                },
+                after: KeyState {
+                    value: id(&[b"tok", b"__write__"]),
+                    pttl: 300
+                },
+            }]
+        );
+        assert_eq!(id(&[b"__write__", b"tok"]), id(&[b"tok", b"__write__"]));
+        assert_ne!(id(&[b"other", b"__write__"]), id(&[b"tok", b"__write__"]));
+        assert_ne!(id(&[b"a b", b"c"]), id(&[b"a", b"b c"]));
+        assert_eq!(id(&[]), None);
     }
 
     /// A rewritten DEL answers as DEL; SET NX `+OK` and nil; a push stops recognising.

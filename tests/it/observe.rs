@@ -342,3 +342,51 @@ fn holder_faults_strike_a_copy_that_holds() {
         "{record}"
     );
 }
+
+/// `--fault server-pause@AT+LENGTH` stops the private server behind the proxy (the run
+/// schedule's own fault): the window is in the summary as it happened, and a copy's
+/// acquisition or release sent while the server was stopped waited for most of it (each copy
+/// sends one at least every 40 ms). Without the pause none here waits anywhere near 200 ms
+/// (tens of ms at worst on a loaded machine); a server given by URL is refused (exit 2).
+#[test]
+fn a_server_pause_stops_the_server_behind_the_proxy() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    // Copies started again as they end, so they run from their start-up (an interpreter's
+    // import, up to a second on a loaded machine) through the pause.
+    let out = common::lockbench(&["observe", "--copies", "2", "--restart", "--quiet"])
+        .args(["--duration", "3s", "--fault", "server-pause@1.5s+300ms"])
+        .out(tmp.path())
+        .arg("--")
+        .arg(python())
+        .args(["-c", TOKEN])
+        .output();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let s = summary(tmp.path());
+    let faults = s["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 1, "{s}");
+    let w = &faults[0];
+    assert_eq!(w["kind"], "server-pause", "{w}");
+    assert_eq!(w["error"], "", "{w}");
+    let (from, to) = (
+        w["start_ms"].as_f64().unwrap(),
+        w["end_ms"].as_f64().unwrap(),
+    );
+    // In effect from when the SIGSTOP went out (a `kill` process: milliseconds late).
+    assert!(to - from >= 250.0, "{w}");
+    let max = |f: &str| s[f]["max"].as_f64().unwrap();
+    let waited = max("acquire_latency_ms").max(max("release_latency_ms"));
+    assert!(
+        waited >= 200.0,
+        "longest acquisition or release {waited} ms: {s}"
+    );
+    let refused = common::lockbench(&["observe", "--redis", "redis://127.0.0.1:1"])
+        .args(["--fault", "server-pause@1s+1s"])
+        .out(tmp.path().join("refused"))
+        .output();
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("private server"),
+        "{refused:?}"
+    );
+}
