@@ -75,6 +75,12 @@ pub(crate) fn request_of(count: u32) -> Request {
 
 /// Sends `sig` (`-STOP`, `-CONT`) to process `pid` with `kill`.
 pub(crate) async fn send(pid: u32, sig: &str) -> Result<(), SignalError> {
+    if pid <= 1 {
+        return Err(SignalError::NoProcess {
+            sig: sig.to_string(),
+            pid,
+        });
+    }
     let status = tokio::process::Command::new("kill")
         .args([sig, &pid.to_string()])
         .status()
@@ -106,6 +112,12 @@ pub(crate) enum SignalError {
         pid: u32,
         why: std::io::Error,
     },
+    /// No process to signal: pid 0 (or 1) would name lockbench's own process group (or
+    /// every process it may signal), never the one meant; refused before `kill` runs.
+    #[error(
+        "kill {sig} {pid}: no such process of lockbench's (refused: {pid} names a group, not a process)"
+    )]
+    NoProcess { sig: String, pid: u32 },
     /// `kill` ran and failed (no such process, not permitted).
     #[error("kill {sig} {pid} failed ({status})")]
     Refused {

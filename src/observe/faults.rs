@@ -121,6 +121,12 @@ pub(crate) type Pids = Arc<Vec<Slot>>;
 
 /// Signals process group `pid` with `sig` (`-STOP`, `-CONT`, `-KILL`, `-TERM`).
 pub(crate) async fn signal_group(pid: u32, sig: &str) -> Result<(), String> {
+    // Group 0 is lockbench's own (and 1 not a copy's): never signalled.
+    if pid <= 1 {
+        return Err(format!(
+            "kill {sig} -{pid}: no copy's process group (refused)"
+        ));
+    }
     let status = tokio::process::Command::new("kill")
         .args([sig, "--", &format!("-{pid}")])
         .stderr(std::process::Stdio::null())
@@ -155,24 +161,41 @@ pub(crate) async fn apply(
         if fault.kind == HolderFaultKind::HolderCrash {
             break (copy, pid);
         }
-        // A stopped copy cannot release: if it still holds once stopped, the pause struck a
-        // holder; if it released while the `kill` started, it is continued and another tried.
+        // A stopped copy sends nothing more: if it still holds once stopped and its hold does
+        // not end while it is stopped, the pause struck a holder. A hold that ends meanwhile
+        // was released by a request sent before the stop (read by the proxy, its reply not yet
+        // back, or still in the socket): the copy is continued at once and another tried.
+        let stopped_at = start.elapsed().as_secs_f64();
         if let Err(e) = signal_group(pid, "-STOP").await {
             struck.problem = Some(e);
             return struck;
         }
-        if ledger.holders().contains(&copy) {
+        let length = Duration::from_micros(fault.length.as_ref().map_or(0, |l| l.us()));
+        let until = tokio::time::Instant::now() + length;
+        let held_through = loop {
+            // Woken at every event the ledger notes (acquisitions and releases alike).
+            let woken = ledger.acquired.notified();
+            if !ledger.holders().contains(&copy) {
+                break false;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => break true,
+                _ = woken => {}
+            }
+        };
+        if held_through {
+            struck.at_s = Some(stopped_at);
+            struck.length_s = Some(length.as_secs_f64());
             break (copy, pid);
         }
         let _ = signal_group(pid, "-CONT").await;
     };
     struck.copy = Some(copy + 1);
-    struck.at_s = Some(start.elapsed().as_secs_f64());
+    if struck.at_s.is_none() {
+        struck.at_s = Some(start.elapsed().as_secs_f64());
+    }
     let result = match fault.kind {
         HolderFaultKind::HolderPause => {
-            let length = Duration::from_micros(fault.length.as_ref().map_or(0, |l| l.us()));
-            struck.length_s = Some(length.as_secs_f64());
-            tokio::time::sleep(length).await;
             // A copy killed meanwhile (a crash fault) has nothing left to continue.
             let alive = pids[copy].pid.load(Ordering::Relaxed) == pid;
             match signal_group(pid, "-CONT").await {

@@ -247,7 +247,11 @@ impl SpawnedRedis {
         // Ready when the server says so; the log line is the synchronisation, not a sleep.
         // `Ok(false)`: its output ended (it exited) before it was ready; `Err`: still silent
         // after 10 s.
+        // The watcher's pid line and the server's own lines share one pipe, and on a loaded
+        // machine the server's "Ready" can come first: ready means both, or a server pause
+        // would signal pid 0 — lockbench's own process group.
         let ready = tokio::time::timeout(READY_WITHIN, async {
+            let mut accepting = false;
             loop {
                 let line = match lines.next_line().await {
                     Ok(Some(line)) => line,
@@ -256,11 +260,11 @@ impl SpawnedRedis {
                 };
                 if let Some(p) = line.strip_prefix(PID_LINE) {
                     pid = p.trim().parse().unwrap_or(0);
-                    continue;
+                } else {
+                    accepting |= line.contains("Ready to accept connections");
+                    seen.push(line);
                 }
-                let ok = line.contains("Ready to accept connections");
-                seen.push(line);
-                if ok {
+                if accepting && pid != 0 {
                     return true;
                 }
             }
