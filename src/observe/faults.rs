@@ -159,7 +159,13 @@ pub(crate) async fn apply(
     let (copy, pid) = loop {
         let (copy, pid) = holder(&ledger, &pids, copies).await;
         if fault.kind == HolderFaultKind::HolderCrash {
-            break (copy, pid);
+            // Frozen first, then killed only if it still holds: a `kill` takes milliseconds
+            // to start, in which a running copy could release the lock it was struck for.
+            if signal_group(pid, "-STOP").await.is_ok() && ledger.holders().contains(&copy) {
+                break (copy, pid);
+            }
+            let _ = signal_group(pid, "-CONT").await;
+            continue;
         }
         // A stopped copy sends nothing more: if it still holds once stopped and its hold does
         // not end while it is stopped, the pause struck a holder. A hold that ends meanwhile
