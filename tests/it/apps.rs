@@ -425,9 +425,25 @@ fn agrees_with_its_log(app: App, s: &serde_json::Value, holds: &[Hold]) {
         assert_eq!(wrongful, 0, "{app:?}: {s}");
     }
     if app.release_tells() {
-        // Every release that removed a key removed its own (released) or another's.
-        let removed = holds.iter().filter(|h| h.removed == Some(true)).count() as u64;
-        assert_eq!(n("released") + wrongful, removed, "{app:?}: {s}");
+        // Every release that removed a key removed its own (released) or another's — except
+        // that a removal within a millisecond of the key's own expiry (Redis counts PTTL in
+        // whole ms) may be judged as the key expiring: the log bounds how many could be.
+        let removed: Vec<&Hold> = holds.iter().filter(|h| h.removed == Some(true)).collect();
+        let ms = 1_000_000;
+        let at_the_edge = removed
+            .iter()
+            .filter(|h| {
+                let (expiry_from, expiry_to) = (h.acquire_sent + h.ttl_ns, h.start + h.ttl_ns);
+                expiry_to + ms >= h.end && expiry_from <= h.release_done + ms
+            })
+            .count() as u64;
+        let judged = n("released") + wrongful;
+        let removed = removed.len() as u64;
+        assert!(
+            removed - at_the_edge <= judged && judged <= removed,
+            "{app:?}: {judged} releases removed a key, the log says {removed} ({at_the_edge} at \
+             the key's expiry): {s}"
+        );
     }
 }
 
