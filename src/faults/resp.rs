@@ -70,8 +70,9 @@ pub(crate) struct Replies {
     raw: bool,
 }
 
-/// Commands after which replies no longer answer requests one for one.
-const STOPPERS: [&[u8]; 6] = [
+/// Commands after which replies no longer answer requests one for one (the watch's and
+/// observe's streams alike).
+pub(crate) const STOPPERS: [&[u8]; 6] = [
     b"SUBSCRIBE",
     b"PSUBSCRIBE",
     b"SSUBSCRIBE",

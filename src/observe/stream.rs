@@ -27,7 +27,7 @@
 //! not RESP, or larger than [`MAX_FRAME`], is an error: the connection is closed with a
 //! message (the watch passes such bytes on; a proxy in front of a service must not guess).
 
-use crate::faults::resp::{command_into, inline};
+use crate::faults::resp::{STOPPERS, command_into, inline};
 use crate::store::frame::frame_len;
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -218,16 +218,6 @@ pub(crate) struct Replies {
     buf: Vec<u8>,
     raw: bool,
 }
-
-/// Commands after which replies no longer answer requests one for one.
-const STOPPERS: [&[u8]; 6] = [
-    b"SUBSCRIBE",
-    b"PSUBSCRIBE",
-    b"SSUBSCRIBE",
-    b"MONITOR",
-    b"SYNC",
-    b"PSYNC",
-];
 
 /// Where a stream parses from: what it kept from earlier reads with `bytes` appended, or
 /// `bytes` alone when it kept nothing (no copy on the common path).
