@@ -15,6 +15,7 @@ mod canary;
 mod capabilities;
 mod cleanup;
 mod env;
+mod library_holders;
 mod output;
 mod progress;
 mod real;
@@ -319,8 +320,11 @@ async fn greet_later_drivers<K: Connector>(
             && !greeted.contains(&(*ti, c))
         {
             greeted.push((*ti, c));
-            let recipe = variant_steps::driver_recipe(targets[*ti].connector, plan, c)?;
-            variant_steps::greet(&recipe, 0, signals).await?.bye().await;
+            let recipe = library_holders::driver_recipe(targets[*ti].connector, plan, c)?;
+            library_holders::greet(&recipe, 0, signals)
+                .await?
+                .bye()
+                .await;
         }
     }
     Ok(())
