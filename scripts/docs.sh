@@ -2,7 +2,7 @@
 # Builds the book in docs/ as HTML into docs/book/ (open docs/book/index.html) with the pinned
 # mdbook: the one on PATH if it is that version, or else one installed from crates.io into
 # .tools/ (git-ignored) the first time (about 2 minutes of compiling on 2 cores; then cached).
-# A newer mdbook is a one-line change below. `.ci/run` builds the book with it; the reference
+# A newer mdbook is a one-line change below. `.ci/run` does not build the book (see there); the reference
 # pages and the links are checked by tests/it/docs.rs.
 #
 #   bash scripts/docs.sh            # builds docs/book/

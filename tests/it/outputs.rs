@@ -27,11 +27,7 @@ async fn summary_json_matches_committed_schema() {
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
             .unwrap();
-    let validator = jsonschema::validator_for(&schema()).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(&json)
-        .map(|e| e.to_string())
-        .collect();
+    let errors = common::schema::errors(&schema(), &json);
     assert!(errors.is_empty(), "{errors:#?}");
 
     // Every release a summary can name: the built-in methods, `script`, every library.
@@ -58,10 +54,10 @@ async fn summary_json_matches_committed_schema() {
         .as_object_mut()
         .unwrap()
         .remove("wrongful_deletes");
-    assert!(!validator.is_valid(&missing));
+    assert!(!common::schema::errors(&schema, &missing).is_empty());
     let mut wrong = json.clone();
     wrong["variants"][0]["overlap_ms"] = serde_json::json!("a lot");
-    assert!(!validator.is_valid(&wrong));
+    assert!(!common::schema::errors(&schema, &wrong).is_empty());
 
     // The other files of a run are there and consistent.
     for f in [
