@@ -11,6 +11,7 @@ use crate::model::units::DurationText;
 use crate::observe::copies::{CopyRecord, Program, run_copy};
 use crate::observe::door::{Door, Shared};
 use crate::observe::ledger::{ClientTally, Ledger};
+use crate::observe::live::LiveMetrics;
 use crate::observe::stream::LockKeys;
 use crate::record::Metric;
 use crate::results::{self, SummaryFile};
@@ -30,9 +31,14 @@ pub struct ObserveArgs {
     /// lockbench starts on a free loopback port].
     #[arg(long)]
     pub redis: Option<String>,
-    /// Allow a non-loopback --listen address and --redis host.
+    /// Allow a non-loopback --listen and --metrics address and --redis host.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Serve live metrics for Prometheus at this address while the run goes (`/metrics`, the
+    /// names of `run --metrics`): a port (9464), HOST:PORT, or port 0 for a free one. A
+    /// non-loopback address only with --allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// How long to watch [default: until every copy has exited, or Ctrl-C].
     #[arg(long)]
     pub duration: Option<DurationText>,
@@ -106,6 +112,9 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     }
     crate::target::check_loopback(&args.listen.ip().to_string(), args.allow_remote)
         .map_err(|e| e.context("--listen"))?;
+    let metrics_at = (args.metrics.as_deref())
+        .map(|a| crate::metrics::addr::parse_addr(a).map_err(|m| bad(format!("--metrics: {m}"))))
+        .transpose()?;
     let run_id = results::run_id(SystemTime::now());
     let dir = args
         .out
@@ -114,6 +123,16 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     args.ci.check(&[&dir], None)?;
     results::prepare_dir(&dir, false)?;
     let mut signals = crate::signals::subscribe();
+    // Bound before anything starts: a taken port is bad input (exit 2).
+    let mut live = match metrics_at {
+        Some(at) => Some(LiveMetrics::bind(
+            at,
+            args.allow_remote,
+            &run_id,
+            &server_faults,
+        )?),
+        None => None,
+    };
 
     // The server: given, or a private one.
     let (upstream, server_url, spawned, backend) = match &args.redis {
@@ -156,6 +175,12 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     let door = Door::start(args.listen, None, shared.clone())
         .await
         .map_err(|e| bad(format!("--listen {}: {e}", args.listen)))?;
+    if let Some(m) = &mut live {
+        m.follow(shared.clone(), start);
+        if !args.quiet {
+            eprintln!("metrics: {}", m.url());
+        }
+    }
     let mut copy_doors = Vec::new();
     for c in 0..copies {
         ledger.name_client(c, format!("copy {}", c + 1));
@@ -328,6 +353,9 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         attributed: tally.attributed.clone(),
     });
     summary.thresholds = args.fail_if.iter().map(|t| t.check(&summary)).collect();
+    if let Some(m) = &mut live {
+        m.publish(&summary, &tally.hists);
+    }
     let summaries = vec![summary];
 
     // What went wrong with the copies: named, never counted as safe.
@@ -415,9 +443,14 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     if !args.quiet {
         println!("results: {}", dir.display());
     }
-    let code = table.verdict.code;
+    let mut code = table.verdict.code;
     if unwritten && code == crate::exit::OK {
-        return Ok(crate::exit::FAILED);
+        code = crate::exit::FAILED;
+    }
+    // Up until every file is written, then closed (after a last scrape, when scraped; not
+    // after an interrupt: the user asked to stop).
+    if let Some(m) = live {
+        m.close(!interrupted, !args.quiet).await;
     }
     Ok(code)
 }

@@ -8,9 +8,11 @@
 //! - [`door`]: the listeners and the forwarding of each connection.
 //! - [`copies`]: the copies of the program `-- CMD` starts, each behind a door of its own.
 //! - [`faults`]: `holder-pause` and `holder-crash` on a copy while it holds a lock.
+//! - [`live`]: `--metrics`, the ledger's figures served live for Prometheus.
 
 pub(crate) mod copies;
 pub(crate) mod door;
 pub(crate) mod faults;
 pub(crate) mod ledger;
+pub(crate) mod live;
 pub(crate) mod stream;

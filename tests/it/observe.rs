@@ -390,3 +390,92 @@ fn a_server_pause_stops_the_server_behind_the_proxy() {
         "{refused:?}"
     );
 }
+
+/// A GET of `http://addr/metrics` over HTTP/1.0: the body, or `None` once nothing serves.
+fn scrape(addr: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.contains(" 200 ").then(|| body.to_string())
+}
+
+/// The value of series `name` in a scrape (its one series: one observed run).
+fn value(scraped: &str, name: &str) -> Option<f64> {
+    scraped
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// `observe --metrics` serves the ledger's figures while the run goes, under `run`'s names:
+/// scraped until holds, overruns and refused releases show while it still runs, then until
+/// the endpoint closes — the last scrape is `summary.json`'s.
+#[test]
+fn metrics_are_served_while_observing() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut run = common::lockbench(&["observe", "--copies", "2", "--restart"])
+        .args(["--duration", "3s", "--metrics", ":0"])
+        .out(tmp.path())
+        .arg("--")
+        .arg(python())
+        .args(["-c", TOKEN])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut err = std::io::BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no metrics line");
+        if let Some(url) = line.trim().strip_prefix("metrics: http://") {
+            break url.trim_end_matches("/metrics").to_string();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    // Live: polled until the copies' holds show, while the run still says it runs.
+    let mut live = None;
+    while let Some(text) = scrape(&addr) {
+        let running = value(&text, "lockbench_running") == Some(1.0);
+        if running && value(&text, "lockbench_overruns_total").is_some_and(|n| n > 0.0) {
+            live = Some(text);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let live = live.expect("the endpoint closed before a live scrape showed an overrun");
+    for name in [
+        "lockbench_sections_total",
+        "lockbench_wrongful_deletes_total",
+        "lockbench_refused_releases_total",
+        "lockbench_holders",
+        "lockbench_overlap_seconds_total",
+    ] {
+        assert!(value(&live, name).is_some(), "{name} missing:\n{live}");
+    }
+    assert_eq!(value(&live, "lockbench_ttl_seconds"), Some(0.02), "{live}");
+    // Then until it closes: the last scrape holds the summary's figures.
+    let mut last = live;
+    while let Some(text) = scrape(&addr) {
+        last = text;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(run.exit_code_within(Duration::from_secs(30)), Some(0));
+    let s = summary(tmp.path());
+    assert_eq!(value(&last, "lockbench_running"), Some(0.0), "{last}");
+    for (name, figure) in [
+        ("lockbench_sections_total", "sections"),
+        ("lockbench_overruns_total", "overruns"),
+        ("lockbench_refused_releases_total", "refused_releases"),
+        ("lockbench_wrongful_deletes_total", "wrongful_deletes"),
+    ] {
+        assert_eq!(
+            value(&last, name),
+            s[figure].as_f64(),
+            "{name}: {s}\n{last}"
+        );
+    }
+}
