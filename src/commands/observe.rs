@@ -393,6 +393,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     }
 
     // The files.
+    let failure = (!problems.is_empty()).then(|| problems.join("; "));
     let summary_file = SummaryFile {
         run_id: run_id.clone(),
         variants: summaries.clone(),
@@ -413,6 +414,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         "program": args.cmd,
         "copies": records,
         "problems": problems,
+        "failure": failure,
         "connections_closed_for_bad_frames": broken.0,
         "bad_frames": broken.1,
         "stray_releases": tally.stray_releases,
@@ -424,9 +426,10 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         "faults_not_applied": unstruck,
     });
     results::write_json(&dir.join("observe.json"), &record)?;
+    // Charts and report.html, from the files just written (as after a `run`).
+    let report = crate::report::render_after_run(&dir).err();
 
     // The terminal.
-    let failure = (!problems.is_empty()).then(|| problems.join("; "));
     let interrupted = stop_reason == StopReason::Interrupted;
     let table = VerdictTable::new(&run_id, &summaries, interrupted, failure.as_deref());
     if !args.quiet {
@@ -439,7 +442,12 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     for p in &problems {
         eprintln!("{p}");
     }
-    let unwritten = !args.ci.write(&table, None);
+    let mut unwritten = !args.ci.write(&table, None);
+    // Shown even with --quiet: a missing report is a failed output, not a notice.
+    if let Some(e) = &report {
+        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
+        unwritten = true;
+    }
     if !args.quiet {
         println!("results: {}", dir.display());
     }

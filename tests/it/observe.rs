@@ -103,6 +103,7 @@ fn the_naive_release_deletes_others_locks_and_the_token_one_never() {
         rows.iter().filter(|r| !r.interrupted).count()
     );
     assert!(text.contains(&rests_on), "{text}");
+    report_names_the_figures(&naive, &n);
     // The gate: the same figure crosses for the naive program only.
     let gate = ["--fail-if", "wrongful_deletes > 0"];
     let out = common::lockbench(&["observe", "--copies", "2", "--quiet"])
@@ -113,6 +114,57 @@ fn the_naive_release_deletes_others_locks_and_the_token_one_never() {
         .args(["-c", NAIVE])
         .output();
     assert_eq!(out.status.code(), Some(99), "{out:?}");
+}
+
+/// `report.html` of an observed run, as a run's: every link a file of the directory, nothing
+/// loaded from the network, the verdict, the holds' charts, the figures and each client's
+/// counts; and `lockbench report` redraws it from the files, recounting the summary.
+fn report_names_the_figures(dir: &Path, s: &serde_json::Value) {
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let attr = |a: &str| -> Vec<String> {
+        let pat = format!("{a}=\"");
+        html.match_indices(&pat)
+            .map(|(i, _)| {
+                let rest = &html[i + pat.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+            .collect()
+    };
+    let (srcs, hrefs) = (attr("src"), attr("href"));
+    for v in srcs.iter().chain(&hrefs) {
+        assert!(!v.contains(':') && dir.join(v).is_file(), "{v}");
+    }
+    for png in ["durations.png", "survival.png", "timeline.png"] {
+        assert!(srcs.iter().any(|s| s == png), "{png} not shown");
+    }
+    for f in [
+        "events.csv",
+        "summary.json",
+        "clients.csv",
+        "durations.hlog",
+    ] {
+        assert!(hrefs.iter().any(|h| h == f), "{f} not linked");
+    }
+    assert!(!html.contains("http://") && !html.contains("<script"));
+    let wrongful = s["wrongful_deletes"].as_u64().unwrap();
+    for text in [
+        "<h2>Verdict: ",
+        "wrongful deletes",
+        "overruns",
+        "<h3>Clients</h3>",
+        "<td>copy 1</td>",
+        "<td>copy 3</td>",
+        &format!("<td>{wrongful}</td>"),
+    ] {
+        assert!(html.contains(text), "{text} not on the page");
+    }
+    let redrawn = common::lockbench(&["report"]).arg(dir).output();
+    let text = String::from_utf8_lossy(&redrawn.stdout);
+    assert_eq!(redrawn.status.code(), Some(0), "{redrawn:?}");
+    assert!(
+        text.contains("summary.json agrees with events.csv"),
+        "{text}"
+    );
 }
 
 /// A copy that never connects is named, and the run fails: never counted as safe.
