@@ -56,7 +56,9 @@ pub struct ObserveArgs {
     /// A fault on a copy while it holds a lock (repeatable; needs CMD): holder-pause@AT+LENGTH
     /// (SIGSTOP, SIGCONT after LENGTH), holder-crash@AT (SIGKILL; --restart starts it again);
     /// AT is from the start, and the fault waits for a copy to hold a lock. Or on the private
-    /// server (not with --redis): server-pause@AT+LENGTH, server-restart@AT+LENGTH.
+    /// server (not with --redis): server-pause@AT+LENGTH, server-restart@AT+LENGTH. Or on
+    /// the network, through the proxy: latency@AT+LENGTH,delay=D[,jitter=J] (replies reach
+    /// the program D late), partition@AT+LENGTH (nothing gets through; held, not lost).
     #[arg(long = "fault", value_name = "FAULT")]
     pub fault: Vec<crate::observe::faults::ObserveFault>,
     /// Fail the run with exit code 99 when this condition on a summary figure holds, e.g.
@@ -100,7 +102,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             ObserveFault::Holder(_) => None,
         })
         .collect();
-    if !server_faults.is_empty() && args.redis.is_some() {
+    if server_faults.iter().any(|f| f.kind.needs_server()) && args.redis.is_some() {
         return Err(bad(
             "--fault server-pause/server-restart acts on the private server observe starts: drop --redis, or the fault".into(),
         ));
@@ -166,12 +168,16 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     let events = std::fs::File::create(dir.join("events.csv"))?;
     let ledger = Arc::new(Ledger::new(start, Some(events)));
     let copies = if args.cmd.is_empty() { 0 } else { args.copies };
-    let shared = Arc::new(Shared::new(
+    let mut shared = Shared::new(
         upstream,
         LockKeys::new(&args.lock_keys),
         ledger.clone(),
         copies,
-    ));
+    );
+    let network = (server_faults.iter().any(|f| f.kind.needs_proxy()))
+        .then(|| Arc::new(crate::observe::network::Network::new()));
+    shared.network = network.clone();
+    let shared = Arc::new(shared);
     let door = Door::start(args.listen, None, shared.clone())
         .await
         .map_err(|e| bad(format!("--listen {}: {e}", args.listen)))?;
@@ -227,6 +233,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         server_faults,
         crate::faults::FaultControl {
             server: spawned.clone(),
+            network: network.map(|n| n as Arc<dyn crate::faults::Network>),
             ..Default::default()
         },
         tokio::time::Instant::from_std(start),

@@ -462,25 +462,24 @@ fn value(scraped: &str, name: &str) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
-/// `observe --metrics` serves the ledger's figures while the run goes, under `run`'s names:
-/// scraped until holds, overruns and refused releases show while it still runs, then until
-/// the endpoint closes — the last scrape is `summary.json`'s.
+/// `observe --metrics` serves the ledger's figures while the run goes, under `run`'s names.
+/// Client A takes `lock:m` for 50 ms and keeps it past its expiry (B takes it once it
+/// expired), then A's plain `DEL` removes B's lock: one overrun and one wrongful delete, seen
+/// in a live scrape (polled until they show, while the run still says it runs); then scraped
+/// until the endpoint closes — the last scrape is `summary.json`'s.
 #[test]
 fn metrics_are_served_while_observing() {
     common::need_redis_server();
     let tmp = tempfile::tempdir().unwrap();
-    let mut run = common::lockbench(&["observe", "--copies", "2", "--restart"])
-        .args(["--duration", "3s", "--metrics", ":0"])
+    let mut run = common::lockbench(&["observe", "--lock-keys", "lock:*", "--duration", "5s"])
+        .args(["--metrics", ":0"])
         .out(tmp.path())
-        .arg("--")
-        .arg(python())
-        .args(["-c", TOKEN])
-        .stdout(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn();
     let mut err = std::io::BufReader::new(run.stderr.take().unwrap());
     let mut line = String::new();
-    let addr = loop {
+    let metrics = loop {
         line.clear();
         assert!(err.read_line(&mut line).unwrap() > 0, "no metrics line");
         if let Some(url) = line.trim().strip_prefix("metrics: http://") {
@@ -488,32 +487,66 @@ fn metrics_are_served_while_observing() {
         }
     };
     std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
-    // Live: polled until the copies' holds show, while the run still says it runs.
+    let mut out = std::io::BufReader::new(run.stdout.take().unwrap());
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let door = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+
+    let client = redis::Client::open(format!("redis://{door}")).unwrap();
+    let (mut a, mut b) = (
+        client.get_connection().unwrap(),
+        client.get_connection().unwrap(),
+    );
+    let set = |c: &mut redis::Connection, token: &str, px: u64| -> Option<String> {
+        redis::cmd("SET")
+            .arg("lock:m")
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(px)
+            .query(c)
+            .unwrap()
+    };
+    assert!(set(&mut a, "a", 50).is_some());
+    common::wait_until(
+        "B takes the lock A let expire",
+        Duration::from_secs(10),
+        || set(&mut b, "b", 60_000).is_some(),
+    );
+    let _: i64 = redis::cmd("DEL").arg("lock:m").query(&mut a).unwrap();
+
     let mut live = None;
-    while let Some(text) = scrape(&addr) {
+    while let Some(text) = scrape(&metrics) {
         let running = value(&text, "lockbench_running") == Some(1.0);
-        if running && value(&text, "lockbench_overruns_total").is_some_and(|n| n > 0.0) {
+        let seen = |n: &str| value(&text, n).is_some_and(|v| v >= 1.0);
+        if running && seen("lockbench_overruns_total") && seen("lockbench_wrongful_deletes_total") {
             live = Some(text);
             break;
         }
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     }
-    let live = live.expect("the endpoint closed before a live scrape showed an overrun");
+    let live = live.expect("the endpoint closed before a live scrape showed the overrun");
     for name in [
         "lockbench_sections_total",
-        "lockbench_wrongful_deletes_total",
         "lockbench_refused_releases_total",
         "lockbench_holders",
         "lockbench_overlap_seconds_total",
     ] {
         assert!(value(&live, name).is_some(), "{name} missing:\n{live}");
     }
-    assert_eq!(value(&live, "lockbench_ttl_seconds"), Some(0.02), "{live}");
+    assert_eq!(value(&live, "lockbench_ttl_seconds"), Some(60.0), "{live}");
+    // B still holds: one holder open now.
+    assert_eq!(value(&live, "lockbench_holders"), Some(1.0), "{live}");
     // Then until it closes: the last scrape holds the summary's figures.
     let mut last = live;
-    while let Some(text) = scrape(&addr) {
+    while let Some(text) = scrape(&metrics) {
         last = text;
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(run.exit_code_within(Duration::from_secs(30)), Some(0));
     let s = summary(tmp.path());
@@ -521,7 +554,6 @@ fn metrics_are_served_while_observing() {
     for (name, figure) in [
         ("lockbench_sections_total", "sections"),
         ("lockbench_overruns_total", "overruns"),
-        ("lockbench_refused_releases_total", "refused_releases"),
         ("lockbench_wrongful_deletes_total", "wrongful_deletes"),
     ] {
         assert_eq!(
@@ -530,4 +562,95 @@ fn metrics_are_served_while_observing() {
             "{name}: {s}\n{last}"
         );
     }
+}
+
+/// The example app with redis-py's `Lock` (examples/apps), one copy on one key: TTL 200 ms,
+/// sections of 10–20 ms, `cycles` holds (or for 3.5 s), under `--fault FAULT` (or none): its
+/// summary and rows.
+fn app_under(
+    fault: Option<&str>,
+    cycles: Option<u32>,
+    out: &Path,
+) -> (serde_json::Value, Vec<lockbench::EventRow>) {
+    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps/python/redis_py_lock.py");
+    let mut cmd = common::lockbench(&["observe", "--quiet"]).out(out);
+    if cycles.is_none() {
+        cmd = cmd.args(["--duration", "3.5s"]);
+    }
+    if let Some(f) = fault {
+        cmd = cmd.args(["--fault", f]);
+    }
+    let o = cmd
+        .arg("--")
+        .arg(python())
+        .arg(app)
+        .args([
+            "--ttl-ms", "200", "--min-ms", "10", "--max-ms", "20", "--keys", "1",
+        ])
+        .args(["--cycles", &cycles.unwrap_or(100_000).to_string()])
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    (summary(out), common::events(out))
+}
+
+/// The schedule's network faults, carried out by the proxy between the program and its
+/// clock. `latency` (replies 300 ms late, for the whole run of 2 holds): every hold of the app
+/// outlasts its 200 ms TTL — each began at the acquisition's reply, which the app had 300 ms
+/// later. A `partition` (2 s + 700 ms): no lock is taken during it (requests wait at the
+/// door), and traffic resumes after. The control, the same app without a fault, tells both
+/// apart by the same checks: no overrun (its sections are 10–20 ms), and holds taken
+/// throughout that window.
+#[test]
+fn latency_and_partition_through_the_proxy() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let overruns = |s: &serde_json::Value| s["overruns"].as_u64().unwrap();
+    let (control, control_rows) = app_under(None, None, &tmp.path().join("control"));
+    assert!(control_rows.len() > 20, "{control}");
+    assert_eq!(overruns(&control), 0, "{control}");
+
+    let slow = "latency@0s+60s,delay=300ms";
+    let (slow, slow_rows) = app_under(Some(slow), Some(2), &tmp.path().join("slow"));
+    let w = &slow["faults"][0];
+    assert_eq!(
+        (w["kind"].as_str(), w["error"].as_str()),
+        (Some("latency"), Some("")),
+        "{w}"
+    );
+    assert_eq!(slow_rows.len(), 2, "{slow}");
+    assert!(
+        slow_rows
+            .iter()
+            .all(|r| r.overrun && r.duration_us >= 300_000),
+        "{slow}"
+    );
+    assert_eq!(overruns(&slow), 2, "{slow}");
+
+    let (cut, cut_rows) = app_under(Some("partition@2s+700ms"), None, &tmp.path().join("cut"));
+    let w = &cut["faults"][0];
+    assert_eq!(
+        (w["kind"].as_str(), w["error"].as_str()),
+        (Some("partition"), Some("")),
+        "{w}"
+    );
+    // The window as it happened; a reply the server sent as it began may still be noted.
+    let (from, to) = (
+        (w["start_ms"].as_f64().unwrap() * 1000.0) as u64 + 50_000,
+        (w["end_ms"].as_f64().unwrap() * 1000.0) as u64,
+    );
+    let taken = |rows: &[lockbench::EventRow], a: u64, b: u64| {
+        rows.iter()
+            .filter(|r| (a..b).contains(&r.acquired_us))
+            .count()
+    };
+    assert!(
+        taken(&cut_rows, 0, from) > 0,
+        "the app had not started: {cut}"
+    );
+    assert_eq!(taken(&cut_rows, from, to), 0, "{cut}");
+    assert!(
+        taken(&cut_rows, to, u64::MAX) > 0,
+        "no lock after the partition: {cut}"
+    );
+    assert!(taken(&control_rows, from, to) > 0, "{control}");
 }
