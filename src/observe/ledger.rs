@@ -776,6 +776,29 @@ mod tests {
         }
     }
 
+    /// The live figures: the holders open now, their overlap up to now, the longest TTL so
+    /// far, and the counts of the holds that ended — the same as at the end once all ended.
+    #[test]
+    fn live_figures_count_the_open_holds() {
+        let l = Ledger::new(Instant::now(), None);
+        l.seen(0, acquired("k", "a", 2), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        l.seen(1, acquired("k", "b", 1000), Instant::now());
+        let now = l.live(Instant::now());
+        assert_eq!((now.holders, now.holders_max), (2, 2));
+        assert_eq!(now.ttl_max_us, 1_000_000);
+        assert_eq!(now.overlap.peak_holders, 2);
+        assert_eq!(now.counts.sections, 0);
+        let gone = Event::Removed {
+            key: "k".into(),
+            value: Some("b".into()),
+        };
+        l.seen(1, gone, Instant::now());
+        let now = l.live(Instant::now());
+        assert_eq!((now.holders, now.counts.sections), (1, 1));
+        assert!(now.overlap.overlap_us > 0 && now.overlap.incidents == 1);
+    }
+
     /// A naive client whose lock expired deletes the next holder's: a wrongful delete, client
     /// 0 → victim 1, with the overlap of their holds; a token client's own release is released.
     #[test]

@@ -654,3 +654,21 @@ fn latency_and_partition_through_the_proxy() {
     );
     assert!(taken(&control_rows, from, to) > 0, "{control}");
 }
+
+/// A bad `--metrics` is bad input before anything starts (exit 2), naming the flag and what
+/// is valid: not an address, or not loopback without --allow-remote.
+#[test]
+fn bad_metrics_addresses_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (addr, says) in [("x", "port 0 picks"), ("0.0.0.0:0", "--allow-remote")] {
+        let o = common::lockbench(&["observe", "--duration", "1s", "--metrics", addr])
+            .out(tmp.path().join(addr))
+            .output();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{addr}: {err}");
+        assert!(
+            err.contains("--metrics") && err.contains(says),
+            "{addr}: {err}"
+        );
+    }
+}
