@@ -3,14 +3,17 @@
 //! writes a run directory of the same files as `run`'s: `summary.json`/`.csv`, `events.csv`
 //! (one row per hold), the `.hgrm` histograms, the verdict table, `--fail-if`.
 
-use crate::analysis::summary::{Meta, Protection, StopReason, WatchFigures, summarize};
+use crate::analysis::summary::{Meta, Protection, StopReason, Summary, WatchFigures, summarize};
 use crate::analysis::threshold::Threshold;
 use crate::analysis::verdict_table::VerdictTable;
 use crate::commands::args::CiArgs;
+use crate::model::fault::Fault;
 use crate::model::units::DurationText;
 use crate::observe::copies::{CopyRecord, Program, run_copy};
 use crate::observe::door::{Door, Shared};
-use crate::observe::ledger::{ClientTally, Ledger};
+use crate::observe::faults::HolderFault;
+use crate::observe::ledger::{ClientTally, Ledger, Tallied};
+use crate::observe::live::LiveMetrics;
 use crate::observe::stream::LockKeys;
 use crate::record::Metric;
 use crate::results::{self, SummaryFile};
@@ -30,9 +33,14 @@ pub struct ObserveArgs {
     /// lockbench starts on a free loopback port].
     #[arg(long)]
     pub redis: Option<String>,
-    /// Allow a non-loopback --listen address and --redis host.
+    /// Allow a non-loopback --listen and --metrics address and --redis host.
     #[arg(long)]
     pub allow_remote: bool,
+    /// Serve live metrics for Prometheus at this address while the run goes (`/metrics`, the
+    /// names of `run --metrics`): a port (9464), HOST:PORT, or port 0 for a free one. A
+    /// non-loopback address only with --allow-remote.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// How long to watch [default: until every copy has exited, or Ctrl-C].
     #[arg(long)]
     pub duration: Option<DurationText>,
@@ -50,7 +58,9 @@ pub struct ObserveArgs {
     /// A fault on a copy while it holds a lock (repeatable; needs CMD): holder-pause@AT+LENGTH
     /// (SIGSTOP, SIGCONT after LENGTH), holder-crash@AT (SIGKILL; --restart starts it again);
     /// AT is from the start, and the fault waits for a copy to hold a lock. Or on the private
-    /// server (not with --redis): server-pause@AT+LENGTH, server-restart@AT+LENGTH.
+    /// server (not with --redis): server-pause@AT+LENGTH, server-restart@AT+LENGTH. Or on
+    /// the network, through the proxy: latency@AT+LENGTH,delay=D[,jitter=J] (replies reach
+    /// the program D late), partition@AT+LENGTH (nothing gets through; held, not lost).
     #[arg(long = "fault", value_name = "FAULT")]
     pub fault: Vec<crate::observe::faults::ObserveFault>,
     /// Fail the run with exit code 99 when this condition on a summary figure holds, e.g.
@@ -78,34 +88,7 @@ fn bad(msg: String) -> anyhow::Error {
 
 /// Runs `lockbench observe`; returns the exit code.
 pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
-    if args.copies == 0 {
-        return Err(bad("--copies must be 1 or more".into()));
-    }
-    use crate::observe::faults::ObserveFault;
-    let holder_faults: Vec<_> = (args.fault.iter())
-        .filter_map(|f| match f {
-            ObserveFault::Holder(h) => Some(h.clone()),
-            ObserveFault::Server(_) => None,
-        })
-        .collect();
-    let server_faults: Vec<_> = (args.fault.iter())
-        .filter_map(|f| match f {
-            ObserveFault::Server(s) => Some(*s),
-            ObserveFault::Holder(_) => None,
-        })
-        .collect();
-    if !server_faults.is_empty() && args.redis.is_some() {
-        return Err(bad(
-            "--fault server-pause/server-restart acts on the private server observe starts: drop --redis, or the fault".into(),
-        ));
-    }
-    if args.cmd.is_empty() && (args.restart || args.copies != 1 || !holder_faults.is_empty()) {
-        return Err(bad(
-            "--copies, --restart and --fault act on a program lockbench starts: give it after `--`, e.g. `lockbench observe --copies 3 -- python3 app.py`".into(),
-        ));
-    }
-    crate::target::check_loopback(&args.listen.ip().to_string(), args.allow_remote)
-        .map_err(|e| e.context("--listen"))?;
+    let (holder_faults, server_faults, metrics_at) = check(&args)?;
     let run_id = results::run_id(SystemTime::now());
     let dir = args
         .out
@@ -114,53 +97,33 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     args.ci.check(&[&dir], None)?;
     results::prepare_dir(&dir, false)?;
     let mut signals = crate::signals::subscribe();
+    // Bound before anything starts: a taken port is bad input (exit 2).
+    let mut live = match metrics_at {
+        Some(at) => Some(LiveMetrics::bind(
+            at,
+            args.allow_remote,
+            &run_id,
+            &server_faults,
+        )?),
+        None => None,
+    };
 
     // The server: given, or a private one.
-    let (upstream, server_url, spawned, backend) = match &args.redis {
-        Some(url) => {
-            let parsed =
-                url::Url::parse(url).map_err(|e| bad(format!("--redis {url}: not a URL ({e})")))?;
-            let host = parsed.host_str().unwrap_or_default().to_string();
-            crate::target::check_loopback(host.trim_matches(['[', ']']), args.allow_remote)
-                .map_err(|e| e.context("--redis"))?;
-            let up = crate::faults::watch::upstream_of(url).await.ok_or_else(|| {
-                bad(format!(
-                    "--redis {}: observe forwards redis://host:port servers (not TLS, not a socket), and this one does not resolve to one",
-                    crate::target::redact_url(url)
-                ))
-            })?;
-            (up, url.clone(), None, "url")
-        }
-        None => {
-            let r = super::opening(crate::store::spawn::SpawnedRedis::start()).await?;
-            let up: Arc<[SocketAddr]> = Arc::from(vec![SocketAddr::from((
-                std::net::Ipv4Addr::LOCALHOST,
-                r.port(),
-            ))]);
-            let url = r.url();
-            (up, url, Some(Arc::new(tokio::sync::Mutex::new(r))), "spawn")
-        }
-    };
+    let (upstream, server_url, spawned, backend) = server(&args).await?;
 
     let start = Instant::now();
     let started_at = SystemTime::now();
     let events = std::fs::File::create(dir.join("events.csv"))?;
     let ledger = Arc::new(Ledger::new(start, Some(events)));
     let copies = if args.cmd.is_empty() { 0 } else { args.copies };
-    let shared = Arc::new(Shared::new(
-        upstream,
-        LockKeys::new(&args.lock_keys),
-        ledger.clone(),
-        copies,
-    ));
-    let door = Door::start(args.listen, None, shared.clone())
-        .await
-        .map_err(|e| bad(format!("--listen {}: {e}", args.listen)))?;
-    let mut copy_doors = Vec::new();
-    for c in 0..copies {
-        ledger.name_client(c, format!("copy {}", c + 1));
-        let any = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-        copy_doors.push(Door::start(any, Some(c), shared.clone()).await?);
+    let (shared, door, copy_doors) =
+        open_doors(&args, upstream, &ledger, copies, &server_faults).await?;
+    let network = shared.network.clone();
+    if let Some(m) = &mut live {
+        m.follow(shared.clone(), start);
+        if !args.quiet {
+            eprintln!("metrics: {}", m.url());
+        }
     }
     let shown_server = crate::target::redact_url(&server_url);
     let door_url = crate::faults::watch::url_at(&server_url, door.addr())
@@ -202,6 +165,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         server_faults,
         crate::faults::FaultControl {
             server: spawned.clone(),
+            network: network.map(|n| n as Arc<dyn crate::faults::Network>),
             ..Default::default()
         },
         tokio::time::Instant::from_std(start),
@@ -210,9 +174,151 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         }),
         stop_rx.clone(),
     ));
+    let mut tasks = start_copies(
+        &program,
+        &copy_doors,
+        &server_url,
+        (&ledger, &pids),
+        start,
+        &stop_rx,
+    );
+
+    // The end: --duration, every copy exited, or a signal.
+    let (stop_reason, end, mut records) =
+        wait_for_end(&args, copies, &mut tasks, &mut signals, &stop_tx).await;
+    records.sort_by_key(|r| r.copy);
+    // Faults that never found a holder are cut off and said so.
+    faults.abort_all();
+    let mut struck = Vec::new();
+    while let Some(r) = faults.join_next().await {
+        if let Ok(s) = r {
+            struck.push(s);
+        }
+    }
+    let unstruck = holder_faults.len() - struck.len();
+    // The server's faults, undone by now (the stop above ended them).
+    let windows = server_faults.await.unwrap_or_default();
+    let listen = door.addr();
+    drop(copy_doors);
+    drop(door);
+    let tally = ledger.finish(end);
+    ledger.flush()?;
+    let commands = shared.commands();
+    let outages = shared.outages(end);
+    if let Some(r) = spawned.and_then(|r| Arc::try_unwrap(r).ok()) {
+        r.into_inner().stop().await;
+    }
+
+    // The figures.
+    let elapsed_s = end.saturating_duration_since(start).as_secs_f64();
+    let mut clients = tally.clients.clone();
+    for (c, n) in &commands {
+        if let Some(t) = clients.get_mut(*c) {
+            t.commands = *n;
+        }
+    }
+    let summary = summary_of(
+        &args,
+        backend,
+        &tally,
+        &clients,
+        outages,
+        &windows,
+        stop_reason,
+        elapsed_s,
+    );
+    if let Some(m) = &mut live {
+        m.publish(&summary, &tally.hists);
+    }
+    let summaries = vec![summary];
+
+    // What went wrong with the copies: named, never counted as safe.
+    let problems = problems_of(&records, &commands, &windows, holder_faults.len(), &struck);
+    let broken = shared.broken.lock().map(|b| b.clone()).unwrap_or_default();
+
+    // The files.
+    let failure = (!problems.is_empty()).then(|| problems.join("; "));
+    let times = (started_at, elapsed_s);
+    write_figures(&dir, &run_id, &summaries, &tally.hists, times, &clients)?;
+    let record = serde_json::json!({
+        "run_id": run_id,
+        "command": std::env::args().collect::<Vec<_>>(),
+        "listen": listen.to_string(),
+        "server": shown_server,
+        "lock_keys": args.lock_keys,
+        "program": args.cmd,
+        "copies": records,
+        "problems": problems,
+        "failure": failure,
+        "connections_closed_for_bad_frames": broken.0,
+        "bad_frames": broken.1,
+        "stray_releases": tally.stray_releases,
+        "fleeting_acquisitions": tally.fleeting,
+        "wrongful_deletes_without_a_hold": tally.stray_wrongful,
+        "keys": tally.keys.iter().take(1000).collect::<Vec<_>>(),
+        "interrupted": stop_reason == StopReason::Interrupted,
+        "faults": struck,
+        "faults_not_applied": unstruck,
+    });
+    results::write_json(&dir.join("observe.json"), &record)?;
+    // Charts and report.html, from the files just written (as after a `run`).
+    let report = crate::report::render_after_run(&dir).err();
+
+    // The terminal.
+    let interrupted = stop_reason == StopReason::Interrupted;
+    let table = VerdictTable::new(&run_id, &summaries, interrupted, failure.as_deref());
+    let code = tell(&args, &table, &summaries, &clients, &problems, report, &dir)?;
+    // Up until every file is written, then closed (after a last scrape, when scraped; not
+    // after an interrupt: the user asked to stop).
+    if let Some(m) = live {
+        m.close(!interrupted, !args.quiet).await;
+    }
+    Ok(code)
+}
+
+/// The doors: the shared one at `--listen` and one per copy, sharing the server, the
+/// ledger, the lock keys and the schedule's network faults (when it has one).
+async fn open_doors(
+    args: &ObserveArgs,
+    upstream: Arc<[SocketAddr]>,
+    ledger: &Arc<Ledger>,
+    copies: usize,
+    schedule: &[Fault],
+) -> anyhow::Result<(Arc<Shared>, Door, Vec<Door>)> {
+    let mut shared = Shared::new(
+        upstream,
+        LockKeys::new(&args.lock_keys),
+        ledger.clone(),
+        copies,
+    );
+    shared.network = (schedule.iter().any(|f| f.kind.needs_proxy()))
+        .then(|| Arc::new(crate::observe::network::Network::new()));
+    let shared = Arc::new(shared);
+    let door = Door::start(args.listen, None, shared.clone())
+        .await
+        .map_err(|e| bad(format!("--listen {}: {e}", args.listen)))?;
+    let mut copy_doors = Vec::new();
+    for c in 0..copies {
+        ledger.name_client(c, format!("copy {}", c + 1));
+        let any = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+        copy_doors.push(Door::start(any, Some(c), shared.clone()).await?);
+    }
+    Ok((shared, door, copy_doors))
+}
+
+/// Starts each copy of the program behind its own door (its URL in `REDIS_URL`), each a task
+/// that returns the copy's record.
+fn start_copies(
+    program: &Arc<Program>,
+    copy_doors: &[Door],
+    server_url: &str,
+    (ledger, pids): (&Arc<Ledger>, &crate::observe::faults::Pids),
+    start: Instant,
+    stop_rx: &tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinSet<CopyRecord> {
     let mut tasks = tokio::task::JoinSet::new();
     for (c, d) in copy_doors.iter().enumerate() {
-        let url = crate::faults::watch::url_at(&server_url, d.addr())
+        let url = crate::faults::watch::url_at(server_url, d.addr())
             .unwrap_or_else(|| format!("redis://{}", d.addr()));
         tasks.spawn(run_copy(
             program.clone(),
@@ -223,8 +329,93 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             stop_rx.clone(),
         ));
     }
+    tasks
+}
 
-    // The end: --duration, every copy exited, or a signal.
+/// The checks at the door, before anything starts (bad input, exit 2): the faults split into
+/// those on a copy and the schedule's own, and the `--metrics` address.
+fn check(args: &ObserveArgs) -> anyhow::Result<(Vec<HolderFault>, Vec<Fault>, Option<SocketAddr>)> {
+    if args.copies == 0 {
+        return Err(bad("--copies must be 1 or more".into()));
+    }
+    use crate::observe::faults::ObserveFault;
+    let holder_faults: Vec<_> = (args.fault.iter())
+        .filter_map(|f| match f {
+            ObserveFault::Holder(h) => Some(h.clone()),
+            ObserveFault::Server(_) => None,
+        })
+        .collect();
+    let server_faults: Vec<_> = (args.fault.iter())
+        .filter_map(|f| match f {
+            ObserveFault::Server(s) => Some(*s),
+            ObserveFault::Holder(_) => None,
+        })
+        .collect();
+    if server_faults.iter().any(|f| f.kind.needs_server()) && args.redis.is_some() {
+        return Err(bad(
+            "--fault server-pause/server-restart acts on the private server observe starts: drop --redis, or the fault".into(),
+        ));
+    }
+    if args.cmd.is_empty() && (args.restart || args.copies != 1 || !holder_faults.is_empty()) {
+        return Err(bad(
+            "--copies, --restart and --fault act on a program lockbench starts: give it after `--`, e.g. `lockbench observe --copies 3 -- python3 app.py`".into(),
+        ));
+    }
+    crate::target::check_loopback(&args.listen.ip().to_string(), args.allow_remote)
+        .map_err(|e| e.context("--listen"))?;
+    let metrics_at = (args.metrics.as_deref())
+        .map(|a| crate::metrics::addr::parse_addr(a).map_err(|m| bad(format!("--metrics: {m}"))))
+        .transpose()?;
+    Ok((holder_faults, server_faults, metrics_at))
+}
+
+/// The server behind the doors: its addresses, its URL, the private one observe started (if
+/// it did) and the backend's name.
+type Server = (
+    Arc<[SocketAddr]>,
+    String,
+    Option<Arc<tokio::sync::Mutex<crate::store::spawn::SpawnedRedis>>>,
+    &'static str,
+);
+
+/// The server: the one `--redis` names (loopback unless --allow-remote), or a private one.
+async fn server(args: &ObserveArgs) -> anyhow::Result<Server> {
+    Ok(match &args.redis {
+        Some(url) => {
+            let parsed =
+                url::Url::parse(url).map_err(|e| bad(format!("--redis {url}: not a URL ({e})")))?;
+            let host = parsed.host_str().unwrap_or_default().to_string();
+            crate::target::check_loopback(host.trim_matches(['[', ']']), args.allow_remote)
+                .map_err(|e| e.context("--redis"))?;
+            let up = crate::faults::watch::upstream_of(url).await.ok_or_else(|| {
+                bad(format!(
+                    "--redis {}: observe forwards redis://host:port servers (not TLS, not a socket), and this one does not resolve to one",
+                    crate::target::redact_url(url)
+                ))
+            })?;
+            (up, url.clone(), None, "url")
+        }
+        None => {
+            let r = super::opening(crate::store::spawn::SpawnedRedis::start()).await?;
+            let up: Arc<[SocketAddr]> = Arc::from(vec![SocketAddr::from((
+                std::net::Ipv4Addr::LOCALHOST,
+                r.port(),
+            ))]);
+            let url = r.url();
+            (up, url, Some(Arc::new(tokio::sync::Mutex::new(r))), "spawn")
+        }
+    })
+}
+
+/// Waits for the end — `--duration`, every copy exited, or a signal — then stops the copies
+/// and collects their records: why it ended, when, and the records.
+async fn wait_for_end(
+    args: &ObserveArgs,
+    copies: usize,
+    tasks: &mut tokio::task::JoinSet<CopyRecord>,
+    signals: &mut tokio::sync::watch::Receiver<u32>,
+    stop_tx: &tokio::sync::watch::Sender<bool>,
+) -> (StopReason, Instant, Vec<CopyRecord>) {
     let limit = args
         .duration
         .as_ref()
@@ -258,37 +449,22 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
             records.push(r);
         }
     }
-    records.sort_by_key(|r| r.copy);
-    // Faults that never found a holder are cut off and said so.
-    faults.abort_all();
-    let mut struck = Vec::new();
-    while let Some(r) = faults.join_next().await {
-        if let Ok(s) = r {
-            struck.push(s);
-        }
-    }
-    let unstruck = holder_faults.len() - struck.len();
-    // The server's faults, undone by now (the stop above ended them).
-    let windows = server_faults.await.unwrap_or_default();
-    let listen = door.addr();
-    drop(copy_doors);
-    drop(door);
-    let tally = ledger.finish(end);
-    ledger.flush()?;
-    let commands = shared.commands();
-    let outages = shared.outages(end);
-    if let Some(r) = spawned.and_then(|r| Arc::try_unwrap(r).ok()) {
-        r.into_inner().stop().await;
-    }
+    (stop_reason, end, records)
+}
 
-    // The figures.
-    let elapsed_s = end.saturating_duration_since(start).as_secs_f64();
-    let mut clients = tally.clients.clone();
-    for (c, n) in &commands {
-        if let Some(t) = clients.get_mut(*c) {
-            t.commands = *n;
-        }
-    }
+/// The run's summary: the ledger's figures as lockbench's own workers' (one variant,
+/// `observed`), with what only the proxy knows.
+#[allow(clippy::too_many_arguments)]
+fn summary_of(
+    args: &ObserveArgs,
+    backend: &str,
+    tally: &Tallied,
+    clients: &[ClientTally],
+    outages: crate::record::Outages,
+    windows: &[crate::model::fault::FaultWindow],
+    stop_reason: StopReason,
+    elapsed_s: f64,
+) -> Summary {
     let meta = Meta {
         variant: "observed".into(),
         release: "observed".into(),
@@ -318,7 +494,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     );
     summary.crash_blocked_censored = tally.crash_blocked_censored;
     summary.stuck_locks = tally.stuck_locks;
-    summary.faults = windows.clone();
+    summary.faults = windows.to_vec();
     summary.library = Some(format!("observed: {}", program_name(&args.cmd)));
     summary.wrongful_deletes_source =
         Some("the proxy: the value each release removed at the server".into());
@@ -328,11 +504,20 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         attributed: tally.attributed.clone(),
     });
     summary.thresholds = args.fail_if.iter().map(|t| t.check(&summary)).collect();
-    let summaries = vec![summary];
+    summary
+}
 
-    // What went wrong with the copies: named, never counted as safe.
+/// What went wrong with the copies and the faults: named, never counted as safe.
+fn problems_of(
+    records: &[CopyRecord],
+    commands: &std::collections::BTreeMap<usize, u64>,
+    windows: &[crate::model::fault::FaultWindow],
+    holder_faults: usize,
+    struck: &[crate::observe::faults::Struck],
+) -> Vec<String> {
+    let unstruck = holder_faults - struck.len();
     let mut problems = Vec::new();
-    for r in &records {
+    for r in records {
         let seen = commands.get(&(r.copy - 1)).copied().unwrap_or(0);
         if let Some(e) = &r.failed_to_start {
             problems.push(format!("copy {}: did not start: {e}", r.copy));
@@ -350,74 +535,76 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     for w in windows.iter().filter(|w| !w.error.is_empty()) {
         problems.push(format!("--fault {}: {}", w.kind, w.error));
     }
-    let broken = shared.broken.lock().map(|b| b.clone()).unwrap_or_default();
-
     if unstruck > 0 {
         problems.push(format!(
             "{unstruck} of {} --fault never struck: no copy held a lock after its time",
-            holder_faults.len()
+            holder_faults
         ));
     }
-    for s in &struck {
+    for s in struck {
         if let Some(p) = &s.problem {
             problems.push(format!("--fault on copy {}: {p}", s.copy.unwrap_or(0)));
         }
     }
+    problems
+}
 
-    // The files.
+/// The figures' files, as a run's: `summary.json`/`.csv`, the `.hgrm` histograms,
+/// `durations.hlog` (the run from `started_at`, `elapsed_s` long), and `clients.csv`.
+fn write_figures(
+    dir: &std::path::Path,
+    run_id: &str,
+    summaries: &[Summary],
+    hists: &crate::record::HistSet,
+    (started_at, elapsed_s): (SystemTime, f64),
+    clients: &[ClientTally],
+) -> anyhow::Result<()> {
     let summary_file = SummaryFile {
-        run_id: run_id.clone(),
-        variants: summaries.clone(),
+        run_id: run_id.to_string(),
+        variants: summaries.to_vec(),
         agent: None,
         merged: None,
     };
     results::write_json(&dir.join("summary.json"), &summary_file)?;
-    results::write_summary_csv_file(&dir, &summaries)?;
-    crate::results::hgrm::write_hgrms(&dir, &tally.hists, None)?;
-    write_hlog(&dir, &tally.hists, started_at, elapsed_s, &run_id)?;
-    write_clients(&dir, &clients)?;
-    let record = serde_json::json!({
-        "run_id": run_id,
-        "command": std::env::args().collect::<Vec<_>>(),
-        "listen": listen.to_string(),
-        "server": shown_server,
-        "lock_keys": args.lock_keys,
-        "program": args.cmd,
-        "copies": records,
-        "problems": problems,
-        "connections_closed_for_bad_frames": broken.0,
-        "bad_frames": broken.1,
-        "stray_releases": tally.stray_releases,
-        "fleeting_acquisitions": tally.fleeting,
-        "wrongful_deletes_without_a_hold": tally.stray_wrongful,
-        "keys": tally.keys.iter().take(1000).collect::<Vec<_>>(),
-        "interrupted": stop_reason == StopReason::Interrupted,
-        "faults": struck,
-        "faults_not_applied": unstruck,
-    });
-    results::write_json(&dir.join("observe.json"), &record)?;
+    results::write_summary_csv_file(dir, summaries)?;
+    crate::results::hgrm::write_hgrms(dir, hists, None)?;
+    write_hlog(dir, hists, started_at, elapsed_s, run_id)?;
+    write_clients(dir, clients)
+}
 
-    // The terminal.
-    let failure = (!problems.is_empty()).then(|| problems.join("; "));
-    let interrupted = stop_reason == StopReason::Interrupted;
-    let table = VerdictTable::new(&run_id, &summaries, interrupted, failure.as_deref());
+/// The verdict, the table and the clients on the terminal, the problems on stderr, the CI
+/// files; returns the exit code (a CI file or report not written fails the run).
+fn tell(
+    args: &ObserveArgs,
+    table: &VerdictTable,
+    summaries: &[Summary],
+    clients: &[ClientTally],
+    problems: &[String],
+    report: Option<anyhow::Error>,
+    dir: &std::path::Path,
+) -> anyhow::Result<i32> {
     if !args.quiet {
         let stdout = std::io::stdout();
         let mut w = stdout.lock();
-        crate::report::terminal::print_verdict(&mut w, &table, false)?;
-        crate::report::terminal::print_table(&mut w, &summaries)?;
-        print_clients(&clients);
+        crate::report::terminal::print_verdict(&mut w, table, false)?;
+        crate::report::terminal::print_table(&mut w, summaries)?;
+        print_clients(clients);
     }
-    for p in &problems {
+    for p in problems {
         eprintln!("{p}");
     }
-    let unwritten = !args.ci.write(&table, None);
+    let mut unwritten = !args.ci.write(table, None);
+    // Shown even with --quiet: a missing report is a failed output, not a notice.
+    if let Some(e) = report {
+        eprintln!("error: the run's data files are written, but the report is not: {e:#}");
+        unwritten = true;
+    }
     if !args.quiet {
         println!("results: {}", dir.display());
     }
-    let code = table.verdict.code;
+    let mut code = table.verdict.code;
     if unwritten && code == crate::exit::OK {
-        return Ok(crate::exit::FAILED);
+        code = crate::exit::FAILED;
     }
     Ok(code)
 }

@@ -38,6 +38,29 @@ pub struct FaultControl {
     pub key_prefix: String,
     /// A spawned redlock's servers, in instance order (a fault's `instance` picks one).
     pub instances: Vec<Arc<Mutex<SpawnedRedis>>>,
+    /// What carries out `latency` and `partition` when it is not [`Self::proxy`]: the doors of
+    /// `lockbench observe`, which are a proxy already.
+    pub network: Option<Arc<dyn Network>>,
+}
+
+/// What carries out the network kinds (`latency`, `partition`): the loopback [`proxy::Proxy`]
+/// in front of a run's server, or `observe`'s doors.
+pub trait Network: Send + Sync {
+    /// From now on replies reach the clients `delay ± jitter` late; zero ends it.
+    fn set_latency(&self, delay: Duration, jitter: Duration);
+    /// On: nothing gets through in either direction (held, not lost); off: it flows again.
+    fn set_partition(&self, on: bool);
+}
+
+impl FaultControl {
+    /// The network the `latency` and `partition` kinds act on.
+    fn net(&self) -> Option<&dyn Network> {
+        match (&self.proxy, &self.network) {
+            (Some(p), _) => Some(p.as_ref() as &dyn Network),
+            (None, Some(n)) => Some(n.as_ref()),
+            (None, None) => None,
+        }
+    }
 }
 
 impl std::fmt::Debug for FaultControl {
@@ -73,7 +96,7 @@ impl FaultControl {
             let ok = match k {
                 FaultKind::ServerPause => self.server.is_some() || self.admin.is_some(),
                 FaultKind::ServerRestart => self.server.is_some(),
-                FaultKind::Latency | FaultKind::Partition => self.proxy.is_some(),
+                FaultKind::Latency | FaultKind::Partition => self.net().is_some(),
                 FaultKind::HolderCrash => true,
                 FaultKind::Failover => self.cluster.is_some(),
             };
@@ -388,7 +411,7 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
     match f.kind {
         FaultKind::HolderCrash | FaultKind::Failover => Ok(()),
         FaultKind::Latency => {
-            let p = control.proxy.as_ref().ok_or("no proxy")?;
+            let p = control.net().ok_or("no proxy")?;
             let (d, j) = if on {
                 (f.delay_us, f.jitter_us)
             } else {
@@ -398,7 +421,7 @@ async fn apply(control: &FaultControl, f: &Fault, on: bool) -> Result<(), String
             Ok(())
         }
         FaultKind::Partition => {
-            let p = control.proxy.as_ref().ok_or("no proxy")?;
+            let p = control.net().ok_or("no proxy")?;
             p.set_partition(on);
             Ok(())
         }

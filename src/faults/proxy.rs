@@ -150,6 +150,16 @@ impl Proxy {
     }
 }
 
+impl super::Network for Proxy {
+    fn set_latency(&self, delay: Duration, jitter: Duration) {
+        Proxy::set_latency(self, delay, jitter);
+    }
+
+    fn set_partition(&self, on: bool) {
+        Proxy::set_partition(self, on);
+    }
+}
+
 /// Accepts until aborted; reaps finished connections so the set stays small.
 async fn accept_loop<F, Fut>(listener: TcpListener, serve: F, connections: Arc<AtomicU64>)
 where
@@ -276,7 +286,7 @@ async fn deliver(
 }
 
 /// `delay ± jitter`, uniform, clamped at 0.
-fn delivery_delay(delay: Duration, jitter: Duration, rng: &mut SmallRng) -> Duration {
+pub(crate) fn delivery_delay(delay: Duration, jitter: Duration, rng: &mut SmallRng) -> Duration {
     if jitter.is_zero() {
         return delay;
     }

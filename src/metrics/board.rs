@@ -144,6 +144,27 @@ impl Board {
         all.len() - 1
     }
 
+    /// The variant's TTL became known, or grew, while it ran (`observe` learns it from the
+    /// program's own commands): its `lockbench_ttl_seconds` and its histograms' bucket bounds
+    /// follow it.
+    pub fn set_ttl(&self, i: usize, ttl_ms: u64) {
+        let mut all = lock(&self.series);
+        let Some(s) = all.get_mut(i) else { return };
+        let ttl_s = ttl_ms as f64 / 1000.0;
+        if s.ttl_s == ttl_s {
+            return;
+        }
+        s.ttl_s = ttl_s;
+        s.bounds = table::bounds(ttl_ms);
+        let empty = Hist {
+            buckets: s.bounds.iter().map(|&b| (b, 0)).collect(),
+            ..Hist::default()
+        };
+        for h in &mut s.hists {
+            *h = empty.clone();
+        }
+    }
+
     /// Copies what the variant counted so far. Counters only go up: a live value below the
     /// one already served is left alone.
     pub fn live(&self, i: usize, live: &Live) {

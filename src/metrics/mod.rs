@@ -1,6 +1,6 @@
 //! Live metrics (`--metrics ADDR`): the run's figures served over HTTP for Prometheus while a
-//! `run` or `compare` goes, in the Prometheus text format (0.0.4), or OpenMetrics when the
-//! scraper asks for it (`Accept: application/openmetrics-text`).
+//! `run`, `compare` or `observe` goes, in the Prometheus text format (0.0.4), or OpenMetrics
+//! when the scraper asks for it (`Accept: application/openmetrics-text`).
 //!
 //! - [`addr`]: what the address accepts (a port alone is loopback).
 //! - [`table`]: which metric each figure becomes — from the one table of figures.

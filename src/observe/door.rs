@@ -42,6 +42,8 @@ pub(crate) struct Shared {
     pub(crate) broken: Mutex<(u64, Vec<String>)>,
     /// The first client number of the shared door's connections.
     pub(crate) first_free: usize,
+    /// The schedule's `latency` and `partition`, when it has one ([`super::network`]).
+    pub(crate) network: Option<Arc<super::network::Network>>,
 }
 
 /// The server's outages as the doors saw them.
@@ -67,6 +69,7 @@ impl Shared {
             outage: Mutex::new(Outage::default()),
             broken: Mutex::new((0, Vec::new())),
             first_free,
+            network: None,
         }
     }
 
@@ -165,6 +168,12 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((client, counter.clone()));
+    // A network fault's hooks, one set per direction: a partition holds the connection too.
+    let hooks = || shared.network.as_ref().map(|n| n.hooks());
+    let (mut on_request, mut on_reply) = (hooks(), hooks());
+    if let Some(h) = &mut on_request {
+        h.pass().await;
+    }
     let server = match TcpStream::connect(&shared.upstream[..]).await {
         Ok(s) => {
             shared.server_up(true);
@@ -194,6 +203,9 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
                 Ok(0) | Err(_) => return Ok(()),
                 Ok(n) => n,
             };
+            if let Some(h) = &mut on_request {
+                h.pass().await;
+            }
             out.clear();
             let before = reqs.commands;
             let fed = reqs.feed(&buf[..n], keys, &queue, &mut out);
@@ -220,6 +232,7 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
                 Ok(0) | Err(_) => return Ok::<bool, Broken>(true),
                 Ok(n) => n,
             };
+            let read = on_reply.as_ref().map(|_| tokio::time::Instant::now());
             out.clear();
             // Noted before the client has the reply: a release is in the ledger when the
             // program's release returns.
@@ -227,6 +240,9 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
                 ledger.seen(client, e, asked)
             });
             drained.notify_one();
+            if let (Some(h), Some(read)) = (&mut on_reply, read) {
+                h.reply(read).await;
+            }
             if client_w.write_all(&out).await.is_err() {
                 return Ok(false);
             }

@@ -66,10 +66,11 @@ impl std::str::FromStr for HolderFault {
     }
 }
 
-/// One `--fault` of `observe`: on a copy while it holds a lock, or on the server — the run
-/// schedule's own `server-pause@AT+LENGTH` (SIGSTOP of the private server, SIGCONT after
-/// LENGTH) and `server-restart@AT+LENGTH` (killed, started again empty), driven by
-/// [`crate::faults::drive`] as in a run.
+/// One `--fault` of `observe`: on a copy while it holds a lock, or the run schedule's own —
+/// on the server, `server-pause@AT+LENGTH` (SIGSTOP of the private server, SIGCONT after
+/// LENGTH) and `server-restart@AT+LENGTH` (killed, started again empty); on the network
+/// through the doors ([`super::network`]), `latency@AT+LENGTH,delay=…[,jitter=…]` and
+/// `partition@AT+LENGTH` — driven by [`crate::faults::drive`] as in a run.
 #[derive(Debug, Clone)]
 pub enum ObserveFault {
     Holder(HolderFault),
@@ -86,9 +87,12 @@ impl std::str::FromStr for ObserveFault {
         }
         let f: Fault = text.parse().map_err(|e| format!("`{text}`: {e}"))?;
         match f.kind {
-            FaultKind::ServerPause | FaultKind::ServerRestart => Ok(ObserveFault::Server(f)),
+            FaultKind::ServerPause
+            | FaultKind::ServerRestart
+            | FaultKind::Latency
+            | FaultKind::Partition => Ok(ObserveFault::Server(f)),
             k => Err(format!(
-                "`{text}`: observe's faults are holder-pause, holder-crash, server-pause and server-restart (`{k}` is not carried out by observe's proxy yet)"
+                "`{text}`: observe's faults are holder-pause, holder-crash, server-pause, server-restart, latency and partition (`{k}` is not carried out by observe)"
             )),
         }
     }
@@ -274,11 +278,18 @@ mod tests {
             Ok(ObserveFault::Holder(_))
         ));
         assert!("server-restart@1s+1s".parse::<ObserveFault>().is_ok());
+        // The network kinds, carried out by the doors.
+        for net in ["latency@1s+1s,delay=5ms", "partition@1s+1s"] {
+            assert!(
+                matches!(net.parse::<ObserveFault>(), Ok(ObserveFault::Server(f)) if f.kind.needs_proxy()),
+                "{net}"
+            );
+        }
         for bad in [
-            "latency@1s+1s,delay=5ms",
-            "partition@1s+1s",
+            "latency@1s+1s",
             "server-pause@1s",
             "holder-pause@1s",
+            "failover@1s+1s",
         ] {
             let e = bad.parse::<ObserveFault>().unwrap_err();
             assert!(
@@ -286,9 +297,7 @@ mod tests {
                 "{bad}: {e}"
             );
         }
-        let e = "latency@1s+1s,delay=5ms"
-            .parse::<ObserveFault>()
-            .unwrap_err();
-        assert!(e.contains("server-pause and server-restart"), "{e}");
+        let e = "failover@1s+1s".parse::<ObserveFault>().unwrap_err();
+        assert!(e.contains("server-restart, latency and partition"), "{e}");
     }
 }

@@ -134,6 +134,23 @@ pub(crate) struct Tallied {
     pub(crate) ttl_max_us: u64,
 }
 
+/// The ledger's figures while the run goes ([`Ledger::live`]).
+#[derive(Debug, Default)]
+pub(crate) struct LiveFigures {
+    /// The counts of the holds that ended.
+    pub(crate) counts: Counts,
+    /// Their histograms.
+    pub(crate) hists: HistSet,
+    /// Overlap of every hold so far, summed over the keys.
+    pub(crate) overlap: OverlapStats,
+    /// Holds open now, summed over the keys.
+    pub(crate) holders: u64,
+    /// Most holds open now on one key.
+    pub(crate) holders_max: u32,
+    /// The longest TTL seen so far, µs.
+    pub(crate) ttl_max_us: u64,
+}
+
 impl Ledger {
     /// A ledger from `start`, writing each hold's row to `events` as it ends.
     pub(crate) fn new(start: Instant, events: Option<std::fs::File>) -> Ledger {
@@ -199,6 +216,44 @@ impl Ledger {
             if !out.contains(&c) {
                 out.push(c);
             }
+        }
+        out
+    }
+
+    /// The figures so far, for the live metrics (`--metrics`): the counts of the holds that
+    /// ended, the holders open now, and the overlap of every hold so far (the open ones up to
+    /// `now`). The intervals are copied under the lock and the overlap computed outside it,
+    /// so the doors wait for a copy, not for the sort.
+    pub(crate) fn live(&self, now: Instant) -> LiveFigures {
+        let now = self.us(now);
+        let (mut out, keys) = {
+            let b = self.book();
+            let mut out = LiveFigures {
+                counts: b.counts,
+                hists: b.hists.clone(),
+                ..LiveFigures::default()
+            };
+            let mut keys = Vec::with_capacity(b.keys.len());
+            for k in b.keys.values() {
+                let open = k.open.len() as u32;
+                out.holders += u64::from(open);
+                out.holders_max = out.holders_max.max(open);
+                out.ttl_max_us = out.ttl_max_us.max(k.ttl_max_us);
+                for h in &k.open {
+                    out.ttl_max_us = out.ttl_max_us.max(h.ttl_us.unwrap_or(0));
+                }
+                let mut iv = k.intervals.clone();
+                iv.extend(
+                    k.open
+                        .iter()
+                        .map(|h| (h.acquired_us, now.max(h.acquired_us))),
+                );
+                keys.push(iv);
+            }
+            (out, keys)
+        };
+        for iv in &keys {
+            out.overlap.merge(&compute(iv).0);
         }
         out
     }
@@ -719,6 +774,29 @@ mod tests {
             token: token.into(),
             ttl_us: Some(ttl_ms * 1000),
         }
+    }
+
+    /// The live figures: the holders open now, their overlap up to now, the longest TTL so
+    /// far, and the counts of the holds that ended — the same as at the end once all ended.
+    #[test]
+    fn live_figures_count_the_open_holds() {
+        let l = Ledger::new(Instant::now(), None);
+        l.seen(0, acquired("k", "a", 2), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        l.seen(1, acquired("k", "b", 1000), Instant::now());
+        let now = l.live(Instant::now());
+        assert_eq!((now.holders, now.holders_max), (2, 2));
+        assert_eq!(now.ttl_max_us, 1_000_000);
+        assert_eq!(now.overlap.peak_holders, 2);
+        assert_eq!(now.counts.sections, 0);
+        let gone = Event::Removed {
+            key: "k".into(),
+            value: Some("b".into()),
+        };
+        l.seen(1, gone, Instant::now());
+        let now = l.live(Instant::now());
+        assert_eq!((now.holders, now.counts.sections), (1, 1));
+        assert!(now.overlap.overlap_us > 0 && now.overlap.incidents == 1);
     }
 
     /// A naive client whose lock expired deletes the next holder's: a wrongful delete, client

@@ -8,9 +8,13 @@
 //! - [`door`]: the listeners and the forwarding of each connection.
 //! - [`copies`]: the copies of the program `-- CMD` starts, each behind a door of its own.
 //! - [`faults`]: `holder-pause` and `holder-crash` on a copy while it holds a lock.
+//! - [`live`]: `--metrics`, the ledger's figures served live for Prometheus.
+//! - [`network`]: the schedule's `latency` and `partition`, carried out by the doors.
 
 pub(crate) mod copies;
 pub(crate) mod door;
 pub(crate) mod faults;
 pub(crate) mod ledger;
+pub(crate) mod live;
+pub(crate) mod network;
 pub(crate) mod stream;

@@ -34,6 +34,8 @@ pub(crate) struct Page<'a> {
     pub files: Vec<String>,
     /// What the check of summary.json against events.csv found.
     pub mismatches: Option<&'a [Mismatch]>,
+    /// An observed run's `clients.csv` (`lockbench observe`): what each client did.
+    pub clients: Option<String>,
 }
 
 pub(crate) use super::escape::esc;
@@ -361,6 +363,7 @@ pub(crate) fn page(p: &Page<'_>) -> String {
     summary_table(&mut h, p);
     h.push_str(&shards_table(p.summaries));
     not_run(&mut h, p.manifest);
+    observed(&mut h, p);
     check_note(&mut h, p);
 
     h.push_str("<h2>Charts</h2>\n");
@@ -457,6 +460,63 @@ fn summary_table(h: &mut String, p: &Page<'_>) {
         let _ = write!(h, "<tr><td>{}</td>", esc(label));
         for s in p.summaries {
             let _ = write!(h, "<td>{}</td>", esc(&f(s)));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</tbody>\n</table>\n");
+}
+
+/// An observed run's program, what went wrong with its copies, and what each client did
+/// (`observe.json` stands for the manifest; `clients.csv`, one row a client).
+fn observed(h: &mut String, p: &Page<'_>) {
+    let Some(program) = p.manifest.get("program").and_then(|v| v.as_array()) else {
+        return;
+    };
+    let words: Vec<&str> = program.iter().filter_map(|w| w.as_str()).collect();
+    let text = |f: &str| {
+        p.manifest
+            .get(f)
+            .and_then(|v| v.as_str())
+            .unwrap_or_default()
+    };
+    h.push_str("<h2>Observed</h2>\n");
+    let _ = writeln!(
+        h,
+        "<p>The locks of <code>{}</code>, measured through the proxy at {} in front of {}.</p>",
+        esc(&match words.is_empty() {
+            true => "whatever connected".to_string(),
+            false => words.join(" "),
+        }),
+        esc(text("listen")),
+        esc(&crate::target::redact_url(text("server")))
+    );
+    if let Some(problems) = p.manifest.get("problems").and_then(|v| v.as_array())
+        && !problems.is_empty()
+    {
+        h.push_str("<ul class=\"bad\">\n");
+        for m in problems.iter().filter_map(|m| m.as_str()) {
+            let _ = writeln!(h, "<li>{}</li>", esc(m));
+        }
+        h.push_str("</ul>\n");
+    }
+    let Some(clients) = &p.clients else { return };
+    let mut rows = csv::Reader::from_reader(clients.as_bytes());
+    let Ok(header) = rows.headers().cloned() else {
+        return;
+    };
+    h.push_str("<h3>Clients</h3>\n<table class=\"clients\">\n<thead><tr>");
+    for c in &header {
+        let _ = write!(
+            h,
+            "<th style=\"background:#444\">{}</th>",
+            esc(&c.replace('_', " "))
+        );
+    }
+    h.push_str("</tr></thead>\n<tbody>\n");
+    for r in rows.records().flatten() {
+        h.push_str("<tr>");
+        for c in &r {
+            let _ = write!(h, "<td>{}</td>", esc(c));
         }
         h.push_str("</tr>\n");
     }
@@ -589,6 +649,7 @@ mod tests {
                 charts: vec![],
                 files: vec![],
                 mismatches: None,
+                clients: None,
             })
         };
         let html = page_of(&[del.clone(), lib]);
@@ -620,6 +681,7 @@ mod tests {
             }],
             files: vec!["events.csv".into()],
             mismatches: Some(&[]),
+            clients: None,
         });
         assert!(html.contains("<img src=\"durations.png\""));
         assert!(html.contains("<a href=\"events.csv\">"));
@@ -662,6 +724,7 @@ mod tests {
             charts: vec![],
             files: vec![],
             mismatches: Some(&[]),
+            clients: None,
         });
         assert!(html.contains("redis://***@127.0.0.1:1"), "{html}");
         assert!(!html.contains("pw") && !html.contains("frag"));

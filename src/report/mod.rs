@@ -372,6 +372,7 @@ fn draw(dir: &Path, mismatches: Option<Vec<Mismatch>>) -> anyhow::Result<Rendere
         charts: chart_list(&files, ttl_us, &acquire_source),
         files: data_files(dir)?,
         mismatches: mismatches.as_deref(),
+        clients: std::fs::read_to_string(dir.join("clients.csv")).ok(),
     });
     let p = dir.join(REPORT_HTML);
     std::fs::write(&p, page).map_err(|e| anyhow::anyhow!("cannot write {}: {e}", p.display()))?;

@@ -18,6 +18,9 @@ use super::charts::timeline::window::WindowPicker;
 /// Files every run directory has; without them there is nothing to report.
 pub const REQUIRED: [&str; 3] = ["manifest.json", "summary.json", "events.csv"];
 
+/// What an observed run (`lockbench observe`) writes in place of `manifest.json`.
+pub const OBSERVED: &str = "observe.json";
+
 /// Why a directory cannot be reported on.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -60,9 +63,15 @@ pub struct RunFiles {
 impl RunFiles {
     /// Loads the JSON files, or says which required files are missing.
     pub fn open(dir: &Path) -> anyhow::Result<Self> {
+        // An observed run (`lockbench observe`) records itself in `observe.json` instead.
+        let manifest_file =
+            match dir.join(OBSERVED).is_file() && !dir.join("manifest.json").exists() {
+                true => OBSERVED,
+                false => "manifest.json",
+            };
         // A run with `events = "none"` (its manifest says so) has no events.csv by design.
         let manifest_text =
-            || crate::inputs::read_to_string(&dir.join("manifest.json"), FileKind::RunJson).ok();
+            || crate::inputs::read_to_string(&dir.join(manifest_file), FileKind::RunJson).ok();
         let without_rows = manifest_text()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|m| m.pointer("/profile/events").and_then(|e| e.as_bool()))
@@ -70,6 +79,7 @@ impl RunFiles {
         let missing: Vec<&'static str> = REQUIRED
             .into_iter()
             .filter(|f| !(without_rows && *f == "events.csv"))
+            .filter(|f| !(manifest_file == OBSERVED && *f == "manifest.json"))
             .filter(|f| !dir.join(f).is_file())
             .collect();
         // A run that failed before any variant finished says so in its manifest.
@@ -98,10 +108,8 @@ impl RunFiles {
                 FileKind::RunJson,
             )?)
         };
-        let manifest: serde_json::Value = serde_json::from_str(&read("manifest.json")?)
-            .with_context(|| {
-                format!("{} is not valid JSON", dir.join("manifest.json").display())
-            })?;
+        let manifest: serde_json::Value = serde_json::from_str(&read(manifest_file)?)
+            .with_context(|| format!("{} is not valid JSON", dir.join(manifest_file).display()))?;
         let summary: SummaryFile =
             serde_json::from_str(&read("summary.json")?).with_context(|| {
                 format!(

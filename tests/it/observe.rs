@@ -103,6 +103,7 @@ fn the_naive_release_deletes_others_locks_and_the_token_one_never() {
         rows.iter().filter(|r| !r.interrupted).count()
     );
     assert!(text.contains(&rests_on), "{text}");
+    report_names_the_figures(&naive, &n);
     // The gate: the same figure crosses for the naive program only.
     let gate = ["--fail-if", "wrongful_deletes > 0"];
     let out = common::lockbench(&["observe", "--copies", "2", "--quiet"])
@@ -113,6 +114,57 @@ fn the_naive_release_deletes_others_locks_and_the_token_one_never() {
         .args(["-c", NAIVE])
         .output();
     assert_eq!(out.status.code(), Some(99), "{out:?}");
+}
+
+/// `report.html` of an observed run, as a run's: every link a file of the directory, nothing
+/// loaded from the network, the verdict, the holds' charts, the figures and each client's
+/// counts; and `lockbench report` redraws it from the files, recounting the summary.
+fn report_names_the_figures(dir: &Path, s: &serde_json::Value) {
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let attr = |a: &str| -> Vec<String> {
+        let pat = format!("{a}=\"");
+        html.match_indices(&pat)
+            .map(|(i, _)| {
+                let rest = &html[i + pat.len()..];
+                rest[..rest.find('"').unwrap()].to_string()
+            })
+            .collect()
+    };
+    let (srcs, hrefs) = (attr("src"), attr("href"));
+    for v in srcs.iter().chain(&hrefs) {
+        assert!(!v.contains(':') && dir.join(v).is_file(), "{v}");
+    }
+    for png in ["durations.png", "survival.png", "timeline.png"] {
+        assert!(srcs.iter().any(|s| s == png), "{png} not shown");
+    }
+    for f in [
+        "events.csv",
+        "summary.json",
+        "clients.csv",
+        "durations.hlog",
+    ] {
+        assert!(hrefs.iter().any(|h| h == f), "{f} not linked");
+    }
+    assert!(!html.contains("http://") && !html.contains("<script"));
+    let wrongful = s["wrongful_deletes"].as_u64().unwrap();
+    for text in [
+        "<h2>Verdict: ",
+        "wrongful deletes",
+        "overruns",
+        "<h3>Clients</h3>",
+        "<td>copy 1</td>",
+        "<td>copy 3</td>",
+        &format!("<td>{wrongful}</td>"),
+    ] {
+        assert!(html.contains(text), "{text} not on the page");
+    }
+    let redrawn = common::lockbench(&["report"]).arg(dir).output();
+    let text = String::from_utf8_lossy(&redrawn.stdout);
+    assert_eq!(redrawn.status.code(), Some(0), "{redrawn:?}");
+    assert!(
+        text.contains("summary.json agrees with events.csv"),
+        "{text}"
+    );
 }
 
 /// A copy that never connects is named, and the run fails: never counted as safe.
@@ -389,4 +441,234 @@ fn a_server_pause_stops_the_server_behind_the_proxy() {
         String::from_utf8_lossy(&refused.stderr).contains("private server"),
         "{refused:?}"
     );
+}
+
+/// A GET of `http://addr/metrics` over HTTP/1.0: the body, or `None` once nothing serves.
+fn scrape(addr: &str) -> Option<String> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET /metrics HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.contains(" 200 ").then(|| body.to_string())
+}
+
+/// The value of series `name` in a scrape (its one series: one observed run).
+fn value(scraped: &str, name: &str) -> Option<f64> {
+    scraped
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
+/// `observe --metrics` serves the ledger's figures while the run goes, under `run`'s names.
+/// Client A takes `lock:m` for 50 ms and keeps it past its expiry (B takes it once it
+/// expired), then A's plain `DEL` removes B's lock: one overrun and one wrongful delete, seen
+/// in a live scrape (polled until they show, while the run still says it runs); then scraped
+/// until the endpoint closes — the last scrape is `summary.json`'s.
+#[test]
+fn metrics_are_served_while_observing() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut run = common::lockbench(&["observe", "--lock-keys", "lock:*", "--duration", "5s"])
+        .args(["--metrics", ":0"])
+        .out(tmp.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let mut err = std::io::BufReader::new(run.stderr.take().unwrap());
+    let mut line = String::new();
+    let metrics = loop {
+        line.clear();
+        assert!(err.read_line(&mut line).unwrap() > 0, "no metrics line");
+        if let Some(url) = line.trim().strip_prefix("metrics: http://") {
+            break url.trim_end_matches("/metrics").to_string();
+        }
+    };
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    let mut out = std::io::BufReader::new(run.stdout.take().unwrap());
+    line.clear();
+    out.read_line(&mut line).unwrap();
+    let door = line
+        .split_whitespace()
+        .find(|w| w.starts_with("127.0.0.1:"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+
+    let client = redis::Client::open(format!("redis://{door}")).unwrap();
+    let (mut a, mut b) = (
+        client.get_connection().unwrap(),
+        client.get_connection().unwrap(),
+    );
+    let set = |c: &mut redis::Connection, token: &str, px: u64| -> Option<String> {
+        redis::cmd("SET")
+            .arg("lock:m")
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(px)
+            .query(c)
+            .unwrap()
+    };
+    assert!(set(&mut a, "a", 50).is_some());
+    common::wait_until(
+        "B takes the lock A let expire",
+        Duration::from_secs(10),
+        || set(&mut b, "b", 60_000).is_some(),
+    );
+    let _: i64 = redis::cmd("DEL").arg("lock:m").query(&mut a).unwrap();
+
+    let mut live = None;
+    while let Some(text) = scrape(&metrics) {
+        let running = value(&text, "lockbench_running") == Some(1.0);
+        let seen = |n: &str| value(&text, n).is_some_and(|v| v >= 1.0);
+        if running && seen("lockbench_overruns_total") && seen("lockbench_wrongful_deletes_total") {
+            live = Some(text);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let live = live.expect("the endpoint closed before a live scrape showed the overrun");
+    for name in [
+        "lockbench_sections_total",
+        "lockbench_refused_releases_total",
+        "lockbench_holders",
+        "lockbench_overlap_seconds_total",
+    ] {
+        assert!(value(&live, name).is_some(), "{name} missing:\n{live}");
+    }
+    assert_eq!(value(&live, "lockbench_ttl_seconds"), Some(60.0), "{live}");
+    // B still holds: one holder open now.
+    assert_eq!(value(&live, "lockbench_holders"), Some(1.0), "{live}");
+    // Then until it closes: the last scrape holds the summary's figures.
+    let mut last = live;
+    while let Some(text) = scrape(&metrics) {
+        last = text;
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(run.exit_code_within(Duration::from_secs(30)), Some(0));
+    let s = summary(tmp.path());
+    assert_eq!(value(&last, "lockbench_running"), Some(0.0), "{last}");
+    for (name, figure) in [
+        ("lockbench_sections_total", "sections"),
+        ("lockbench_overruns_total", "overruns"),
+        ("lockbench_wrongful_deletes_total", "wrongful_deletes"),
+    ] {
+        assert_eq!(
+            value(&last, name),
+            s[figure].as_f64(),
+            "{name}: {s}\n{last}"
+        );
+    }
+}
+
+/// The example app with redis-py's `Lock` (examples/apps), one copy on one key: TTL 200 ms,
+/// sections of 10–20 ms, `cycles` holds (or for 3.5 s), under `--fault FAULT` (or none): its
+/// summary and rows.
+fn app_under(
+    fault: Option<&str>,
+    cycles: Option<u32>,
+    out: &Path,
+) -> (serde_json::Value, Vec<lockbench::EventRow>) {
+    let app = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/apps/python/redis_py_lock.py");
+    let mut cmd = common::lockbench(&["observe", "--quiet"]).out(out);
+    if cycles.is_none() {
+        cmd = cmd.args(["--duration", "3.5s"]);
+    }
+    if let Some(f) = fault {
+        cmd = cmd.args(["--fault", f]);
+    }
+    let o = cmd
+        .arg("--")
+        .arg(python())
+        .arg(app)
+        .args([
+            "--ttl-ms", "200", "--min-ms", "10", "--max-ms", "20", "--keys", "1",
+        ])
+        .args(["--cycles", &cycles.unwrap_or(100_000).to_string()])
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    (summary(out), common::events(out))
+}
+
+/// The schedule's network faults, carried out by the proxy between the program and its
+/// clock. `latency` (replies 300 ms late, for the whole run of 2 holds): every hold of the app
+/// outlasts its 200 ms TTL — each began at the acquisition's reply, which the app had 300 ms
+/// later. A `partition` (2 s + 700 ms): no lock is taken during it (requests wait at the
+/// door), and traffic resumes after. The control, the same app without a fault, tells both
+/// apart by the same checks: no overrun (its sections are 10–20 ms), and holds taken
+/// throughout that window.
+#[test]
+fn latency_and_partition_through_the_proxy() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let overruns = |s: &serde_json::Value| s["overruns"].as_u64().unwrap();
+    let (control, control_rows) = app_under(None, None, &tmp.path().join("control"));
+    assert!(control_rows.len() > 20, "{control}");
+    assert_eq!(overruns(&control), 0, "{control}");
+
+    let slow = "latency@0s+60s,delay=300ms";
+    let (slow, slow_rows) = app_under(Some(slow), Some(2), &tmp.path().join("slow"));
+    let w = &slow["faults"][0];
+    assert_eq!(
+        (w["kind"].as_str(), w["error"].as_str()),
+        (Some("latency"), Some("")),
+        "{w}"
+    );
+    assert_eq!(slow_rows.len(), 2, "{slow}");
+    assert!(
+        slow_rows
+            .iter()
+            .all(|r| r.overrun && r.duration_us >= 300_000),
+        "{slow}"
+    );
+    assert_eq!(overruns(&slow), 2, "{slow}");
+
+    let (cut, cut_rows) = app_under(Some("partition@2s+700ms"), None, &tmp.path().join("cut"));
+    let w = &cut["faults"][0];
+    assert_eq!(
+        (w["kind"].as_str(), w["error"].as_str()),
+        (Some("partition"), Some("")),
+        "{w}"
+    );
+    // The window as it happened; a reply the server sent as it began may still be noted.
+    let (from, to) = (
+        (w["start_ms"].as_f64().unwrap() * 1000.0) as u64 + 50_000,
+        (w["end_ms"].as_f64().unwrap() * 1000.0) as u64,
+    );
+    let taken = |rows: &[lockbench::EventRow], a: u64, b: u64| {
+        rows.iter()
+            .filter(|r| (a..b).contains(&r.acquired_us))
+            .count()
+    };
+    assert!(
+        taken(&cut_rows, 0, from) > 0,
+        "the app had not started: {cut}"
+    );
+    assert_eq!(taken(&cut_rows, from, to), 0, "{cut}");
+    assert!(
+        taken(&cut_rows, to, u64::MAX) > 0,
+        "no lock after the partition: {cut}"
+    );
+    assert!(taken(&control_rows, from, to) > 0, "{control}");
+}
+
+/// A bad `--metrics` is bad input before anything starts (exit 2), naming the flag and what
+/// is valid: not an address, or not loopback without --allow-remote.
+#[test]
+fn bad_metrics_addresses_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (addr, says) in [("x", "port 0 picks"), ("0.0.0.0:0", "--allow-remote")] {
+        let o = common::lockbench(&["observe", "--duration", "1s", "--metrics", addr])
+            .out(tmp.path().join(addr))
+            .output();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{addr}: {err}");
+        assert!(
+            err.contains("--metrics") && err.contains(says),
+            "{addr}: {err}"
+        );
+    }
 }
