@@ -9,7 +9,7 @@ use crate::analysis::verdict_table::VerdictTable;
 use crate::commands::args::CiArgs;
 use crate::model::units::DurationText;
 use crate::observe::copies::{CopyRecord, Program, run_copy};
-use crate::observe::door::{Door, Shared};
+use crate::observe::door::{Door, Shared, Upstream};
 use crate::observe::ledger::{ClientTally, Ledger};
 use crate::observe::stream::LockKeys;
 use crate::record::Metric;
@@ -26,7 +26,8 @@ pub struct ObserveArgs {
     /// A non-loopback address only with --allow-remote.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// The Redis server to stand in front of (redis://…) [default: a private redis-server
+    /// The Redis server to stand in front of (redis://…, or rediss://… reached over TLS while the
+    /// program connects in plain TCP) [default: a private redis-server
     /// lockbench starts on a free loopback port].
     #[arg(long)]
     pub redis: Option<String>,
@@ -116,20 +117,47 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     let mut signals = crate::signals::subscribe();
 
     // The server: given, or a private one.
-    let (upstream, server_url, spawned, backend) = match &args.redis {
+    // `client_url`: the server's URL as the program's side sees it, plain TCP (a `rediss://`
+    // server is reached over TLS by the proxy alone).
+    let (upstream, server_url, client_url, spawned, backend) = match &args.redis {
         Some(url) => {
             let parsed =
                 url::Url::parse(url).map_err(|e| bad(format!("--redis {url}: not a URL ({e})")))?;
             let host = parsed.host_str().unwrap_or_default().to_string();
             crate::target::check_loopback(host.trim_matches(['[', ']']), args.allow_remote)
                 .map_err(|e| e.context("--redis"))?;
-            let up = crate::faults::watch::upstream_of(url).await.ok_or_else(|| {
-                bad(format!(
-                    "--redis {}: observe forwards redis://host:port servers (not TLS, not a socket), and this one does not resolve to one",
-                    crate::target::redact_url(url)
-                ))
+            let tls = matches!(parsed.scheme(), "rediss" | "valkeys");
+            let mut plain = parsed.clone();
+            if tls {
+                // Both schemes are "non-special" to the url crate: the change cannot fail.
+                let _ = plain.set_scheme("redis");
+                plain.set_fragment(None);
+            }
+            let client_url = String::from(plain);
+            let shown = crate::target::redact_url(url);
+            let addrs = crate::faults::watch::upstream_of(&client_url)
+                .await
+                .ok_or_else(|| {
+                    bad(format!(
+                        "--redis {shown}: observe forwards redis:// and rediss:// host:port servers (not a socket), and this one does not resolve to one"
+                    ))
+                })?;
+            let up = if tls {
+                let insecure = parsed.fragment() == Some("insecure");
+                let name = host.trim_matches(['[', ']']);
+                Upstream::tls(addrs, name, insecure)
+                    .map_err(|e| anyhow::anyhow!("--redis {shown}: cannot set up TLS: {e}"))?
+            } else {
+                Upstream::plain(addrs)
+            };
+            // A certificate that does not verify ends the run before it starts, as a client of
+            // lockbench's own that cannot connect does (exit 1).
+            up.check().await.map_err(|e| {
+                anyhow::anyhow!(
+                    "--redis {shown}: {e} (the server's certificate must be signed by a CA this machine trusts, or the one SSL_CERT_FILE names, and carry the host name {host}; rediss://…/#insecure skips the checks)"
+                )
             })?;
-            (up, url.clone(), None, "url")
+            (up, url.clone(), client_url, None, "url")
         }
         None => {
             let r = super::opening(crate::store::spawn::SpawnedRedis::start()).await?;
@@ -138,7 +166,14 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
                 r.port(),
             ))]);
             let url = r.url();
-            (up, url, Some(Arc::new(tokio::sync::Mutex::new(r))), "spawn")
+            let up = Upstream::plain(up);
+            (
+                up,
+                url.clone(),
+                url,
+                Some(Arc::new(tokio::sync::Mutex::new(r))),
+                "spawn",
+            )
         }
     };
 
@@ -163,7 +198,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         copy_doors.push(Door::start(any, Some(c), shared.clone()).await?);
     }
     let shown_server = crate::target::redact_url(&server_url);
-    let door_url = crate::faults::watch::url_at(&server_url, door.addr())
+    let door_url = crate::faults::watch::url_at(&client_url, door.addr())
         .unwrap_or_else(|| format!("redis://{}", door.addr()));
     if !args.quiet {
         println!(
@@ -212,7 +247,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     ));
     let mut tasks = tokio::task::JoinSet::new();
     for (c, d) in copy_doors.iter().enumerate() {
-        let url = crate::faults::watch::url_at(&server_url, d.addr())
+        let url = crate::faults::watch::url_at(&client_url, d.addr())
             .unwrap_or_else(|| format!("redis://{}", d.addr()));
         tasks.spawn(run_copy(
             program.clone(),
