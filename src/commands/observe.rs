@@ -10,7 +10,7 @@ use crate::commands::args::CiArgs;
 use crate::model::fault::Fault;
 use crate::model::units::DurationText;
 use crate::observe::copies::{CopyRecord, Program, run_copy};
-use crate::observe::door::{Door, Shared};
+use crate::observe::door::{Door, Shared, Upstream};
 use crate::observe::faults::HolderFault;
 use crate::observe::ledger::{ClientTally, Ledger, Tallied};
 use crate::observe::live::LiveMetrics;
@@ -29,7 +29,8 @@ pub struct ObserveArgs {
     /// A non-loopback address only with --allow-remote.
     #[arg(long, default_value = "127.0.0.1:0")]
     pub listen: SocketAddr,
-    /// The Redis server to stand in front of (redis://…) [default: a private redis-server
+    /// The Redis server to stand in front of (redis://…, or rediss://… reached over TLS while the
+    /// program connects in plain TCP) [default: a private redis-server
     /// lockbench starts on a free loopback port].
     #[arg(long)]
     pub redis: Option<String>,
@@ -109,7 +110,13 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     };
 
     // The server: given, or a private one.
-    let (upstream, server_url, spawned, backend) = server(&args).await?;
+    let Server {
+        upstream,
+        url: server_url,
+        client_url,
+        spawned,
+        backend,
+    } = server(&args).await?;
 
     let start = Instant::now();
     let started_at = SystemTime::now();
@@ -126,7 +133,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         }
     }
     let shown_server = crate::target::redact_url(&server_url);
-    let door_url = crate::faults::watch::url_at(&server_url, door.addr())
+    let door_url = crate::faults::watch::url_at(&client_url, door.addr())
         .unwrap_or_else(|| format!("redis://{}", door.addr()));
     if !args.quiet {
         println!(
@@ -177,7 +184,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     let mut tasks = start_copies(
         &program,
         &copy_doors,
-        &server_url,
+        &client_url,
         (&ledger, &pids),
         start,
         &stop_rx,
@@ -280,7 +287,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
 /// ledger, the lock keys and the schedule's network faults (when it has one).
 async fn open_doors(
     args: &ObserveArgs,
-    upstream: Arc<[SocketAddr]>,
+    upstream: Upstream,
     ledger: &Arc<Ledger>,
     copies: usize,
     schedule: &[Fault],
@@ -311,14 +318,14 @@ async fn open_doors(
 fn start_copies(
     program: &Arc<Program>,
     copy_doors: &[Door],
-    server_url: &str,
+    client_url: &str,
     (ledger, pids): (&Arc<Ledger>, &crate::observe::faults::Pids),
     start: Instant,
     stop_rx: &tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinSet<CopyRecord> {
     let mut tasks = tokio::task::JoinSet::new();
     for (c, d) in copy_doors.iter().enumerate() {
-        let url = crate::faults::watch::url_at(server_url, d.addr())
+        let url = crate::faults::watch::url_at(client_url, d.addr())
             .unwrap_or_else(|| format!("redis://{}", d.addr()));
         tasks.spawn(run_copy(
             program.clone(),
@@ -369,16 +376,23 @@ fn check(args: &ObserveArgs) -> anyhow::Result<(Vec<HolderFault>, Vec<Fault>, Op
     Ok((holder_faults, server_faults, metrics_at))
 }
 
-/// The server behind the doors: its addresses, its URL, the private one observe started (if
-/// it did) and the backend's name.
-type Server = (
-    Arc<[SocketAddr]>,
-    String,
-    Option<Arc<tokio::sync::Mutex<crate::store::spawn::SpawnedRedis>>>,
-    &'static str,
-);
+/// The server behind the doors.
+struct Server {
+    /// How the doors reach it: plain TCP, or TLS for a `rediss://` server.
+    upstream: Upstream,
+    /// Its URL as given.
+    url: String,
+    /// Its URL as the program's side sees it, plain TCP (a `rediss://` server is reached over
+    /// TLS by the proxy alone).
+    client_url: String,
+    /// The private server observe started, if it did.
+    spawned: Option<Arc<tokio::sync::Mutex<crate::store::spawn::SpawnedRedis>>>,
+    /// The backend's name in the summary.
+    backend: &'static str,
+}
 
-/// The server: the one `--redis` names (loopback unless --allow-remote), or a private one.
+/// The server: the one `--redis` names (loopback unless --allow-remote; `rediss://` checked
+/// by one handshake before anything starts), or a private one.
 async fn server(args: &ObserveArgs) -> anyhow::Result<Server> {
     Ok(match &args.redis {
         Some(url) => {
@@ -387,13 +401,44 @@ async fn server(args: &ObserveArgs) -> anyhow::Result<Server> {
             let host = parsed.host_str().unwrap_or_default().to_string();
             crate::target::check_loopback(host.trim_matches(['[', ']']), args.allow_remote)
                 .map_err(|e| e.context("--redis"))?;
-            let up = crate::faults::watch::upstream_of(url).await.ok_or_else(|| {
-                bad(format!(
-                    "--redis {}: observe forwards redis://host:port servers (not TLS, not a socket), and this one does not resolve to one",
-                    crate::target::redact_url(url)
-                ))
+            let tls = matches!(parsed.scheme(), "rediss" | "valkeys");
+            let mut plain = parsed.clone();
+            if tls {
+                // Both schemes are "non-special" to the url crate: the change cannot fail.
+                let _ = plain.set_scheme("redis");
+                plain.set_fragment(None);
+            }
+            let client_url = String::from(plain);
+            let shown = crate::target::redact_url(url);
+            let addrs = crate::faults::watch::upstream_of(&client_url)
+                .await
+                .ok_or_else(|| {
+                    bad(format!(
+                        "--redis {shown}: observe forwards redis:// and rediss:// host:port servers (not a socket), and this one does not resolve to one"
+                    ))
+                })?;
+            let up = if tls {
+                let insecure = parsed.fragment() == Some("insecure");
+                let name = host.trim_matches(['[', ']']);
+                Upstream::tls(addrs, name, insecure)
+                    .map_err(|e| anyhow::anyhow!("--redis {shown}: cannot set up TLS: {e}"))?
+            } else {
+                Upstream::plain(addrs)
+            };
+            // A certificate that does not verify ends the run before it starts, as a client of
+            // lockbench's own that cannot connect does (exit 1).
+            up.check().await.map_err(|e| {
+                anyhow::anyhow!(
+                    "--redis {shown}: {e} (the server's certificate must be signed by a CA this machine trusts, or the one SSL_CERT_FILE names, and carry the host name {host}; rediss://…/#insecure skips the checks)"
+                )
             })?;
-            (up, url.clone(), None, "url")
+            Server {
+                upstream: up,
+                url: url.clone(),
+                client_url,
+                spawned: None,
+                backend: "url",
+            }
         }
         None => {
             let r = super::opening(crate::store::spawn::SpawnedRedis::start()).await?;
@@ -402,7 +447,13 @@ async fn server(args: &ObserveArgs) -> anyhow::Result<Server> {
                 r.port(),
             ))]);
             let url = r.url();
-            (up, url, Some(Arc::new(tokio::sync::Mutex::new(r))), "spawn")
+            Server {
+                upstream: Upstream::plain(up),
+                url: url.clone(),
+                client_url: url,
+                spawned: Some(Arc::new(tokio::sync::Mutex::new(r))),
+                backend: "spawn",
+            }
         }
     })
 }

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
 
@@ -29,10 +29,93 @@ const MAX_IN_FLIGHT: usize = 64 * 1024;
 /// Protocol errors kept with their messages.
 const KEPT_ERRORS: usize = 20;
 
+/// The server the doors forward to: its addresses, and TLS when `--redis` is `rediss://` (the
+/// program's side stays plain TCP on loopback).
+#[derive(Clone)]
+pub(crate) struct Upstream {
+    addrs: Arc<[SocketAddr]>,
+    /// The connector (certificates checked as redis-rs checks them for lockbench's own
+    /// `rediss://`: the system's roots, or `SSL_CERT_FILE`; none with `#insecure`) and the
+    /// name the server's certificate must carry.
+    tls: Option<(tokio_native_tls::TlsConnector, String)>,
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstream")
+            .field("addrs", &self.addrs)
+            .field("tls", &self.tls.as_ref().map(|(_, name)| name))
+            .finish()
+    }
+}
+
+/// A connection to the server: plain, or TLS over TCP.
+enum ServerConn {
+    Plain(TcpStream),
+    Tls(Box<tokio_native_tls::TlsStream<TcpStream>>),
+}
+
+impl Upstream {
+    /// A plain `redis://` server at `addrs`.
+    pub(crate) fn plain(addrs: Arc<[SocketAddr]>) -> Upstream {
+        Upstream { addrs, tls: None }
+    }
+
+    /// A `rediss://` server at `addrs` whose certificate names `host` (`insecure`: no check of
+    /// the certificate or the name, as `#insecure` means for redis-rs).
+    pub(crate) fn tls(
+        addrs: Arc<[SocketAddr]>,
+        host: &str,
+        insecure: bool,
+    ) -> Result<Upstream, tokio_native_tls::native_tls::Error> {
+        let connector = tokio_native_tls::native_tls::TlsConnector::builder()
+            .danger_accept_invalid_certs(insecure)
+            .danger_accept_invalid_hostnames(insecure)
+            .build()?;
+        Ok(Upstream {
+            addrs,
+            tls: Some((connector.into(), host.to_string())),
+        })
+    }
+
+    /// A new connection to the server, TLS handshake done; `Err` says which step failed.
+    async fn connect(&self) -> std::io::Result<ServerConn> {
+        let tcp = TcpStream::connect(&self.addrs[..]).await?;
+        let _ = tcp.set_nodelay(true);
+        match &self.tls {
+            None => Ok(ServerConn::Plain(tcp)),
+            Some((connector, host)) => match connector.connect(host, tcp).await {
+                Ok(s) => Ok(ServerConn::Tls(Box::new(s))),
+                Err(e) => Err(std::io::Error::other(format!(
+                    "the TLS handshake failed: {e}"
+                ))),
+            },
+        }
+    }
+
+    /// Whether the server accepts a TCP connection (a handshake is not tried).
+    async fn reachable(&self) -> bool {
+        TcpStream::connect(&self.addrs[..]).await.is_ok()
+    }
+
+    /// Checked once before the run: `Err` when the server answers TCP but its TLS handshake
+    /// fails (a certificate or name that does not verify is the user's setting, not an
+    /// outage). A server that is down is not an error here: its outage is counted.
+    pub(crate) async fn check(&self) -> Result<(), String> {
+        if self.tls.is_none() || !self.reachable().await {
+            return Ok(());
+        }
+        match self.connect().await {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
 /// What every door shares: the server, the ledger, the lock keys, and what went wrong.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub(crate) upstream: Arc<[SocketAddr]>,
+    pub(crate) upstream: Upstream,
     pub(crate) keys: LockKeys,
     pub(crate) ledger: Arc<Ledger>,
     /// Commands per client, counted per read (the ledger reads them at the end).
@@ -56,7 +139,7 @@ struct Outage {
 impl Shared {
     /// Doors' state for `upstream`; clients from `first_free` on are the shared door's.
     pub(crate) fn new(
-        upstream: Arc<[SocketAddr]>,
+        upstream: Upstream,
         keys: LockKeys,
         ledger: Arc<Ledger>,
         first_free: usize,
@@ -170,11 +253,11 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         .push((client, counter.clone()));
     // A network fault's hooks, one set per direction: a partition holds the connection too.
     let hooks = || shared.network.as_ref().map(|n| n.hooks());
-    let (mut on_request, mut on_reply) = (hooks(), hooks());
+    let (mut on_request, on_reply) = (hooks(), hooks());
     if let Some(h) = &mut on_request {
         h.pass().await;
     }
-    let server = match TcpStream::connect(&shared.upstream[..]).await {
+    let server = match shared.upstream.connect().await {
         Ok(s) => {
             shared.server_up(true);
             s
@@ -188,9 +271,34 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         }
     };
     let _ = client_sock.set_nodelay(true);
-    let _ = server.set_nodelay(true);
+    match server {
+        ServerConn::Plain(s) => {
+            let (r, w) = s.into_split();
+            let hooks = (on_request, on_reply);
+            forward(client_sock, r, w, hooks, client, &who, &counter, &shared).await
+        }
+        ServerConn::Tls(s) => {
+            let (r, w) = tokio::io::split(*s);
+            let hooks = (on_request, on_reply);
+            forward(client_sock, r, w, hooks, client, &who, &counter, &shared).await
+        }
+    }
+}
+
+/// Forwards both ways between the client and the server's halves until either side is done,
+/// or a frame breaks it; a network fault's hooks (requests', replies') hold or delay them.
+#[allow(clippy::too_many_arguments)]
+async fn forward(
+    client_sock: TcpStream,
+    mut server_r: impl AsyncRead + Unpin,
+    mut server_w: impl AsyncWrite + Unpin,
+    (mut on_request, mut on_reply): (Option<super::network::Hooks>, Option<super::network::Hooks>),
+    client: usize,
+    who: &str,
+    counter: &AtomicU64,
+    shared: &Shared,
+) {
     let (mut client_r, mut client_w) = client_sock.into_split();
-    let (mut server_r, mut server_w) = server.into_split();
     let queue = Mutex::new(Queue::default());
     let drained = Notify::new();
     let keys = &shared.keys;
@@ -255,13 +363,13 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
     };
     match ended {
         Err(Broken(why)) => {
-            shared.broke(&who, &why);
+            shared.broke(who, &why);
             let msg = format!("-ERR lockbench observe: closing this connection: {why}\r\n");
             let _ = client_w.write_all(msg.as_bytes()).await;
         }
         // The server closed the connection: an outage if it cannot be reached again.
         Ok(true) => {
-            if TcpStream::connect(&shared.upstream[..]).await.is_err() {
+            if !shared.upstream.reachable().await {
                 shared.server_up(false);
             }
         }

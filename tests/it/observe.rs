@@ -678,3 +678,77 @@ fn bad_metrics_addresses_are_refused() {
         );
     }
 }
+
+/// A TLS-only server (`--redis rediss://`): the proxy connects over TLS, checking the
+/// certificate against `SSL_CERT_FILE` and the URL's host name, and the program on its plain
+/// loopback side has its holds counted. The negative controls: the same server without the
+/// CA (an unknown certificate), and by a name the certificate does not carry, are each a
+/// start-up error naming `--redis` (exit 1, as a server lockbench cannot connect to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_server_is_observed_through_the_proxy() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    // Its own CA, for `localhost` only (not 127.0.0.1: the wrong name below).
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("this test needs the openssl command (apt-get install -y openssl)");
+    assert!(made.status.success(), "{made:?}");
+    let server = common::Server::start(lockbench::SpawnedRedis::start_tls(lockbench::TlsFiles {
+        cert: cert.clone(),
+        key,
+    }))
+    .await;
+    let app = r#"
+import os, redis
+r = redis.Redis.from_url(os.environ["REDIS_URL"])
+for i in range(5):
+    l = r.lock("lock:t", timeout=5)
+    assert l.acquire(blocking=True)
+    l.release()
+"#;
+    let observe = |url: String, ca: bool, out: &str| {
+        let cmd = common::lockbench(&["observe", "--quiet", "--redis", &url])
+            .out(dir.path().join(out))
+            .arg("--")
+            .arg(python())
+            .args(["-c", app]);
+        if ca {
+            cmd.env("SSL_CERT_FILE", &cert)
+        } else {
+            cmd.env_remove("SSL_CERT_FILE")
+        }
+        .output()
+    };
+    let port = server.port();
+    let ok = observe(format!("rediss://localhost:{port}"), true, "ok");
+    assert_eq!(ok.status.code(), Some(0), "{ok:?}");
+    let s = summary(&dir.path().join("ok"));
+    assert_eq!(s["sections"].as_u64(), Some(5), "{s}");
+    assert_eq!(s["wrongful_deletes"].as_u64(), Some(0), "{s}");
+    for (url, out) in [
+        (format!("rediss://localhost:{port}"), "unknown-ca"),
+        (format!("rediss://127.0.0.1:{port}"), "wrong-name"),
+    ] {
+        let ca = out == "wrong-name";
+        let o = observe(url, ca, out);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{out}: {err}");
+        assert!(
+            err.contains("--redis rediss://") && err.contains("TLS handshake failed"),
+            "{out}: {err}"
+        );
+    }
+}
