@@ -194,7 +194,7 @@ fn parse_msg(line: &str) -> Option<Msg> {
 /// What the process's stdout gave one of its holders.
 enum Incoming {
     /// A reply or an event naming the holder.
-    Line(Msg, String),
+    Line(Box<Msg>, String),
     /// What is not the protocol, for every holder awaiting a reply.
     Broken(String),
 }
@@ -341,7 +341,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
         // A holder that left (or was given up) no longer reads its inbox.
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = routes.as_ref().and_then(|r| r.get(&h)) {
-            let _ = tx.send(Incoming::Line(m, line));
+            let _ = tx.send(Incoming::Line(Box::new(m), line));
         }
     }
     routes.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -607,7 +607,7 @@ impl Driver {
     }
 
     /// The reply to `id`, counting the events that come before it.
-    async fn reply(&mut self, id: u64, limit: Duration) -> Result<(Msg, String), DriverError> {
+    async fn reply(&mut self, id: u64, limit: Duration) -> Result<(Box<Msg>, String), DriverError> {
         self.reply_or_event(id, limit, "").await
     }
 
@@ -617,7 +617,7 @@ impl Driver {
         id: u64,
         limit: Duration,
         event: &str,
-    ) -> Result<(Msg, String), DriverError> {
+    ) -> Result<(Box<Msg>, String), DriverError> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let (m, line) = match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
