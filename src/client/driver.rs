@@ -718,3 +718,29 @@ fn cut(line: &str, chars: usize) -> String {
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line is read as `Value` read it: an object only (an array is not the protocol), a
+    /// field given as `null` is there, a field of another type than a string has no text,
+    /// and fields lockbench does not read are ignored.
+    #[test]
+    fn a_line_s_fields_read_as_a_value_read_them() {
+        assert!(parse_msg("[1, 2]").is_none());
+        assert!(parse_msg("not json").is_none());
+        assert!(parse_msg(" {\"holder\": 3").is_none());
+        let m = parse_msg(r#" {"holder": 3, "id": 7, "event": null, "token": 5, "x": [1]}"#)
+            .expect("an object");
+        assert_eq!(m.holder.as_ref().and_then(Value::as_u64), Some(3));
+        assert_eq!(m.id.as_ref().and_then(Value::as_u64), Some(7));
+        assert!(m.event.is_some(), "`null` is present");
+        assert_eq!(text(&m.event), None);
+        assert_eq!(text(&m.token), None, "a number is no token");
+        assert!(m.outcome.is_none());
+        let m = parse_msg(r#"{"id": 1, "outcome": "ok", "detail": "DEL returned 1"}"#).unwrap();
+        assert_eq!(text(&m.outcome), Some("ok"));
+        assert_eq!(owned(&m.detail).as_deref(), Some("DEL returned 1"));
+    }
+}
