@@ -142,10 +142,59 @@ impl LastWords {
     }
 }
 
+/// A line of the driver protocol as lockbench reads it: the fields it looks at, parsed once
+/// as the line arrives (not a whole `Value` tree: no map, no key strings — the line itself is
+/// kept for messages and for `hello`, read in full). A field present with `null` is present
+/// (`Some(Value::Null)`), as `m.get(..)` saw it.
+#[derive(Debug, Default, serde::Deserialize)]
+struct Msg {
+    #[serde(default, deserialize_with = "present")]
+    holder: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    event: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    outcome: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    token: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    error: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    kind: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    detail: Option<Value>,
+}
+
+/// A field that is there, `null` included.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    <Value as serde::Deserialize>::deserialize(d).map(Some)
+}
+
+/// A field's text, where it is a string.
+fn text(v: &Option<Value>) -> Option<&str> {
+    v.as_ref().and_then(Value::as_str)
+}
+
+/// A field's text as owned, where it is a string.
+fn owned(v: &Option<Value>) -> Option<String> {
+    text(v).map(str::to_string)
+}
+
+/// `line` read as one JSON object of the protocol (`None`: it is not one; a line whose object
+/// repeats a field lockbench reads is not one either).
+fn parse_msg(line: &str) -> Option<Msg> {
+    // A struct would also take an array; the protocol's lines are objects.
+    if !line.trim_start().starts_with('{') {
+        return None;
+    }
+    serde_json::from_str(line).ok()
+}
+
 /// What the process's stdout gave one of its holders.
 enum Incoming {
     /// A reply or an event naming the holder.
-    Line(Value, String),
+    Line(Box<Msg>, String),
     /// What is not the protocol, for every holder awaiting a reply.
     Broken(String),
 }
@@ -270,9 +319,9 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
                 continue;
             }
         };
-        let m: Value = match serde_json::from_str(&line) {
-            Ok(m @ Value::Object(_)) => m,
-            _ => {
+        let m = match parse_msg(&line) {
+            Some(m) => m,
+            None => {
                 broadcast(format!(
                     "wrote what is not the protocol (one JSON object a line): {}",
                     shorten(&line)
@@ -280,8 +329,8 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
                 continue;
             }
         };
-        let Some(h) = m["holder"].as_u64() else {
-            if m.get("event").is_none() {
+        let Some(h) = m.holder.as_ref().and_then(Value::as_u64) else {
+            if m.event.is_none() {
                 broadcast(format!(
                     "answered without naming a holder: {}",
                     shorten(&line)
@@ -292,7 +341,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
         // A holder that left (or was given up) no longer reads its inbox.
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(tx) = routes.as_ref().and_then(|r| r.get(&h)) {
-            let _ = tx.send(Incoming::Line(m, line));
+            let _ = tx.send(Incoming::Line(Box::new(m), line));
         }
     }
     routes.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -384,17 +433,18 @@ impl Driver {
                                       "command_timeout_ms": command_timeout.as_millis() as u64}}),
             )
             .await?;
-        let reply = d.reply(id, Duration::from_secs(30)).await?;
-        if reply["outcome"] != "ok" {
+        let (reply, line) = d.reply(id, Duration::from_secs(30)).await?;
+        if text(&reply.outcome) != Some("ok") {
             return Err(DriverError {
                 refused: true,
                 ..d.error(format!(
                     "refused the run's settings at hello: {}",
-                    reply["error"].as_str().unwrap_or("no reason given")
+                    text(&reply.error).unwrap_or("no reason given")
                 ))
             });
         }
-        d.hello = reply;
+        // The greeting is read in full (library, version, capabilities, key format).
+        d.hello = serde_json::from_str(&line).unwrap_or_default();
         Ok(d)
     }
 
@@ -457,33 +507,44 @@ impl Driver {
     ) -> Result<Entered, DriverError> {
         self.lost = 0;
         self.extended = 0;
-        let id = self
-            .send(json!({"op": "section", "key": key, "ttl_ms": ttl_ms, "wait_ms": wait_ms}))
-            .await?;
+        let id = self.next_id;
+        self.next_id += 1;
+        // The line written directly (the fields in the order a `Value` writes them): a
+        // request a cycle is worth no map.
+        let line = format!(
+            "{{\"holder\":{},\"id\":{id},\"key\":{},\"op\":\"section\",\"ttl_ms\":{ttl_ms},\"wait_ms\":{wait_ms}}}\n",
+            self.holder,
+            Value::from(key)
+        );
+        self.write_line(line).await?;
         let limit = Duration::from_millis(wait_ms) + self.patience;
-        let m = self.reply_or_event(id, limit, "held").await?;
-        if m["event"] == "held" {
+        let (m, _) = self.reply_or_event(id, limit, "held").await?;
+        if text(&m.event) == Some("held") {
             return Ok(Entered::Held {
                 id,
-                token: m["token"].as_str().map(str::to_string),
+                token: owned(&m.token),
             });
         }
         Ok(Entered::NotAcquired {
-            outcome: m["outcome"].as_str().unwrap_or("error").to_string(),
-            error: m["error"].as_str().map(str::to_string),
-            kind: m["kind"].as_str().map(str::to_string),
+            outcome: text(&m.outcome).unwrap_or("error").to_string(),
+            error: owned(&m.error),
+            kind: owned(&m.kind),
         })
     }
 
     /// Leaves section `id`: the library releases.
     pub(crate) async fn leave(&mut self, id: u64) -> Result<Left, DriverError> {
-        self.write(json!({"id": id, "op": "leave"})).await?;
-        let m = self.reply(id, self.patience).await?;
+        let line = format!(
+            "{{\"holder\":{},\"id\":{id},\"op\":\"leave\"}}\n",
+            self.holder
+        );
+        self.write_line(line).await?;
+        let (m, _) = self.reply(id, self.patience).await?;
         Ok(Left {
-            outcome: m["outcome"].as_str().unwrap_or("error").to_string(),
-            error: m["error"].as_str().map(str::to_string),
-            kind: m["kind"].as_str().map(str::to_string),
-            detail: m["detail"].as_str().map(str::to_string),
+            outcome: text(&m.outcome).unwrap_or("error").to_string(),
+            error: owned(&m.error),
+            kind: owned(&m.kind),
+            detail: owned(&m.detail),
             lost: self.lost,
             extended: self.extended,
         })
@@ -523,6 +584,11 @@ impl Driver {
         v["holder"] = json!(self.holder);
         let mut line = v.to_string();
         line.push('\n');
+        self.write_line(line).await
+    }
+
+    /// Writes one request line (ending in `\n`).
+    async fn write_line(&mut self, line: String) -> Result<(), DriverError> {
         let sent = async {
             let mut stdin = self.process.stdin.lock().await;
             let Some(stdin) = stdin.as_mut() else {
@@ -541,7 +607,7 @@ impl Driver {
     }
 
     /// The reply to `id`, counting the events that come before it.
-    async fn reply(&mut self, id: u64, limit: Duration) -> Result<Value, DriverError> {
+    async fn reply(&mut self, id: u64, limit: Duration) -> Result<(Box<Msg>, String), DriverError> {
         self.reply_or_event(id, limit, "").await
     }
 
@@ -551,7 +617,7 @@ impl Driver {
         id: u64,
         limit: Duration,
         event: &str,
-    ) -> Result<Value, DriverError> {
+    ) -> Result<(Box<Msg>, String), DriverError> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let (m, line) = match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
@@ -565,23 +631,23 @@ impl Driver {
                 Ok(None) => return Err(self.died("closed its stdout").await),
                 Ok(Some(Incoming::Line(m, line))) => (m, line),
             };
-            if m["id"].as_u64() != Some(id) {
+            if m.id.as_ref().and_then(Value::as_u64) != Some(id) {
                 // An event of a section already left, from a library timer: not this request's.
-                if m.get("event").is_some() {
+                if m.event.is_some() {
                     continue;
                 }
                 return Err(self.error(format!(
                     "answered request {} while request {id} was awaited: {}",
-                    m["id"],
+                    m.id.as_ref().unwrap_or(&Value::Null),
                     shorten(&line)
                 )));
             }
-            match m["event"].as_str() {
-                Some(e) if e == event => return Ok(m),
+            match text(&m.event) {
+                Some(e) if e == event => return Ok((m, line)),
                 Some("lost") => self.lost += 1,
                 Some("extended") => self.extended += 1,
                 Some(_) => {}
-                None if m.get("outcome").is_some() => return Ok(m),
+                None if m.outcome.is_some() => return Ok((m, line)),
                 None => {
                     return Err(
                         self.error(format!("replied without an outcome: {}", shorten(&line)))
@@ -651,4 +717,30 @@ fn cut(line: &str, chars: usize) -> String {
         s.push('…');
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line is read as `Value` read it: an object only (an array is not the protocol), a
+    /// field given as `null` is there, a field of another type than a string has no text,
+    /// and fields lockbench does not read are ignored.
+    #[test]
+    fn a_line_s_fields_read_as_a_value_read_them() {
+        assert!(parse_msg("[1, 2]").is_none());
+        assert!(parse_msg("not json").is_none());
+        assert!(parse_msg(" {\"holder\": 3").is_none());
+        let m = parse_msg(r#" {"holder": 3, "id": 7, "event": null, "token": 5, "x": [1]}"#)
+            .expect("an object");
+        assert_eq!(m.holder.as_ref().and_then(Value::as_u64), Some(3));
+        assert_eq!(m.id.as_ref().and_then(Value::as_u64), Some(7));
+        assert!(m.event.is_some(), "`null` is present");
+        assert_eq!(text(&m.event), None);
+        assert_eq!(text(&m.token), None, "a number is no token");
+        assert!(m.outcome.is_none());
+        let m = parse_msg(r#"{"id": 1, "outcome": "ok", "detail": "DEL returned 1"}"#).unwrap();
+        assert_eq!(text(&m.outcome), Some("ok"));
+        assert_eq!(owned(&m.detail).as_deref(), Some("DEL returned 1"));
+    }
 }

@@ -61,6 +61,8 @@ pub(crate) struct Requests {
     buf: Vec<u8>,
     in_multi: bool,
     raw: bool,
+    /// The arguments' ranges of the request being read, one vector for all of them.
+    args: Vec<std::ops::Range<usize>>,
 }
 
 /// The server's side of a connection: bytes from the server to the client.
@@ -95,31 +97,48 @@ impl Requests {
             out.extend_from_slice(bytes);
             return;
         }
-        self.buf.extend_from_slice(bytes);
+        let Requests {
+            buf,
+            in_multi,
+            raw,
+            args,
+        } = self;
+        // A read that holds whole requests (the usual case: a library writes each whole, and
+        // waits for its reply) is parsed where it lies, not copied first.
+        let held = !buf.is_empty();
+        if held {
+            buf.extend_from_slice(bytes);
+        }
+        let data: &[u8] = if held { buf } else { bytes };
         let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
         let mut at = 0;
-        while at < self.buf.len() {
+        while at < data.len() {
             if q.stopped {
-                self.raw = true;
+                *raw = true;
                 break;
             }
-            let rest = &self.buf[at..];
+            let rest = &data[at..];
             let parsed = if rest[0] == b'*' {
-                command(rest)
+                command_into(rest, args)
             } else {
-                inline(rest)
+                inline(rest).map(|p| {
+                    p.map(|(len, words)| {
+                        *args = words;
+                        len
+                    })
+                })
             };
-            let (len, args) = match parsed {
-                Ok(Some(p)) => p,
+            let len = match parsed {
+                Ok(Some(len)) => len,
                 Ok(None) => break,
                 Err(_) => {
                     q.stopped = true;
-                    self.raw = true;
+                    *raw = true;
                     break;
                 }
             };
             let frame = &rest[..len];
-            match expect(&mut self.in_multi, frame, &args, rules) {
+            match expect(in_multi, frame, args, rules) {
                 Some(Decision::Stop) => {
                     q.stopped = true;
                     out.extend_from_slice(frame);
@@ -140,11 +159,13 @@ impl Requests {
             }
             at += len;
         }
-        if self.raw {
-            out.extend_from_slice(&self.buf[at..]);
-            self.buf = Vec::new();
+        if *raw {
+            out.extend_from_slice(&data[at..]);
+            *buf = Vec::new();
+        } else if held {
+            buf.drain(..at);
         } else {
-            self.buf.drain(..at);
+            buf.extend_from_slice(&bytes[at..]);
         }
     }
 }
@@ -157,8 +178,10 @@ fn expect(
     rules: &Rules,
 ) -> Option<Decision> {
     let arg = |i: usize| args.get(i).map(|r| &frame[r.clone()]);
-    let name = arg(0)?.to_ascii_uppercase();
-    if STOPPERS.contains(&name.as_slice()) {
+    // Compared without an uppercase copy: a request a cycle is worth no allocation.
+    let name = arg(0)?;
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    if STOPPERS.iter().any(|s| is(s)) {
         return Some(Decision::Stop);
     }
     let of_run = |k: &[u8]| {
@@ -168,27 +191,25 @@ fn expect(
             .map(str::to_string)
     };
     let in_multi = *in_multi_now;
-    match name.as_slice() {
-        b"MULTI" => *in_multi_now = true,
-        b"EXEC" | b"DISCARD" => *in_multi_now = false,
-        _ => {}
+    if is(b"MULTI") {
+        *in_multi_now = true;
+    } else if is(b"EXEC") || is(b"DISCARD") {
+        *in_multi_now = false;
     }
     if in_multi || args.is_empty() || frame[0] != b'*' {
         return Some(Decision::Expect(Expect::Pass));
     }
-    let e = match name.as_slice() {
-        b"DEL" | b"UNLINK" if rules.getdel && args.len() == 2 => match arg(1).and_then(of_run) {
-            Some(key) => return Some(Decision::Rewrite(key)),
-            None => Expect::Pass,
-        },
-        b"SET" if args.len() >= 4 => {
-            let opts = || {
-                args[3..]
-                    .iter()
-                    .map(|r| frame[r.clone()].to_ascii_uppercase())
-            };
-            let nx = opts().any(|o| o == b"NX");
-            let get = opts().any(|o| o == b"GET");
+    let e = match () {
+        () if (is(b"DEL") || is(b"UNLINK")) && rules.getdel && args.len() == 2 => {
+            match arg(1).and_then(of_run) {
+                Some(key) => return Some(Decision::Rewrite(key)),
+                None => Expect::Pass,
+            }
+        }
+        () if is(b"SET") && args.len() >= 4 => {
+            let opts = || args[3..].iter().map(|r| &frame[r.clone()]);
+            let nx = opts().any(|o| o.eq_ignore_ascii_case(b"NX"));
+            let get = opts().any(|o| o.eq_ignore_ascii_case(b"GET"));
             match (nx && !get, arg(1).and_then(of_run), arg(2)) {
                 (true, Some(key), Some(v)) => Expect::SetNx {
                     key,
@@ -226,21 +247,27 @@ impl Replies {
             out.extend_from_slice(bytes);
             return;
         }
-        self.buf.extend_from_slice(bytes);
+        let Replies { buf, raw } = self;
+        // Whole replies (the usual read) are parsed where they lie, not copied first.
+        let held = !buf.is_empty();
+        if held {
+            buf.extend_from_slice(bytes);
+        }
+        let data: &[u8] = if held { buf } else { bytes };
         let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
         let mut at = 0;
-        while at < self.buf.len() {
+        while at < data.len() {
             if q.stopped && q.expects.is_empty() {
-                self.raw = true;
+                *raw = true;
                 break;
             }
-            let rest = &self.buf[at..];
+            let rest = &data[at..];
             let len = match frame_len(rest) {
                 Ok(Some(n)) => n,
                 Ok(None) => break,
                 Err(_) => {
                     q.stopped = true;
-                    self.raw = true;
+                    *raw = true;
                     break;
                 }
             };
@@ -279,11 +306,13 @@ impl Replies {
                 _ => out.extend_from_slice(frame),
             }
         }
-        if self.raw {
-            out.extend_from_slice(&self.buf[at..]);
-            self.buf = Vec::new();
+        if *raw {
+            out.extend_from_slice(&data[at..]);
+            *buf = Vec::new();
+        } else if held {
+            buf.drain(..at);
         } else {
-            self.buf.drain(..at);
+            buf.extend_from_slice(&bytes[at..]);
         }
     }
 }
@@ -320,16 +349,9 @@ fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, ()> {
 /// `Ok(None)` while incomplete, `Err` for what is not a request.
 type Parsed = Result<Option<(usize, Vec<std::ops::Range<usize>>)>, ()>;
 
-/// A request array of bulk strings at the start of `buf`: its length and its arguments'
-/// ranges; `Ok(None)` while incomplete, `Err` for what is not one.
-fn command(buf: &[u8]) -> Parsed {
-    let mut args = Vec::new();
-    Ok(command_into(buf, &mut args)?.map(|len| (len, args)))
-}
-
-/// [`command`] into `args` (cleared first), so a caller that parses many requests reuses one
-/// vector instead of allocating one per request: the request's length, `Ok(None)` while
-/// incomplete, `Err` for what is not a request.
+/// A request array of bulk strings at the start of `buf`, its arguments' ranges into `args`
+/// (cleared first, so a caller that parses many requests reuses one vector): the request's
+/// length, `Ok(None)` while incomplete, `Err` for what is not one.
 pub(crate) fn command_into(
     buf: &[u8],
     args: &mut Vec<std::ops::Range<usize>>,

@@ -160,7 +160,14 @@ impl Ledger {
     /// Holder `holder` set `value` on `key`.
     pub(crate) fn set(&self, holder: usize, key: &str, value: &[u8]) {
         let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
-        let vals = b.owners.entry(key.to_string()).or_default();
+        // The key is copied only the first time it is seen (a set a cycle is worth no
+        // allocation beyond its value).
+        if !b.owners.contains_key(key) {
+            b.owners.insert(key.to_string(), VecDeque::new());
+        }
+        let Some(vals) = b.owners.get_mut(key) else {
+            return;
+        };
         if vals.iter().any(|(v, h)| v == value && *h == holder) {
             return;
         }
