@@ -53,16 +53,17 @@ async fn cross_check_passes_for_parametric_dists_and_catches_a_wrong_ttl() {
     for (dist, ttl) in cases {
         let dir = tempfile::tempdir().unwrap();
         let p = plan(&format!(
-            "workers = 200\nkeys = 100000\nttl = \"{ttl}ms\"\nsections = 4000\ndist = \"{dist}\"\n\
+            "workers = 200\nkeys = 100000\nttl = \"{ttl}ms\"\nduration = \"2500ms\"\ndist = \"{dist}\"\n\
              connection = \"shared\"\nseed = 3\n"
         ));
         let out = run_redis(&server, &p, &[Token], dir.path()).await;
         let s = &out.summaries[0];
         let a = s.analytic.expect("parametric distributions are checked");
-        // A run by count, not by time: a loaded machine makes it slower, never smaller (2,115
-        // sections in 2.5 s were seen with the load at 9 on 2 cores).
+        // Enough sections for the 99 % interval to be narrow (about 5,000 on a quiet machine,
+        // 2,115 were seen with the load at 9 on 2 cores). Whether it is narrow enough is the
+        // control's to show below: the same check fed a TTL 30 % off must fail.
         assert!(
-            s.counts.sections >= 4000,
+            s.counts.sections > 1000,
             "{dist}: {} sections",
             s.counts.sections
         );
