@@ -1101,6 +1101,10 @@ fn a_library_s_section_starts_when_its_driver_says_the_lock_was_held() {
             .map(|r| r.duration_us)
             .collect();
         assert!(!lagged.is_empty(), "holder 0 held no section: {v}");
+        // The summary's overlap (from the sections' intervals) is what `report` recomputes
+        // from events.csv.
+        let o = common::lockbench(&["report"]).arg(tmp.path()).output();
+        assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
         (v, lagged)
     };
     let ms = |v: &serde_json::Value, f: &str| v[f].as_f64().unwrap_or_else(|| panic!("{f}: {v}"));
