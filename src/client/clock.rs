@@ -4,7 +4,8 @@
 //! opens when the lock was held, not when the `held` line reached lockbench: on a loaded
 //! machine the line comes hundreds of milliseconds late, and a section timed on its arrival
 //! missed time the lock was already held (overlaps without the overrun that explains them,
-//! issue 43).
+//! issue 43). Likewise a section ends when the driver read the `leave` (the reply's
+//! `leave_ns`), right before the library's release was called.
 //!
 //! The mapping is one anchor pair, read together once: the clock's nanoseconds and an
 //! `Instant`. A stamp `t` is the `Instant` `anchor.at + (t - anchor.mono_ns)`.
@@ -61,7 +62,7 @@ pub(crate) fn instant_of(t_ns: u64) -> Option<Instant> {
 /// platform whose runtime's monotonic clock is not `Instant`'s) or made up.
 pub(crate) const SLACK: Duration = Duration::from_millis(1);
 
-/// Driver stamp `field` (`t_ns`) read as an `Instant` that lies between `asked` (before the
+/// Driver stamp `field` (`t_ns`, `leave_ns`) read as an `Instant` that lies between `asked` (before the
 /// request was written) and `arrived` (after the line was read): `Ok(None)` when the line has
 /// no stamp (an older driver) or the stamps are not read; `Err` says why it cannot be.
 pub(crate) fn stamp_between(

@@ -89,6 +89,10 @@ pub(crate) struct Left {
     pub(crate) lost: u32,
     /// `extended` events while held: the library re-armed the lock.
     pub(crate) extended: u32,
+    /// When the driver read the `leave`, right before the library's release was called (its
+    /// `leave_ns`), on lockbench's clock: the section's end from the holder's side. `None`:
+    /// the driver gave none, or the stamps are not read.
+    pub(crate) leave_at: Option<std::time::Instant>,
 }
 
 /// How to start a driver process: the same for every holder of a variant, and for a holder
@@ -173,6 +177,9 @@ struct Msg {
     /// An event's stamp: CLOCK_MONOTONIC ns.
     #[serde(default, deserialize_with = "present")]
     t_ns: Option<Value>,
+    /// A section's reply: when the driver read its `leave`, CLOCK_MONOTONIC ns.
+    #[serde(default, deserialize_with = "present")]
+    leave_ns: Option<Value>,
 }
 
 /// A field that is there, `null` included.
@@ -557,9 +564,18 @@ impl Driver {
             "{{\"holder\":{},\"id\":{id},\"op\":\"leave\"}}\n",
             self.holder
         );
+        let asked = std::time::Instant::now();
         self.write_line(line).await?;
         let (m, _) = self.reply(id, self.patience).await?;
+        let leave_at = clock::stamp_between(
+            m.leave_ns.as_ref(),
+            "leave_ns",
+            asked,
+            std::time::Instant::now(),
+        )
+        .map_err(|why| self.error(format!("its reply to `leave` {id} {why}")))?;
         Ok(Left {
+            leave_at,
             outcome: text(&m.outcome).unwrap_or("error").to_string(),
             error: owned(&m.error),
             kind: owned(&m.kind),

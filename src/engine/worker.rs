@@ -331,6 +331,13 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             let outcome = self.release_by_library(others, expired, &h.name).await;
             (section.extensions, section.extension_failed) =
                 (self.lib_events.0, self.lib_events.1 > 0);
+            // From the holder's side the release was sent when its driver read the `leave`
+            // (the stamp lies between lockbench's write and the reply): the section ends there.
+            // The live tracker closed it as the `leave` went out; the summary's overlap is the
+            // recorded intervals' (`Recorder::keep_intervals`).
+            if let Some(end) = self.lib.as_mut().and_then(|l| l.left_us.take()) {
+                section.released_us = end.clamp(section.released_us, rec.now_us());
+            }
             outcome
         } else {
             // A user's script is judged by the timeline (`script::classify_release`).

@@ -24,6 +24,9 @@ pub(crate) struct Library {
     holder: usize,
     /// Kept for their lifetime: dropping one closes its connections.
     _watches: Vec<Watch>,
+    /// The section just left: when the driver read the `leave` (its stamp, µs on the run's
+    /// clock), the section's end; `None` without a stamp.
+    pub(super) left_us: Option<u64>,
 }
 
 impl Library {
@@ -41,6 +44,7 @@ impl Library {
             recipe,
             holder,
             _watches: watches,
+            left_us: None,
         }
     }
 
@@ -255,6 +259,11 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             }
         };
         self.lib_events = (left.extended, left.lost);
+        // The driver read the `leave` after lockbench wrote it; the lock was held until then.
+        lib.left_us = left.leave_at.map(|at| {
+            at.saturating_duration_since(rec.start.into_std())
+                .as_micros() as u64
+        });
         // The watch noted the removal before the library had its reply.
         let removed = client.ledger.as_ref().map(|l| l.release(lib.holder, key));
         let no_del = left
