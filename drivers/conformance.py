@@ -145,9 +145,10 @@ class Servers:
 # ---- one driver process ---------------------------------------------------------------------
 
 class DriverProc:
-    def __init__(self, argv):
+    def __init__(self, argv, env=None):
         self.p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  cwd=ROOT, start_new_session=True)
+                                  cwd=ROOT, start_new_session=True,
+                                  env=None if env is None else dict(os.environ, **env))
         self.q: queue.Queue = queue.Queue()
         self.seen = []  # every message, in order
         self.bad_lines = []  # stdout lines that are not JSON objects
@@ -165,6 +166,7 @@ class DriverProc:
             except ValueError:
                 self.bad_lines.append(raw)
                 continue
+            m["_read_ns"] = mono()  # when the line was read here (the held lag's check)
             self.q.put(m)
         self.q.put(None)
 
@@ -263,8 +265,8 @@ class Run:
         self.notes = []
         self.key_format = "{key}"
 
-    def spawn(self, options=None):
-        d = DriverProc(self.argv)
+    def spawn(self, options=None, env=None):
+        d = DriverProc(self.argv, env)
         self.procs.append(d)
         r = d.request({"op": "hello", "protocol": 1, "servers": self.servers.urls(self.n),
                        "options": options or {}}, timeout=30)
@@ -391,6 +393,24 @@ class Run:
         d.send({"op": "bye"})
         d.close()
         return f"ok {(rel - lv) / MS:.1f}ms rel"
+
+    def t_held_lag(self, lag_ms=80):
+        """The test hook LOCKBENCH_DRIVER_HELD_LAG_MS delays the `held` line, not its stamp:
+        `t_ns` is when the acquire returned, the line is read `lag_ms` later (what a loaded
+        machine does to it, and what lockbench's stamps are checked against)."""
+        d, _ = self.spawn(env={"LOCKBENCH_DRIVER_HELD_LAG_MS": str(lag_ms)})
+        key = self.key("lag")
+        before = mono()
+        rid, held, early = d.section_start(key, 1000, 1000)
+        check(held is not None, f"no held event: {early}")
+        check(before <= held["t_ns"], "t_ns before the request")
+        late = held["_read_ns"] - held["t_ns"]
+        check(late >= lag_ms * MS, f"held line read {late / MS:.1f} ms after t_ns, under the {lag_ms} ms lag")
+        r = d.leave(rid)
+        check(r["outcome"] == "ok" and r["held_ns"] == held["t_ns"], f"leave: {r}")
+        d.send({"op": "bye"})
+        d.close()
+        return f"ok +{late / MS:.0f}ms"
 
     def t_contend(self, rounds=8):
         a, _ = self.spawn()
@@ -620,7 +640,7 @@ class Run:
         self.step("hello", self.t_hello)
         if "hello" in self.cells and self.cells["hello"] == "FAIL":
             return
-        for name, fn in (("section", self.t_section), ("holders", self.t_holders), ("contend", self.t_contend), ("expiry", self.t_expiry),
+        for name, fn in (("section", self.t_section), ("held lag", self.t_held_lag), ("holders", self.t_holders), ("contend", self.t_contend), ("expiry", self.t_expiry),
                          ("vanish", self.t_vanish), ("pause", self.t_pause), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
             self.step(name, fn)
         for d in self.procs:
@@ -704,7 +724,7 @@ def main():
             print(f"conformance: {lib} done in {time.time() - t:.1f}s", file=sys.stderr)
     finally:
         servers.stop()
-    cols = ["hello", "section", "holders", "contend", "expiry", "vanish", "pause", "refuse+ops", "garbage/bye"]
+    cols = ["hello", "section", "held lag", "holders", "contend", "expiry", "vanish", "pause", "refuse+ops", "garbage/bye"]
     print(table(rows, cols))
     print()
     print("What the libraries said:")

@@ -446,6 +446,17 @@ const ADAPTERS = { redlock5: Redlock5, redlock4: Redlock4, 'redis-semaphore': Re
 
 // ---------------------------------------------------------------------------------------------
 
+// The test hook LOCKBENCH_DRIVER_HELD_LAG_MS (drivers/README.md): ms between the library's
+// acquire returning and the `held` line written — what a loaded machine does to the line — for
+// every holder, or for those LOCKBENCH_DRIVER_HELD_LAG_HOLDERS lists (`0,2`).
+const HELD_LAG_MS = parseInt(process.env.LOCKBENCH_DRIVER_HELD_LAG_MS || '0', 10) || 0;
+const HELD_LAG_HOLDERS = process.env.LOCKBENCH_DRIVER_HELD_LAG_HOLDERS
+  ? new Set(process.env.LOCKBENCH_DRIVER_HELD_LAG_HOLDERS.split(',').map((h) => parseInt(h, 10)))
+  : null;
+function heldLag(holder) {
+  return HELD_LAG_HOLDERS === null || HELD_LAG_HOLDERS.has(holder) ? HELD_LAG_MS : 0;
+}
+
 class Driver {
   // `holder`: the holder this driver serves in a shared process (protocol 2); null: the
   // process's one holder (protocol 1), whose lines carry no `holder`.
@@ -521,9 +532,15 @@ class Driver {
     a.releaseDetail = undefined;
     const inside = (token) => new Promise((resolve) => {
       s.held = now();
-      this.send({ id, event: 'held', t_ns: s.held, token: token === undefined ? null : token, redis_key: a.redisKey(key) });
-      s.leave = () => { s.leaveNs = now(); resolve(); };
-      heldSignal();
+      const tell = () => {
+        this.send({ id, event: 'held', t_ns: s.held, token: token === undefined ? null : token, redis_key: a.redisKey(key) });
+        s.leave = () => { s.leaveNs = now(); resolve(); };
+        heldSignal();
+      };
+      // The test hook: a loaded machine's delay between the acquire and the `held` line.
+      const lag = heldLag(this.holder);
+      if (lag > 0) setTimeout(tell, lag);
+      else tell();
     });
     let reply;
     try {

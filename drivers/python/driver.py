@@ -88,6 +88,25 @@ def send(obj: dict) -> None:
             pass
 
 
+def _held_lag_setting():
+    """The test hook LOCKBENCH_DRIVER_HELD_LAG_MS (drivers/README.md): ms between the library's
+    acquire returning and the `held` line written — what a loaded machine does to the line —
+    for every holder, or for those LOCKBENCH_DRIVER_HELD_LAG_HOLDERS lists (`0,2`)."""
+    ms = int(os.environ.get("LOCKBENCH_DRIVER_HELD_LAG_MS") or 0)
+    only = os.environ.get("LOCKBENCH_DRIVER_HELD_LAG_HOLDERS")
+    holders = None if not only else {int(h) for h in only.split(",")}
+    return ms, holders
+
+
+_HELD_LAG = _held_lag_setting()
+
+
+def held_lag(holder) -> int:
+    """The hook's lag for `holder` (None: the process's one holder), ms."""
+    ms, holders = _HELD_LAG
+    return ms if holders is None or holder in holders else 0
+
+
 class Refused(Exception):
     """A request the library (or its driver) cannot do as asked: reply outcome error."""
 
@@ -578,6 +597,8 @@ class Driver:
             return r
         held = now()
         self.sections[rid] = dict(lock=lock, t0=t0, held=held, lost=False)
+        if held_lag(self.holder):
+            time.sleep(held_lag(self.holder) / 1000)  # the test hook: a loaded machine's delay
         self.send({"id": rid, "event": "held", "t_ns": held, "token": a.token(lock), "redis_key": a.redis_key(key)})
         return None  # the reply comes with `leave`
 

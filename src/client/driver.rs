@@ -3,6 +3,7 @@
 //! writes what is not the protocol — is a [`DriverError`] naming the client, the holder, what
 //! happened and the last lines the process wrote on stderr.
 
+use super::clock;
 use crate::lines::{BoundedLines, LineError};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
@@ -58,6 +59,11 @@ pub(crate) enum Entered {
         id: u64,
         /// The lock's value, where the library exposes it.
         token: Option<String>,
+        /// When the library's acquire returned, by the driver's stamp (`t_ns`) on lockbench's
+        /// clock: the section's start. `None`: the driver gave none (an older one, or
+        /// [`crate::client::clock::DRIVER_TIMES_ENV`] is `off`): the section starts as the
+        /// `held` line arrives.
+        held_at: Option<std::time::Instant>,
     },
     /// Not acquired: `timeout` (the wait budget ran out), `fail` (busy, no wait) or `error`.
     NotAcquired {
@@ -83,6 +89,10 @@ pub(crate) struct Left {
     pub(crate) lost: u32,
     /// `extended` events while held: the library re-armed the lock.
     pub(crate) extended: u32,
+    /// When the driver read the `leave`, right before the library's release was called (its
+    /// `leave_ns`), on lockbench's clock: the section's end from the holder's side. `None`:
+    /// the driver gave none, or the stamps are not read.
+    pub(crate) leave_at: Option<std::time::Instant>,
 }
 
 /// How to start a driver process: the same for every holder of a variant, and for a holder
@@ -164,6 +174,12 @@ struct Msg {
     kind: Option<Value>,
     #[serde(default, deserialize_with = "present")]
     detail: Option<Value>,
+    /// An event's stamp: CLOCK_MONOTONIC ns.
+    #[serde(default, deserialize_with = "present")]
+    t_ns: Option<Value>,
+    /// A section's reply: when the driver read its `leave`, CLOCK_MONOTONIC ns.
+    #[serde(default, deserialize_with = "present")]
+    leave_ns: Option<Value>,
 }
 
 /// A field that is there, `null` included.
@@ -516,13 +532,23 @@ impl Driver {
             self.holder,
             Value::from(key)
         );
+        // Read before the line goes out: the driver may read it before the write returns.
+        let asked = std::time::Instant::now();
         self.write_line(line).await?;
         let limit = Duration::from_millis(wait_ms) + self.patience;
         let (m, _) = self.reply_or_event(id, limit, "held").await?;
         if text(&m.event) == Some("held") {
+            // A stamp outside the request and its reply is another clock's, or none at all: a
+            // section timed by it would be wrong by an unknown amount, so the driver fails.
+            let held_at =
+                clock::stamp_between(m.t_ns.as_ref(), "t_ns", asked, std::time::Instant::now())
+                    .map_err(|why| {
+                        self.error(format!("its `held` event for request {id} {why}"))
+                    })?;
             return Ok(Entered::Held {
                 id,
                 token: owned(&m.token),
+                held_at,
             });
         }
         Ok(Entered::NotAcquired {
@@ -538,9 +564,18 @@ impl Driver {
             "{{\"holder\":{},\"id\":{id},\"op\":\"leave\"}}\n",
             self.holder
         );
+        let asked = std::time::Instant::now();
         self.write_line(line).await?;
         let (m, _) = self.reply(id, self.patience).await?;
+        let leave_at = clock::stamp_between(
+            m.leave_ns.as_ref(),
+            "leave_ns",
+            asked,
+            std::time::Instant::now(),
+        )
+        .map_err(|why| self.error(format!("its reply to `leave` {id} {why}")))?;
         Ok(Left {
+            leave_at,
             outcome: text(&m.outcome).unwrap_or("error").to_string(),
             error: owned(&m.error),
             kind: owned(&m.kind),

@@ -8,6 +8,7 @@
 //! what the library does and says what the library said. rslock, the Rust library, runs in
 //! lockbench's own process ([`holder::Holder`] hides the difference).
 
+pub(crate) mod clock;
 pub(crate) mod driver;
 pub(crate) mod holder;
 pub(crate) mod rslock;

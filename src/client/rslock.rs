@@ -119,6 +119,8 @@ impl Rslock {
                 Ok(Entered::Held {
                     id,
                     token: Some(token),
+                    // In process: its acquire's return is the reply's arrival.
+                    held_at: None,
                 })
             }
             Err(LockError::Unavailable) => Ok(Entered::NotAcquired {

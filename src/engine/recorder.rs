@@ -64,7 +64,17 @@ pub struct Recorder {
     /// behind a counter the hot path reads first.
     crashed: Mutex<std::collections::HashMap<usize, u64>>,
     pending_crashes: AtomicU64,
+    /// A lock library's sections as recorded, per key (`None`: not kept). A library's section
+    /// starts at its driver's stamp, and the stamps come in the order their `held` lines
+    /// arrive — on a loaded machine not the order of the stamps — so the live trackers (a sweep
+    /// in time order) see such an open at the key's last event at the earliest. The summary's
+    /// overlap is then these intervals' [`compute`](crate::analysis::overlap::compute), as
+    /// `report verify` computes it from events.csv; the trackers keep the live view.
+    intervals: Option<Vec<Mutex<Intervals>>>,
 }
+
+/// A key's sections, `[start, end]` µs, in the order they closed.
+type Intervals = Vec<(u64, u64)>;
 
 /// A key's tracker under its mutex, alone on a cache line: a section's open and close each
 /// read one line (sections pick keys at random among many, so each is a cache miss), and
@@ -131,6 +141,28 @@ impl Recorder {
             health: Health::default(),
             crashed: Mutex::new(Default::default()),
             pending_crashes: AtomicU64::new(0),
+            intervals: None,
+        }
+    }
+
+    /// Keeps every section's interval, per key, for the summary's overlap (a lock library's
+    /// variant: its sections' starts are its drivers' stamps, which come out of order).
+    pub fn keep_intervals(&mut self) {
+        self.intervals = Some((0..self.keys.len()).map(|_| Mutex::default()).collect());
+    }
+
+    /// Notes a recorded section of `key`, `[from_us, to_us]`, when intervals are kept.
+    pub fn log_section(&self, key: usize, from_us: u64, to_us: u64) {
+        if let Some(k) = self.intervals.as_ref().and_then(|i| i.get(key)) {
+            lock(k).push((from_us, to_us));
+        }
+    }
+
+    /// The overlap figures of `key`: of its kept intervals, else its tracker's.
+    fn key_stats(&self, key: usize) -> OverlapStats {
+        match self.intervals.as_ref().and_then(|i| i.get(key)) {
+            Some(k) => crate::analysis::overlap::compute(&lock(k)).0,
+            None => lock(&self.keys[key].0).stats(),
         }
     }
 
@@ -363,7 +395,7 @@ impl Recorder {
                     (*k, self.counters.errors(*k), msg)
                 })
                 .collect(),
-            per_key: self.keys.iter().map(|k| lock(&k.0).stats()).collect(),
+            per_key: (0..self.keys.len()).map(|k| self.key_stats(k)).collect(),
             outages: self.outages(),
         }
     }

@@ -56,6 +56,12 @@ struct Held {
     first_attempt_us: u64,
     set_sent_us: u64,
     acquired_us: u64,
+    /// The key's tracker's stamp of this open, which [`Recorder::newer_holder`] compares:
+    /// `acquired_us`, but for a library's section whose driver's stamp came after later
+    /// events of its key (the tracker opened it just after them).
+    ///
+    /// [`Recorder::newer_holder`]: crate::engine::recorder::Recorder::newer_holder
+    opened_us: u64,
     attempts: u32,
     holders_at_start: u32,
     /// The fence the acquisition returned (0: the variant does not fence).
@@ -217,6 +223,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
                         first_attempt_us,
                         set_sent_us,
                         acquired_us,
+                        opened_us: acquired_us,
                         attempts,
                         holders_at_start,
                         fence,
@@ -258,6 +265,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
                                     first_attempt_us,
                                     set_sent_us,
                                     acquired_us,
+                                    opened_us: acquired_us,
                                     attempts,
                                     holders_at_start,
                                     fence: 0,
@@ -318,16 +326,23 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             SectionOutcome::Crashed
         } else if self.lib.is_some() {
             // A newer holder in now means the lock was gone when the release was sent.
-            let others = rec.newer_holder(h.key, h.acquired_us);
+            let others = rec.newer_holder(h.key, h.opened_us);
             let expired = h.lock_until_us.is_some_and(|until| sent_us >= until);
             let outcome = self.release_by_library(others, expired, &h.name).await;
             (section.extensions, section.extension_failed) =
                 (self.lib_events.0, self.lib_events.1 > 0);
+            // From the holder's side the release was sent when its driver read the `leave`
+            // (the stamp lies between lockbench's write and the reply): the section ends there.
+            // The live tracker closed it as the `leave` went out; the summary's overlap is the
+            // recorded intervals' (`Recorder::keep_intervals`).
+            if let Some(end) = self.lib.as_mut().and_then(|l| l.left_us.take()) {
+                section.released_us = end.clamp(section.released_us, rec.now_us());
+            }
             outcome
         } else {
             // A user's script is judged by the timeline (`script::classify_release`).
             // Asked as the deleting command goes out (the last of a release given as commands).
-            let newer = || ctx.scripts.is_some() && rec.newer_holder(h.key, h.acquired_us);
+            let newer = || ctx.scripts.is_some() && rec.newer_holder(h.key, h.opened_us);
             let (name, token, ttl) = (&h.name, &h.token, ctx.ttl_ms);
             let script = ctx.release_script();
             let release = release(&mut self.conn, ctx.method, script, name, token, ttl, newer);
@@ -364,6 +379,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         let h = &section.held;
         let ttl_us = ctx.ttl_ms * 1000;
         let d = section.released_us - h.acquired_us;
+        rec.log_section(h.key, h.acquired_us, section.released_us);
         let row = EventRow {
             variant: ctx.variant.clone(),
             worker: self.id,

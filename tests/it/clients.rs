@@ -1049,3 +1049,91 @@ async fn every_library_keeps_contended_short_sections_apart() {
     assert_eq!(keys, 0, "keys of the run are left");
     server.stop().await;
 }
+
+/// A library's section opens when its acquire returned, by the driver's stamp, not when the
+/// `held` line reaches lockbench (issue 43). The drivers' test hook holds holder 0's `held` line
+/// back 150 ms (what a loaded machine does to it) with a TTL of 100 ms and sections of 60 ms on
+/// one key: holder 0's lock expires while its line is on the way, and holder 1, which tries
+/// every 100 ms (redis-py's sleep), takes the key before holder 0's section, as lockbench times
+/// it on the line's arrival, ends (150 + 60 ms after the acquire). Timed by the stamps (the
+/// section then lasts its 60 ms from the acquire, so it ends as the line arrives), every
+/// section of holder 0 includes the lag (all overrun) and the overlaps are explained by the
+/// excesses. The negative control, the same run timed on the lines' arrival
+/// (`LOCKBENCH_DRIVER_TIMES=off`, as before the fix): overlap without one overrun, the contract
+/// of DESIGN (overlap time ≤ sum of excesses) broken.
+#[test]
+fn a_library_s_section_starts_when_its_driver_says_the_lock_was_held() {
+    let _cpu = common::alone();
+    const LAG_MS: u64 = 150;
+    let lag = LAG_MS.to_string();
+    let args = [
+        "--workers",
+        "2",
+        "--keys",
+        "1",
+        "--ttl",
+        "100ms",
+        "--dist",
+        "constant(60ms)",
+        // Each holder thinks after its release: holder 1 does not starve holder 0.
+        "--think",
+        "constant(100ms)",
+        "--busy",
+        "retry",
+        "--duration",
+        "3s",
+        "--seed",
+        "3",
+    ];
+    let run = |times: &str| {
+        let tmp = tempfile::tempdir().unwrap();
+        let env = [
+            ("LOCKBENCH_DRIVER_HELD_LAG_MS", lag.as_str()),
+            ("LOCKBENCH_DRIVER_HELD_LAG_HOLDERS", "0"),
+            ("LOCKBENCH_DRIVER_TIMES", times),
+        ];
+        let (code, stderr, s) = compare("redis-py", &args, tmp.path(), &env);
+        assert_eq!(code, Some(0), "{stderr}");
+        let v = variant(&s, "redis-py").clone();
+        let lagged: Vec<u64> = common::events(tmp.path())
+            .iter()
+            .filter(|r| r.worker == 0)
+            .map(|r| r.duration_us)
+            .collect();
+        assert!(!lagged.is_empty(), "holder 0 held no section: {v}");
+        // The summary's overlap (from the sections' intervals) is what `report` recomputes
+        // from events.csv.
+        let o = common::lockbench(&["report"]).arg(tmp.path()).output();
+        assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+        (v, lagged)
+    };
+    let ms = |v: &serde_json::Value, f: &str| v[f].as_f64().unwrap_or_else(|| panic!("{f}: {v}"));
+
+    let (v, lagged) = run("on");
+    assert!(
+        lagged.iter().all(|&d| d >= LAG_MS * 1000),
+        "every section of holder 0 includes its {LAG_MS} ms lag: {lagged:?}"
+    );
+    assert!(
+        v["overruns"].as_u64().unwrap() >= lagged.len() as u64,
+        "{v}"
+    );
+    // The excess of a section is counted from its acquire's reply, the lock's expiry from the
+    // server's SET, a round trip earlier (and in whole ms): 2 ms per incident covers that.
+    let slack = 2.0 * v["overlap_incidents"].as_f64().unwrap_or(0.0);
+    assert!(
+        ms(&v, "overlap_ms") <= ms(&v, "excess_total_ms") + slack,
+        "overlap time <= sum of excesses: {v}"
+    );
+
+    let (v, lagged) = run("off");
+    assert!(
+        lagged.iter().all(|&d| d < 100_000),
+        "timed on arrival, holder 0's sections miss the lag: {lagged:?}"
+    );
+    assert_eq!(v["overruns"], 0, "{v}");
+    assert!(
+        ms(&v, "overlap_ms") > 0.0,
+        "the negative control: overlap with no overrun to explain it: {v}"
+    );
+}

@@ -267,7 +267,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             // the server can have expired it) with nobody newer in, the lock was gone.
             Ok(WriteOutcome::Written) => {
                 let now = ctx.recorder.now_us();
-                if ctx.recorder.newer_holder(key, s.held.acquired_us) {
+                if ctx.recorder.newer_holder(key, s.held.opened_us) {
                     "unsafe_over_holder"
                 } else if s.held.lock_until_us.is_some_and(|until| now >= until) {
                     "unsafe"

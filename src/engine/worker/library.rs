@@ -24,6 +24,9 @@ pub(crate) struct Library {
     holder: usize,
     /// Kept for their lifetime: dropping one closes its connections.
     _watches: Vec<Watch>,
+    /// The section just left: when the driver read the `leave` (its stamp, µs on the run's
+    /// clock), the section's end; `None` without a stamp.
+    pub(super) left_us: Option<u64>,
 }
 
 impl Library {
@@ -41,6 +44,7 @@ impl Library {
             recipe,
             holder,
             _watches: watches,
+            left_us: None,
         }
     }
 
@@ -69,8 +73,10 @@ impl Library {
 
 impl<C: LockConn, P: Pacer> Worker<C, P> {
     /// Acquire through the lock library: one `section` of its driver, the library's own idiom
-    /// with its own retries within the wait budget. The section opens on lockbench's clock
-    /// when the driver says the lock is held. A driver that fails stops the variant.
+    /// with its own retries within the wait budget. The section opens when the library's acquire
+    /// returned, by the driver's stamp mapped onto lockbench's clock ([`crate::client::clock`]),
+    /// or, from a driver without stamps, when its `held` line arrives. A driver that fails (a
+    /// stamp outside the request and its reply included) stops the variant.
     pub(super) async fn acquire_by_library(
         &mut self,
         key: usize,
@@ -124,18 +130,13 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             return None;
         };
         let replied_us = rec.now_us();
-        rec.record(
-            self.id,
-            Metric::SetLatency,
-            replied_us.saturating_sub(set_sent_us),
-        );
-        let (id, token) = match entered {
+        let (id, token, held_at) = match entered {
             Err(e) => {
                 client.fail(e.to_string());
                 self.name_buf = name;
                 return None;
             }
-            Ok(Entered::Held { id, token, .. }) => (id, token),
+            Ok(Entered::Held { id, token, held_at }) => (id, token, held_at),
             Ok(Entered::NotAcquired {
                 outcome,
                 error,
@@ -163,6 +164,22 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
                 return None;
             }
         };
+        // The lock was held when the library's acquire returned (the driver's stamp), which
+        // on a loaded machine is long before its `held` line arrives; a driver without stamps
+        // is timed on the arrival. (Kept within the request and the arrival: the stamp lies
+        // there up to the anchor's slack.)
+        let held_us = match held_at {
+            Some(at) => (at
+                .saturating_duration_since(rec.start.into_std())
+                .as_micros() as u64)
+                .clamp(set_sent_us, replied_us),
+            None => replied_us,
+        };
+        rec.record(
+            self.id,
+            Metric::SetLatency,
+            held_us.saturating_sub(set_sent_us),
+        );
         rec.ok();
         self.failures = 0;
         lib.open = Some(id);
@@ -171,7 +188,14 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         if let (Some(ledger), Some(t)) = (&client.ledger, &token) {
             ledger.set(lib.holder, &client.lock_key(&name), t.as_bytes());
         }
-        let (acquired_us, holders_at_start) = rec.open_section(key, true, replied_us);
+        // The tracker opens it in arrival order (at the stamp, or just after the key's last
+        // event); the row has the stamp, and the summary's overlap the rows' intervals.
+        let (opened_us, holders_at_start) = rec.open_section(key, true, held_us);
+        let acquired_us = if held_at.is_some() {
+            held_us
+        } else {
+            opened_us
+        };
         Some(Held {
             key,
             name: client.lock_key(&name),
@@ -179,6 +203,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             first_attempt_us,
             set_sent_us,
             acquired_us,
+            opened_us,
             attempts: 1,
             holders_at_start,
             fence: 0,
@@ -188,9 +213,10 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
                 && self.st.crashes.random::<f64>() < ctx.crash_between,
             // A library that renews its locks keeps them past the TTL. One that retried within
             // its wait budget set the key with its last SET, which went out at most a round
-            // trip before its reply: the expiry is counted from the reply (from the request,
-            // a lock taken after a second of retries would expire a second early).
-            lock_until_us: (!client.auto_renewal).then_some(replied_us + ctx.ttl_ms * 1000),
+            // trip before its reply: the expiry is counted from the reply, as the driver
+            // stamped it (from the request, a lock taken after a second of retries would expire
+            // a second early).
+            lock_until_us: (!client.auto_renewal).then_some(held_us + ctx.ttl_ms * 1000),
         })
     }
 
@@ -233,6 +259,11 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             }
         };
         self.lib_events = (left.extended, left.lost);
+        // The driver read the `leave` after lockbench wrote it; the lock was held until then.
+        lib.left_us = left.leave_at.map(|at| {
+            at.saturating_duration_since(rec.start.into_std())
+                .as_micros() as u64
+        });
         // The watch noted the removal before the library had its reply.
         let removed = client.ledger.as_ref().map(|l| l.release(lib.holder, key));
         let no_del = left
