@@ -201,6 +201,13 @@ impl Recorder {
         out
     }
 
+    /// `at`, an instant of the real clock, as µs on the run's clock (0 before its start): a
+    /// driver's stamp mapped by [`crate::client::clock`].
+    pub fn us_at(&self, at: std::time::Instant) -> u64 {
+        at.saturating_duration_since(self.start.into_std())
+            .as_micros() as u64
+    }
+
     /// µs since time zero.
     pub fn now_us(&self) -> u64 {
         match &self.virtual_now {

@@ -169,10 +169,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         // is timed on the arrival. (Kept within the request and the arrival: the stamp lies
         // there up to the anchor's slack.)
         let held_us = match held_at {
-            Some(at) => (at
-                .saturating_duration_since(rec.start.into_std())
-                .as_micros() as u64)
-                .clamp(set_sent_us, replied_us),
+            Some(at) => rec.us_at(at).clamp(set_sent_us, replied_us),
             None => replied_us,
         };
         rec.record(
@@ -260,10 +257,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         };
         self.lib_events = (left.extended, left.lost);
         // The driver read the `leave` after lockbench wrote it; the lock was held until then.
-        lib.left_us = left.leave_at.map(|at| {
-            at.saturating_duration_since(rec.start.into_std())
-                .as_micros() as u64
-        });
+        lib.left_us = left.leave_at.map(|at| rec.us_at(at));
         // The watch noted the removal before the library had its reply.
         let removed = client.ledger.as_ref().map(|l| l.release(lib.holder, key));
         let no_del = left
