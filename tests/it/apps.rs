@@ -363,7 +363,9 @@ fn finish_observed(app: App, run: common::Running, dir: &Path) -> (serde_json::V
 /// negative control.
 #[test]
 fn each_app_s_own_log_agrees_with_the_proxy() {
-    let _cpu = common::shared();
+    // Judged to the millisecond of a key's expiry: beside five other tests, once, node-redlock
+    // had one release more judged as removing its key than its log says (6 against 5).
+    let _cpu = common::alone();
     let tmp = tempfile::tempdir().unwrap();
     let apps = [App::RedisPy, App::Naive, App::Redlock];
     let running: Vec<(App, common::Running)> = apps
