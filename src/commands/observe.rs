@@ -68,6 +68,13 @@ pub struct ObserveArgs {
     /// 'wrongful_deletes > 0', 'overlap_ms > 0' (repeatable).
     #[arg(long = "fail-if")]
     pub fail_if: Vec<Threshold>,
+    /// How the program's connections reach the server: `shared`, one pipelined server
+    /// connection for every client connection whose requests mean the same on any connection
+    /// (a connection that sends MULTI, WATCH, AUTH, HELLO, SELECT of another database, a
+    /// blocking or subscribing command… gets its own from then on; not with a rediss:// server
+    /// or a latency or partition fault); `per-client`, one each from the start.
+    #[arg(long, value_enum, default_value_t = ServerConnections::Shared)]
+    pub server_connections: ServerConnections,
     /// Output directory [default: results/<run-id>]; it must be empty or absent.
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -80,6 +87,15 @@ pub struct ObserveArgs {
     /// The program to start, and its arguments (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
+}
+
+/// `--server-connections`: how the program's connections reach the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServerConnections {
+    /// One shared server connection while a connection's requests allow it.
+    Shared,
+    /// A server connection per client connection.
+    PerClient,
 }
 
 /// Bad flags: exit 2, before anything starts.
@@ -257,6 +273,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
         "copies": records,
         "problems": problems,
         "failure": failure,
+        "server_connections": server_connections(&shared),
         "connections_closed_for_bad_frames": broken.0,
         "bad_frames": broken.1,
         "stray_releases": tally.stray_releases,
@@ -283,6 +300,21 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
+/// How the program's connections reached the server, for `observe.json`: the mode, and with
+/// the shared line, how many lines were opened and how many client connections left it for
+/// one of their own.
+fn server_connections(shared: &Shared) -> serde_json::Value {
+    use std::sync::atomic::Ordering::Relaxed;
+    match &shared.mux {
+        Some(m) => serde_json::json!({
+            "mode": "shared",
+            "lines_opened": m.lines.load(Relaxed),
+            "clients_given_their_own": m.own_connections.load(Relaxed),
+        }),
+        None => serde_json::json!({ "mode": "per-client" }),
+    }
+}
+
 /// The doors: the shared one at `--listen` and one per copy, sharing the server, the
 /// ledger, the lock keys and the schedule's network faults (when it has one).
 async fn open_doors(
@@ -300,6 +332,13 @@ async fn open_doors(
     );
     shared.network = (schedule.iter().any(|f| f.kind.needs_proxy()))
         .then(|| Arc::new(crate::observe::network::Network::new()));
+    let shares = args.server_connections == ServerConnections::Shared
+        && shared.network.is_none()
+        && !shared.upstream.is_tls();
+    shared.mux = shares.then(|| crate::observe::mux::Mux::new(shared.upstream.clone()));
+    if let Some(m) = &shared.mux {
+        m.probe().await;
+    }
     let shared = Arc::new(shared);
     let door = Door::start(args.listen, None, shared.clone())
         .await

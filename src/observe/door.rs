@@ -9,6 +9,7 @@
 //! control, and the requests in flight per connection are capped ([`MAX_IN_FLIGHT`]).
 
 use super::ledger::Ledger;
+use super::mux::{Delivery, Inbox, Mux};
 use super::stream::{Broken, LockKeys, Queue, Replies, Requests};
 use crate::faults::proxy::Loopback;
 use crate::record::Outages;
@@ -18,6 +19,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::Notify;
 
 /// The most bytes one read takes.
@@ -93,6 +95,21 @@ impl Upstream {
         }
     }
 
+    /// A new plain TCP connection to the server (`None` for a TLS one: the line is plain).
+    pub(crate) async fn connect_plain(&self) -> std::io::Result<TcpStream> {
+        if self.tls.is_some() {
+            return Err(std::io::Error::other("the shared line is plain TCP only"));
+        }
+        let tcp = TcpStream::connect(&self.addrs[..]).await?;
+        let _ = tcp.set_nodelay(true);
+        Ok(tcp)
+    }
+
+    /// Whether the upstream is TLS.
+    pub(crate) fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
     /// Whether the server accepts a TCP connection (a handshake is not tried).
     async fn reachable(&self) -> bool {
         TcpStream::connect(&self.addrs[..]).await.is_ok()
@@ -127,6 +144,9 @@ pub(crate) struct Shared {
     pub(crate) first_free: usize,
     /// The schedule's `latency` and `partition`, when it has one ([`super::network`]).
     pub(crate) network: Option<Arc<super::network::Network>>,
+    /// The shared server connection (`--server-connections shared`, a plain server, no
+    /// network faults); `None`: every connection has its own.
+    pub(crate) mux: Option<Mux>,
 }
 
 /// The server's outages as the doors saw them.
@@ -153,6 +173,7 @@ impl Shared {
             broken: Mutex::new((0, Vec::new())),
             first_free,
             network: None,
+            mux: None,
         }
     }
 
@@ -233,9 +254,28 @@ impl Door {
     }
 }
 
-/// One observed connection of `client`: connects upstream, then forwards both ways through
-/// the observed streams until either side is done, or a frame breaks it (the client is told
-/// why in an error reply). Returning drops both sockets.
+/// A connection's streams, kept when it leaves the shared line for a connection of its own.
+#[derive(Default)]
+struct Streams {
+    reqs: Requests,
+    reps: Replies,
+    queue: Mutex<Queue>,
+}
+
+/// How a connection's forwarding ended.
+enum End {
+    /// The client is gone.
+    Client,
+    /// The server closed the connection (or the shared line failed).
+    Server,
+    /// A frame broke the stream: the client is told why.
+    Broken(String),
+}
+
+/// One observed connection of `client`: on the shared line while its requests allow
+/// ([`super::mux`]), else (or from its first request that needs one) on a server connection of
+/// its own, until either side is done or a frame breaks it (the client is told why in an error
+/// reply). Returning drops both sockets.
 async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
     let who = match client.checked_sub(shared.first_free) {
         Some(n) => format!("connection {n}"),
@@ -251,6 +291,20 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((client, counter.clone()));
+    let _ = client_sock.set_nodelay(true);
+    let (mut client_r, mut client_w) = client_sock.into_split();
+    let mut streams = Streams::default();
+    let mut first = Vec::new();
+    if let Some(mux) = &shared.mux {
+        let io = (&mut client_r, &mut client_w);
+        match on_the_line(io, mux, &mut streams, client, &counter, &shared).await {
+            Ok(requests) => {
+                mux.own_connections.fetch_add(1, Ordering::Relaxed);
+                first = requests;
+            }
+            Err(end) => return ended(end, &mut client_w, &who, &shared).await,
+        }
+    }
     // A network fault's hooks, one set per direction: a partition holds the connection too.
     let hooks = || shared.network.as_ref().map(|n| n.hooks());
     let (mut on_request, on_reply) = (hooks(), hooks());
@@ -264,47 +318,176 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         }
         Err(e) => {
             shared.server_up(false);
-            let mut c = client_sock;
             let msg = format!("-ERR lockbench observe: the server is unreachable: {e}\r\n");
-            let _ = c.write_all(msg.as_bytes()).await;
+            let _ = client_w.write_all(msg.as_bytes()).await;
             return;
         }
     };
-    let _ = client_sock.set_nodelay(true);
-    match server {
+    let client_io = (client_r, &mut client_w);
+    let hooks = (on_request, on_reply);
+    let end = match server {
         ServerConn::Plain(s) => {
             let (r, w) = s.into_split();
-            let hooks = (on_request, on_reply);
-            forward(client_sock, r, w, hooks, client, &who, &counter, &shared).await
+            let server_io = (r, w, first);
+            forward(
+                client_io, server_io, hooks, streams, client, &counter, &shared,
+            )
+            .await
         }
         ServerConn::Tls(s) => {
             let (r, w) = tokio::io::split(*s);
-            let hooks = (on_request, on_reply);
-            forward(client_sock, r, w, hooks, client, &who, &counter, &shared).await
+            let server_io = (r, w, first);
+            forward(
+                client_io, server_io, hooks, streams, client, &counter, &shared,
+            )
+            .await
+        }
+    };
+    ended(end, &mut client_w, &who, &shared).await
+}
+
+/// What follows a connection's end: a broken stream is told to the client and kept; a server
+/// that closed it is an outage if it cannot be reached again.
+async fn ended(end: End, client_w: &mut OwnedWriteHalf, who: &str, shared: &Shared) {
+    match end {
+        End::Broken(why) => {
+            shared.broke(who, &why);
+            let msg = format!("-ERR lockbench observe: closing this connection: {why}\r\n");
+            let _ = client_w.write_all(msg.as_bytes()).await;
+        }
+        End::Server => {
+            if !shared.upstream.reachable().await {
+                shared.server_up(false);
+            }
+        }
+        End::Client => {}
+    }
+}
+
+/// Forwards `client`'s requests on the shared line and its replies back until a request needs
+/// a connection of its own: then, once every reply owed on the line has reached the client,
+/// returns the requests still to send (the batch that held that request). `Err`: the
+/// connection ended.
+async fn on_the_line(
+    (client_r, client_w): (&mut OwnedReadHalf, &mut OwnedWriteHalf),
+    mux: &Mux,
+    streams: &mut Streams,
+    client: usize,
+    counter: &AtomicU64,
+    shared: &Shared,
+) -> Result<Vec<u8>, End> {
+    let inbox = Arc::new(Inbox::default());
+    let Streams { reqs, reps, queue } = streams;
+    let queue = &*queue;
+    reqs.server_refuses_maint = mux.server_refuses_maint();
+    let (keys, ledger) = (&shared.keys, &shared.ledger);
+    let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::with_capacity(CHUNK_BYTES));
+    let mut replies = Delivery::default();
+    let mut back = Vec::with_capacity(CHUNK_BYTES);
+    // Replies owed to this client on the line, and that line's protocol.
+    let mut owed = 0usize;
+    let mut on_resp3 = false;
+    // Puts the replies that came through the client's streams and on to the client.
+    let mut deliver = async |replies: &Delivery, owed: &mut usize| -> Result<(), End> {
+        *owed -= replies.frames;
+        back.clear();
+        let fed = reps.feed(&replies.bytes, queue, &mut back, |e, asked| {
+            ledger.seen(client, e, asked)
+        });
+        if client_w.write_all(&back).await.is_err() {
+            return Err(End::Client);
+        }
+        fed.map_err(|Broken(why)| End::Broken(why))?;
+        if replies.closed {
+            return Err(End::Server);
+        }
+        Ok(())
+    };
+    loop {
+        let can_read = queue.lock().unwrap_or_else(|p| p.into_inner()).in_flight() <= MAX_IN_FLIGHT;
+        tokio::select! {
+            biased;
+            () = inbox.take(&mut replies), if owed > 0 => deliver(&replies, &mut owed).await?,
+            read = client_r.read(&mut buf), if can_read => {
+                let n = match read {
+                    Ok(0) | Err(_) => return Err(End::Client),
+                    Ok(n) => n,
+                };
+                out.clear();
+                let before = reqs.commands;
+                let fed = reqs.feed(&buf[..n], keys, queue, &mut out);
+                counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
+                if reqs.needs_own {
+                    while owed > 0 {
+                        inbox.take(&mut replies).await;
+                        deliver(&replies, &mut owed).await?;
+                    }
+                    // A bad frame after good requests: they are sent, then it closes.
+                    if let Err(Broken(why)) = fed {
+                        return Err(End::Broken(why));
+                    }
+                    return Ok(out);
+                }
+                // A client that changed its protocol: its replies owed on the other line
+                // first, so that they reach it in order.
+                if reqs.resp3 != on_resp3 {
+                    while owed > 0 {
+                        inbox.take(&mut replies).await;
+                        deliver(&replies, &mut owed).await?;
+                    }
+                    on_resp3 = reqs.resp3;
+                }
+                let frames = frames_in(&out);
+                if frames > 0 {
+                    if let Err(e) = mux.send(&out, frames, &inbox, on_resp3).await {
+                        shared.server_up(false);
+                        let msg = format!("-ERR lockbench observe: the server is unreachable: {e}\r\n");
+                        let _ = client_w.write_all(msg.as_bytes()).await;
+                        return Err(End::Client);
+                    }
+                    shared.server_up(true);
+                    owed += frames;
+                }
+                fed.map_err(|Broken(why)| End::Broken(why))?;
+            }
         }
     }
 }
 
-/// Forwards both ways between the client and the server's halves until either side is done,
-/// or a frame breaks it; a network fault's hooks (requests', replies') hold or delay them.
-#[allow(clippy::too_many_arguments)]
+/// The complete requests in `bytes` (RESP arrays, as the line is sent only those).
+fn frames_in(bytes: &[u8]) -> usize {
+    let (mut n, mut at) = (0, 0);
+    while let Ok(Some(len)) = crate::store::frame::frame_len(&bytes[at..]) {
+        n += 1;
+        at += len;
+    }
+    n
+}
+
+/// Forwards both ways between the client and the server's halves (first sending `first`,
+/// requests already read) until either side is done, or a frame breaks it; a network fault's
+/// hooks (requests', replies') hold or delay them.
 async fn forward(
-    client_sock: TcpStream,
-    mut server_r: impl AsyncRead + Unpin,
-    mut server_w: impl AsyncWrite + Unpin,
+    (mut client_r, client_w): (OwnedReadHalf, &mut OwnedWriteHalf),
+    (mut server_r, mut server_w, first): (impl AsyncRead + Unpin, impl AsyncWrite + Unpin, Vec<u8>),
     (mut on_request, mut on_reply): (Option<super::network::Hooks>, Option<super::network::Hooks>),
+    streams: Streams,
     client: usize,
-    who: &str,
     counter: &AtomicU64,
     shared: &Shared,
-) {
-    let (mut client_r, mut client_w) = client_sock.into_split();
-    let queue = Mutex::new(Queue::default());
+) -> End {
+    let Streams {
+        mut reqs,
+        mut reps,
+        queue,
+    } = streams;
     let drained = Notify::new();
     let keys = &shared.keys;
     let ledger = &shared.ledger;
     let to_server = async {
-        let mut reqs = Requests::default();
+        if server_w.write_all(&first).await.is_err() {
+            return Ok(());
+        }
         let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::with_capacity(CHUNK_BYTES));
         loop {
             let n = match client_r.read(&mut buf).await {
@@ -333,7 +516,6 @@ async fn forward(
         }
     };
     let to_client = async {
-        let mut reps = Replies::default();
         let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::with_capacity(CHUNK_BYTES));
         loop {
             let n = match server_r.read(&mut buf).await {
@@ -362,17 +544,8 @@ async fn forward(
         r = to_client => r,
     };
     match ended {
-        Err(Broken(why)) => {
-            shared.broke(who, &why);
-            let msg = format!("-ERR lockbench observe: closing this connection: {why}\r\n");
-            let _ = client_w.write_all(msg.as_bytes()).await;
-        }
-        // The server closed the connection: an outage if it cannot be reached again.
-        Ok(true) => {
-            if !shared.upstream.reachable().await {
-                shared.server_up(false);
-            }
-        }
-        Ok(false) => {}
+        Err(Broken(why)) => End::Broken(why),
+        Ok(true) => End::Server,
+        Ok(false) => End::Client,
     }
 }

@@ -210,6 +210,16 @@ pub(crate) struct Requests {
     db: u32,
     /// Requests read (complete frames).
     pub(crate) commands: u64,
+    /// A request was read that needs a server connection of the client's own
+    /// ([`super::mux::shareable`]).
+    pub(crate) needs_own: bool,
+    /// The client asked for RESP3 (`HELLO 3`; `HELLO 2` back).
+    pub(crate) resp3: bool,
+    /// `commands` when the current read began.
+    fed_from: u64,
+    /// The server refuses `CLIENT MAINT_NOTIFICATIONS` (before Redis 8.2): a client's
+    /// request of it changes nothing and may go on the shared line.
+    pub(crate) server_refuses_maint: bool,
 }
 
 /// The server's side of a connection: bytes from the server to the client.
@@ -281,6 +291,7 @@ impl Requests {
         let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
         let mut at = 0;
         let mut args = std::mem::take(&mut self.args);
+        self.fed_from = self.commands;
         let result = loop {
             if at >= data.len() {
                 break Ok(());
@@ -338,12 +349,32 @@ impl Requests {
         out: &mut Vec<u8>,
     ) {
         let arg = |i: usize| args.get(i).map(|r| &frame[r.clone()]);
+        let maint = |n: &[u8]| {
+            self.server_refuses_maint
+                && n.eq_ignore_ascii_case(b"CLIENT")
+                && arg(1).is_some_and(|s| s.eq_ignore_ascii_case(b"MAINT_NOTIFICATIONS"))
+        };
+        let shares = frame[0] == b'*'
+            && arg(0).is_some_and(|n| super::mux::shareable(n, arg(1), args.len()) || maint(n));
         let Some(name) = arg(0) else {
+            self.needs_own = true;
             // An empty inline line: the server answers nothing.
             out.extend_from_slice(frame);
             return;
         };
         let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+        // The shared line a client's requests go on follows its protocol: a HELLO must open
+        // the requests it is read with, so that none before it goes on the other line.
+        if !shares || (is(b"HELLO") && self.commands - 1 > self.fed_from) {
+            self.needs_own = true;
+        }
+        if is(b"HELLO") {
+            match arg(1) {
+                Some(b"3") => self.resp3 = true,
+                Some(b"2") => self.resp3 = false,
+                _ => {}
+            }
+        }
         if STOPPERS.iter().any(|s| is(s)) {
             q.stopped = true;
             out.extend_from_slice(frame);

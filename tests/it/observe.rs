@@ -191,7 +191,12 @@ struct Watching {
 }
 
 fn watching(out: &Path) -> Watching {
+    watching_with(out, &[])
+}
+
+fn watching_with(out: &Path, more: &[&str]) -> Watching {
     let mut run = common::lockbench(&["observe", "--lock-keys", "lock:*"])
+        .args(more)
         .out(out)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -317,6 +322,125 @@ fn other_traffic_passes_untouched() {
     assert_eq!(s["released"], 1, "{s}");
     assert_eq!(s["wrongful_deletes"], 0, "{s}");
     assert!(out.stdout.ends_with(b"\n"));
+}
+
+/// Clients at once, each pipelining its own keys, a lock and a token release: on the shared
+/// server connections each gets exactly its own replies, and the server sees one connection
+/// per protocol for them all (half speak RESP3); a client that opens a transaction gets its
+/// own, after its earlier replies. The
+/// same clients with `--server-connections per-client` (the control) give the same figures on
+/// one server connection each.
+#[test]
+fn clients_share_one_server_connection_and_each_gets_its_own_replies() {
+    common::need_redis_server();
+    const CLIENTS: usize = 12;
+    const ROUNDS: usize = 40;
+    let script = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+    let mut seen_by_server = Vec::new();
+    for mode in ["shared", "per-client"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let w = watching_with(tmp.path(), &["--server-connections", mode]);
+        let client = redis::Client::open(format!("redis://{}", w.addr)).unwrap();
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(CLIENTS + 1));
+        let threads: Vec<_> = (0..CLIENTS)
+            .map(|t| {
+                // Half of them speak RESP3 (HELLO 3 when they connect): the other line.
+                let url = match t % 2 {
+                    0 => format!("redis://{}/?protocol=resp3", w.addr),
+                    _ => format!("redis://{}", w.addr),
+                };
+                let client = redis::Client::open(url).unwrap();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let mut c = client.get_connection().unwrap();
+                    let _: () = redis::cmd("PING").query(&mut c).unwrap();
+                    barrier.wait();
+                    barrier.wait();
+                    for i in 0..ROUNDS {
+                        let (key, lock) = (format!("c{t}:{i}"), format!("lock:{t}"));
+                        let token = format!("{t}-{i}");
+                        let got: (String, String, i64, Option<String>, i64) = redis::pipe()
+                            .cmd("SET")
+                            .arg(&key)
+                            .arg(&token)
+                            .cmd("GET")
+                            .arg(&key)
+                            .cmd("INCR")
+                            .arg(format!("n{t}"))
+                            .cmd("SET")
+                            .arg(&lock)
+                            .arg(&token)
+                            .arg("NX")
+                            .arg("PX")
+                            .arg(10_000)
+                            .cmd("EVAL")
+                            .arg(script)
+                            .arg(1)
+                            .arg(&lock)
+                            .arg(&token)
+                            .query(&mut c)
+                            .unwrap();
+                        let want = (
+                            "OK".into(),
+                            token.clone(),
+                            i as i64 + 1,
+                            Some("OK".into()),
+                            1,
+                        );
+                        assert_eq!(got, want, "client {t}, round {i}");
+                    }
+                })
+            })
+            .collect();
+        barrier.wait();
+        // Every client connected and answered: how many connections the server has.
+        let mut c = client.get_connection().unwrap();
+        let info: String = redis::cmd("INFO").arg("clients").query(&mut c).unwrap();
+        let connected: usize = info
+            .lines()
+            .find_map(|l| l.strip_prefix("connected_clients:"))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{info}"));
+        seen_by_server.push(connected);
+        barrier.wait();
+        for t in threads {
+            t.join().unwrap();
+        }
+        // A transaction after shared requests: its own connection, the replies in order.
+        let v: i64 = redis::cmd("INCR").arg("n0").query(&mut c).unwrap();
+        let (a, b): (i64, i64) = redis::pipe()
+            .atomic()
+            .cmd("INCR")
+            .arg("n0")
+            .cmd("INCR")
+            .arg("n0")
+            .query(&mut c)
+            .unwrap();
+        assert_eq!(
+            (v, a, b),
+            (ROUNDS as i64 + 1, ROUNDS as i64 + 2, ROUNDS as i64 + 3)
+        );
+        drop(c);
+        w.stop();
+        let s = summary(tmp.path());
+        assert_eq!(s["sections"], CLIENTS * ROUNDS, "{mode}: {s}");
+        assert_eq!(s["released"], CLIENTS * ROUNDS, "{mode}: {s}");
+        assert_eq!(s["wrongful_deletes"], 0, "{mode}: {s}");
+        let record: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(tmp.path().join("observe.json")).unwrap())
+                .unwrap();
+        assert_eq!(record["server_connections"]["mode"], mode, "{record}");
+        if mode == "shared" {
+            assert_eq!(record["server_connections"]["lines_opened"], 2, "{record}");
+            assert_eq!(
+                record["server_connections"]["clients_given_their_own"], 1,
+                "{record}"
+            );
+        }
+    }
+    // The two shared lines (the asking client's requests went on the RESP2 one) against one
+    // per client and the asking one's.
+    assert_eq!(seen_by_server, [2, CLIENTS + 1]);
 }
 
 /// A malformed request closes its own connection with an error reply; another connection
