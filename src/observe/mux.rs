@@ -329,6 +329,12 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
         let mut batch = Vec::with_capacity(CHUNK_BYTES);
         loop {
             line.wake.notified().await;
+            // Once more round the runtime first: the clients whose requests are read in the
+            // same turn add theirs, and the batch goes out in one write.
+            // (Measured: 1.26–1.39× HAProxy's rate against 1.14–1.40× without, in two
+            // rounds each of scripts/proxy-bench.sh, its added p50 0.09–0.25 ms against
+            // 0.24–0.35.)
+            tokio::task::yield_now().await;
             {
                 let mut out = line.out.lock().unwrap_or_else(|p| p.into_inner());
                 std::mem::swap(&mut batch, &mut out.pending);
