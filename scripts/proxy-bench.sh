@@ -10,7 +10,11 @@
 #     nutcracker through twemproxy, a Redis-aware proxy (it parses each command, and carries
 #                all clients' commands to the server on one pipelined connection)
 #     observe    through `lockbench observe` listening in front of the same server (the row is
-#                skipped, with a message, when this lockbench has no `observe` command)
+#                skipped, with a message, when this lockbench has no `observe` command); its
+#                clients share one pipelined server connection (the default)
+#     observe-per-client
+#                the same with `--server-connections per-client`: one server connection per
+#                client, as HAProxy does (only with the default OBSERVE_ARGS)
 #   For each path and command: throughput (requests/s) and the median latency (p50, ms) as
 #   redis-benchmark reports them (--csv).
 #
@@ -176,6 +180,18 @@ else
     PIDS+=($!)
     wait_ready "lockbench observe" $! "${PORT[observe]}" "$WORK/observe.log"
     PATHS+=(observe)
+    # The same proxy with a server connection per client (no shared line): what the line buys.
+    if [[ "$OBSERVE_ARGS" == "$DEFAULT_OBSERVE_ARGS" ]] &&
+        "$LOCKBENCH" observe --help 2>/dev/null | grep -q -- --server-connections; then
+        PORT[observe-per-client]="$(free_port)"
+        "$LOCKBENCH" observe --server-connections per-client --redis "$redis_at" \
+            --listen "127.0.0.1:${PORT[observe-per-client]}" --out "$WORK/observe-per-client" \
+            --duration 1h </dev/null >"$WORK/observe-per-client.log" 2>&1 &
+        PIDS+=($!)
+        wait_ready "lockbench observe --server-connections per-client" $! \
+            "${PORT[observe-per-client]}" "$WORK/observe-per-client.log"
+        PATHS+=(observe-per-client)
+    fi
     [[ "$LOCKBENCH" == */debug/* ]] &&
         OBSERVE_NOTE="observe: $LOCKBENCH is a debug build, its row says nothing of the release's cost"
 fi

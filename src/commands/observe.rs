@@ -332,10 +332,10 @@ async fn open_doors(
     );
     shared.network = (schedule.iter().any(|f| f.kind.needs_proxy()))
         .then(|| Arc::new(crate::observe::network::Network::new()));
-    let shares = args.server_connections == ServerConnections::Shared
-        && shared.network.is_none()
-        && !shared.upstream.is_tls();
-    shared.mux = shares.then(|| crate::observe::mux::Mux::new(shared.upstream.clone()));
+    let shares = args.server_connections == ServerConnections::Shared && shared.network.is_none();
+    if let Some(addrs) = shared.upstream.plain_addrs().filter(|_| shares) {
+        shared.mux = Some(crate::observe::mux::Mux::new(addrs));
+    }
     if let Some(m) = &shared.mux {
         m.probe().await;
     }

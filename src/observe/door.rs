@@ -95,19 +95,9 @@ impl Upstream {
         }
     }
 
-    /// A new plain TCP connection to the server (`None` for a TLS one: the line is plain).
-    pub(crate) async fn connect_plain(&self) -> std::io::Result<TcpStream> {
-        if self.tls.is_some() {
-            return Err(std::io::Error::other("the shared line is plain TCP only"));
-        }
-        let tcp = TcpStream::connect(&self.addrs[..]).await?;
-        let _ = tcp.set_nodelay(true);
-        Ok(tcp)
-    }
-
-    /// Whether the upstream is TLS.
-    pub(crate) fn is_tls(&self) -> bool {
-        self.tls.is_some()
+    /// The server's addresses when it is plain TCP (`None`: TLS).
+    pub(crate) fn plain_addrs(&self) -> Option<Arc<[SocketAddr]>> {
+        self.tls.is_none().then(|| self.addrs.clone())
     }
 
     /// Whether the server accepts a TCP connection (a handshake is not tried).

@@ -6,7 +6,7 @@
 //! `scripts/proxy-bench.sh`).
 //!
 //! Only requests whose meaning does not depend on their connection share the line
-//! ([`shareable`]): reads and writes of keys, scripts, `PING`, `INFO`… A connection that sends
+//! ([`super::stream::shareable`]): reads and writes of keys, scripts, `PING`, `INFO`… A connection that sends
 //! anything else (`MULTI`, `WATCH`, `SELECT` of another database, `AUTH`, `HELLO`, a blocking
 //! or subscribing command, `CLIENT` but `SETINFO`, `QUIT`…) is handed a connection of its own
 //! first, once every reply of its shared requests is back, and keeps it: from then on it is
@@ -18,9 +18,10 @@
 //! client with a reply still owed is closed, as its own connection would have been; the next
 //! request opens a new line.
 
-use super::door::Upstream;
+use super::stream::MAX_FRAME;
 use crate::store::frame::frame_len;
 use std::collections::VecDeque;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -28,96 +29,6 @@ use tokio::sync::Notify;
 
 /// The most bytes one read of the line takes.
 const CHUNK_BYTES: usize = 64 * 1024;
-
-/// Whether a request (`name`, its first argument `sub`) means the same on any connection:
-/// it may go out on the shared line. Anything not named here gets a connection of its own.
-pub(crate) fn shareable(name: &[u8], sub: Option<&[u8]>, argc: usize) -> bool {
-    const SAME_ON_ANY: &[&[u8]] = &[
-        b"GET",
-        b"SET",
-        b"SETNX",
-        b"SETEX",
-        b"PSETEX",
-        b"GETDEL",
-        b"GETEX",
-        b"GETSET",
-        b"DEL",
-        b"UNLINK",
-        b"DELEX",
-        b"EXISTS",
-        b"EXPIRE",
-        b"PEXPIRE",
-        b"EXPIREAT",
-        b"PEXPIREAT",
-        b"PERSIST",
-        b"TTL",
-        b"PTTL",
-        b"EXPIRETIME",
-        b"PEXPIRETIME",
-        b"TYPE",
-        b"INCR",
-        b"INCRBY",
-        b"DECR",
-        b"DECRBY",
-        b"INCRBYFLOAT",
-        b"APPEND",
-        b"STRLEN",
-        b"MGET",
-        b"MSET",
-        b"MSETNX",
-        b"HGET",
-        b"HSET",
-        b"HSETNX",
-        b"HDEL",
-        b"HGETALL",
-        b"HMGET",
-        b"HMSET",
-        b"HINCRBY",
-        b"HEXISTS",
-        b"HLEN",
-        b"LPUSH",
-        b"RPUSH",
-        b"LPOP",
-        b"RPOP",
-        b"LLEN",
-        b"LRANGE",
-        b"LREM",
-        b"LINDEX",
-        b"SADD",
-        b"SREM",
-        b"SMEMBERS",
-        b"SISMEMBER",
-        b"SCARD",
-        b"ZADD",
-        b"ZREM",
-        b"ZRANGE",
-        b"ZSCORE",
-        b"ZCARD",
-        b"ZRANGEBYSCORE",
-        b"ZREMRANGEBYSCORE",
-        b"EVAL",
-        b"EVALSHA",
-        b"EVAL_RO",
-        b"EVALSHA_RO",
-        b"FCALL",
-        b"FCALL_RO",
-        b"PING",
-        b"ECHO",
-        b"INFO",
-        b"TIME",
-        b"DBSIZE",
-    ];
-    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
-    let sub_is = |n: &[u8]| sub.is_some_and(|s| s.eq_ignore_ascii_case(n));
-    SAME_ON_ANY.iter().any(|n| is(n))
-        // The line is always in database 0, and a library's name only labels a connection.
-        || (is(b"SELECT") && sub == Some(b"0"))
-        || (is(b"CLIENT") && sub_is(b"SETINFO"))
-        || (is(b"SCRIPT") && (sub_is(b"LOAD") || sub_is(b"EXISTS")))
-        // The protocol alone: there is a line for each (with AUTH or SETNAME it is the
-        // connection's own).
-        || (is(b"HELLO") && argc == 2 && (sub == Some(b"2") || sub == Some(b"3")))
-}
 
 /// Where the line puts a client's replies: complete reply frames, in order.
 #[derive(Debug, Default)]
@@ -180,7 +91,8 @@ impl Inbox {
 /// again after a failure.
 #[derive(Debug)]
 pub(crate) struct Mux {
-    upstream: Upstream,
+    /// The server's addresses (a line is plain TCP).
+    addrs: Arc<[SocketAddr]>,
     /// The RESP2 line and the RESP3 one (opened with `HELLO 3`).
     lines_by_protocol: [Mutex<Option<Arc<Line>>>; 2],
     connecting: tokio::sync::Mutex<()>,
@@ -222,10 +134,10 @@ impl Drop for Mux {
 }
 
 impl Mux {
-    /// A mux in front of `upstream` (plain TCP); no connection is opened yet.
-    pub(crate) fn new(upstream: Upstream) -> Mux {
+    /// A mux in front of the server at `addrs` (plain TCP); no connection is opened yet.
+    pub(crate) fn new(addrs: Arc<[SocketAddr]>) -> Mux {
         Mux {
-            upstream,
+            addrs,
             lines_by_protocol: [Mutex::new(None), Mutex::new(None)],
             connecting: tokio::sync::Mutex::new(()),
             tasks: Mutex::new(Vec::new()),
@@ -242,7 +154,7 @@ impl Mux {
     /// know it (each such connection gets its own).
     pub(crate) async fn probe(&self) {
         let ask = async {
-            let mut c = self.upstream.connect_plain().await.ok()?;
+            let mut c = self.connect().await.ok()?;
             let req = b"*3\r\n$6\r\nCLIENT\r\n$19\r\nMAINT_NOTIFICATIONS\r\n$3\r\nOFF\r\n";
             c.write_all(req).await.ok()?;
             let mut first = [0u8; 1];
@@ -252,6 +164,13 @@ impl Mux {
         let refused = tokio::time::timeout(std::time::Duration::from_secs(2), ask).await;
         let refused = refused.ok().flatten().unwrap_or(false);
         self.refuses_maint.store(refused, Ordering::Relaxed);
+    }
+
+    /// A new connection to the server.
+    async fn connect(&self) -> std::io::Result<tokio::net::TcpStream> {
+        let tcp = tokio::net::TcpStream::connect(&self.addrs[..]).await?;
+        let _ = tcp.set_nodelay(true);
+        Ok(tcp)
     }
 
     /// Whether the server refused `CLIENT MAINT_NOTIFICATIONS` when probed.
@@ -298,7 +217,7 @@ impl Mux {
         if alive {
             return Ok(());
         }
-        let stream = self.upstream.connect_plain().await?;
+        let stream = self.connect().await?;
         let line = Arc::new(Line::default());
         if resp3 {
             // Its own HELLO first, answered to nobody: a client's HELLO 3 on the line is
@@ -358,7 +277,7 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
             loop {
                 let len = match frame_len(&acc[at..]) {
                     Ok(Some(len)) => len,
-                    Ok(None) if acc.len() - at > super::stream::MAX_FRAME => return,
+                    Ok(None) if acc.len() - at > MAX_FRAME => return,
                     Ok(None) => break,
                     Err(_) => return,
                 };
@@ -404,38 +323,5 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
     };
     for (inbox, _) in owed {
         inbox.close();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_requests_that_mean_the_same_on_any_connection_share() {
-        assert!(shareable(b"get", Some(b"k"), 2));
-        assert!(shareable(b"EVALSHA", Some(b"abc"), 3));
-        assert!(shareable(b"select", Some(b"0"), 2));
-        assert!(shareable(b"client", Some(b"setinfo"), 4));
-        assert!(shareable(b"HELLO", Some(b"3"), 2));
-        assert!(!shareable(b"HELLO", Some(b"3"), 5), "HELLO 3 AUTH u p");
-        for (name, sub) in [
-            (&b"SELECT"[..], Some(&b"1"[..])),
-            (b"MULTI", None),
-            (b"WATCH", Some(b"k")),
-            (b"BLPOP", Some(b"k")),
-            (b"SUBSCRIBE", Some(b"c")),
-            (b"AUTH", Some(b"p")),
-            (b"HELLO", Some(b"4")),
-            (b"CLIENT", Some(b"REPLY")),
-            (b"QUIT", None),
-            (b"SCRIPT", Some(b"FLUSH")),
-        ] {
-            assert!(
-                !shareable(name, sub, 2),
-                "{}",
-                String::from_utf8_lossy(name)
-            );
-        }
     }
 }
