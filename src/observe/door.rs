@@ -6,7 +6,9 @@
 //! client of its own) and one door per copy lockbench started (every connection of that copy
 //! is the copy's: a connection pool is one client). Each connection is one task reading a
 //! chunk, forwarding it, reading the next: a client that floods is held by TCP's own flow
-//! control, and the requests in flight per connection are capped ([`MAX_IN_FLIGHT`]).
+//! control, and the requests in flight per connection are capped ([`MAX_IN_FLIGHT`]; on the
+//! shared line of [`super::mux`], [`MAX_OWED_ON_LINE`], and a client that leaves more than
+//! [`super::mux::UNREAD_LIMIT`] of replies unread is closed).
 
 use super::ledger::Ledger;
 use super::mux::{Delivery, Inbox, Mux};
@@ -28,6 +30,10 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// reading the client: a client that pipelines without reading its replies waits, instead of
 /// growing the queue.
 const MAX_IN_FLIGHT: usize = 64 * 1024;
+/// Replies owed to one connection on the shared line before the proxy stops reading it: the
+/// line's replies wait in the connection's inbox until it takes them, so a client that
+/// pipelines without reading holds at most this many there.
+const MAX_OWED_ON_LINE: usize = 1024;
 /// Protocol errors kept with their messages.
 const KEPT_ERRORS: usize = 20;
 
@@ -379,6 +385,12 @@ async fn on_the_line(
     let mut on_resp3 = false;
     // Puts the replies that came through the client's streams and on to the client.
     let mut deliver = async |replies: &Delivery, owed: &mut usize| -> Result<(), End> {
+        if replies.overflowed {
+            let mib = super::mux::UNREAD_LIMIT >> 20;
+            return Err(End::Broken(format!(
+                "more than {mib} MiB of its replies waited unread"
+            )));
+        }
         *owed -= replies.frames;
         back.clear();
         let fed = reps.feed(&replies.bytes, queue, &mut back, |e, asked| {
@@ -394,7 +406,7 @@ async fn on_the_line(
         Ok(())
     };
     loop {
-        let can_read = queue.lock().unwrap_or_else(|p| p.into_inner()).in_flight() <= MAX_IN_FLIGHT;
+        let can_read = owed <= MAX_OWED_ON_LINE;
         tokio::select! {
             biased;
             () = inbox.take(&mut replies), if owed > 0 => deliver(&replies, &mut owed).await?,

@@ -30,11 +30,22 @@ use tokio::sync::Notify;
 /// The most bytes one read of the line takes.
 const CHUNK_BYTES: usize = 64 * 1024;
 
+/// Replies that may wait in one client's inbox, unread: beyond it the client is closed (its
+/// replies come from the line, which cannot wait for one client without holding up all).
+pub(crate) const UNREAD_LIMIT: usize = 2 * MAX_FRAME;
+
 /// Where the line puts a client's replies: complete reply frames, in order.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Inbox {
     state: Mutex<InboxState>,
     ready: Notify,
+    limit: usize,
+}
+
+impl Default for Inbox {
+    fn default() -> Inbox {
+        Inbox::with_limit(UNREAD_LIMIT)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -43,6 +54,8 @@ struct InboxState {
     frames: usize,
     /// The line failed with replies still owed to this client.
     closed: bool,
+    /// More than the limit waited unread: the rest were dropped.
+    overflowed: bool,
 }
 
 /// What [`Inbox::take`] found: replies (`frames` of them, in `bytes`), and whether the line
@@ -52,9 +65,20 @@ pub(crate) struct Delivery {
     pub(crate) bytes: Vec<u8>,
     pub(crate) frames: usize,
     pub(crate) closed: bool,
+    /// Closed because more than [`UNREAD_LIMIT`] of replies waited unread.
+    pub(crate) overflowed: bool,
 }
 
 impl Inbox {
+    /// An inbox closed when more than `limit` bytes wait in it.
+    pub(crate) fn with_limit(limit: usize) -> Inbox {
+        Inbox {
+            state: Mutex::default(),
+            ready: Notify::new(),
+            limit,
+        }
+    }
+
     /// Waits until replies have come or the line failed, then takes them (`into`'s buffer is
     /// reused).
     pub(crate) async fn take(&self, into: &mut Delivery) {
@@ -67,6 +91,7 @@ impl Inbox {
                     std::mem::swap(&mut into.bytes, &mut s.bytes);
                     into.frames = std::mem::take(&mut s.frames);
                     into.closed = s.closed;
+                    into.overflowed = s.overflowed;
                     return;
                 }
             }
@@ -77,6 +102,16 @@ impl Inbox {
     /// Adds `frame`, `replies` of them (0 for an attribute, which goes with the next).
     fn put(&self, frame: &[u8], replies: usize) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.overflowed {
+            return;
+        }
+        if s.bytes.len() + frame.len() > self.limit {
+            (s.overflowed, s.closed, s.frames) = (true, true, 0);
+            s.bytes = Vec::new();
+            drop(s);
+            self.ready.notify_one();
+            return;
+        }
         s.bytes.extend_from_slice(frame);
         s.frames += replies;
     }
@@ -323,5 +358,33 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
     };
     for (inbox, _) in owed {
         inbox.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that leaves more than its limit unread is closed, and what came after is
+    /// dropped, not kept; below the limit every frame is delivered in order.
+    #[tokio::test]
+    async fn an_inbox_left_unread_past_its_limit_is_closed_and_holds_nothing() {
+        let inbox = Inbox::with_limit(10);
+        inbox.put(b"+OK\r\n", 1);
+        inbox.put(b":1\r\n", 1);
+        let mut d = Delivery::default();
+        inbox.take(&mut d).await;
+        assert_eq!(
+            (&d.bytes[..], d.frames, d.closed),
+            (&b"+OK\r\n:1\r\n"[..], 2, false)
+        );
+        inbox.put(b"$5\r\nhello\r\n", 1);
+        inbox.put(b"+OK\r\n", 1);
+        inbox.take(&mut d).await;
+        assert!(d.closed && d.overflowed, "{d:?}");
+        assert_eq!((d.bytes.len(), d.frames), (0, 0));
+        inbox.put(b"+OK\r\n", 1);
+        inbox.take(&mut d).await;
+        assert!(d.bytes.is_empty() && d.overflowed);
     }
 }
