@@ -341,8 +341,19 @@ fn header(buf: &[u8]) -> Result<Option<(i64, usize)>, ()> {
     match line(buf) {
         None if buf.len() > MAX_LINE => Err(()),
         None => Ok(None),
-        Some((n, head)) => n.parse().map(|n| Some((n, head))).map_err(drop),
+        Some((n, head)) if redis_number(n) => n.parse().map(|n| Some((n, head))).map_err(drop),
+        Some(_) => Err(()),
     }
+}
+
+/// Whether `n` is a length as Redis reads one: an optional `-`, then digits without a leading
+/// zero (Rust's parser would also take `+1` and `05`, which Redis refuses by closing the
+/// connection).
+fn redis_number(n: &str) -> bool {
+    let digits = n.strip_prefix('-').unwrap_or(n);
+    !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
 }
 
 /// A request parsed at the start of a buffer: its length and its arguments' ranges;
@@ -409,6 +420,29 @@ pub(crate) fn inline(buf: &[u8]) -> Parsed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Lengths Redis refuses (it closes the connection) are not requests here either.
+    #[test]
+    fn lengths_are_read_as_redis_reads_them() {
+        let mut args = Vec::new();
+        assert_eq!(
+            command_into(b"*1\r\n$4\r\nPING\r\n", &mut args),
+            Ok(Some(14))
+        );
+        for bad in [
+            &b"*+1\r\n$4\r\nPING\r\n"[..],
+            b"*1\r\n$04\r\nPING\r\n",
+            b"*01\r\n",
+            b"*1\r\n$\r\n",
+        ] {
+            assert_eq!(
+                command_into(bad, &mut args),
+                Err(()),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
     use std::sync::Mutex;
 
     fn rules() -> Rules {

@@ -7,8 +7,8 @@
 //! is the copy's: a connection pool is one client). Each connection is one task reading a
 //! chunk, forwarding it, reading the next: a client that floods is held by TCP's own flow
 //! control, and the requests in flight per connection are capped ([`MAX_IN_FLIGHT`]; on the
-//! shared line of [`super::mux`], [`MAX_OWED_ON_LINE`], and a client that leaves more than
-//! [`super::mux::UNREAD_LIMIT`] of replies unread is closed).
+//! shared line of [`super::mux`], the requests queued for the line are capped in bytes, and a
+//! client that leaves more than [`super::mux::UNREAD_LIMIT`] of replies unread is closed).
 
 use super::ledger::Ledger;
 use super::mux::{Delivery, Inbox, Mux};
@@ -16,7 +16,7 @@ use super::stream::{Broken, LockKeys, Queue, Replies, Requests};
 use crate::faults::proxy::Loopback;
 use crate::record::Outages;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -30,10 +30,6 @@ const CHUNK_BYTES: usize = 64 * 1024;
 /// reading the client: a client that pipelines without reading its replies waits, instead of
 /// growing the queue.
 const MAX_IN_FLIGHT: usize = 64 * 1024;
-/// Replies owed to one connection on the shared line before the proxy stops reading it: the
-/// line's replies wait in the connection's inbox until it takes them, so a client that
-/// pipelines without reading holds at most this many there.
-const MAX_OWED_ON_LINE: usize = 1024;
 /// Protocol errors kept with their messages.
 const KEPT_ERRORS: usize = 20;
 
@@ -266,6 +262,8 @@ enum End {
     Server,
     /// A frame broke the stream: the client is told why.
     Broken(String),
+    /// No server connection could be opened: the client is told why.
+    Unreachable(String),
 }
 
 /// One observed connection of `client`: on the shared line while its requests allow
@@ -356,14 +354,20 @@ async fn ended(end: End, client_w: &mut OwnedWriteHalf, who: &str, shared: &Shar
                 shared.server_up(false);
             }
         }
+        End::Unreachable(e) => {
+            let msg = format!("-ERR lockbench observe: the server is unreachable: {e}\r\n");
+            let _ = client_w.write_all(msg.as_bytes()).await;
+        }
         End::Client => {}
     }
 }
 
 /// Forwards `client`'s requests on the shared line and its replies back until a request needs
 /// a connection of its own: then, once every reply owed on the line has reached the client,
-/// returns the requests still to send (the batch that held that request). `Err`: the
-/// connection ended.
+/// returns the requests still to send (the batch that held that request; a RESP3 client's
+/// `HELLO 3` first). `Err`: the connection ended. Requests and replies go concurrently, as in
+/// [`forward`]: a client that writes a long pipeline before it reads is read on while its
+/// replies wait in its inbox (up to [`super::mux::UNREAD_LIMIT`]).
 async fn on_the_line(
     (client_r, client_w): (&mut OwnedReadHalf, &mut OwnedWriteHalf),
     mux: &Mux,
@@ -377,82 +381,89 @@ async fn on_the_line(
     let queue = &*queue;
     reqs.server_refuses_maint = mux.server_refuses_maint();
     let (keys, ledger) = (&shared.keys, &shared.ledger);
-    let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::with_capacity(CHUNK_BYTES));
-    let mut replies = Delivery::default();
-    let mut back = Vec::with_capacity(CHUNK_BYTES);
-    // Replies owed to this client on the line, and that line's protocol.
-    let mut owed = 0usize;
-    let mut on_resp3 = false;
-    // Puts the replies that came through the client's streams and on to the client.
-    let mut deliver = async |replies: &Delivery, owed: &mut usize| -> Result<(), End> {
-        if replies.overflowed {
-            let mib = super::mux::UNREAD_LIMIT >> 20;
-            return Err(End::Broken(format!(
-                "more than {mib} MiB of its replies waited unread"
-            )));
+    // Replies owed to this client on the line; `delivered` tells the reading side it fell.
+    let owed = AtomicUsize::new(0);
+    let delivered = Notify::new();
+    let owed_at_most = async |most: usize| loop {
+        let wait = delivered.notified();
+        if owed.load(Ordering::Relaxed) <= most {
+            return;
         }
-        *owed -= replies.frames;
-        back.clear();
-        let fed = reps.feed(&replies.bytes, queue, &mut back, |e, asked| {
-            ledger.seen(client, e, asked)
-        });
-        if client_w.write_all(&back).await.is_err() {
-            return Err(End::Client);
-        }
-        fed.map_err(|Broken(why)| End::Broken(why))?;
-        if replies.closed {
-            return Err(End::Server);
-        }
-        Ok(())
+        wait.await;
     };
-    loop {
-        let can_read = owed <= MAX_OWED_ON_LINE;
-        tokio::select! {
-            biased;
-            () = inbox.take(&mut replies), if owed > 0 => deliver(&replies, &mut owed).await?,
-            read = client_r.read(&mut buf), if can_read => {
-                let n = match read {
-                    Ok(0) | Err(_) => return Err(End::Client),
-                    Ok(n) => n,
-                };
-                out.clear();
-                let before = reqs.commands;
-                let fed = reqs.feed(&buf[..n], keys, queue, &mut out);
-                counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
-                if reqs.needs_own {
-                    while owed > 0 {
-                        inbox.take(&mut replies).await;
-                        deliver(&replies, &mut owed).await?;
-                    }
-                    // A bad frame after good requests: they are sent, then it closes.
-                    if let Err(Broken(why)) = fed {
-                        return Err(End::Broken(why));
-                    }
-                    return Ok(out);
-                }
-                // A client that changed its protocol: its replies owed on the other line
-                // first, so that they reach it in order.
-                if reqs.resp3 != on_resp3 {
-                    while owed > 0 {
-                        inbox.take(&mut replies).await;
-                        deliver(&replies, &mut owed).await?;
-                    }
-                    on_resp3 = reqs.resp3;
-                }
-                let frames = frames_in(&out);
-                if frames > 0 {
-                    if let Err(e) = mux.send(&out, frames, &inbox, on_resp3).await {
-                        shared.server_up(false);
-                        let msg = format!("-ERR lockbench observe: the server is unreachable: {e}\r\n");
-                        let _ = client_w.write_all(msg.as_bytes()).await;
-                        return Err(End::Client);
-                    }
-                    shared.server_up(true);
-                    owed += frames;
-                }
-                fed.map_err(|Broken(why)| End::Broken(why))?;
+    let writing = async {
+        let (mut replies, mut back) = (Delivery::default(), Vec::with_capacity(CHUNK_BYTES));
+        loop {
+            inbox.take(&mut replies).await;
+            if replies.overflowed {
+                let mib = super::mux::UNREAD_LIMIT >> 20;
+                let why = format!("more than {mib} MiB of its replies waited unread");
+                return Err(End::Broken(why));
+            }
+            back.clear();
+            let fed = reps.feed(&replies.bytes, queue, &mut back, |e, asked| {
+                ledger.seen(client, e, asked)
+            });
+            if client_w.write_all(&back).await.is_err() {
+                return Err(End::Client);
+            }
+            // Owed until written: the reading side hands over only then.
+            owed.fetch_sub(replies.frames, Ordering::Relaxed);
+            delivered.notify_one();
+            fed.map_err(|Broken(why)| End::Broken(why))?;
+            if replies.closed {
+                return Err(End::Server);
             }
         }
+    };
+    let reading = async {
+        let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::with_capacity(CHUNK_BYTES));
+        // The protocol of the line this client is on.
+        let mut on_resp3 = false;
+        loop {
+            owed_at_most(MAX_IN_FLIGHT).await;
+            let n = match client_r.read(&mut buf).await {
+                Ok(0) | Err(_) => return Err(End::Client),
+                Ok(n) => n,
+            };
+            out.clear();
+            let before = reqs.commands;
+            let fed = reqs.feed(&buf[..n], keys, queue, &mut out);
+            counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
+            if reqs.needs_own {
+                owed_at_most(0).await;
+                // A bad frame after good requests: none is sent, the connection closes.
+                fed.map_err(|Broken(why)| End::Broken(why))?;
+                if on_resp3 {
+                    let mut first = b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n".to_vec();
+                    first.append(&mut out);
+                    let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+                    q.expects.push_front(super::stream::Expect::Swallow);
+                    return Ok(first);
+                }
+                return Ok(out);
+            }
+            // A client that changed its protocol: its replies owed on the other line first,
+            // so that they reach it in order.
+            if reqs.resp3 != on_resp3 {
+                owed_at_most(0).await;
+                on_resp3 = reqs.resp3;
+            }
+            let frames = frames_in(&out);
+            if frames > 0 {
+                if let Err(e) = mux.send(&out, frames, &inbox, on_resp3).await {
+                    shared.server_up(false);
+                    return Err(End::Unreachable(e.to_string()));
+                }
+                shared.server_up(true);
+                owed.fetch_add(frames, Ordering::Relaxed);
+            }
+            fed.map_err(|Broken(why)| End::Broken(why))?;
+        }
+    };
+    tokio::select! {
+        r = reading => r,
+        r = writing => r,
     }
 }
 

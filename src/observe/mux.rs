@@ -140,11 +140,17 @@ pub(crate) struct Mux {
     refuses_maint: AtomicBool,
 }
 
+/// Requests waiting to be written on a line beyond which a sender waits for the write: a
+/// paused server holds its clients back through TCP instead of in memory.
+const PENDING_LIMIT: usize = MAX_FRAME;
+
 /// One shared server connection: what waits to be written, and whose replies come next.
 #[derive(Debug, Default)]
 struct Line {
     out: Mutex<LineOut>,
     wake: Notify,
+    /// Told after every write (and when the line fails): senders waiting for room.
+    written: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -192,9 +198,12 @@ impl Mux {
             let mut c = self.connect().await.ok()?;
             let req = b"*3\r\n$6\r\nCLIENT\r\n$19\r\nMAINT_NOTIFICATIONS\r\n$3\r\nOFF\r\n";
             c.write_all(req).await.ok()?;
-            let mut first = [0u8; 1];
-            c.read_exact(&mut first).await.ok()?;
-            Some(first[0] == b'-')
+            // Refused only by name (`-ERR unknown subcommand …`): an error of another kind
+            // (NOAUTH, NOPERM) says nothing of the command.
+            let mut reply = [0u8; 64];
+            let n = c.read(&mut reply).await.ok()?;
+            let reply = String::from_utf8_lossy(&reply[..n]).to_ascii_lowercase();
+            Some(reply.starts_with("-err unknown"))
         };
         let refused = tokio::time::timeout(std::time::Duration::from_secs(2), ask).await;
         let refused = refused.ok().flatten().unwrap_or(false);
@@ -227,13 +236,30 @@ impl Mux {
         loop {
             let line = slot.lock().unwrap_or_else(|p| p.into_inner()).clone();
             if let Some(line) = line {
-                let mut out = line.out.lock().unwrap_or_else(|p| p.into_inner());
-                if !out.failed {
-                    out.pending.extend_from_slice(requests);
-                    out.owed.push_back((inbox.clone(), frames));
-                    drop(out);
-                    line.wake.notify_one();
-                    return Ok(());
+                let room = line.written.notified();
+                // Sent, no room yet, or the line failed.
+                let sent = {
+                    let mut out = line.out.lock().unwrap_or_else(|p| p.into_inner());
+                    if out.failed {
+                        None
+                    } else if out.pending.len() > PENDING_LIMIT {
+                        Some(false)
+                    } else {
+                        out.pending.extend_from_slice(requests);
+                        out.owed.push_back((inbox.clone(), frames));
+                        Some(true)
+                    }
+                };
+                match sent {
+                    Some(true) => {
+                        line.wake.notify_one();
+                        return Ok(());
+                    }
+                    Some(false) => {
+                        room.await;
+                        continue;
+                    }
+                    None => {}
                 }
             }
             self.open(resp3).await?;
@@ -297,6 +323,7 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
                 return;
             }
             batch.clear();
+            line.written.notify_waiters();
         }
     };
     let reader = async {
@@ -316,22 +343,23 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
                     Ok(None) => break,
                     Err(_) => return,
                 };
+                let frame = &acc[at..at + len];
+                at += len;
+                // A RESP3 push answers no request (the line subscribes to nothing, tracks
+                // nothing): dropped.
+                if frame[0] == b'>' {
+                    continue;
+                }
                 // A reply nobody is owed: the line cannot be trusted any more.
                 let Some((inbox, owed)) = out.owed.front_mut() else {
                     return;
                 };
-                let frame = &acc[at..at + len];
-                at += len;
-                match frame[0] {
-                    // RESP3 out of band: an attribute goes with the reply after it; a push
-                    // answers no request (the line subscribes to nothing, tracks nothing).
-                    b'|' => {
-                        inbox.put(frame, 0);
-                        continue;
-                    }
-                    b'>' => continue,
-                    _ => inbox.put(frame, 1),
+                // An attribute goes with the reply after it.
+                if frame[0] == b'|' {
+                    inbox.put(frame, 0);
+                    continue;
                 }
+                inbox.put(frame, 1);
                 *owed -= 1;
                 if *owed == 0 {
                     inbox.ready.notify_one();
@@ -353,9 +381,10 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
     let owed = {
         let mut out = line.out.lock().unwrap_or_else(|p| p.into_inner());
         out.failed = true;
-        out.pending.clear();
+        out.pending = Vec::new();
         std::mem::take(&mut out.owed)
     };
+    line.written.notify_waiters();
     for (inbox, _) in owed {
         inbox.close();
     }

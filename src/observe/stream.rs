@@ -88,6 +88,9 @@ pub(crate) enum Event {
 pub(crate) enum Expect {
     /// Forward the reply as it is.
     Pass,
+    /// A reply to a request of the proxy's own (the `HELLO 3` that gives a RESP3 client its
+    /// protocol back on a connection of its own): not forwarded.
+    Swallow,
     /// `SET … NX` (`+OK`) or `SETNX` (`:1`): an acquisition.
     Acquire {
         key: Vec<u8>,
@@ -771,6 +774,10 @@ fn reply(frame: &[u8], q: &mut Queue, out: &mut Vec<u8>, seen: &mut impl FnMut(E
             return;
         }
         _ => {}
+    }
+    if q.expects.front() == Some(&Expect::Swallow) {
+        q.expects.pop_front();
+        return;
     }
     if let Some(Expect::Script { swallow, error, .. }) = q.expects.front_mut()
         && *swallow > 0
