@@ -310,6 +310,7 @@ fn server_connections(shared: &Shared) -> serde_json::Value {
             "mode": "shared",
             "lines_opened": m.lines.load(Relaxed),
             "clients_given_their_own": m.own_connections.load(Relaxed),
+            "waits_after_shared_writes": m.waits_after_line.load(Relaxed),
         }),
         None => serde_json::json!({ "mode": "per-client" }),
     }

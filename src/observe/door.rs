@@ -431,6 +431,9 @@ async fn on_the_line(
             let fed = reqs.feed(&buf[..n], keys, queue, &mut out);
             counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
             if reqs.needs_own {
+                if reqs.waits && before > 0 {
+                    waited_after_line(mux);
+                }
                 owed_at_most(0).await;
                 // A bad frame after good requests: none is sent, the connection closes.
                 fed.map_err(|Broken(why)| End::Broken(why))?;
@@ -464,6 +467,19 @@ async fn on_the_line(
     tokio::select! {
         r = reading => r,
         r = writing => r,
+    }
+}
+
+/// A client handed its own connection at a `WAIT` or `WAITAOF` after requests on the line: the
+/// new connection has written nothing, so the server answers at once, without waiting for the
+/// writes the client made on the line. Counted, and said once on stderr.
+fn waited_after_line(mux: &Mux) {
+    if mux.waits_after_line.fetch_add(1, Ordering::Relaxed) == 0 {
+        eprintln!(
+            "lockbench observe: a client sent WAIT/WAITAOF after writing on the shared server \
+             connection: it waits for no write of its own (observe it with \
+             --server-connections per-client)"
+        );
     }
 }
 

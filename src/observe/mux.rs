@@ -136,6 +136,8 @@ pub(crate) struct Mux {
     /// Lines opened, and clients handed a connection of their own.
     pub(crate) lines: AtomicU64,
     pub(crate) own_connections: AtomicU64,
+    /// Clients handed their own connection at a `WAIT`/`WAITAOF` after requests on a line.
+    pub(crate) waits_after_line: AtomicU64,
     /// What [`Mux::probe`] found.
     refuses_maint: AtomicBool,
 }
@@ -184,6 +186,7 @@ impl Mux {
             tasks: Mutex::new(Vec::new()),
             lines: AtomicU64::new(0),
             own_connections: AtomicU64::new(0),
+            waits_after_line: AtomicU64::new(0),
             refuses_maint: AtomicBool::new(false),
         }
     }

@@ -218,6 +218,8 @@ pub(crate) struct Requests {
     pub(crate) needs_own: bool,
     /// The client asked for RESP3 (`HELLO 3`; `HELLO 2` back).
     pub(crate) resp3: bool,
+    /// The client sent `WAIT` or `WAITAOF` (they count the connection's own writes).
+    pub(crate) waits: bool,
     /// `commands` when the current read began.
     fed_from: u64,
     /// The server refuses `CLIENT MAINT_NOTIFICATIONS` (before Redis 8.2): a client's
@@ -460,6 +462,9 @@ impl Requests {
         // the requests it is read with, so that none before it goes on the other line.
         if !shares || (is(b"HELLO") && self.commands - 1 > self.fed_from) {
             self.needs_own = true;
+        }
+        if is(b"WAIT") || is(b"WAITAOF") {
+            self.waits = true;
         }
         if is(b"HELLO") {
             match arg(1) {

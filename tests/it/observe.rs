@@ -444,6 +444,11 @@ fn clients_share_one_server_connection_and_each_gets_its_own_replies() {
             "{mode}: {h:?}"
         );
         drop(c);
+        // A WAIT after a write on the line: it cannot wait for that write, and is counted.
+        let mut c = client.get_connection().unwrap();
+        let _: () = redis::cmd("SET").arg("w").arg(1).query(&mut c).unwrap();
+        let _: i64 = redis::cmd("WAIT").arg(0).arg(0).query(&mut c).unwrap();
+        drop(c);
         w.stop();
         let s = summary(tmp.path());
         assert_eq!(s["sections"], CLIENTS * ROUNDS, "{mode}: {s}");
@@ -456,7 +461,11 @@ fn clients_share_one_server_connection_and_each_gets_its_own_replies() {
         if mode == "shared" {
             assert_eq!(record["server_connections"]["lines_opened"], 2, "{record}");
             assert_eq!(
-                record["server_connections"]["clients_given_their_own"], 2,
+                record["server_connections"]["clients_given_their_own"], 3,
+                "{record}"
+            );
+            assert_eq!(
+                record["server_connections"]["waits_after_shared_writes"], 1,
                 "{record}"
             );
         }
