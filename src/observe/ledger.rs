@@ -399,6 +399,12 @@ fn close(
     variant: &Arc<str>,
 ) -> EventRow {
     let released_us = released_us.max(h.acquired_us);
+    // A hold that began after this one's release was asked for did not begin while this one
+    // was held (holds end at the release request): replies to different clients are noted
+    // in the order their connections' tasks ran, which need not be the server's.
+    for o in key.open.iter_mut().filter(|o| o.acquired_us >= released_us) {
+        o.holders_at_start = o.holders_at_start.saturating_sub(1);
+    }
     key.ttl_max_us = key.ttl_max_us.max(h.ttl_us.unwrap_or(0));
     key.intervals.push((h.acquired_us, released_us));
     let duration_us = released_us - h.acquired_us;
@@ -797,6 +803,45 @@ mod tests {
         let now = l.live(Instant::now());
         assert_eq!((now.holders, now.counts.sections), (1, 1));
         assert!(now.overlap.overlap_us > 0 && now.overlap.incidents == 1);
+    }
+
+    /// A hold noted after another's release was asked for, but before that release's reply
+    /// was noted (two connections' replies, noted in whichever order their tasks ran), did not
+    /// begin while the other was held: its holders at start are 0, as its overlap is.
+    #[test]
+    fn a_release_asked_before_the_next_acquisition_is_not_counted_at_its_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.csv");
+        let file = std::fs::File::create(&path).unwrap();
+        let l = Ledger::new(Instant::now(), Some(file));
+        l.seen(0, acquired("k", "a", 1000), Instant::now());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let release_asked = Instant::now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        l.seen(1, acquired("k", "b", 1000), Instant::now());
+        let released = |v: &str| Event::Removed {
+            key: "k".into(),
+            value: Some(v.into()),
+        };
+        l.seen(0, released("a"), release_asked);
+        l.seen(1, released("b"), Instant::now());
+        let t = l.finish(Instant::now());
+        assert_eq!((t.counts.sections, t.per_key[0].incidents), (2, 0));
+        drop(l);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let starts: Vec<(String, String)> = text
+            .lines()
+            .skip(1)
+            .map(|r| {
+                let f: Vec<&str> = r.split(',').collect();
+                (f[1].to_string(), f[13].to_string())
+            })
+            .collect();
+        assert_eq!(
+            starts,
+            [("0".into(), "0".into()), ("1".into(), "0".into())],
+            "{text}"
+        );
     }
 
     /// A naive client whose lock expired deletes the next holder's: a wrongful delete, client

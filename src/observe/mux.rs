@@ -130,7 +130,8 @@ pub(crate) struct Mux {
     addrs: Arc<[SocketAddr]>,
     /// The RESP2 line and the RESP3 one (opened with `HELLO 3`).
     lines_by_protocol: [Mutex<Option<Arc<Line>>>; 2],
-    connecting: tokio::sync::Mutex<()>,
+    /// One line opened at a time per protocol: the others wait for it.
+    connecting: [tokio::sync::Mutex<()>; 2],
     /// The lines' tasks (aborted with the mux).
     tasks: Mutex<Vec<tokio::task::AbortHandle>>,
     /// Lines opened, and clients handed a connection of their own.
@@ -141,6 +142,9 @@ pub(crate) struct Mux {
     /// What [`Mux::probe`] found.
     refuses_maint: AtomicBool,
 }
+
+/// How long opening a line may take.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Requests waiting to be written on a line beyond which a sender waits for the write: a
 /// paused server holds its clients back through TCP instead of in memory.
@@ -182,7 +186,7 @@ impl Mux {
         Mux {
             addrs,
             lines_by_protocol: [Mutex::new(None), Mutex::new(None)],
-            connecting: tokio::sync::Mutex::new(()),
+            connecting: [tokio::sync::Mutex::new(()), tokio::sync::Mutex::new(())],
             tasks: Mutex::new(Vec::new()),
             lines: AtomicU64::new(0),
             own_connections: AtomicU64::new(0),
@@ -213,9 +217,13 @@ impl Mux {
         self.refuses_maint.store(refused, Ordering::Relaxed);
     }
 
-    /// A new connection to the server.
+    /// A new connection to the server, within [`CONNECT_TIMEOUT`] (the clients waiting for a
+    /// line wait for it).
     async fn connect(&self) -> std::io::Result<tokio::net::TcpStream> {
-        let tcp = tokio::net::TcpStream::connect(&self.addrs[..]).await?;
+        let connect = tokio::net::TcpStream::connect(&self.addrs[..]);
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, connect)
+            .await
+            .map_err(|_| std::io::Error::other("no connection within 10 s"))??;
         let _ = tcp.set_nodelay(true);
         Ok(tcp)
     }
@@ -271,7 +279,7 @@ impl Mux {
 
     /// Opens a new line for the protocol unless another task just did.
     async fn open(&self, resp3: bool) -> std::io::Result<()> {
-        let _one = self.connecting.lock().await;
+        let _one = self.connecting[usize::from(resp3)].lock().await;
         let slot = &self.lines_by_protocol[usize::from(resp3)];
         let alive = slot
             .lock()
