@@ -40,6 +40,8 @@ pub(crate) struct Inbox {
     state: Mutex<InboxState>,
     ready: Notify,
     limit: usize,
+    /// The line of each protocol this client last sent on (its number; 0: none).
+    on_line: [AtomicU64; 2],
 }
 
 impl Default for Inbox {
@@ -76,6 +78,7 @@ impl Inbox {
             state: Mutex::default(),
             ready: Notify::new(),
             limit,
+            on_line: [AtomicU64::new(0), AtomicU64::new(0)],
         }
     }
 
@@ -153,6 +156,8 @@ const PENDING_LIMIT: usize = MAX_FRAME;
 /// One shared server connection: what waits to be written, and whose replies come next.
 #[derive(Debug, Default)]
 struct Line {
+    /// Its number among the lines opened (from 1).
+    number: u64,
     out: Mutex<LineOut>,
     wake: Notify,
     /// Told after every write (and when the line fails): senders waiting for room.
@@ -164,6 +169,9 @@ struct LineOut {
     pending: Vec<u8>,
     /// Clients owed replies, in the order their requests went out, with how many each.
     owed: VecDeque<(Arc<Inbox>, usize)>,
+    /// Every client that sent on the line: closed with it, owed replies or not, as a server
+    /// that restarts closes every connection.
+    users: Vec<std::sync::Weak<Inbox>>,
     failed: bool,
 }
 
@@ -258,6 +266,13 @@ impl Mux {
                     } else {
                         out.pending.extend_from_slice(requests);
                         out.owed.push_back((inbox.clone(), frames));
+                        let p = usize::from(resp3);
+                        if inbox.on_line[p].swap(line.number, Ordering::Relaxed) != line.number {
+                            if out.users.len().is_power_of_two() {
+                                out.users.retain(|u| u.strong_count() > 0);
+                            }
+                            out.users.push(Arc::downgrade(inbox));
+                        }
                         Some(true)
                     }
                 };
@@ -290,7 +305,10 @@ impl Mux {
             return Ok(());
         }
         let stream = self.connect().await?;
-        let line = Arc::new(Line::default());
+        let line = Arc::new(Line {
+            number: self.lines.fetch_add(1, Ordering::Relaxed) + 1,
+            ..Line::default()
+        });
         if resp3 {
             // Its own HELLO first, answered to nobody: a client's HELLO 3 on the line is
             // answered as on a connection of its own.
@@ -307,7 +325,6 @@ impl Mux {
             .unwrap_or_else(|p| p.into_inner())
             .push(task.abort_handle());
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(line);
-        self.lines.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -393,10 +410,15 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
         let mut out = line.out.lock().unwrap_or_else(|p| p.into_inner());
         out.failed = true;
         out.pending = Vec::new();
-        std::mem::take(&mut out.owed)
+        let users = std::mem::take(&mut out.users);
+        (std::mem::take(&mut out.owed), users)
     };
     line.written.notify_waiters();
+    let (owed, users) = owed;
     for (inbox, _) in owed {
+        inbox.close();
+    }
+    for inbox in users.iter().filter_map(std::sync::Weak::upgrade) {
         inbox.close();
     }
 }

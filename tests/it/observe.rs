@@ -475,6 +475,29 @@ fn clients_share_one_server_connection_and_each_gets_its_own_replies() {
     assert_eq!(seen_by_server, [2, CLIENTS + 1]);
 }
 
+/// A server restart closes every connection a program had, whether or not it was waiting for
+/// a reply: a client idle on the shared line is closed with the line, as its own connection
+/// would have been (the program sees the restart and reconnects, not nothing).
+#[test]
+fn a_server_restart_closes_clients_idle_on_the_shared_line() {
+    common::need_redis_server();
+    let tmp = tempfile::tempdir().unwrap();
+    let fault = ["--fault", "server-restart@1s+300ms"];
+    let w = watching_with(tmp.path(), &fault);
+    let mut idle = TcpStream::connect(&w.addr).unwrap();
+    idle.write_all(b"*1\r\n$4\r\nPING\r\n").unwrap();
+    let mut pong = [0u8; 7];
+    idle.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"+PONG\r\n");
+    // Nothing more is sent: the restart must close it.
+    idle.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = idle.read_to_end(&mut rest);
+    assert!(closed.is_ok() && rest.is_empty(), "{closed:?} {rest:?}");
+    w.stop();
+}
+
 /// A pipeline written whole before any reply is read, larger both ways than the sockets'
 /// buffers (redis-py's `execute()` writes every request first): the proxy keeps reading
 /// requests while the replies wait for the client, as the server itself would.
