@@ -63,6 +63,16 @@ pub(crate) struct Requests {
     raw: bool,
     /// The arguments' ranges of the request being read, one vector for all of them.
     args: Vec<std::ops::Range<usize>>,
+    /// Complete requests read (what a batch on the shared line is owed in replies).
+    pub(crate) commands: u64,
+    /// A request was read that needs a server connection of the holder's own
+    /// ([`crate::observe::mux::shareable`]), or what is not a request array.
+    pub(crate) needs_own: bool,
+    /// The client asked for RESP3 (`HELLO 3`; `HELLO 2` back): its line is the RESP3 one.
+    pub(crate) resp3: bool,
+    /// The server refuses `CLIENT MAINT_NOTIFICATIONS` (before Redis 8.2): redis-py 8's
+    /// request of it on every connection changes nothing and may go on the shared line.
+    pub(crate) server_refuses_maint: bool,
 }
 
 /// The server's side of a connection: bytes from the server to the client.
@@ -102,7 +112,12 @@ impl Requests {
             in_multi,
             raw,
             args,
+            commands,
+            needs_own,
+            resp3,
+            server_refuses_maint,
         } = self;
+        let fed_from = *commands;
         // A read that holds whole requests (the usual case: a library writes each whole, and
         // waits for its reply) is parsed where it lies, not copied first.
         let held = !buf.is_empty();
@@ -134,10 +149,15 @@ impl Requests {
                 Err(_) => {
                     q.stopped = true;
                     *raw = true;
+                    *needs_own = true;
                     break;
                 }
             };
             let frame = &rest[..len];
+            *commands += 1;
+            let first_of_read = *commands - 1 == fed_from;
+            let line = shares(frame, args, *server_refuses_maint, first_of_read, resp3);
+            *needs_own |= !line;
             match expect(in_multi, frame, args, rules) {
                 Some(Decision::Stop) => {
                     q.stopped = true;
@@ -168,6 +188,36 @@ impl Requests {
             buf.extend_from_slice(&bytes[at..]);
         }
     }
+}
+
+/// Whether a request may go on the shared line ([`crate::observe::mux::shareable`], and
+/// `CLIENT MAINT_NOTIFICATIONS` where the server refuses it); a `HELLO` switches `resp3` and
+/// must open its read (`first_of_read`), so that no request before it goes on the other line.
+fn shares(
+    frame: &[u8],
+    args: &[std::ops::Range<usize>],
+    server_refuses_maint: bool,
+    first_of_read: bool,
+    resp3: &mut bool,
+) -> bool {
+    let arg = |i: usize| args.get(i).map(|r| &frame[r.clone()]);
+    let Some(name) = arg(0).filter(|_| frame[0] == b'*') else {
+        return false;
+    };
+    if name.eq_ignore_ascii_case(b"HELLO") {
+        match arg(1) {
+            Some(b"3") => *resp3 = true,
+            Some(b"2") => *resp3 = false,
+            _ => {}
+        }
+        if !first_of_read {
+            return false;
+        }
+    }
+    let maint = server_refuses_maint
+        && name.eq_ignore_ascii_case(b"CLIENT")
+        && arg(1).is_some_and(|s| s.eq_ignore_ascii_case(b"MAINT_NOTIFICATIONS"));
+    maint || crate::observe::mux::shareable(name, arg(1), args.len())
 }
 
 /// What one request expects, and whether it is rewritten; `in_multi` follows `MULTI`.
@@ -593,6 +643,62 @@ mod tests {
             assert_eq!(out, want, "split at {at}");
             assert_eq!(seen.len(), 1, "split at {at}: {seen:?}");
             assert!(stopped);
+        }
+    }
+
+    /// What one read of requests decides about the shared line: reads, writes and scripts
+    /// share; `HELLO 3` opening a read switches the protocol and shares, inside a read it needs
+    /// a connection of its own; so do `MULTI`, `AUTH`, an inline command, and redis-py 8's
+    /// `CLIENT MAINT_NOTIFICATIONS` unless the server refuses it. Every request is counted.
+    #[test]
+    fn which_reads_may_go_on_the_shared_line() {
+        let read = |parts: &[Vec<u8>], refuses_maint: bool| {
+            let queue = Mutex::new(Queue::default());
+            let mut r = Requests {
+                server_refuses_maint: refuses_maint,
+                ..Requests::default()
+            };
+            r.feed(&parts.concat(), &rules(), &queue, &mut Vec::new());
+            (r.needs_own, r.resp3, r.commands)
+        };
+        let set = cmd(&["SET", "lb:1", "v", "NX", "PX", "100"]);
+        let hello = cmd(&["HELLO", "3"]);
+        let maint = cmd(&[
+            "CLIENT",
+            "MAINT_NOTIFICATIONS",
+            "ON",
+            "moving-endpoint-type",
+            "ip",
+        ]);
+        let setinfo = cmd(&["CLIENT", "SETINFO", "LIB-NAME", "x"]);
+        let evalsha = cmd(&["EVALSHA", "abc", "1", "lb:1", "v"]);
+        let shared = [
+            vec![set.clone(), cmd(&["del", "lb:1"]), evalsha, cmd(&["PING"])],
+            vec![setinfo, cmd(&["INFO"]), cmd(&["SELECT", "0"])],
+        ];
+        for parts in &shared {
+            assert_eq!(read(parts, false), (false, false, parts.len() as u64));
+        }
+        assert_eq!(
+            read(&[hello.clone(), cmd(&["PING"])], false),
+            (false, true, 2)
+        );
+        assert_eq!(
+            read(&[hello.clone(), maint.clone()], true),
+            (false, true, 2)
+        );
+        assert_eq!(read(&[hello.clone(), maint], false), (true, true, 2));
+        assert_eq!(read(&[cmd(&["PING"]), hello], false), (true, true, 2));
+        for own in [
+            cmd(&["MULTI"]),
+            cmd(&["AUTH", "pw"]),
+            cmd(&["SELECT", "1"]),
+            cmd(&["WATCH", "lb:1"]),
+            cmd(&["SUBSCRIBE", "c"]),
+            b"PING\r\n".to_vec(),
+        ] {
+            let (needs_own, ..) = read(&[set.clone(), own.clone()], false);
+            assert!(needs_own, "{}", String::from_utf8_lossy(&own));
         }
     }
 

@@ -191,6 +191,9 @@ pub(crate) struct Mux {
     pub(crate) own_connections: AtomicU64,
     /// What [`Mux::probe`] found.
     refuses_maint: AtomicBool,
+    /// Lines failed so far: the watch closes every connection that was on the line, owed a
+    /// reply or not, as the server's restart would have closed its own.
+    failures: tokio::sync::watch::Sender<u64>,
 }
 
 /// One shared server connection: what waits to be written, and whose replies come next.
@@ -232,7 +235,13 @@ impl Mux {
             lines: AtomicU64::new(0),
             own_connections: AtomicU64::new(0),
             refuses_maint: AtomicBool::new(false),
+            failures: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Follows the lines' failures (it changes when one fails).
+    pub(crate) fn failures(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.failures.subscribe()
     }
 
     /// Asks the server, on a connection of its own, whether it refuses
@@ -310,7 +319,7 @@ impl Mux {
             drop(out);
             line.wake.notify_one();
         }
-        let task = tokio::spawn(run_line(stream, line.clone()));
+        let task = tokio::spawn(run_line(stream, line.clone(), self.failures.clone()));
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -323,7 +332,11 @@ impl Mux {
 
 /// Writes what clients queued, and routes each reply to the client it is owed to, until the
 /// line fails; then closes every client still owed a reply.
-async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
+async fn run_line(
+    stream: tokio::net::TcpStream,
+    line: Arc<Line>,
+    failures: tokio::sync::watch::Sender<u64>,
+) {
     let (mut r, mut w) = stream.into_split();
     let writer = async {
         let mut batch = Vec::with_capacity(CHUNK_BYTES);
@@ -405,6 +418,7 @@ async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
     for (inbox, _) in owed {
         inbox.close();
     }
+    failures.send_modify(|n| *n += 1);
 }
 
 #[cfg(test)]
