@@ -335,7 +335,7 @@ async fn open_doors(
         .then(|| Arc::new(crate::observe::network::Network::new()));
     let shares = args.server_connections == ServerConnections::Shared && shared.network.is_none();
     if let Some(addrs) = shared.upstream.plain_addrs().filter(|_| shares) {
-        shared.mux = Some(crate::observe::mux::Mux::new(addrs));
+        shared.mux = Some(crate::faults::mux::Mux::new(addrs));
     }
     if let Some(m) = &shared.mux {
         m.probe().await;

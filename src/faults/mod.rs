@@ -6,9 +6,11 @@
 //! empty (`server-restart`), replies late (`latency`) or not at all (`partition`), and holders
 //! die mid-section without releasing (`holder-crash`, applied by the workers). The network
 //! kinds go through a loopback [`proxy::Proxy`] that the backend starts when the schedule
-//! needs one.
+//! needs one. The holders' watches ([`watch`]) and `lockbench observe` carry many client
+//! connections on one server connection where their requests allow ([`mux`]).
 
 pub(crate) mod failover;
+pub(crate) mod mux;
 pub(crate) mod proxy;
 pub(crate) mod resp;
 pub(crate) mod watch;

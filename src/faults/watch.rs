@@ -8,14 +8,17 @@
 //! The watch never sends a command of its own, and never logs: AUTH and every other request
 //! pass as they came (only keys of the run are kept, in the ledger).
 
+use super::mux::{Delivery, Inbox, Mux};
 use super::proxy::Loopback;
 use super::resp::{Queue, Replies, Requests, Rules, Seen};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 
 /// The most bytes one read takes.
 const CHUNK_BYTES: usize = 16 * 1024;
@@ -32,12 +35,14 @@ pub(crate) struct Watch {
 
 impl Watch {
     /// Forwards every connection to `upstream` (its addresses tried in order, as a client
-    /// does) as holder `holder`'s, noting into `ledger`.
+    /// does) as holder `holder`'s, noting into `ledger`; on `mux`'s shared line while the
+    /// connection's requests allow (`None`: each on a server connection of its own).
     pub(crate) async fn start(
         upstream: Arc<[SocketAddr]>,
         holder: usize,
         rules: Rules,
         ledger: Arc<Ledger>,
+        mux: Option<Arc<Mux>>,
     ) -> std::io::Result<Watch> {
         let listener = Loopback::start(move |client, _| {
             serve(
@@ -46,6 +51,7 @@ impl Watch {
                 holder,
                 rules.clone(),
                 ledger.clone(),
+                mux.clone(),
             )
         })
         .await?;
@@ -247,25 +253,46 @@ impl Ledger {
     }
 }
 
-/// One watched connection: connects upstream, then forwards both ways through the RESP
-/// streams until either side is done. Returning drops both sockets.
+/// One watched connection: on the holders' shared line ([`super::mux`]) while its
+/// requests allow, else (or from its first request that needs one) on a server connection of
+/// its own, forwarding both ways through the RESP streams until either side is done. Which
+/// holder sent a request is known by the connection it came on, shared line or not: the
+/// ledger's figures are the same either way. Returning drops both sockets.
 async fn serve(
     client: TcpStream,
     upstream: Arc<[SocketAddr]>,
     holder: usize,
     rules: Rules,
     ledger: Arc<Ledger>,
+    mux: Option<Arc<Mux>>,
 ) {
+    let _ = client.set_nodelay(true);
+    let (mut client_r, mut client_w) = client.into_split();
+    let (mut reqs, mut reps) = (Requests::default(), Replies::default());
+    let queue = Mutex::new(Queue::default());
+    let (mut first, mut resp3) = (Vec::new(), false);
+    if let Some(mux) = &mux {
+        let io = (&mut client_r, &mut client_w);
+        let streams = (&mut reqs, &mut reps, &queue);
+        match on_the_line(io, mux, streams, &rules, holder, &ledger).await {
+            Some(left) => (first, resp3) = left,
+            None => return,
+        }
+        mux.own_connections.fetch_add(1, Ordering::Relaxed);
+    }
     let Ok(server) = TcpStream::connect(&upstream[..]).await else {
         return;
     };
-    let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (mut client_r, mut client_w) = client.into_split();
     let (mut server_r, mut server_w) = server.into_split();
-    let queue = Mutex::new(Queue::default());
+    if resp3 && !hello3(&mut server_r, &mut server_w).await {
+        return;
+    }
     let to_server = async {
-        let (mut reqs, mut buf, mut out) = (Requests::default(), vec![0; CHUNK_BYTES], Vec::new());
+        if server_w.write_all(&first).await.is_err() {
+            return;
+        }
+        let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::new());
         loop {
             let n = match client_r.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
@@ -279,7 +306,7 @@ async fn serve(
         }
     };
     let to_client = async {
-        let (mut reps, mut buf, mut out) = (Replies::default(), vec![0; CHUNK_BYTES], Vec::new());
+        let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::new());
         loop {
             let n = match server_r.read(&mut buf).await {
                 Ok(0) | Err(_) => return,
@@ -300,6 +327,96 @@ async fn serve(
     }
 }
 
+/// Opens a connection's own server connection in RESP3, as the client asked on the RESP3 line:
+/// `HELLO 3` sent and its reply read here (the client had its answer on the line). `false`:
+/// the server closed, or refused it.
+async fn hello3(r: &mut OwnedReadHalf, w: &mut OwnedWriteHalf) -> bool {
+    if w.write_all(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n")
+        .await
+        .is_err()
+    {
+        return false;
+    }
+    let mut reply = Vec::with_capacity(1024);
+    loop {
+        match crate::store::frame::frame_len(&reply) {
+            Ok(Some(_)) => return reply[0] != b'-',
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        reply.reserve(1024);
+        match r.read_buf(&mut reply).await {
+            Ok(0) | Err(_) => return false,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Forwards a holder's connection's requests on the shared line and its replies back until a
+/// request needs a connection of its own: then, once every reply owed on the line has reached
+/// the client, returns the requests still to send (the read that held that request) and whether
+/// the client was on the RESP3 line (its own connection must be too). `None`:
+/// the connection ends — the client left, the server is unreachable, or a line failed (every
+/// connection on the line is closed, as the server's restart would have closed its own).
+async fn on_the_line(
+    (client_r, client_w): (&mut OwnedReadHalf, &mut OwnedWriteHalf),
+    mux: &Mux,
+    (reqs, reps, queue): (&mut Requests, &mut Replies, &Mutex<Queue>),
+    rules: &Rules,
+    holder: usize,
+    ledger: &Ledger,
+) -> Option<(Vec<u8>, bool)> {
+    let inbox = Arc::new(Inbox::default());
+    reqs.server_refuses_maint = mux.server_refuses_maint();
+    let (mut buf, mut out) = (vec![0; CHUNK_BYTES], Vec::with_capacity(CHUNK_BYTES));
+    let mut replies = Delivery::default();
+    let mut back = Vec::with_capacity(CHUNK_BYTES);
+    // Replies owed to this connection on the line, and that line's protocol.
+    let (mut owed, mut on_resp3) = (0usize, false);
+    // Puts the replies that came through the connection's streams (noting what they told
+    // before the client has them) and on to the client.
+    let mut deliver = async |replies: &Delivery, owed: &mut usize| -> Option<()> {
+        *owed -= replies.frames;
+        back.clear();
+        reps.feed(&replies.bytes, queue, &mut back, |s| ledger.seen(holder, s));
+        client_w.write_all(&back).await.ok()?;
+        (!replies.closed).then_some(())
+    };
+    loop {
+        tokio::select! {
+            biased;
+            // Owed or not: a line that fails closes every connection that sent on it.
+            () = inbox.take(&mut replies) => deliver(&replies, &mut owed).await?,
+            read = client_r.read(&mut buf) => {
+                let n = match read {
+                    Ok(0) | Err(_) => return None,
+                    Ok(n) => n,
+                };
+                out.clear();
+                let before = reqs.commands;
+                reqs.feed(&buf[..n], rules, queue, &mut out);
+                // Its owed replies first, so that they reach the client in order: before
+                // its own connection, or the other protocol's line.
+                if reqs.needs_own || reqs.resp3 != on_resp3 {
+                    while owed > 0 {
+                        inbox.take(&mut replies).await;
+                        deliver(&replies, &mut owed).await?;
+                    }
+                    if reqs.needs_own {
+                        return Some((out, on_resp3));
+                    }
+                    on_resp3 = reqs.resp3;
+                }
+                let frames = usize::try_from(reqs.commands - before).unwrap_or(usize::MAX);
+                if frames > 0 {
+                    mux.send(&out, frames, &inbox, on_resp3).await.ok()?;
+                    owed += frames;
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +433,7 @@ mod tests {
                 prefix: "lb:".into(),
             },
             Arc::new(Ledger::default()),
+            None,
         )
         .await
         .unwrap();
@@ -342,16 +460,29 @@ mod tests {
         );
     }
 
-    /// Through two holders' watches on a real server: a SET NX is noted, holder 1's DEL of
-    /// holder 0's lock answers `:1` as DEL does and is attributed to holder 1 with holder 0 as
-    /// the victim; holder 0's later DEL finds nothing (`:0`); a DEL of two keys passes; own
-    /// releases are released.
+    /// Through two holders' watches on a real server, each on a server connection of its own
+    /// and then both on one shared line: a SET NX is noted, holder 1's DEL of holder 0's lock
+    /// answers `:1` as DEL does and is attributed to holder 1 with holder 0 as the victim;
+    /// holder 0's later DEL finds nothing (`:0`); a DEL of two keys passes; own releases are
+    /// released. Shared, the two holders' connections are one line at the server.
     #[tokio::test]
     async fn a_delete_of_another_s_lock_is_attributed() {
         let redis = SpawnedRedis::start().await.expect("redis-server on PATH");
         let up = upstream_of(&format!("redis://localhost:{}", redis.port()))
             .await
             .unwrap();
+        for shared in [false, true] {
+            let mux = shared.then(|| Arc::new(Mux::new(up.clone())));
+            attributes_through(&up, mux.clone(), redis.port()).await;
+            if let Some(mux) = mux {
+                assert_eq!(mux.lines.load(Ordering::Relaxed), 1);
+                assert_eq!(mux.own_connections.load(Ordering::Relaxed), 0);
+            }
+        }
+        redis.stop().await;
+    }
+
+    async fn attributes_through(up: &Arc<[SocketAddr]>, mux: Option<Arc<Mux>>, port: u16) {
         let ledger = Arc::new(Ledger::default());
         let rules = Rules {
             getdel: true,
@@ -360,12 +491,16 @@ mod tests {
         let mut conns = Vec::new();
         let mut watches = Vec::new();
         for holder in 0..2 {
-            let w = Watch::start(up.clone(), holder, rules.clone(), ledger.clone())
-                .await
-                .unwrap();
-            let url = w
-                .url(&format!("redis://127.0.0.1:{}/0", redis.port()))
-                .unwrap();
+            let w = Watch::start(
+                up.clone(),
+                holder,
+                rules.clone(),
+                ledger.clone(),
+                mux.clone(),
+            )
+            .await
+            .unwrap();
+            let url = w.url(&format!("redis://127.0.0.1:{port}/0")).unwrap();
             let c = redis::Client::open(url).unwrap();
             conns.push(c.get_multiplexed_async_connection().await.unwrap());
             watches.push(w);
@@ -377,6 +512,10 @@ mod tests {
             }
             c
         };
+        let _: i64 = q(&["DEL", "lb:k", "lb:a"])
+            .query_async(&mut conns[0])
+            .await
+            .unwrap();
         let ok: Option<String> = q(&["SET", "lb:k", "t0", "NX", "PX", "10000"])
             .query_async(&mut conns[0])
             .await
@@ -423,6 +562,5 @@ mod tests {
         );
         assert_eq!(t.outside, 0);
         drop(watches);
-        redis.stop().await;
     }
 }

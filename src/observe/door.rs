@@ -7,12 +7,12 @@
 //! is the copy's: a connection pool is one client). Each connection is one task reading a
 //! chunk, forwarding it, reading the next: a client that floods is held by TCP's own flow
 //! control, and the requests in flight per connection are capped ([`MAX_IN_FLIGHT`]; on the
-//! shared line of [`super::mux`], the requests queued for the line are capped in bytes, and a
-//! client that leaves more than [`super::mux::UNREAD_LIMIT`] of replies unread is closed).
+//! shared line of [`crate::faults::mux`], the requests queued for the line are capped in bytes, and a
+//! client that leaves more than [`crate::faults::mux::UNREAD_LIMIT`] of replies unread is closed).
 
 use super::ledger::Ledger;
-use super::mux::{Delivery, Inbox, Mux};
 use super::stream::{Broken, LockKeys, Queue, Replies, Requests};
+use crate::faults::mux::{Delivery, Inbox, Mux};
 use crate::faults::proxy::Loopback;
 use crate::record::Outages;
 use std::net::SocketAddr;
@@ -267,7 +267,7 @@ enum End {
 }
 
 /// One observed connection of `client`: on the shared line while its requests allow
-/// ([`super::mux`]), else (or from its first request that needs one) on a server connection of
+/// ([`crate::faults::mux`]), else (or from its first request that needs one) on a server connection of
 /// its own, until either side is done or a frame breaks it (the client is told why in an error
 /// reply). Returning drops both sockets.
 async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
@@ -367,7 +367,7 @@ async fn ended(end: End, client_w: &mut OwnedWriteHalf, who: &str, shared: &Shar
 /// returns the requests still to send (the batch that held that request; a RESP3 client's
 /// `HELLO 3` first). `Err`: the connection ended. Requests and replies go concurrently, as in
 /// [`forward`]: a client that writes a long pipeline before it reads is read on while its
-/// replies wait in its inbox (up to [`super::mux::UNREAD_LIMIT`]).
+/// replies wait in its inbox (up to [`crate::faults::mux::UNREAD_LIMIT`]).
 async fn on_the_line(
     (client_r, client_w): (&mut OwnedReadHalf, &mut OwnedWriteHalf),
     mux: &Mux,
@@ -396,14 +396,16 @@ async fn on_the_line(
         loop {
             inbox.take(&mut replies).await;
             if replies.overflowed {
-                let mib = super::mux::UNREAD_LIMIT >> 20;
+                let mib = crate::faults::mux::UNREAD_LIMIT >> 20;
                 let why = format!("more than {mib} MiB of its replies waited unread");
                 return Err(End::Broken(why));
             }
             back.clear();
+            let answered = reps.answered;
             let fed = reps.feed(&replies.bytes, queue, &mut back, |e, asked| {
                 ledger.seen(client, e, asked)
             });
+            ledger.answered(client, reps.answered - answered);
             if client_w.write_all(&back).await.is_err() {
                 return Err(End::Client);
             }
@@ -430,6 +432,7 @@ async fn on_the_line(
             let before = reqs.commands;
             let fed = reqs.feed(&buf[..n], keys, queue, &mut out);
             counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
+            ledger.asked(client, reqs.commands - before);
             if reqs.needs_own {
                 if reqs.waits && before > 0 {
                     waited_after_line(mux);
@@ -442,6 +445,7 @@ async fn on_the_line(
                     first.append(&mut out);
                     let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
                     q.expects.push_front(super::stream::Expect::Swallow);
+                    ledger.asked(client, 1);
                     return Ok(first);
                 }
                 return Ok(out);
@@ -530,6 +534,7 @@ async fn forward(
             let before = reqs.commands;
             let fed = reqs.feed(&buf[..n], keys, &queue, &mut out);
             counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
+            ledger.asked(client, reqs.commands - before);
             if server_w.write_all(&out).await.is_err() {
                 return Ok(());
             }
@@ -555,9 +560,11 @@ async fn forward(
             out.clear();
             // Noted before the client has the reply: a release is in the ledger when the
             // program's release returns.
+            let answered = reps.answered;
             let fed = reps.feed(&buf[..n], &queue, &mut out, |e, asked| {
                 ledger.seen(client, e, asked)
             });
+            ledger.answered(client, reps.answered - answered);
             drained.notify_one();
             if let (Some(h), Some(read)) = (&mut on_reply, read) {
                 h.reply(read).await;

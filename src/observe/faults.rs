@@ -163,9 +163,12 @@ pub(crate) async fn apply(
     let (copy, pid) = loop {
         let (copy, pid) = holder(&ledger, &pids, copies).await;
         if fault.kind == HolderFaultKind::HolderCrash {
-            // Frozen first, then killed only if it still holds: a `kill` takes milliseconds
-            // to start, in which a running copy could release the lock it was struck for.
-            if signal_group(pid, "-STOP").await.is_ok() && ledger.holders().contains(&copy) {
+            // Frozen first, then killed only if it still holds once every request it sent
+            // before the stop is answered: a `kill` takes milliseconds to start, in which a
+            // running copy could release the lock it was struck for, and a release already
+            // sent would end the hold after the kill.
+            if signal_group(pid, "-STOP").await.is_ok() && holds_when_answered(&ledger, copy).await
+            {
                 break (copy, pid);
             }
             let _ = signal_group(pid, "-CONT").await;
@@ -222,6 +225,30 @@ pub(crate) async fn apply(
     };
     struck.problem = result.err();
     struck
+}
+
+/// Whether stopped `copy` holds a lock once each request it sent is answered (a stopped copy
+/// sends no more; a reply on its way may end its hold).
+async fn holds_when_answered(ledger: &Ledger, copy: usize) -> bool {
+    // A request the server keeps (a blocking pop) is not waited for past this.
+    const PATIENCE: Duration = Duration::from_secs(1);
+    let answered = async {
+        loop {
+            // Woken at every event the ledger notes, and when a client has no request left.
+            let woken = ledger.acquired.notified();
+            if !ledger.holders().contains(&copy) {
+                return false;
+            }
+            if ledger.unanswered(copy) == 0 {
+                return true;
+            }
+            woken.await;
+        }
+    };
+    match tokio::time::timeout(PATIENCE, answered).await {
+        Ok(holds) => holds,
+        Err(_) => ledger.holders().contains(&copy),
+    }
 }
 
 /// A copy holding a lock now (the one holding longest), once there is one.

@@ -103,6 +103,9 @@ struct Book {
     /// acquisition's reply can reach the proxy after the delete's (two connections, two
     /// tasks), so the victim is named when it does.
     orphans: Vec<(Vec<u8>, Vec<u8>, usize)>,
+    /// Requests of each client read and not yet answered (a crash strikes a copy that waits
+    /// for none, so that no reply still on its way ends the hold it was struck in).
+    unanswered: Vec<u64>,
 }
 
 /// Every door's notes, on one clock from `start`.
@@ -181,6 +184,40 @@ impl Ledger {
     pub(crate) fn name_client(&self, client: usize, name: String) {
         let mut b = self.book();
         b.client(client).name = name;
+    }
+
+    /// `n` more requests of `client` were read: they await their replies.
+    pub(crate) fn asked(&self, client: usize, n: u64) {
+        if n > 0 {
+            let mut b = self.book();
+            if b.unanswered.len() <= client {
+                b.unanswered.resize(client + 1, 0);
+            }
+            b.unanswered[client] += n;
+        }
+    }
+
+    /// `n` of `client`'s requests were answered (all of them: waiters are told).
+    pub(crate) fn answered(&self, client: usize, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let none_left = {
+            let mut b = self.book();
+            let left = b.unanswered.get_mut(client).map_or(0, |u| {
+                *u = u.saturating_sub(n);
+                *u
+            });
+            left == 0
+        };
+        if none_left {
+            self.acquired.notify_waiters();
+        }
+    }
+
+    /// Requests of `client` read and not yet answered.
+    pub(crate) fn unanswered(&self, client: usize) -> u64 {
+        self.book().unanswered.get(client).copied().unwrap_or(0)
     }
 
     /// Client `client` opened a connection.
@@ -842,6 +879,21 @@ mod tests {
             [("0".into(), "0".into()), ("1".into(), "0".into())],
             "{text}"
         );
+    }
+
+    /// Requests read and not yet answered, per client: what a crash fault waits on.
+    #[test]
+    fn unanswered_requests_are_counted_per_client() {
+        let l = Ledger::new(Instant::now(), None);
+        l.asked(2, 3);
+        l.asked(0, 1);
+        l.answered(2, 2);
+        assert_eq!(
+            (l.unanswered(0), l.unanswered(1), l.unanswered(2)),
+            (1, 0, 1)
+        );
+        l.answered(2, 5);
+        assert_eq!(l.unanswered(2), 0);
     }
 
     /// A naive client whose lock expired deletes the next holder's: a wrongful delete, client

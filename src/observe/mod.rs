@@ -6,7 +6,8 @@
 //!   `DEL` sent as `GETDEL`, scripts wrapped to read their keys before and after.
 //! - [`ledger`]: every lock key's holds on one clock, judged by what the server removed.
 //! - [`door`]: the listeners and the forwarding of each connection.
-//! - [`mux`]: one shared server connection for the clients whose requests mean the same on any.
+//!   Clients whose requests mean the same on any connection share one server connection
+//!   ([`crate::faults::mux`]).
 //! - [`copies`]: the copies of the program `-- CMD` starts, each behind a door of its own.
 //! - [`faults`]: `holder-pause` and `holder-crash` on a copy while it holds a lock.
 //! - [`live`]: `--metrics`, the ledger's figures served live for Prometheus.
@@ -17,6 +18,5 @@ pub(crate) mod door;
 pub(crate) mod faults;
 pub(crate) mod ledger;
 pub(crate) mod live;
-pub(crate) mod mux;
 pub(crate) mod network;
 pub(crate) mod stream;

@@ -27,15 +27,13 @@
 //! not RESP, or larger than [`MAX_FRAME`], is an error: the connection is closed with a
 //! message (the watch passes such bytes on; a proxy in front of a service must not guess).
 
-use crate::faults::resp::{STOPPERS, command_into, inline};
+use crate::faults::resp::{STOPPERS, command_into, inline, shareable};
 use crate::store::frame::frame_len;
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::time::Instant;
 
-/// The largest request or reply frame a connection may send: a bigger one closes it (memory
-/// per connection stays bounded by it).
-pub(crate) const MAX_FRAME: usize = 64 << 20;
+pub(crate) use crate::faults::resp::MAX_FRAME;
 /// A script naming more lock keys than this passes unobserved (its transaction would grow).
 const MAX_SCRIPT_KEYS: usize = 8;
 
@@ -232,6 +230,8 @@ pub(crate) struct Requests {
 pub(crate) struct Replies {
     buf: Vec<u8>,
     raw: bool,
+    /// The client's requests answered so far (a proxy's own request, swallowed, counts too).
+    pub(crate) answered: u64,
 }
 
 /// Where a stream parses from: what it kept from earlier reads with `bytes` appended, or
@@ -259,96 +259,6 @@ fn keep_rest(mut buf: Vec<u8>, from_buf: bool, bytes: &[u8], at: usize, ok: bool
         buf = Vec::new();
     }
     buf
-}
-
-/// Whether a request (`name`, its first argument `sub`) means the same on any connection:
-/// it may go out on the shared line. Anything not named here gets a connection of its own.
-pub(crate) fn shareable(name: &[u8], sub: Option<&[u8]>, argc: usize) -> bool {
-    const SAME_ON_ANY: &[&[u8]] = &[
-        b"GET",
-        b"SET",
-        b"SETNX",
-        b"SETEX",
-        b"PSETEX",
-        b"GETDEL",
-        b"GETEX",
-        b"GETSET",
-        b"DEL",
-        b"UNLINK",
-        b"DELEX",
-        b"EXISTS",
-        b"EXPIRE",
-        b"PEXPIRE",
-        b"EXPIREAT",
-        b"PEXPIREAT",
-        b"PERSIST",
-        b"TTL",
-        b"PTTL",
-        b"EXPIRETIME",
-        b"PEXPIRETIME",
-        b"TYPE",
-        b"INCR",
-        b"INCRBY",
-        b"DECR",
-        b"DECRBY",
-        b"INCRBYFLOAT",
-        b"APPEND",
-        b"STRLEN",
-        b"MGET",
-        b"MSET",
-        b"MSETNX",
-        b"HGET",
-        b"HSET",
-        b"HSETNX",
-        b"HDEL",
-        b"HGETALL",
-        b"HMGET",
-        b"HMSET",
-        b"HINCRBY",
-        b"HEXISTS",
-        b"HLEN",
-        b"LPUSH",
-        b"RPUSH",
-        b"LPOP",
-        b"RPOP",
-        b"LLEN",
-        b"LRANGE",
-        b"LREM",
-        b"LINDEX",
-        b"SADD",
-        b"SREM",
-        b"SMEMBERS",
-        b"SISMEMBER",
-        b"SCARD",
-        b"ZADD",
-        b"ZREM",
-        b"ZRANGE",
-        b"ZSCORE",
-        b"ZCARD",
-        b"ZRANGEBYSCORE",
-        b"ZREMRANGEBYSCORE",
-        b"EVAL",
-        b"EVALSHA",
-        b"EVAL_RO",
-        b"EVALSHA_RO",
-        b"FCALL",
-        b"FCALL_RO",
-        b"PING",
-        b"ECHO",
-        b"INFO",
-        b"TIME",
-        b"DBSIZE",
-    ];
-    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
-    let sub_is = |n: &[u8]| sub.is_some_and(|s| s.eq_ignore_ascii_case(n));
-    SAME_ON_ANY.iter().any(|n| is(n))
-        // The line is always in database 0, and a library's name only labels a connection.
-        || (is(b"SELECT") && sub == Some(b"0"))
-        || (is(b"CLIENT") && sub_is(b"SETINFO"))
-        || (is(b"SCRIPT") && (sub_is(b"LOAD") || sub_is(b"EXISTS")))
-        // The protocol alone: there is a line for each (with AUTH or SETNAME it is the
-        // connection's own).
-        || (is(b"HELLO") && argc == 2 && (sub == Some(b"2") || sub == Some(b"3")))
 }
 
 /// Appends `*n` and each of `args` as bulk strings.
@@ -731,6 +641,7 @@ impl Replies {
         let (buf, from_buf) = take_input(&mut self.buf, bytes);
         let data: &[u8] = if from_buf { &buf } else { bytes };
         let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
+        let expected = q.expects.len();
         let mut at = 0;
         let result = loop {
             if at >= data.len() {
@@ -758,6 +669,7 @@ impl Replies {
             at += len;
             reply(frame, &mut q, out, &mut seen);
         };
+        self.answered += (expected - q.expects.len()) as u64;
         drop(q);
         self.buf = keep_rest(buf, from_buf, bytes, at, result.is_ok());
         result
@@ -900,34 +812,6 @@ fn elements(frame: &[u8]) -> Option<Vec<&[u8]>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_requests_that_mean_the_same_on_any_connection_share() {
-        assert!(shareable(b"get", Some(b"k"), 2));
-        assert!(shareable(b"EVALSHA", Some(b"abc"), 3));
-        assert!(shareable(b"select", Some(b"0"), 2));
-        assert!(shareable(b"client", Some(b"setinfo"), 4));
-        assert!(shareable(b"HELLO", Some(b"3"), 2));
-        assert!(!shareable(b"HELLO", Some(b"3"), 5), "HELLO 3 AUTH u p");
-        for (name, sub) in [
-            (&b"SELECT"[..], Some(&b"1"[..])),
-            (b"MULTI", None),
-            (b"WATCH", Some(b"k")),
-            (b"BLPOP", Some(b"k")),
-            (b"SUBSCRIBE", Some(b"c")),
-            (b"AUTH", Some(b"p")),
-            (b"HELLO", Some(b"4")),
-            (b"CLIENT", Some(b"REPLY")),
-            (b"QUIT", None),
-            (b"SCRIPT", Some(b"FLUSH")),
-        ] {
-            assert!(
-                !shareable(name, sub, 2),
-                "{}",
-                String::from_utf8_lossy(name)
-            );
-        }
-    }
     use std::sync::Mutex;
 
     fn cmd(args: &[&str]) -> Vec<u8> {

@@ -97,8 +97,20 @@ pub(super) async fn getdel_refused<C: LockConn>(probe: &C, key: &str) -> Option<
 }
 
 /// The environment variable that turns the watches off (`off`): for measuring what they cost
-/// (`scripts/bench.sh`); wrongful deletes then come from the timeline.
+/// (`scripts/bench.sh`); wrongful deletes then come from the timeline. `per-holder` keeps them
+/// on without shared lines ([`WATCH_PER_HOLDER`]).
 pub(crate) const WATCH_ENV: &str = "LOCKBENCH_WATCH";
+
+/// `LOCKBENCH_WATCH=per-holder`: each watched connection on a server connection of its own, as
+/// before the holders' watches shared lines (a control for tests and benchmarks: the figures
+/// are the same, the server sees a connection per holder connection).
+pub(crate) const WATCH_PER_HOLDER: &str = "per-holder";
+
+/// Whether the holders' watches share lines to the server ([`crate::faults::mux`]): unless
+/// `LOCKBENCH_WATCH=per-holder`.
+fn watch_shares() -> bool {
+    !std::env::var(WATCH_ENV).is_ok_and(|v| v == WATCH_PER_HOLDER)
+}
 
 /// The source of a library variant's wrongful deletes when its holders are watched.
 pub(crate) const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
@@ -137,6 +149,7 @@ pub(super) async fn start_drivers<K: Connector>(
     Vec<crate::engine::worker::Library>,
     crate::engine::context::ClientCtx,
 )> {
+    use crate::faults::mux::Mux;
     use crate::faults::watch::{Ledger, Watch, upstream_of};
     let name = client.name();
     let recipe = driver_recipe(connector, plan, client)?;
@@ -154,6 +167,19 @@ pub(super) async fn start_drivers<K: Connector>(
         }
     }
     let ledger = source.is_none().then(|| Arc::new(Ledger::default()));
+    // One shared line per server and protocol for every holder of the variant (`None` per
+    // server: each holder's connection its own).
+    let mut muxes = Vec::with_capacity(upstreams.len());
+    for up in &upstreams {
+        muxes.push(match watch_shares() {
+            true => {
+                let mux = Mux::new(up.clone());
+                mux.probe().await;
+                Some(Arc::new(mux))
+            }
+            false => None,
+        });
+    }
     let rules = crate::faults::resp::Rules {
         getdel: watch.getdel,
         prefix: watch.prefix,
@@ -166,8 +192,9 @@ pub(super) async fn start_drivers<K: Connector>(
             Some(ledger) => {
                 let mut watches = Vec::with_capacity(upstreams.len());
                 let mut servers = Vec::with_capacity(upstreams.len());
-                for (url, up) in recipe.servers.iter().zip(&upstreams) {
-                    let w = Watch::start(up.clone(), holder, rules.clone(), ledger.clone())
+                for ((url, up), mux) in recipe.servers.iter().zip(&upstreams).zip(&muxes) {
+                    let (rules, ledger) = (rules.clone(), ledger.clone());
+                    let w = Watch::start(up.clone(), holder, rules, ledger, mux.clone())
                         .await
                         .context("starting a holder's watch on a loopback port")?;
                     servers.push(w.url(url).context("a server URL the watch cannot carry")?);

@@ -498,7 +498,10 @@ fn crash_and_restart(server: &common::Server, lib: &str, step_ms: f64) {
             .path()
             .join(if crash.is_some() { "crash" } else { "calm" });
         let before = accepted(&mut admin);
+        // Each holder's watch on a server connection of its own: the server then counts the
+        // connections the library opened.
         let mut cmd = common::lockbench(&["run", "--release", lib, "--redis", &server.url()])
+            .env("LOCKBENCH_WATCH", "per-holder")
             .args(["--workers", "3", "--keys", "1", "--ttl", "100ms"])
             .args([
                 "--dist",

@@ -100,6 +100,112 @@ fn replay(commands: &[(String, Vec<String>)]) -> (u64, u64) {
     (getdels, others)
 }
 
+/// Each holder's watch on a server connection of its own.
+const PER_HOLDER: (&str, &str) = ("LOCKBENCH_WATCH", "per-holder");
+/// Where the watches' wrongful deletes come from.
+const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
+
+/// The client addresses whose `SET`s the server executed: the connections the holders' locks
+/// came on.
+fn setters(commands: &[(String, Vec<String>)]) -> std::collections::BTreeSet<&str> {
+    commands
+        .iter()
+        .filter(|(_, a)| a[0].eq_ignore_ascii_case("SET") && a[1].starts_with("lock"))
+        .map(|(addr, _)| addr.as_str())
+        .collect()
+}
+
+/// The watch's figures of a run, checked against each other and the server's commands: every
+/// wrongful delete attributed to a deleter and a victim that differ, the server saw exactly the
+/// watch's GETDELs, and each section's release is its own lock's, another's, or nothing.
+fn consistent(s: &serde_json::Value, commands: &[(String, Vec<String>)]) {
+    assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
+    let of = |f: &str| s[f].as_u64().unwrap();
+    let watch = &s["watch"];
+    let attributed = watch["attributed"].as_array().unwrap();
+    assert_eq!(attributed.len() as u64, of("wrongful_deletes"), "{watch}");
+    for a in attributed {
+        let victim = a["victim"].as_u64().expect("a holder's lock");
+        assert_ne!(a["deleter"].as_u64().unwrap(), victim, "{a}");
+    }
+    assert_eq!(
+        watch["getdels"].as_u64().unwrap(),
+        replay(commands).0,
+        "{s}"
+    );
+    assert_eq!(
+        of("released") + of("wrongful_deletes") + of("nothing_deleted"),
+        of("sections"),
+        "{s}"
+    );
+}
+
+/// The holders' watches share one line to the server by default, and the figures are the
+/// watch's as with a connection each. Without faults, npm `redis-lock` (4 holders on one key,
+/// 40 sections) gives the same figures both ways — every section released, one GETDEL each,
+/// no wrongful delete — with every lock set on one server connection shared, on 4 per holder.
+/// Under the evictions of the negative control (same seed), its plain `DEL`s' wrongful deletes
+/// are still caught on the shared line, attributed between different holders.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_lines_keep_the_watch_s_figures() {
+    let _cpu = common::shared();
+    let server = common::redis().await;
+    let mut admin = common::sync_conn(&server);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut figures = Vec::new();
+    for (name, env) in [("shared", None), ("per-holder", Some(PER_HOLDER))] {
+        let dir = tmp.path().join(name);
+        let monitor = Monitor::start(server.port());
+        let mut cmd = common::lockbench(&["run", "--release", "redis-lock"])
+            .args(["--redis", &server.url(), "--workers", "4", "--keys", "1"])
+            .args(["--busy", "retry", "--ttl", "2s", "--dist", "constant(5ms)"])
+            .args(["--sections", "40", "--seed", "5"])
+            .out(&dir);
+        if let Some((k, v)) = env {
+            cmd = cmd.env(k, v);
+        }
+        let o = cmd.output();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", common::text_of(&o));
+        let commands = monitor.until(&mut admin, &format!("end of {name}"));
+        let s = common::summaries(&dir)[0].clone();
+        consistent(&s, &commands);
+        let of = |f: &str| s[f].as_u64().unwrap();
+        let watch = |f: &str| s["watch"][f].as_u64().unwrap();
+        figures.push((
+            name,
+            [
+                of("sections"),
+                of("released"),
+                of("wrongful_deletes"),
+                of("errors"),
+                watch("getdels"),
+                watch("removals_outside_releases"),
+            ],
+        ));
+        let connections = setters(&commands).len();
+        match env {
+            None => assert_eq!(connections, 1, "{name}: {s}"),
+            Some(_) => assert!(connections >= 4, "{name}: {connections}: {s}"),
+        }
+    }
+    // (sections, released, wrongful deletes, errors, GETDELs, removals outside releases)
+    for (name, f) in &figures {
+        assert_eq!(*f, [40, 40, 0, 0, 40, 0], "{name}: {figures:?}");
+    }
+
+    let (s, commands) = evicted(
+        &server,
+        &mut admin,
+        "redis-lock",
+        &tmp.path().join("ev"),
+        &[],
+    );
+    consistent(&s, &commands);
+    assert!(s["wrongful_deletes"].as_u64().unwrap() > 0, "{s}");
+    assert_eq!(setters(&commands).len(), 1, "{s}");
+    server.stop().await;
+}
+
 /// A run of `client` on `server` into `dir` — four holders on one key, sections of 800 ms
 /// under a TTL of 2 s — while the lock's key vanishes every 700 ms (deleted behind the
 /// holders' backs, as an eviction or a failover would): its summary, and the server's
@@ -156,20 +262,21 @@ fn evicted(
 /// stream (`MONITOR`); the server saw exactly the watches' GETDELs. redis-py's `Lock`
 /// (compare-and-delete) under the same seed and faults: overlap, but no wrongful delete and
 /// no GETDEL. With the watch off, the source is the timeline and the server sees no GETDEL.
+/// (redis-lock's holders on server connections of their own, `LOCKBENCH_WATCH=per-holder`,
+/// so that the server's stream tells them apart by address.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_del_s_wrongful_deletes_are_attributed_at_the_server() {
     let _cpu = common::shared();
     let server = common::redis().await;
     let mut admin = common::sync_conn(&server);
     let tmp = tempfile::tempdir().unwrap();
-    const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
 
     let (s, commands) = evicted(
         &server,
         &mut admin,
         "redis-lock",
         &tmp.path().join("rl"),
-        &[],
+        &[PER_HOLDER],
     );
     assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
     let wrongful = s["wrongful_deletes"].as_u64().unwrap();
@@ -205,6 +312,8 @@ async fn a_plain_del_s_wrongful_deletes_are_attributed_at_the_server() {
 
     let (s, commands) = evicted(&server, &mut admin, "redis-py", &tmp.path().join("py"), &[]);
     assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
+    // redis-py 8 (HELLO 3, CLIENT MAINT_NOTIFICATIONS that Redis 7 refuses) stays on the line.
+    assert_eq!(setters(&commands).len(), 1, "{s}");
     assert!(
         s["overlap_ms"].as_f64().unwrap() > 0.0,
         "locks vanished: {s}"

@@ -6,7 +6,7 @@
 //! `scripts/proxy-bench.sh`).
 //!
 //! Only requests whose meaning does not depend on their connection share the line
-//! ([`super::stream::shareable`]): reads and writes of keys, scripts, `PING`, `INFO`… A connection that sends
+//! ([`super::resp::shareable`]): reads and writes of keys, scripts, `PING`, `INFO`… A connection that sends
 //! anything else (`MULTI`, `WATCH`, `SELECT` of another database, `AUTH`, `HELLO`, a blocking
 //! or subscribing command, `CLIENT` but `SETINFO`, `QUIT`…) is handed a connection of its own
 //! first, once every reply of its shared requests is back, and keeps it: from then on it is
@@ -18,7 +18,7 @@
 //! client with a reply still owed is closed, as its own connection would have been; the next
 //! request opens a new line.
 
-use super::stream::MAX_FRAME;
+use super::resp::MAX_FRAME;
 use crate::store::frame::frame_len;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -330,7 +330,7 @@ impl Mux {
 }
 
 /// Writes what clients queued, and routes each reply to the client it is owed to, until the
-/// line fails; then closes every client still owed a reply.
+/// line fails; then closes every client that sent on it.
 async fn run_line(stream: tokio::net::TcpStream, line: Arc<Line>) {
     let (mut r, mut w) = stream.into_split();
     let writer = async {
