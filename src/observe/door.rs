@@ -286,6 +286,12 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         .unwrap_or_else(|p| p.into_inner())
         .push((client, counter.clone()));
     let _ = client_sock.set_nodelay(true);
+    // Held until the connection ends (a copy of its descriptor).
+    let _socket = {
+        use std::os::fd::AsFd;
+        let fd = client_sock.as_fd().try_clone_to_owned();
+        fd.ok().map(|fd| shared.ledger.socket(client, fd))
+    };
     let (mut client_r, mut client_w) = client_sock.into_split();
     let mut streams = Streams::default();
     let mut first = Vec::new();

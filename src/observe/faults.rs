@@ -227,8 +227,9 @@ pub(crate) async fn apply(
     struck
 }
 
-/// Whether stopped `copy` holds a lock once each request it sent is answered (a stopped copy
-/// sends no more; a reply on its way may end its hold).
+/// Whether stopped `copy` holds a lock once each request it sent is read and answered (a
+/// stopped copy sends no more; a release it sent just before the stop, still in its socket or
+/// its reply on its way, may end its hold).
 async fn holds_when_answered(ledger: &Ledger, copy: usize) -> bool {
     // A request the server keeps (a blocking pop) is not waited for past this.
     const PATIENCE: Duration = Duration::from_secs(1);
@@ -239,7 +240,7 @@ async fn holds_when_answered(ledger: &Ledger, copy: usize) -> bool {
             if !ledger.holders().contains(&copy) {
                 return false;
             }
-            if ledger.unanswered(copy) == 0 {
+            if ledger.unanswered(copy) == 0 && ledger.unread(copy) == 0 {
                 return true;
             }
             woken.await;

@@ -117,6 +117,9 @@ pub(crate) struct Ledger {
     events: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
     /// Woken at every acquisition (a holder fault waits for a holder).
     pub(crate) acquired: tokio::sync::Notify,
+    /// The clients' connections, as copies of their sockets' descriptors (alive while the
+    /// connection is): what a client sent and the proxy has not read yet ([`Ledger::unread`]).
+    sockets: Mutex<Vec<(usize, std::sync::Weak<std::os::fd::OwnedFd>)>>,
 }
 
 /// The ledger's figures at the end.
@@ -168,6 +171,7 @@ impl Ledger {
             book: Mutex::new(Book::default()),
             events: Mutex::new(events),
             acquired: tokio::sync::Notify::new(),
+            sockets: Mutex::new(Vec::new()),
         }
     }
 
@@ -213,6 +217,31 @@ impl Ledger {
         if none_left {
             self.acquired.notify_waiters();
         }
+    }
+
+    /// Notes a connection of `client`; what it sent and the proxy has not read is counted
+    /// while the returned handle lives (drop it with the connection: it holds a copy of the
+    /// socket's descriptor).
+    pub(crate) fn socket(
+        &self,
+        client: usize,
+        fd: std::os::fd::OwnedFd,
+    ) -> Arc<std::os::fd::OwnedFd> {
+        let fd = Arc::new(fd);
+        let mut s = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
+        s.retain(|(_, f)| f.strong_count() > 0);
+        s.push((client, Arc::downgrade(&fd)));
+        fd
+    }
+
+    /// Bytes `client` sent on its connections that the proxy has not read yet.
+    pub(crate) fn unread(&self, client: usize) -> u64 {
+        let s = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
+        s.iter()
+            .filter(|(c, _)| *c == client)
+            .filter_map(|(_, f)| f.upgrade())
+            .map(|f| rustix::io::ioctl_fionread(&*f).unwrap_or(0))
+            .sum()
     }
 
     /// Requests of `client` read and not yet answered.
