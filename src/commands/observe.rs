@@ -226,7 +226,7 @@ pub(crate) async fn run(args: ObserveArgs) -> anyhow::Result<i32> {
     drop(door);
     let tally = ledger.finish(end);
     ledger.flush()?;
-    let commands = shared.commands();
+    let commands = ledger.connections.commands();
     let outages = shared.outages(end);
     if let Some(r) = spawned.and_then(|r| Arc::try_unwrap(r).ok()) {
         r.into_inner().stop().await;

@@ -10,13 +10,14 @@
 //! shared line of [`crate::faults::mux`], the requests queued for the line are capped in bytes, and a
 //! client that leaves more than [`crate::faults::mux::UNREAD_LIMIT`] of replies unread is closed).
 
+use super::connections::Connection;
 use super::ledger::Ledger;
 use super::stream::{Broken, LockKeys, Queue, Replies, Requests};
 use crate::faults::mux::{Delivery, Inbox, Mux};
 use crate::faults::proxy::Loopback;
 use crate::record::Outages;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -127,8 +128,6 @@ pub(crate) struct Shared {
     pub(crate) upstream: Upstream,
     pub(crate) keys: LockKeys,
     pub(crate) ledger: Arc<Ledger>,
-    /// Commands per client, counted per read (the ledger reads them at the end).
-    commands: Mutex<Vec<(usize, Arc<AtomicU64>)>>,
     outage: Mutex<Outage>,
     /// Connections closed for a bad frame: the count and the first messages.
     pub(crate) broken: Mutex<(u64, Vec<String>)>,
@@ -160,27 +159,12 @@ impl Shared {
             upstream,
             keys,
             ledger,
-            commands: Mutex::new(Vec::new()),
             outage: Mutex::new(Outage::default()),
             broken: Mutex::new((0, Vec::new())),
             first_free,
             network: None,
             mux: None,
         }
-    }
-
-    /// Commands seen per client.
-    pub(crate) fn commands(&self) -> std::collections::BTreeMap<usize, u64> {
-        let mut m = std::collections::BTreeMap::new();
-        for (c, n) in self
-            .commands
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
-            *m.entry(*c).or_default() += n.load(Ordering::Relaxed);
-        }
-        m
     }
 
     /// The outages at `end` (one still open counts to `end`).
@@ -278,26 +262,19 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
     if client >= shared.first_free {
         shared.ledger.name_client(client, who.clone());
     }
-    shared.ledger.connected(client);
-    let counter = Arc::new(AtomicU64::new(0));
-    shared
-        .commands
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push((client, counter.clone()));
     let _ = client_sock.set_nodelay(true);
-    // Held until the connection ends (a copy of its descriptor).
-    let _socket = {
+    // Held until the connection ends (with a copy of its descriptor).
+    let conn = {
         use std::os::fd::AsFd;
-        let fd = client_sock.as_fd().try_clone_to_owned();
-        fd.ok().map(|fd| shared.ledger.socket(client, fd))
+        let fd = client_sock.as_fd().try_clone_to_owned().ok();
+        shared.ledger.connection(client, fd)
     };
     let (mut client_r, mut client_w) = client_sock.into_split();
     let mut streams = Streams::default();
     let mut first = Vec::new();
     if let Some(mux) = &shared.mux {
         let io = (&mut client_r, &mut client_w);
-        match on_the_line(io, mux, &mut streams, client, &counter, &shared).await {
+        match on_the_line(io, mux, &mut streams, client, &conn, &shared).await {
             Ok(requests) => {
                 mux.own_connections.fetch_add(1, Ordering::Relaxed);
                 first = requests;
@@ -329,18 +306,12 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         ServerConn::Plain(s) => {
             let (r, w) = s.into_split();
             let server_io = (r, w, first);
-            forward(
-                client_io, server_io, hooks, streams, client, &counter, &shared,
-            )
-            .await
+            forward(client_io, server_io, hooks, streams, client, &conn, &shared).await
         }
         ServerConn::Tls(s) => {
             let (r, w) = tokio::io::split(*s);
             let server_io = (r, w, first);
-            forward(
-                client_io, server_io, hooks, streams, client, &counter, &shared,
-            )
-            .await
+            forward(client_io, server_io, hooks, streams, client, &conn, &shared).await
         }
     };
     ended(end, &mut client_w, &who, &shared).await
@@ -379,7 +350,7 @@ async fn on_the_line(
     mux: &Mux,
     streams: &mut Streams,
     client: usize,
-    counter: &AtomicU64,
+    conn: &Connection,
     shared: &Shared,
 ) -> Result<Vec<u8>, End> {
     let inbox = Arc::new(Inbox::default());
@@ -411,7 +382,7 @@ async fn on_the_line(
             let fed = reps.feed(&replies.bytes, queue, &mut back, |e, asked| {
                 ledger.seen(client, e, asked)
             });
-            ledger.answered(client, reps.answered - answered);
+            ledger.answered(conn, reps.answered - answered);
             if client_w.write_all(&back).await.is_err() {
                 return Err(End::Client);
             }
@@ -437,8 +408,7 @@ async fn on_the_line(
             out.clear();
             let before = reqs.commands;
             let fed = reqs.feed(&buf[..n], keys, queue, &mut out);
-            counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
-            ledger.asked(client, reqs.commands - before);
+            conn.asked(reqs.commands - before);
             if reqs.needs_own {
                 if reqs.waits && before > 0 {
                     waited_after_line(mux);
@@ -451,7 +421,6 @@ async fn on_the_line(
                     first.append(&mut out);
                     let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
                     q.expects.push_front(super::stream::Expect::Swallow);
-                    ledger.asked(client, 1);
                     return Ok(first);
                 }
                 return Ok(out);
@@ -512,7 +481,7 @@ async fn forward(
     (mut on_request, mut on_reply): (Option<super::network::Hooks>, Option<super::network::Hooks>),
     streams: Streams,
     client: usize,
-    counter: &AtomicU64,
+    conn: &Connection,
     shared: &Shared,
 ) -> End {
     let Streams {
@@ -539,8 +508,7 @@ async fn forward(
             out.clear();
             let before = reqs.commands;
             let fed = reqs.feed(&buf[..n], keys, &queue, &mut out);
-            counter.fetch_add(reqs.commands - before, Ordering::Relaxed);
-            ledger.asked(client, reqs.commands - before);
+            conn.asked(reqs.commands - before);
             if server_w.write_all(&out).await.is_err() {
                 return Ok(());
             }
@@ -570,7 +538,7 @@ async fn forward(
             let fed = reps.feed(&buf[..n], &queue, &mut out, |e, asked| {
                 ledger.seen(client, e, asked)
             });
-            ledger.answered(client, reps.answered - answered);
+            ledger.answered(conn, reps.answered - answered);
             drained.notify_one();
             if let (Some(h), Some(read)) = (&mut on_reply, read) {
                 h.reply(read).await;

@@ -240,7 +240,7 @@ async fn holds_when_answered(ledger: &Ledger, copy: usize) -> bool {
             if !ledger.holders().contains(&copy) {
                 return false;
             }
-            if ledger.unanswered(copy) == 0 && ledger.unread(copy) == 0 {
+            if ledger.connections.settled(copy) {
                 return true;
             }
             woken.await;

@@ -9,6 +9,7 @@
 //! client's (a wrongful delete, client → victim), nothing (the lock was gone), or — a script
 //! that left the key as it was while the client held it — refused.
 
+use super::connections::{Connection, Connections};
 use super::stream::{Event, KeyState};
 use crate::analysis::counts::Counts;
 use crate::analysis::overlap::{OverlapStats, compute};
@@ -19,6 +20,7 @@ use crate::model::release::StaleRule;
 use crate::record::{EventRow, HistSet, Metric, SectionOutcome};
 use std::collections::{HashMap, VecDeque};
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -103,9 +105,6 @@ struct Book {
     /// acquisition's reply can reach the proxy after the delete's (two connections, two
     /// tasks), so the victim is named when it does.
     orphans: Vec<(Vec<u8>, Vec<u8>, usize)>,
-    /// Requests of each client read and not yet answered (a crash strikes a copy that waits
-    /// for none, so that no reply still on its way ends the hold it was struck in).
-    unanswered: Vec<u64>,
 }
 
 /// Every door's notes, on one clock from `start`.
@@ -117,9 +116,8 @@ pub(crate) struct Ledger {
     events: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
     /// Woken at every acquisition (a holder fault waits for a holder).
     pub(crate) acquired: tokio::sync::Notify,
-    /// The clients' connections, as copies of their sockets' descriptors (alive while the
-    /// connection is): what a client sent and the proxy has not read yet ([`Ledger::unread`]).
-    sockets: Mutex<Vec<(usize, std::sync::Weak<std::os::fd::OwnedFd>)>>,
+    /// The clients' connections: requests read and answered, and what waits unread.
+    pub(crate) connections: Connections,
 }
 
 /// The ledger's figures at the end.
@@ -171,7 +169,7 @@ impl Ledger {
             book: Mutex::new(Book::default()),
             events: Mutex::new(events),
             acquired: tokio::sync::Notify::new(),
-            sockets: Mutex::new(Vec::new()),
+            connections: Connections::default(),
         }
     }
 
@@ -190,68 +188,19 @@ impl Ledger {
         b.client(client).name = name;
     }
 
-    /// `n` more requests of `client` were read: they await their replies.
-    pub(crate) fn asked(&self, client: usize, n: u64) {
-        if n > 0 {
-            let mut b = self.book();
-            if b.unanswered.len() <= client {
-                b.unanswered.resize(client + 1, 0);
-            }
-            b.unanswered[client] += n;
-        }
+    /// A new connection of `client` (`socket`: a copy of its descriptor, kept while it is
+    /// open).
+    pub(crate) fn connection(&self, client: usize, socket: Option<OwnedFd>) -> Connection {
+        self.book().client(client).connections += 1;
+        self.connections.open(client, socket)
     }
 
-    /// `n` of `client`'s requests were answered (all of them: waiters are told).
-    pub(crate) fn answered(&self, client: usize, n: u64) {
-        if n == 0 {
-            return;
-        }
-        let none_left = {
-            let mut b = self.book();
-            let left = b.unanswered.get_mut(client).map_or(0, |u| {
-                *u = u.saturating_sub(n);
-                *u
-            });
-            left == 0
-        };
-        if none_left {
+    /// `n` of `conn`'s requests were answered: once none is left, whoever waits on the ledger
+    /// (a crash fault) is told.
+    pub(crate) fn answered(&self, conn: &Connection, n: u64) {
+        if n > 0 && conn.answered(n) {
             self.acquired.notify_waiters();
         }
-    }
-
-    /// Notes a connection of `client`; what it sent and the proxy has not read is counted
-    /// while the returned handle lives (drop it with the connection: it holds a copy of the
-    /// socket's descriptor).
-    pub(crate) fn socket(
-        &self,
-        client: usize,
-        fd: std::os::fd::OwnedFd,
-    ) -> Arc<std::os::fd::OwnedFd> {
-        let fd = Arc::new(fd);
-        let mut s = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
-        s.retain(|(_, f)| f.strong_count() > 0);
-        s.push((client, Arc::downgrade(&fd)));
-        fd
-    }
-
-    /// Bytes `client` sent on its connections that the proxy has not read yet.
-    pub(crate) fn unread(&self, client: usize) -> u64 {
-        let s = self.sockets.lock().unwrap_or_else(|p| p.into_inner());
-        s.iter()
-            .filter(|(c, _)| *c == client)
-            .filter_map(|(_, f)| f.upgrade())
-            .map(|f| rustix::io::ioctl_fionread(&*f).unwrap_or(0))
-            .sum()
-    }
-
-    /// Requests of `client` read and not yet answered.
-    pub(crate) fn unanswered(&self, client: usize) -> u64 {
-        self.book().unanswered.get(client).copied().unwrap_or(0)
-    }
-
-    /// Client `client` opened a connection.
-    pub(crate) fn connected(&self, client: usize) {
-        self.book().client(client).connections += 1;
     }
 
     /// What a reply told: `asked` is when its request was read, now when its reply was.
@@ -908,21 +857,6 @@ mod tests {
             [("0".into(), "0".into()), ("1".into(), "0".into())],
             "{text}"
         );
-    }
-
-    /// Requests read and not yet answered, per client: what a crash fault waits on.
-    #[test]
-    fn unanswered_requests_are_counted_per_client() {
-        let l = Ledger::new(Instant::now(), None);
-        l.asked(2, 3);
-        l.asked(0, 1);
-        l.answered(2, 2);
-        assert_eq!(
-            (l.unanswered(0), l.unanswered(1), l.unanswered(2)),
-            (1, 0, 1)
-        );
-        l.answered(2, 5);
-        assert_eq!(l.unanswered(2), 0);
     }
 
     /// A naive client whose lock expired deletes the next holder's: a wrongful delete, client

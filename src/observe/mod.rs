@@ -4,7 +4,8 @@
 //!
 //! - [`stream`]: the RESP streams of one connection: lock commands recognised by their replies,
 //!   `DEL` sent as `GETDEL`, scripts wrapped to read their keys before and after.
-//! - [`ledger`]: every lock key's holds on one clock, judged by what the server removed.
+//! - [`ledger`]: every lock key's holds on one clock, judged by what the server removed;
+//!   [`connections`]: each connection's requests read and answered.
 //! - [`door`]: the listeners and the forwarding of each connection.
 //!   Clients whose requests mean the same on any connection share one server connection
 //!   ([`crate::faults::mux`]).
@@ -13,6 +14,7 @@
 //! - [`live`]: `--metrics`, the ledger's figures served live for Prometheus.
 //! - [`network`]: the schedule's `latency` and `partition`, carried out by the doors.
 
+pub(crate) mod connections;
 pub(crate) mod copies;
 pub(crate) mod door;
 pub(crate) mod faults;

@@ -230,7 +230,7 @@ pub(crate) struct Requests {
 pub(crate) struct Replies {
     buf: Vec<u8>,
     raw: bool,
-    /// The client's requests answered so far (a proxy's own request, swallowed, counts too).
+    /// The client's requests answered so far (not the proxy's own, swallowed).
     pub(crate) answered: u64,
 }
 
@@ -641,7 +641,8 @@ impl Replies {
         let (buf, from_buf) = take_input(&mut self.buf, bytes);
         let data: &[u8] = if from_buf { &buf } else { bytes };
         let mut q = queue.lock().unwrap_or_else(|p| p.into_inner());
-        let expected = q.expects.len();
+        // Requests answered: expectations popped, but a reply of the proxy's own.
+        let (expected, mut swallowed) = (q.expects.len(), 0);
         let mut at = 0;
         let result = loop {
             if at >= data.len() {
@@ -667,9 +668,12 @@ impl Replies {
             };
             let frame = &rest[..len];
             at += len;
+            if !matches!(frame[0], b'>' | b'|') && q.expects.front() == Some(&Expect::Swallow) {
+                swallowed += 1;
+            }
             reply(frame, &mut q, out, &mut seen);
         };
-        self.answered += (expected - q.expects.len()) as u64;
+        self.answered += (expected - q.expects.len() - swallowed) as u64;
         drop(q);
         self.buf = keep_rest(buf, from_buf, bytes, at, result.is_ok());
         result
