@@ -193,7 +193,8 @@ impl Requests {
 /// Whether a request may go on the shared line ([`shareable`], and
 /// `CLIENT MAINT_NOTIFICATIONS` where the server refuses it); a `HELLO` switches `resp3` and
 /// must open its read (`first_of_read`), so that no request before it goes on the other line.
-fn shares(
+/// The watch's parser and observe's both ask it.
+pub(crate) fn shares(
     frame: &[u8],
     args: &[std::ops::Range<usize>],
     server_refuses_maint: bool,

@@ -27,7 +27,7 @@
 //! not RESP, or larger than [`MAX_FRAME`], is an error: the connection is closed with a
 //! message (the watch passes such bytes on; a proxy in front of a service must not guess).
 
-use crate::faults::resp::{STOPPERS, command_into, inline, shareable};
+use crate::faults::resp::{STOPPERS, command_into, inline, shares};
 use crate::store::frame::frame_len;
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -212,7 +212,7 @@ pub(crate) struct Requests {
     /// Requests read (complete frames).
     pub(crate) commands: u64,
     /// A request was read that needs a server connection of the client's own
-    /// ([`shareable`]).
+    /// ([`shares`]).
     pub(crate) needs_own: bool,
     /// The client asked for RESP3 (`HELLO 3`; `HELLO 2` back).
     pub(crate) resp3: bool,
@@ -354,34 +354,19 @@ impl Requests {
         out: &mut Vec<u8>,
     ) {
         let arg = |i: usize| args.get(i).map(|r| &frame[r.clone()]);
-        let maint = |n: &[u8]| {
-            self.server_refuses_maint
-                && n.eq_ignore_ascii_case(b"CLIENT")
-                && arg(1).is_some_and(|s| s.eq_ignore_ascii_case(b"MAINT_NOTIFICATIONS"))
-        };
-        let shares = frame[0] == b'*'
-            && arg(0).is_some_and(|n| shareable(n, arg(1), args.len()) || maint(n));
-        let Some(name) = arg(0) else {
+        let first_of_read = self.commands - 1 == self.fed_from;
+        let maint = self.server_refuses_maint;
+        if !shares(frame, args, maint, first_of_read, &mut self.resp3) {
             self.needs_own = true;
+        }
+        let Some(name) = arg(0) else {
             // An empty inline line: the server answers nothing.
             out.extend_from_slice(frame);
             return;
         };
         let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
-        // The shared line a client's requests go on follows its protocol: a HELLO must open
-        // the requests it is read with, so that none before it goes on the other line.
-        if !shares || (is(b"HELLO") && self.commands - 1 > self.fed_from) {
-            self.needs_own = true;
-        }
         if is(b"WAIT") || is(b"WAITAOF") {
             self.waits = true;
-        }
-        if is(b"HELLO") {
-            match arg(1) {
-                Some(b"3") => self.resp3 = true,
-                Some(b"2") => self.resp3 = false,
-                _ => {}
-            }
         }
         if STOPPERS.iter().any(|s| is(s)) {
             q.stopped = true;
