@@ -178,16 +178,17 @@ impl Shared {
         out
     }
 
+    /// Notes whether the server answered; the clock is read only when that changes (every
+    /// batch a client sends on the shared line says the server is up).
     fn server_up(&self, up: bool) {
         let mut o = self.outage.lock().unwrap_or_else(|p| p.into_inner());
-        let now = Instant::now();
         match (up, o.down_since) {
             (true, Some(t)) => {
                 o.outages.ended += 1;
-                o.outages.total_us += now.saturating_duration_since(t).as_micros() as u64;
+                o.outages.total_us += t.elapsed().as_micros() as u64;
                 o.down_since = None;
             }
-            (false, None) => o.down_since = Some(now),
+            (false, None) => o.down_since = Some(Instant::now()),
             _ => {}
         }
     }
@@ -295,9 +296,8 @@ async fn serve(client_sock: TcpStream, client: usize, shared: Arc<Shared>) {
         }
         Err(e) => {
             shared.server_up(false);
-            let msg = format!("-ERR lockbench observe: the server is unreachable: {e}\r\n");
-            let _ = client_w.write_all(msg.as_bytes()).await;
-            return;
+            let end = End::Unreachable(e.to_string());
+            return ended(end, &mut client_w, &who, &shared).await;
         }
     };
     let client_io = (client_r, &mut client_w);
