@@ -13,6 +13,7 @@ pub(crate) mod failover;
 pub(crate) mod mux;
 pub(crate) mod proxy;
 pub(crate) mod resp;
+pub(crate) mod share;
 pub(crate) mod watch;
 
 use crate::model::fault::{Fault, FaultKind, FaultWindow};

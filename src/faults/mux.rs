@@ -6,7 +6,7 @@
 //! `scripts/proxy-bench.sh`).
 //!
 //! Only requests whose meaning does not depend on their connection share the line
-//! ([`super::resp::shareable`]): reads and writes of keys, scripts, `PING`, `INFO`… A connection that sends
+//! ([`super::share::shareable`]): reads and writes of keys, scripts, `PING`, `INFO`… A connection that sends
 //! anything else (`MULTI`, `WATCH`, `SELECT` of another database, `AUTH`, `HELLO`, a blocking
 //! or subscribing command, `CLIENT` but `SETINFO`, `QUIT`…) is handed a connection of its own
 //! first, once every reply of its shared requests is back, and keeps it: from then on it is

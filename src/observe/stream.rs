@@ -27,7 +27,8 @@
 //! not RESP, or larger than [`MAX_FRAME`], is an error: the connection is closed with a
 //! message (the watch passes such bytes on; a proxy in front of a service must not guess).
 
-use crate::faults::resp::{STOPPERS, command_into, inline, shares};
+use crate::faults::resp::{STOPPERS, command_into, inline};
+use crate::faults::share::shares;
 use crate::store::frame::frame_len;
 use std::collections::VecDeque;
 use std::ops::Range;
