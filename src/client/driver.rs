@@ -220,13 +220,15 @@ enum Incoming {
 type Routes = Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
 
 /// A running driver process and the holders it hosts (protocol 2: every line names its
-/// holder). One task reads its stdout and hands each line to its holder's inbox; writes go
-/// through one lock, a line at a time.
+/// holder). One task reads its stdout and hands each line to its holder's inbox; another
+/// writes its stdin, the lines its holders queued in one turn of the runtime in one write.
 pub(crate) struct Process {
     pid: Option<u32>,
     child: tokio::sync::Mutex<Child>,
-    /// `None` once closed: the end of input, on which the driver leaves and exits.
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    /// What the holders ask of the process, on its way to its stdin.
+    out: Arc<Outgoing>,
+    /// The task that writes `out` to its stdin; done once its input is closed.
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
     routes: Routes,
     stderr: Arc<Mutex<LastWords>>,
     /// The task that keeps the last stderr lines: done once the process closed stderr.
@@ -241,6 +243,88 @@ pub(crate) struct Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.reader.abort();
+        if let Some(w) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            w.abort();
+        }
+    }
+}
+
+/// The request lines a process's holders queued and its writer has not written yet. A holder
+/// queues its line and goes on to wait for the reply; the writer takes everything queued
+/// once the runtime has run the other holders ready in the same turn, so that a hundred
+/// holders of one process leaving at the same moment cost one pipe write, not a hundred (and
+/// one wake-up of the driver: what lockbench's CPU per lock cycle went to after the watch).
+#[derive(Debug, Default)]
+struct Outgoing {
+    state: Mutex<OutState>,
+    ready: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct OutState {
+    lines: Vec<u8>,
+    /// The input is closed (the process ends): nothing more is queued.
+    closed: bool,
+    /// Why the stdin could not be written: every later line fails with it.
+    failed: Option<String>,
+}
+
+impl Outgoing {
+    /// Queues `line` (ending in `\n`); `Err` says why it cannot go (closed, or a failed write).
+    fn queue(&self, line: &str) -> Result<(), String> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = &s.failed {
+            return Err(why.clone());
+        }
+        if s.closed {
+            return Err("cannot be written to (its input was closed)".into());
+        }
+        let first = s.lines.is_empty();
+        s.lines.extend_from_slice(line.as_bytes());
+        drop(s);
+        if first {
+            self.ready.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Closes the input once what is queued is written.
+    fn close(&self) {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.ready.notify_one();
+    }
+
+    /// Writes what is queued to `stdin` until the input is closed or a write fails (the
+    /// failure is kept for the next line, and every holder waiting on a reply is told).
+    async fn write(self: Arc<Self>, mut stdin: ChildStdin, routes: Routes) {
+        let mut batch = Vec::new();
+        loop {
+            let closed = {
+                let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+                std::mem::swap(&mut batch, &mut s.lines);
+                s.closed
+            };
+            if batch.is_empty() {
+                if closed {
+                    return;
+                }
+                self.ready.notified().await;
+                // The other holders ready in this turn queue theirs before the write.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let written = async {
+                stdin.write_all(&batch).await?;
+                stdin.flush().await
+            };
+            if let Err(e) = written.await {
+                let why = format!("cannot be written to ({e})");
+                self.state.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why.clone());
+                broadcast(&routes, &why);
+                return;
+            }
+            batch.clear();
+        }
     }
 }
 
@@ -292,10 +376,13 @@ impl Process {
             BoundedLines::new(BufReader::new(stdout)),
             routes.clone(),
         ));
+        let out = Arc::new(Outgoing::default());
+        let writer = tokio::spawn(out.clone().write(stdin, routes.clone()));
         Ok(Arc::new(Process {
             pid: child.id(),
             child: tokio::sync::Mutex::new(child),
-            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            out,
+            writer: Mutex::new(Some(writer)),
             routes,
             stderr,
             stderr_task: Mutex::new(stderr_task),
@@ -308,10 +395,16 @@ impl Process {
     /// Closes its stdin: the driver leaves what its holders hold and exits; after a second it
     /// is killed.
     async fn end(&self) {
-        self.stdin.lock().await.take();
-        let mut child = self.child.lock().await;
-        let _ = tokio::time::timeout(Duration::from_secs(1), child.wait()).await;
-        let _ = child.kill().await;
+        self.out.close();
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let wait = async {
+            if let Some(w) = writer {
+                let _ = w.await;
+            }
+            self.child.lock().await.wait().await
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
+        let _ = self.child.lock().await.kill().await;
     }
 }
 
@@ -319,13 +412,7 @@ impl Process {
 /// that is not the protocol reaches every holder (it cannot be told whose it was); the end of
 /// stdout closes every inbox.
 async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
-    let broadcast = |what: String| {
-        if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-            for tx in r.values() {
-                let _ = tx.send(Incoming::Broken(what.clone()));
-            }
-        }
-    };
+    let broadcast = |what: String| broadcast(&routes, &what);
     loop {
         let line = match out.next_line().await {
             Ok(Some(l)) => l,
@@ -361,6 +448,15 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
         }
     }
     routes.lock().unwrap_or_else(|p| p.into_inner()).take();
+}
+
+/// Tells every holder of a process `what` went wrong with it.
+fn broadcast(routes: &Routes, what: &str) {
+    if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+        for tx in r.values() {
+            let _ = tx.send(Incoming::Broken(what.to_string()));
+        }
+    }
 }
 
 /// One holder of a lock library in a driver process (its own, or one it shares with other
@@ -622,22 +718,11 @@ impl Driver {
         self.write_line(line).await
     }
 
-    /// Writes one request line (ending in `\n`).
+    /// Queues one request line (ending in `\n`) for the process's writer.
     async fn write_line(&mut self, line: String) -> Result<(), DriverError> {
-        let sent = async {
-            let mut stdin = self.process.stdin.lock().await;
-            let Some(stdin) = stdin.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::BrokenPipe,
-                    "its input was closed",
-                ));
-            };
-            stdin.write_all(line.as_bytes()).await?;
-            stdin.flush().await
-        };
-        match sent.await {
+        match self.process.out.queue(&line) {
             Ok(()) => Ok(()),
-            Err(e) => Err(self.died(&format!("cannot be written to ({e})")).await),
+            Err(why) => Err(self.died(&why).await),
         }
     }
 
