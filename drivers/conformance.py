@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -90,17 +91,23 @@ def free_port() -> int:
 class Servers:
     def __init__(self, n: int):
         self.procs, self.ports, self.clients = [], [], []
+        # Each server also listens on a Unix socket of its own (the `unix://` URLs).
+        self.dir = tempfile.mkdtemp(prefix="lockbench-conformance-")
+        self.sockets = []
         exe = shutil.which("redis-server")
         if not exe:
             sys.exit("conformance: redis-server is not on PATH")
-        for _ in range(n):
+        for i in range(n):
             for attempt in range(5):
                 port = free_port()
+                sock = os.path.join(self.dir, f"redis-{i}-{attempt}.sock")
                 p = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                      "--appendonly", "no", "--unixsocket", sock, "--unixsocketperm", "700"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 self.procs.append(p)
                 if self._wait(port, p):
                     self.ports.append(port)
+                    self.sockets.append(sock)
                     self.clients.append(Resp(port))
                     break
                 p.kill()
@@ -128,6 +135,9 @@ class Servers:
     def urls(self, n: int):
         return [f"redis://127.0.0.1:{p}/0" for p in self.ports[:n]]
 
+    def unix_urls(self, n: int, db: int):
+        return [f"unix://{s}?db={db}" for s in self.sockets[:n]]
+
     def stop(self):
         for c in self.clients:
             c.close()
@@ -140,6 +150,7 @@ class Servers:
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # ---- one driver process ---------------------------------------------------------------------
@@ -367,6 +378,36 @@ class Run:
         d.close()
         check(d.p.returncode == 0, f"exit {d.p.returncode} at the end of input")
         return "ok 8 turns"
+
+    def t_unix(self):
+        """A section on servers reached through their Unix sockets (`unix://path?db=N`), as
+        lockbench's watch offers them: the lock lands in database N, and is gone after release."""
+        d = DriverProc(self.argv)
+        self.procs.append(d)
+        r = d.request({"op": "hello", "protocol": 1, "servers": self.servers.unix_urls(self.n, 2),
+                       "options": {}}, timeout=30)
+        check(r["outcome"] == "ok", f"hello over unix://: {r}")
+        key = self.key("unix")
+        rid, held, early = d.section_start(key, 1000, 1000)
+        check(held is not None, f"no held event: {early}")
+        in_db = []
+        for c in self.servers.clients[: self.n]:
+            c.cmd("SELECT", "2")
+            in_db.append(c.cmd("EXISTS", held["redis_key"]))
+            c.cmd("SELECT", "0")
+        check(sum(in_db) > self.n // 2, f"the lock is not in database 2 of a majority: {in_db}")
+        check(self.majority_value(held["redis_key"]) is None, "the lock went to database 0")
+        r = d.leave(rid)
+        check(r["outcome"] == "ok", f"leave: {r}")
+        left = []
+        for c in self.servers.clients[: self.n]:
+            c.cmd("SELECT", "2")
+            left.append(c.cmd("EXISTS", held["redis_key"]))
+            c.cmd("SELECT", "0")
+        check(sum(left) <= self.n // 2, f"key left after release: {left}")
+        d.send({"op": "bye"})
+        d.close()
+        return "ok"
 
     def t_section(self):
         d, _ = self.spawn()
@@ -640,7 +681,7 @@ class Run:
         self.step("hello", self.t_hello)
         if "hello" in self.cells and self.cells["hello"] == "FAIL":
             return
-        for name, fn in (("section", self.t_section), ("held lag", self.t_held_lag), ("holders", self.t_holders), ("contend", self.t_contend), ("expiry", self.t_expiry),
+        for name, fn in (("section", self.t_section), ("unix", self.t_unix), ("held lag", self.t_held_lag), ("holders", self.t_holders), ("contend", self.t_contend), ("expiry", self.t_expiry),
                          ("vanish", self.t_vanish), ("pause", self.t_pause), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
             self.step(name, fn)
         for d in self.procs:

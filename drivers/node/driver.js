@@ -140,7 +140,7 @@ class Adapter {
     if (this.options.cluster) {
       this.clients = [clusterClient(Redis, this.servers, timeouts)];
     } else {
-      this.clients = this.servers.map((u) => new Redis(u, Object.assign({ lazyConnect: true }, timeouts)));
+      this.clients = this.servers.map((u) => ioredisClient(Redis, u, Object.assign({ lazyConnect: true }, timeouts)));
     }
     for (const c of this.clients) c.on('error', (e) => warn(`driver: redis client: ${errText(e)}\n`));
     try {
@@ -164,9 +164,36 @@ class Adapter {
   }
 }
 
+// A server's Unix socket, from a `unix:///path/to.sock` URL (`?db=N`, `username=`, `password=`
+// in its query, as redis-py reads them): { path, db, username, password }; null for another
+// scheme. WHATWG URLs take no credentials without a host, hence the query.
+function unixSocket(url) {
+  if (!url.startsWith('unix:')) return null;
+  const u = new URL(url);
+  const path = decodeURIComponent(u.pathname);
+  if (!path) throw new Refused(`a unix:// server URL names a socket path: ${JSON.stringify(url.split('?')[0])} has none`);
+  const q = u.searchParams;
+  const out = { path };
+  if (q.get('db') !== null) {
+    const db = Number(q.get('db'));
+    if (!Number.isInteger(db) || db < 0) throw new Refused(`a unix:// server URL's db is a whole number, got ${JSON.stringify(q.get('db'))}`);
+    out.db = db;
+  }
+  if (q.get('username') !== null) out.username = q.get('username');
+  if (q.get('password') !== null) out.password = q.get('password');
+  return out;
+}
+
+// An ioredis client of one server (a redis:// URL, or a unix:// one through its `path`).
+function ioredisClient(Redis, url, options) {
+  const sock = unixSocket(url);
+  return sock ? new Redis(Object.assign({}, options, sock)) : new Redis(url, options);
+}
+
 // ioredis's Cluster from the seed nodes' URLs: each one a startup node, the first one's
 // credentials and TLS for every node (as lockbench's own cluster client does).
 function clusterClient(Redis, servers, timeouts) {
+  for (const u of servers) if (unixSocket(u)) throw new Refused('a Redis Cluster is reached over TCP: a unix:// seed has no host');
   const urls = servers.map((u) => new URL(u));
   const nodes = urls.map((u) => ({ host: u.hostname, port: Number(u.port) || 6379 }));
   const first = urls[0];
@@ -392,7 +419,13 @@ class RedisLock extends Adapter {
     // once connected, its default reconnecting applies.
     const socket = { reconnectStrategy: (n) => (ready ? Math.min(n * 50, 500) : new Error('could not connect')) };
     if (t) socket.connectTimeout = t;
-    this.client = createClient({ url: this.servers[0], socket });
+    const sock = unixSocket(this.servers[0]);
+    if (sock) {
+      socket.path = sock.path;
+      this.client = createClient({ socket, database: sock.db, username: sock.username, password: sock.password });
+    } else {
+      this.client = createClient({ url: this.servers[0], socket });
+    }
     this.client.on('error', (e) => warn(`driver: redis client: ${errText(e)}\n`));
     await this.client.connect();
     await this.client.ping();
@@ -481,7 +514,7 @@ class Driver {
     if (!SPOKEN.includes(req.protocol)) throw new Refused(`protocol ${JSON.stringify(req.protocol)} not spoken; this driver speaks ${SPOKEN.join(' and ')}`);
     if (req.protocol === 1 && this.holder !== null) throw new Refused('protocol 1 has no holders: a request with `holder` speaks protocol 2');
     const servers = req.servers;
-    if (!Array.isArray(servers) || !servers.every((s) => typeof s === 'string') || servers.length === 0) throw new Refused("field 'servers' must be a non-empty list of redis:// URLs");
+    if (!Array.isArray(servers) || !servers.every((s) => typeof s === 'string') || servers.length === 0) throw new Refused("field 'servers' must be a non-empty list of redis:// or unix:// URLs");
     const options = req.options || {};
     if (typeof options !== 'object' || Array.isArray(options)) throw new Refused("field 'options' must be an object");
     const cls = ADAPTERS[this.lib];

@@ -199,6 +199,11 @@ pub struct WatchFigures {
     pub removals_outside_releases: u64,
     /// Wrongful deletes, whose lock was deleted by whom (the first 1000).
     pub attributed: Vec<AttributedDelete>,
+    /// How the library's holders reached their watches: `unix socket` (a driver process's,
+    /// unless `LOCKBENCH_WATCH_SOCKET=tcp` or the temporary directory's path is too long for
+    /// one) or `loopback tcp`; absent for `lockbench observe`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reached_by: Option<String>,
 }
 
 /// A wrongful delete attributed at the server.

@@ -592,6 +592,7 @@ fn summary_of(
     summary.watch = Some(WatchFigures {
         getdels: 0,
         removals_outside_releases: tally.stray_releases,
+        reached_by: None,
         attributed: tally.attributed.clone(),
     });
     summary.thresholds = args.fail_if.iter().map(|t| t.check(&summary)).collect();

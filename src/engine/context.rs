@@ -123,6 +123,8 @@ pub(crate) struct ClientCtx {
     pub ledger: Option<std::sync::Arc<crate::faults::watch::Ledger>>,
     /// Where its wrongful deletes come from (`wrongful_deletes_source` in the summary).
     pub wrongful_source: String,
+    /// How its holders reach their watches (`watch.reached_by` in the summary).
+    pub watch_reached_by: Option<&'static str>,
 }
 
 impl ClientCtx {

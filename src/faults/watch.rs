@@ -28,41 +28,195 @@ const VALUES_PER_KEY: usize = 8;
 /// Attributed deletes kept for the summary (the count is exact beyond it).
 const KEPT: usize = 1000;
 
-/// A holder's watch on one server. Dropping it closes its connections.
+/// A holder's watch on one server. Dropping it closes its connections (and removes its socket).
 pub(crate) struct Watch {
-    listener: Loopback,
+    listener: Listener,
+}
+
+/// Where a watch listens for its holder's library.
+enum Listener {
+    /// A free loopback port.
+    Tcp(Loopback),
+    /// A Unix socket in the variant's [`SocketDir`]: half the CPU of loopback TCP a request
+    /// and reply (the kernel skips TCP and IP), which at a thousand holders is most of what
+    /// lockbench spends a lock cycle on (`scripts/scale-bench.sh`).
+    Unix(UnixLoopback),
+}
+
+/// A private directory (mode 0700) for a variant's watch sockets, removed when the last watch
+/// that listens in it is dropped.
+#[derive(Debug)]
+pub(crate) struct SocketDir {
+    path: std::path::PathBuf,
+}
+
+/// The longest socket path a `sockaddr_un` takes (108 bytes with its NUL, on Linux).
+const MAX_SOCKET_PATH: usize = 107;
+
+impl SocketDir {
+    /// A new directory under the system's temporary directory; `None` where it cannot be made
+    /// or its sockets' paths would be too long for a `sockaddr_un` (the watches then listen on
+    /// loopback ports).
+    pub(crate) fn new() -> Option<Arc<SocketDir>> {
+        use std::os::unix::fs::DirBuilderExt;
+        let base = std::env::temp_dir();
+        for attempt in 0..8u32 {
+            let nonce = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos());
+            let path = base.join(format!(
+                "lockbench-watch-{}-{nonce:08x}{attempt}",
+                std::process::id()
+            ));
+            // "h<holder>-s<server>.sock" for a million holders and a hundred servers.
+            if path.as_os_str().len() + "/h999999-s99.sock".len() > MAX_SOCKET_PATH {
+                return None;
+            }
+            match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+                Ok(()) => return Some(Arc::new(SocketDir { path })),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+}
+
+impl Drop for SocketDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A Unix socket listener serving each connection with its own task; dropping it ends them
+/// all and removes the socket.
+struct UnixLoopback {
+    path: std::path::PathBuf,
+    acceptor: tokio::task::JoinHandle<()>,
+    _dir: Arc<SocketDir>,
+}
+
+impl Drop for UnixLoopback {
+    fn drop(&mut self) {
+        self.acceptor.abort();
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// How the holders reached their watches, as the summary says it (`watch.reached_by`).
+pub(crate) const BY_UNIX_SOCKET: &str = "unix socket";
+/// See [`BY_UNIX_SOCKET`].
+pub(crate) const BY_LOOPBACK_TCP: &str = "loopback tcp";
+
+/// The ways a watch's holder reaches it ([`Watch::start`]).
+pub(crate) enum Listen {
+    /// A free loopback port.
+    Tcp,
+    /// A Unix socket named `name` in `dir`.
+    Unix(Arc<SocketDir>, String),
 }
 
 impl Watch {
     /// Forwards every connection to `upstream` (its addresses tried in order, as a client
     /// does) as holder `holder`'s, noting into `ledger`; on `mux`'s shared line while the
-    /// connection's requests allow (`None`: each on a server connection of its own).
+    /// connection's requests allow (`None`: each on a server connection of its own). The
+    /// holder reaches it as `on` says.
     pub(crate) async fn start(
+        on: Listen,
         upstream: Arc<[SocketAddr]>,
         holder: usize,
         rules: Rules,
         ledger: Arc<Ledger>,
         mux: Option<Arc<Mux>>,
     ) -> std::io::Result<Watch> {
-        let listener = Loopback::start(move |client, _| {
+        let serving = move |client_r, client_w| {
             serve(
-                client,
+                (client_r, client_w),
                 upstream.clone(),
                 holder,
                 rules.clone(),
                 ledger.clone(),
                 mux.clone(),
             )
-        })
-        .await?;
+        };
+        let listener = match on {
+            Listen::Tcp => Listener::Tcp(
+                Loopback::start(move |client: TcpStream, _| {
+                    // RESP commands and replies are small: no Nagle delay of the watch's own.
+                    let _ = client.set_nodelay(true);
+                    let (r, w) = client.into_split();
+                    serving(Box::new(r) as Reader, Box::new(w) as Writer)
+                })
+                .await?,
+            ),
+            Listen::Unix(dir, name) => {
+                let path = dir.path.join(name);
+                let listener = tokio::net::UnixListener::bind(&path)?;
+                let acceptor = tokio::spawn(async move {
+                    let mut conns = tokio::task::JoinSet::new();
+                    loop {
+                        tokio::select! {
+                            accepted = listener.accept() => match accepted {
+                                Ok((client, _)) => {
+                                    let (r, w) = client.into_split();
+                                    conns.spawn(serving(Box::new(r), Box::new(w)));
+                                }
+                                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                            },
+                            Some(_) = conns.join_next() => {}
+                        }
+                    }
+                });
+                Listener::Unix(UnixLoopback {
+                    path,
+                    acceptor,
+                    _dir: dir,
+                })
+            }
+        };
         Ok(Watch { listener })
     }
 
     /// `url` with its host and port replaced by the watch's (user, password, database and
-    /// options kept); `None` for what the watch cannot carry (`rediss://`, a socket).
+    /// options kept); on a Unix socket, `unix://<path>?db=N` with the user and password as
+    /// `username=` and `password=` (redis-py's form, which the drivers read). `None` for what
+    /// the watch cannot carry (`rediss://`, a socket).
     pub(crate) fn url(&self, url: &str) -> Option<String> {
-        url_at(url, self.listener.addr())
+        match &self.listener {
+            Listener::Tcp(l) => url_at(url, l.addr()),
+            Listener::Unix(l) => unix_url_at(url, &l.path),
+        }
     }
+}
+
+/// A connection's halves, whichever socket it came on.
+type Reader = Box<dyn tokio::io::AsyncRead + Unpin + Send>;
+type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// `url`'s user, password and database on the Unix socket at `path`: `unix://<path>?db=N`
+/// (`username=`, `password=` percent-encoded in the query: a URL without a host takes no
+/// credentials). `None` for what a watch cannot carry.
+fn unix_url_at(url: &str, path: &std::path::Path) -> Option<String> {
+    let (url, _) = redis_url(url)?;
+    let mut out = url::Url::parse("unix:///").ok()?;
+    out.set_path(path.to_str()?);
+    let db = url.path().trim_start_matches('/');
+    {
+        let mut q = out.query_pairs_mut();
+        q.append_pair("db", if db.is_empty() { "0" } else { db });
+        let decode = |t: &str| {
+            percent_encoding::percent_decode_str(t)
+                .decode_utf8()
+                .map(|c| c.into_owned())
+        };
+        if !url.username().is_empty() {
+            q.append_pair("username", &decode(url.username()).ok()?);
+        }
+        if let Some(p) = url.password() {
+            q.append_pair("password", &decode(p).ok()?);
+        }
+    }
+    Some(out.into())
 }
 
 /// `url` with its host and port replaced by `addr` (user, password, database and options
@@ -259,15 +413,13 @@ impl Ledger {
 /// holder sent a request is known by the connection it came on, shared line or not: the
 /// ledger's figures are the same either way. Returning drops both sockets.
 async fn serve(
-    client: TcpStream,
+    (mut client_r, mut client_w): (Reader, Writer),
     upstream: Arc<[SocketAddr]>,
     holder: usize,
     rules: Rules,
     ledger: Arc<Ledger>,
     mux: Option<Arc<Mux>>,
 ) {
-    let _ = client.set_nodelay(true);
-    let (mut client_r, mut client_w) = client.into_split();
     let (mut reqs, mut reps) = (Requests::default(), Replies::default());
     let queue = Mutex::new(Queue::default());
     let (mut first, mut resp3) = (Vec::new(), false);
@@ -359,7 +511,7 @@ async fn hello3(r: &mut OwnedReadHalf, w: &mut OwnedWriteHalf) -> bool {
 /// the connection ends — the client left, the server is unreachable, or a line failed (every
 /// connection on the line is closed, as the server's restart would have closed its own).
 async fn on_the_line(
-    (client_r, client_w): (&mut OwnedReadHalf, &mut OwnedWriteHalf),
+    (client_r, client_w): (&mut Reader, &mut Writer),
     mux: &Mux,
     (reqs, reps, queue): (&mut Requests, &mut Replies, &Mutex<Queue>),
     rules: &Rules,
@@ -426,6 +578,7 @@ mod tests {
     #[tokio::test]
     async fn urls_keep_everything_but_the_address() {
         let w = Watch::start(
+            Listen::Tcp,
             Arc::from(Vec::new()),
             0,
             Rules {
@@ -437,7 +590,10 @@ mod tests {
         )
         .await
         .unwrap();
-        let at = w.listener.addr();
+        let Listener::Tcp(l) = &w.listener else {
+            panic!("asked for a loopback port")
+        };
+        let at = l.addr();
         assert_eq!(
             w.url("redis://:pw@127.0.0.1:6379/2?x=1"),
             Some(format!("redis://:pw@{at}/2?x=1"))
@@ -450,6 +606,17 @@ mod tests {
         assert_eq!(w.url("rediss://h:1/0"), None);
         assert_eq!(w.url("unix:///tmp/redis.sock"), None);
         assert_eq!(w.url("redis:///0"), None);
+        // On a Unix socket: the database and credentials go in the query, decoded once.
+        let at = std::path::Path::new("/tmp/d/h1-s0.sock");
+        assert_eq!(
+            unix_url_at("redis://u:p%40ss@h:1/2", at).as_deref(),
+            Some("unix:///tmp/d/h1-s0.sock?db=2&username=u&password=p%40ss")
+        );
+        assert_eq!(
+            unix_url_at("redis://:pw@h:1", at).as_deref(),
+            Some("unix:///tmp/d/h1-s0.sock?db=0&password=pw")
+        );
+        assert_eq!(unix_url_at("rediss://h:1/0", at), None);
         assert_eq!(
             redis_url("redis://[::1]:7").map(|u| u.1),
             Some("::1".to_string())
@@ -492,6 +659,7 @@ mod tests {
         let mut watches = Vec::new();
         for holder in 0..2 {
             let w = Watch::start(
+                Listen::Tcp,
                 up.clone(),
                 holder,
                 rules.clone(),

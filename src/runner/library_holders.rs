@@ -106,6 +106,16 @@ pub(crate) const WATCH_ENV: &str = "LOCKBENCH_WATCH";
 /// are the same, the server sees a connection per holder connection).
 pub(crate) const WATCH_PER_HOLDER: &str = "per-holder";
 
+/// The environment variable that puts the watches on loopback ports (`tcp`) rather than Unix
+/// sockets: a control for `scripts/scale-bench.sh`, which measures what the sockets save.
+pub(crate) const WATCH_SOCKET_ENV: &str = "LOCKBENCH_WATCH_SOCKET";
+
+/// Whether a driver process's holders reach their watches through Unix sockets: unless
+/// `LOCKBENCH_WATCH_SOCKET=tcp` (rslock, in lockbench's own process, takes a loopback port).
+fn watch_on_unix(client: crate::model::client::Client) -> bool {
+    !client.in_process() && !std::env::var(WATCH_SOCKET_ENV).is_ok_and(|v| v == "tcp")
+}
+
 /// Whether the holders' watches share lines to the server ([`crate::faults::mux`]): unless
 /// `LOCKBENCH_WATCH=per-holder`.
 fn watch_shares() -> bool {
@@ -127,6 +137,8 @@ fn unwatched<'a>(urls: &[String], cluster: bool, watch: &'a Watching) -> Option<
         // A cluster client follows the nodes' own addresses (`MOVED`, `CLUSTER SLOTS`), past
         // any watch in front of its seeds.
         Some("timeline (a Redis Cluster: its clients reach the nodes past a watch)")
+    } else if urls.iter().any(|u| u.starts_with("unix:")) {
+        Some("timeline (a Unix socket server: the watch forwards to TCP addresses)")
     } else if !urls.iter().all(|u| u.starts_with("redis://")) {
         Some("timeline (TLS: the watch cannot read rediss://)")
     } else {
@@ -150,7 +162,7 @@ pub(super) async fn start_drivers<K: Connector>(
     crate::engine::context::ClientCtx,
 )> {
     use crate::faults::mux::Mux;
-    use crate::faults::watch::{Ledger, Watch, upstream_of};
+    use crate::faults::watch::{Ledger, Listen, Watch, upstream_of};
     let name = client.name();
     let recipe = driver_recipe(connector, plan, client)?;
     let mut source = unwatched(&recipe.servers, recipe.cluster, &watch).map(str::to_string);
@@ -185,6 +197,15 @@ pub(super) async fn start_drivers<K: Connector>(
         prefix: watch.prefix,
     };
     let shared = Arc::new(recipe.clone());
+    // The variant's watch sockets, where its holders reach them that way.
+    let dir = match (&ledger, watch_on_unix(client)) {
+        (Some(_), true) => crate::faults::watch::SocketDir::new(),
+        _ => None,
+    };
+    let watch_reached_by = ledger.as_ref().map(|_| match dir {
+        Some(_) => crate::faults::watch::BY_UNIX_SOCKET,
+        None => crate::faults::watch::BY_LOOPBACK_TCP,
+    });
     // Each holder's recipe: its own watches' addresses where it is watched.
     let mut recipes = Vec::with_capacity(slots);
     for holder in 0..slots {
@@ -192,11 +213,21 @@ pub(super) async fn start_drivers<K: Connector>(
             Some(ledger) => {
                 let mut watches = Vec::with_capacity(upstreams.len());
                 let mut servers = Vec::with_capacity(upstreams.len());
-                for ((url, up), mux) in recipe.servers.iter().zip(&upstreams).zip(&muxes) {
+                for (server, ((url, up), mux)) in recipe
+                    .servers
+                    .iter()
+                    .zip(&upstreams)
+                    .zip(&muxes)
+                    .enumerate()
+                {
                     let (rules, ledger) = (rules.clone(), ledger.clone());
-                    let w = Watch::start(up.clone(), holder, rules, ledger, mux.clone())
+                    let on = match &dir {
+                        Some(d) => Listen::Unix(d.clone(), format!("h{holder}-s{server}.sock")),
+                        None => Listen::Tcp,
+                    };
+                    let w = Watch::start(on, up.clone(), holder, rules, ledger, mux.clone())
                         .await
-                        .context("starting a holder's watch on a loopback port")?;
+                        .context("starting a holder's watch")?;
                     servers.push(w.url(url).context("a server URL the watch cannot carry")?);
                     watches.push(w);
                 }
@@ -248,6 +279,7 @@ pub(super) async fn start_drivers<K: Connector>(
             library,
             ledger,
             wrongful_source: source.unwrap_or_else(|| FROM_SERVER.to_string()),
+            watch_reached_by,
             ..Default::default()
         },
     ))

@@ -518,6 +518,11 @@ fn summarise<K: Connector>(
             crate::analysis::summary::WatchFigures {
                 getdels: t.getdels,
                 removals_outside_releases: t.outside,
+                reached_by: ctx
+                    .client
+                    .as_ref()
+                    .and_then(|c| c.watch_reached_by)
+                    .map(str::to_string),
                 attributed: t
                     .attributed
                     .into_iter()
