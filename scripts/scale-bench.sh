@@ -16,10 +16,14 @@
 #   what matter. Targets: 1,000 shared holders started in < 10 s, in < 2 GiB, lockbench's CPU
 #   < 10 % of the drivers'.
 #
+#   The shared runs go once per way the holders reach their watches (SOCKETS, default
+#   "unix tcp": a Unix socket each, lockbench's default for driver processes, against loopback
+#   TCP, LOCKBENCH_WATCH_SOCKET=tcp); the `watch` column says what lockbench reported.
+#
 #   LOCKBENCH names the binary (default: target/release/lockbench, built when missing). A
 #   debug binary measures lockbench's CPU several times too high: say so with its figures.
 #
-# Usage: bash scripts/scale-bench.sh   (env: HOLDERS PEER_HOLDERS SHARED DURATION_S LIBS LOCKBENCH)
+# Usage: bash scripts/scale-bench.sh   (env: HOLDERS PEER_HOLDERS SHARED DURATION_S LIBS SOCKETS LOCKBENCH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z ${LOCKBENCH:-} ]]; then

@@ -79,13 +79,14 @@ def is_driver(pid):
     return "drivers/python/driver.py" in cmd or "drivers/node/driver.js" in cmd
 
 
-def run(lockbench, lib, holders, per_process, duration_s, keys):
+def run(lockbench, lib, holders, per_process, duration_s, keys, socket="unix"):
     out = tempfile.mkdtemp(prefix="scale-bench-")
     argv = [lockbench, "run", "--backend", "spawn", "--release", lib,
             "--workers", str(holders), "--keys", str(keys), "--duration", f"{duration_s}s",
             "--holders-per-process", str(per_process), "--out", f"{out}/run"]
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, LOCKBENCH_WATCH_SOCKET=socket)
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     started = {}
     err_lines = []
 
@@ -114,12 +115,14 @@ def run(lockbench, lib, holders, per_process, duration_s, keys):
         sys.exit(f"lockbench {' '.join(argv[1:])} failed (exit {p.returncode}):\n{''.join(err_lines[-20:])}")
     with open(f"{out}/run/summary.json") as f:
         v = json.load(f)["variants"][0]
+    # How the holders reached their watches, as lockbench says it ("off": no watch).
+    reached = (v.get("watch") or {}).get("reached_by", "off")
     (ta, la, da, _), (tb, lb, db, n_drivers) = window["a"], window["b"]
     attempts = v["attempts"] * (tb - ta) / v["elapsed_s"]
     lock_cpu, driver_cpu = lb - la, db - da
     subprocess.run(["rm", "-rf", out])
     return {
-        "lib": lib, "holders": holders, "per_process": per_process,
+        "lib": lib, "holders": holders, "per_process": per_process, "watch": reached,
         "processes": started["processes"], "drivers_seen": n_drivers,
         "startup_s": started["said_s"], "to_start_line_s": started["at"] - t0,
         "peak_rss_mb": peak_kb / 1024,
@@ -139,18 +142,22 @@ def main():
     shared = int(os.environ.get("SHARED", "100"))
     duration = int(os.environ.get("DURATION_S", "10"))
     libs = os.environ.get("LIBS", "redis-py redis-semaphore").split()
+    # The shared runs once per way of reaching the watches (LOCKBENCH_WATCH_SOCKET): what the
+    # Unix sockets save against loopback TCP, in the same invocation.
+    sockets = os.environ.get("SOCKETS", "unix tcp").split()
     rows = []
     for lib in libs:
-        for n, per in ((holders, shared), (peer, 1)):
+        plan = [(holders, shared, s) for s in sockets] + [(peer, 1, sockets[0])]
+        for n, per, sock in plan:
             if n == 0:
-                continue  # PEER_HOLDERS=0: the shared run alone
-            r = run(lockbench, lib, n, per, duration, keys=n)
+                continue  # PEER_HOLDERS=0: the shared runs alone
+            r = run(lockbench, lib, n, per, duration, keys=n, socket=sock)
             rows.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
-    print(f"{'library':<16} {'holders':>7} {'per proc':>8} {'procs':>5} {'start-up s':>10} {'peak RSS MB':>11} "
+    print(f"{'library':<16} {'watch':<12} {'holders':>7} {'per proc':>8} {'procs':>5} {'start-up s':>10} {'peak RSS MB':>11} "
           f"{'cycles/s':>9} {'lb µs/cycle':>11} {'drv µs/cycle':>12} {'lb/drivers':>10}")
     for r in rows:
-        print(f"{r['lib']:<16} {r['holders']:>7} {r['per_process']:>8} {r['processes']:>5} {r['startup_s']:>10.1f} "
+        print(f"{r['lib']:<16} {r['watch']:<12} {r['holders']:>7} {r['per_process']:>8} {r['processes']:>5} {r['startup_s']:>10.1f} "
               f"{r['peak_rss_mb']:>11.0f} {r['attempts_per_s']:>9.0f} {r['lockbench_us_per_cycle']:>11.1f} "
               f"{r['drivers_us_per_cycle']:>12.1f} {r['lockbench_over_drivers']:>10.1%}")
 
