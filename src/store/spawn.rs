@@ -428,7 +428,11 @@ const PID_LINE: &str = "lockbench-redis-pid ";
 /// ignored from the first line: lockbench may give a start-up up (Ctrl-C) and close the
 /// watcher's stdout before its first `echo`, which would otherwise end the watcher there and
 /// leave the server's directory behind. A server that exits by itself (a port taken) ends
-/// the watcher too, so its output closes and the start-up loop sees it.
+/// the watcher too, so its output closes and the start-up loop sees it. Every kill before the
+/// server has exited goes to its process too, not only its group: a pipe closed right after
+/// the fork (a start-up given up) is read before `setsid` has made the group, and a kill of
+/// the group alone then missed it — the server started anyway and the watcher waited on it
+/// for ever (found as an orphaned server after a test run).
 const WATCHER: &str = r#"dir=$1; shift
 trap '' PIPE
 exec 3<&0
@@ -440,10 +444,10 @@ fi
 pid=$!
 echo "lockbench-redis-pid $pid"
 exec 2>/dev/null
-{ read -r _ <&3; kill -9 "$group$pid"; } >/dev/null 2>&1 &
+{ read -r _ <&3; kill -9 "$group$pid"; kill -9 "$pid"; } >/dev/null 2>&1 &
 reader=$!
 exec 3<&-
-trap 'kill -9 "$group$pid" 2>/dev/null' HUP INT TERM
+trap 'kill -9 "$group$pid" 2>/dev/null; kill -9 "$pid" 2>/dev/null' HUP INT TERM
 wait "$pid"; wait "$pid" 2>/dev/null
 kill -9 "$group$pid" 2>/dev/null
 kill "$reader" 2>/dev/null
@@ -469,5 +473,91 @@ pub(crate) fn remove_stale_dirs() {
         {
             let _ = std::fs::remove_dir_all(e.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead;
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    /// The lifeline closed between the watcher's fork and the server's own session (`setsid`
+    /// made slow here, by a `setsid` first on PATH that waits before it runs the real one):
+    /// the server must not start, and the watcher must end. Before the fix the reader's kill of
+    /// a group that did not exist yet missed, the server started and the watcher waited on it.
+    #[test]
+    fn a_lifeline_closed_before_the_server_has_its_own_group_still_kills_it() {
+        let real = ["/usr/bin/setsid", "/bin/setsid"]
+            .into_iter()
+            .find(|p| std::path::Path::new(p).exists())
+            .expect("setsid (util-linux) installed");
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let script = |path: &std::path::Path, text: &str| {
+            std::fs::write(path, text).unwrap();
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        script(
+            &bin.join("setsid"),
+            &format!("#!/bin/sh\nsleep 0.5\nexec {real} \"$@\"\n"),
+        );
+        let started = tmp.path().join("started");
+        let server = tmp.path().join("server.sh");
+        script(&server, "#!/bin/sh\necho $$ > \"$1\"\nexec sleep 60\n");
+        let dir = tmp.path().join("server-dir");
+        std::fs::create_dir(&dir).unwrap();
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut watcher = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(WATCHER)
+            .arg("lockbench-redis-watcher")
+            .arg(&dir)
+            .arg(&server)
+            .arg(&started)
+            .env("PATH", path)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(watcher.stdout.take().unwrap());
+        let mut first = String::new();
+        out.read_line(&mut first).unwrap();
+        assert!(first.starts_with(PID_LINE), "{first:?}");
+        // The start-up given up at once: the lifeline closes while setsid still waits.
+        drop(watcher.stdin.take());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let ended = loop {
+            if let Some(status) = watcher.try_wait().unwrap() {
+                break Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let server_pid = std::fs::read_to_string(&started).ok();
+        if ended.is_none() {
+            let _ = watcher.kill();
+        }
+        if let Some(p) = &server_pid {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", p.trim()])
+                .status();
+        }
+        assert!(ended.is_some(), "the watcher still waits on its server");
+        assert_eq!(
+            server_pid, None,
+            "the server started after its lifeline closed"
+        );
+        assert!(!dir.exists(), "the server's directory is left");
     }
 }
