@@ -186,12 +186,30 @@ impl Connector for RedisConnector {
             ConnectionAddr::Tcp(h, p) => ("redis", h.clone(), *p),
             ConnectionAddr::TcpTls { host, port, .. } => ("rediss", host.clone(), *port),
             ConnectionAddr::Unix(path) => {
-                return Err(crate::store::Unreachable(format!(
-                    "the lock libraries' drivers connect over TCP, and this server is given as \
-                     the unix socket {}: give it as redis://HOST:PORT (its `port` and `bind` in \
-                     redis.conf), or use backend spawn",
-                    path.display()
-                )));
+                // The drivers' form (redis-py's): the database and credentials in the query
+                // as `db=`, `username=`, `password=` (lockbench's own is redis-rs's `pass=`).
+                let r = info.redis_settings();
+                let Some(path) = path.to_str() else {
+                    return Err(crate::store::Unreachable(format!(
+                        "a lock library's driver takes a socket path in UTF-8, not {}",
+                        path.display()
+                    )));
+                };
+                let mut url = url::Url::parse("unix:///").map_err(|e| {
+                    crate::store::Unreachable(format!("a unix:// URL for the drivers: {e}"))
+                })?;
+                url.set_path(path);
+                {
+                    let mut q = url.query_pairs_mut();
+                    q.append_pair("db", &r.db().to_string());
+                    if let Some(u) = r.username() {
+                        q.append_pair("username", u);
+                    }
+                    if let Some(p) = r.password() {
+                        q.append_pair("password", p);
+                    }
+                }
+                return Ok(vec![url.into()]);
             }
             _ => {
                 return Err(crate::store::Unreachable(format!(
@@ -772,8 +790,8 @@ mod tests {
 
     /// A library's driver gets the server's address as a URL its parser reads: an IPv6 host in
     /// brackets (issue 40: `redis://[::1]:P` reached redis-py as `redis://::1:P`, "Port could
-    /// not be cast to integer"); an IPv4 one and a name as they are; a unix socket is refused
-    /// saying that the drivers connect over TCP.
+    /// not be cast to integer"); an IPv4 one and a name as they are; a unix socket as a
+    /// `unix://` URL with its database and credentials in the query, as the drivers read it.
     #[test]
     fn driver_urls_bracket_an_ipv6_host() {
         let t = Timeouts::default();
@@ -790,10 +808,14 @@ mod tests {
             url("redis://localhost:6391").unwrap(),
             vec!["redis://localhost:6391/0".to_string()]
         );
-        let why = url("unix:///tmp/redis.sock").unwrap_err().to_string();
-        assert!(
-            why.contains("over TCP") && why.contains("/tmp/redis.sock") && why.contains("redis://"),
-            "{why}"
+        // A unix socket in the drivers' form: redis-rs's `pass=` becomes redis-py's `password=`.
+        assert_eq!(
+            url("unix:///tmp/redis.sock?db=3&pass=p%26w").unwrap(),
+            vec!["unix:///tmp/redis.sock?db=3&password=p%26w".to_string()]
+        );
+        assert_eq!(
+            url("unix:///tmp/redis.sock").unwrap(),
+            vec!["unix:///tmp/redis.sock?db=0".to_string()]
         );
     }
 

@@ -425,3 +425,57 @@ async fn a_user_who_may_not_run_getdel_keeps_its_library_s_dels() {
     assert!(replay(&commands).0 > 0, "the watch's GETDELs: {s}");
     server.stop().await;
 }
+
+/// A server given as a Unix socket (`--redis unix://…?db=N&pass=…`, redis-rs's form) reaches a
+/// Python and a Node library in the drivers' form (`password=`): the run works, its wrongful
+/// deletes come from the timeline (the watch forwards to TCP addresses, and says so), and the
+/// password is printed and written nowhere (that each driver honours `db=` is
+/// drivers/conformance.py's `unix` check).
+#[tokio::test]
+async fn a_library_reaches_a_server_given_as_a_unix_socket() {
+    let _cpu = common::shared();
+    let tmp = tempfile::tempdir().unwrap();
+    let sock = tmp.path().join("redis.sock");
+    let password = "s&cret pw";
+    let server = common::Server::start(lockbench::SpawnedRedis::start_with_args(&[
+        "--unixsocket",
+        sock.to_str().unwrap(),
+        "--unixsocketperm",
+        "700",
+        "--requirepass",
+        password,
+    ]))
+    .await;
+    let url = format!("unix://{}?db=2&pass=s%26cret%20pw", sock.display());
+    for lib in ["redis-py", "redis-semaphore"] {
+        let dir = tmp.path().join(lib);
+        let o = common::lockbench(&["run", "--release", lib, "--redis", &url])
+            .args(["--workers", "2", "--keys", "1", "--sections", "20"])
+            .args(["--ttl", "1s", "--dist", "constant(2ms)", "--busy", "retry"])
+            .out(&dir)
+            .output();
+        let text = common::text_of(&o);
+        assert_eq!(o.status.code(), Some(0), "{lib}: {text}");
+        assert!(
+            !text.contains("cret"),
+            "{lib}: the password printed: {text}"
+        );
+        let s = common::summaries(&dir)[0].clone();
+        assert_eq!(s["sections"], 20, "{lib}: {s}");
+        assert_eq!(s["errors"], 0, "{lib}: {s}");
+        let source = s["wrongful_deletes_source"].as_str().unwrap();
+        assert!(source.contains("Unix socket"), "{lib}: {source}");
+        for f in std::fs::read_dir(&dir).unwrap() {
+            let f = f.unwrap().path();
+            if f.is_file() {
+                let bytes = std::fs::read(&f).unwrap();
+                assert!(
+                    !String::from_utf8_lossy(&bytes).contains("cret"),
+                    "{lib}: the password in {}",
+                    f.display()
+                );
+            }
+        }
+    }
+    server.stop().await;
+}
