@@ -213,6 +213,8 @@ enum Incoming {
     Line(Box<Msg>, String),
     /// What is not the protocol, for every holder awaiting a reply.
     Broken(String),
+    /// Its stdin could not be written (the process is gone, or closed it): how.
+    Unwritable(String),
 }
 
 /// Where a process's stdout lines go: each holder's inbox, by the `holder` its lines carry.
@@ -320,7 +322,7 @@ impl Outgoing {
             if let Err(e) = written.await {
                 let why = format!("cannot be written to ({e})");
                 self.state.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why.clone());
-                broadcast(&routes, &why);
+                tell(&routes, || Incoming::Unwritable(why.clone()));
                 return;
             }
             batch.clear();
@@ -397,6 +399,7 @@ impl Process {
     async fn end(&self) {
         self.out.close();
         let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let abort = writer.as_ref().map(|w| w.abort_handle());
         let wait = async {
             if let Some(w) = writer {
                 let _ = w.await;
@@ -405,6 +408,10 @@ impl Process {
         };
         let _ = tokio::time::timeout(Duration::from_secs(1), wait).await;
         let _ = self.child.lock().await.kill().await;
+        // A writer still blocked on a full pipe (a process that stopped reading) ends here.
+        if let Some(a) = abort {
+            a.abort();
+        }
     }
 }
 
@@ -412,7 +419,7 @@ impl Process {
 /// that is not the protocol reaches every holder (it cannot be told whose it was); the end of
 /// stdout closes every inbox.
 async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
-    let broadcast = |what: String| broadcast(&routes, &what);
+    let broadcast = |what: String| tell(&routes, || Incoming::Broken(what.clone()));
     loop {
         let line = match out.next_line().await {
             Ok(Some(l)) => l,
@@ -450,11 +457,11 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
     routes.lock().unwrap_or_else(|p| p.into_inner()).take();
 }
 
-/// Tells every holder of a process `what` went wrong with it.
-fn broadcast(routes: &Routes, what: &str) {
+/// Tells every holder of a process what went wrong with it.
+fn tell(routes: &Routes, what: impl Fn() -> Incoming) {
     if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
         for tx in r.values() {
-            let _ = tx.send(Incoming::Broken(what.to_string()));
+            let _ = tx.send(what());
         }
     }
 }
@@ -748,6 +755,7 @@ impl Driver {
                     )));
                 }
                 Ok(Some(Incoming::Broken(what))) => return Err(self.error(what)),
+                Ok(Some(Incoming::Unwritable(how))) => return Err(self.died(&how).await),
                 Ok(None) => return Err(self.died("closed its stdout").await),
                 Ok(Some(Incoming::Line(m, line))) => (m, line),
             };
@@ -842,6 +850,78 @@ fn cut(line: &str, chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What many holders queue reaches the process once each, every holder's lines in its
+    /// order, and closing the input writes what is queued before the writer ends.
+    #[tokio::test]
+    async fn queued_lines_reach_the_process_once_and_in_each_holder_s_order() {
+        use tokio::io::AsyncReadExt;
+        let mut cat = tokio::process::Command::new("cat")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::new())));
+        let out = Arc::new(Outgoing::default());
+        let writer = tokio::spawn(out.clone().write(cat.stdin.take().unwrap(), routes));
+        let mut holders = Vec::new();
+        for h in 0..20 {
+            let out = out.clone();
+            holders.push(tokio::spawn(async move {
+                for n in 0..50 {
+                    out.queue(&format!("{h} {n}\n")).unwrap();
+                    if n % 7 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            }));
+        }
+        for h in holders {
+            h.await.unwrap();
+        }
+        out.close();
+        writer.await.unwrap();
+        assert!(out.queue("late\n").is_err(), "a line queued after close");
+        let mut text = String::new();
+        cat.stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut text)
+            .await
+            .unwrap();
+        let mut next = [0u32; 20];
+        for line in text.lines() {
+            let (h, n) = line.split_once(' ').unwrap();
+            let (h, n): (usize, u32) = (h.parse().unwrap(), n.parse().unwrap());
+            assert_eq!(n, next[h], "holder {h}'s lines out of order: {text}");
+            next[h] += 1;
+        }
+        assert_eq!(next, [50; 20], "lines lost or repeated");
+    }
+
+    /// A process that no longer reads its input: the holders awaiting replies are told it
+    /// cannot be written to, and every later line is refused with the same reason.
+    #[tokio::test]
+    async fn a_process_that_cannot_be_written_to_fails_its_holders() {
+        let mut gone = tokio::process::Command::new("true")
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = gone.stdin.take().unwrap();
+        gone.wait().await.unwrap();
+        let (tx, mut inbox) = tokio::sync::mpsc::unbounded_channel();
+        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::from([(0, tx)]))));
+        let out = Arc::new(Outgoing::default());
+        let writer = tokio::spawn(out.clone().write(stdin, routes));
+        out.queue("{}\n").unwrap();
+        writer.await.unwrap();
+        match inbox.recv().await {
+            Some(Incoming::Unwritable(why)) => assert!(why.contains("cannot be written"), "{why}"),
+            _ => panic!("the holder was not told"),
+        }
+        let later = out.queue("{}\n").unwrap_err();
+        assert!(later.contains("cannot be written"), "{later}");
+    }
 
     /// A line is read as `Value` read it: an object only (an array is not the protocol), a
     /// field given as `null` is there, a field of another type than a string has no text,
