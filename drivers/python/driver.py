@@ -534,7 +534,7 @@ class Driver:
             raise Refused("protocol 1 has no holders: a request with `holder` speaks protocol 2")
         servers = req.get("servers")
         if not isinstance(servers, list) or not all(isinstance(s, str) for s in servers):
-            raise Refused("field 'servers' must be a list of redis:// URLs")
+            raise Refused("field 'servers' must be a list of redis:// or unix:// URLs")
         options = req.get("options") or {}
         if not isinstance(options, dict):
             raise Refused("field 'options' must be an object")

@@ -1,6 +1,6 @@
-//! The watch: a loopback forwarder between one holder's lock library and one lock server
-//! (built on the fault proxy's [`Loopback`]), so lockbench knows which holder sent each command
-//! and sees each reply. It changes nothing the library observes except one rewrite
+//! The watch: a forwarder between one holder's lock library and one lock server (on a Unix
+//! socket of its own, or a loopback port: the fault proxy's [`Loopback`]), so lockbench knows
+//! which holder sent each command and sees each reply. It changes nothing the library observes except one rewrite
 //! ([`super::resp`]): a single-key `DEL` of a run's key goes out as `GETDEL`, so the value
 //! removed names whose lock it was. Every holder's watch writes into one [`Ledger`] per
 //! variant: the values each holder set, and what each holder's deletes removed.
@@ -37,9 +37,9 @@ pub(crate) struct Watch {
 enum Listener {
     /// A free loopback port.
     Tcp(Loopback),
-    /// A Unix socket in the variant's [`SocketDir`]: half the CPU of loopback TCP a request
-    /// and reply (the kernel skips TCP and IP), which at a thousand holders is most of what
-    /// lockbench spends a lock cycle on (`scripts/scale-bench.sh`).
+    /// A Unix socket in the variant's [`SocketDir`]: the kernel skips TCP and IP, which at a
+    /// thousand redis-semaphore holders spared lockbench 12–20 % of its CPU a lock cycle and
+    /// the driver 7–18 % (`scripts/scale-bench.sh`).
     Unix(UnixLoopback),
 }
 
@@ -58,8 +58,25 @@ impl SocketDir {
     /// or its sockets' paths would be too long for a `sockaddr_un` (the watches then listen on
     /// loopback ports).
     pub(crate) fn new() -> Option<Arc<SocketDir>> {
+        crate::store::spawn::remove_stale_dirs();
+        SocketDir::under(&std::env::temp_dir())
+    }
+
+    /// [`SocketDir::new`] under `base`.
+    fn under(base: &std::path::Path) -> Option<Arc<SocketDir>> {
         use std::os::unix::fs::DirBuilderExt;
-        let base = std::env::temp_dir();
+        // A path the drivers read back as it is from a URL: absolute, and nothing a URL
+        // would have to encode (a `%` or a space decoded differently by each parser).
+        let plain = |p: &std::path::Path| {
+            p.is_absolute()
+                && p.to_str().is_some_and(|t| {
+                    t.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
+                })
+        };
+        if !plain(base) {
+            return None;
+        }
         for attempt in 0..8u32 {
             let nonce = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -617,6 +634,34 @@ mod tests {
             Some("unix:///tmp/d/h1-s0.sock?db=0&password=pw")
         );
         assert_eq!(unix_url_at("rediss://h:1/0", at), None);
+        // What a query would misread is encoded: & + % = and a space.
+        let url = unix_url_at("redis://:a%26b%2Bc%25d%3De%20f@h:1/0", at).unwrap();
+        let parsed = url::Url::parse(&url).unwrap();
+        let pw = parsed.query_pairs().find(|(k, _)| k == "password");
+        assert_eq!(
+            pw.map(|(_, v)| v.into_owned()).as_deref(),
+            Some("a&b+c%d=e f"),
+            "{url}"
+        );
+    }
+
+    /// The sockets' directory is the user's alone (0700) and gone with the last watch in it;
+    /// a temporary directory whose path a URL would have to encode, or a relative one, gives
+    /// none (the watches take loopback ports).
+    #[test]
+    fn the_sockets_directory_is_private_and_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = SocketDir::under(tmp.path()).expect("a directory");
+        let mode = std::fs::metadata(&dir.path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
+        let path = dir.path.clone();
+        drop(dir);
+        assert!(!path.exists(), "left behind");
+        let spaced = tmp.path().join("a b");
+        std::fs::create_dir(&spaced).unwrap();
+        assert!(SocketDir::under(&spaced).is_none());
+        assert!(SocketDir::under(std::path::Path::new("relative")).is_none());
         assert_eq!(
             redis_url("redis://[::1]:7").map(|u| u.1),
             Some("::1".to_string())

@@ -288,6 +288,9 @@ fn descendants_running(pid: u32, needle: &str) -> Vec<u32> {
 #[test]
 fn sigkill_leaves_no_driver_behind() {
     common::need_redis_server();
+    // The runs' temporary directory, where a SIGKILL leaves their watch sockets' directories.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut killed = Vec::new();
     for (lib, script) in [("redis-semaphore", "driver.js"), ("redis-py", "driver.py")] {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("r");
@@ -295,6 +298,7 @@ fn sigkill_leaves_no_driver_behind() {
             // A process a holder: two processes that could each be orphaned.
             .args(["--workers", "2", "--holders-per-process", "1"])
             .args(["--duration", "60s", "--quiet"])
+            .env("TMPDIR", tmp.path())
             .out(&out)
             .stderr(Stdio::null())
             .spawn();
@@ -329,7 +333,27 @@ fn sigkill_leaves_no_driver_behind() {
             Duration::from_secs(20),
             || drivers.iter().all(|&p| !alive(p)),
         );
+        killed.push(format!("lockbench-watch-{lb}-"));
     }
+    // Nothing ran their Drop: the sockets' directory of the last one killed is left (the
+    // first one's was swept by the second run), and the next library run sweeps it (its
+    // lockbench is gone).
+    let watch_dirs = || -> Vec<String> {
+        std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| killed.iter().any(|k| n.starts_with(k)))
+            .collect()
+    };
+    assert_eq!(watch_dirs().len(), 1, "{:?}", watch_dirs());
+    let out = tmp.path().join("next");
+    let o = common::lockbench(&["run", "--backend", "spawn", "--release", "redis-py"])
+        .args(["--workers", "1", "--sections", "2"])
+        .env("TMPDIR", tmp.path())
+        .out(&out)
+        .output();
+    assert_eq!(o.status.code(), Some(0), "{}", common::text_of(&o));
+    assert_eq!(watch_dirs(), Vec::<String>::new(), "not swept");
 }
 
 /// Against a stalled server (SIGSTOP), the first Ctrl-C waits for replies; the second
