@@ -160,17 +160,40 @@ impl super::Network for Proxy {
     }
 }
 
+/// A listener the accept loop serves: a loopback port, or a Unix socket (a library's watch).
+pub(crate) trait Accept: Send + 'static {
+    /// An accepted connection.
+    type Stream: Send + 'static;
+    /// The next connection.
+    fn next(&self) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+    async fn next(&self) -> std::io::Result<TcpStream> {
+        self.accept().await.map(|(s, _)| s)
+    }
+}
+
+impl Accept for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn next(&self) -> std::io::Result<tokio::net::UnixStream> {
+        self.accept().await.map(|(s, _)| s)
+    }
+}
+
 /// Accepts until aborted; reaps finished connections so the set stays small.
-async fn accept_loop<F, Fut>(listener: TcpListener, serve: F, connections: Arc<AtomicU64>)
+pub(crate) async fn accept_loop<L, F, Fut>(listener: L, serve: F, connections: Arc<AtomicU64>)
 where
-    F: Fn(TcpStream, u64) -> Fut,
+    L: Accept,
+    F: Fn(L::Stream, u64) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let mut conns = JoinSet::new();
     loop {
         tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((client, _)) => {
+            accepted = listener.next() => match accepted {
+                Ok(client) => {
                     let n = connections.fetch_add(1, Ordering::Relaxed);
                     conns.spawn(serve(client, n));
                 }

@@ -9,7 +9,7 @@
 //! pass as they came (only keys of the run are kept, in the ledger).
 
 use super::mux::{Delivery, Inbox, Mux};
-use super::proxy::Loopback;
+use super::proxy::{Loopback, accept_loop};
 use super::resp::{Queue, Replies, Requests, Rules, Seen};
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -169,21 +169,12 @@ impl Watch {
             Listen::Unix(dir, name) => {
                 let path = dir.path.join(name);
                 let listener = tokio::net::UnixListener::bind(&path)?;
-                let acceptor = tokio::spawn(async move {
-                    let mut conns = tokio::task::JoinSet::new();
-                    loop {
-                        tokio::select! {
-                            accepted = listener.accept() => match accepted {
-                                Ok((client, _)) => {
-                                    let (r, w) = client.into_split();
-                                    conns.spawn(serving(Box::new(r), Box::new(w)));
-                                }
-                                Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
-                            },
-                            Some(_) = conns.join_next() => {}
-                        }
-                    }
-                });
+                let serve = move |client: tokio::net::UnixStream, _| {
+                    let (r, w) = client.into_split();
+                    serving(Box::new(r) as Reader, Box::new(w) as Writer)
+                };
+                let accepted = Arc::new(std::sync::atomic::AtomicU64::new(0));
+                let acceptor = tokio::spawn(accept_loop(listener, serve, accepted));
                 Listener::Unix(UnixLoopback {
                     path,
                     acceptor,
