@@ -173,6 +173,32 @@ pub(crate) fn inet_aton(s: &str) -> Option<std::net::Ipv4Addr> {
 /// Query parameters that carry credentials.
 const SECRET_PARAMS: [&str; 4] = ["pass", "password", "user", "username"];
 
+/// A server's Unix socket as the lock libraries' drivers read it (redis-py's form):
+/// `unix:///path?db=N`, with `username=` and `password=` in the query (a URL without a host
+/// takes no credentials), every value encoded once. Both lockbench's watches on their sockets
+/// and a user's `--redis unix://…` server reach the drivers this way. `None` for a path that
+/// is not UTF-8.
+pub(crate) fn drivers_unix_url(
+    path: &std::path::Path,
+    db: &str,
+    username: Option<&str>,
+    password: Option<&str>,
+) -> Option<String> {
+    let mut url = url::Url::parse("unix:///").ok()?;
+    url.set_path(path.to_str()?);
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("db", db);
+        if let Some(u) = username {
+            q.append_pair("username", u);
+        }
+        if let Some(p) = password {
+            q.append_pair("password", p);
+        }
+    }
+    Some(url.into())
+}
+
 /// The one redaction of a Redis URL, used for everything printed or stored (errors, terminal,
 /// `manifest.json`, `summary.json`, `report.html`). Replaces with `***` the password, the user
 /// name when it stands alone (it may be the secret), the credential query parameters

@@ -206,25 +206,27 @@ type Writer = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 /// credentials). `None` for what a watch cannot carry.
 fn unix_url_at(url: &str, path: &std::path::Path) -> Option<String> {
     let (url, _) = redis_url(url)?;
-    let mut out = url::Url::parse("unix:///").ok()?;
-    out.set_path(path.to_str()?);
     let db = url.path().trim_start_matches('/');
-    {
-        let mut q = out.query_pairs_mut();
-        q.append_pair("db", if db.is_empty() { "0" } else { db });
-        let decode = |t: &str| {
-            percent_encoding::percent_decode_str(t)
-                .decode_utf8()
-                .map(|c| c.into_owned())
-        };
-        if !url.username().is_empty() {
-            q.append_pair("username", &decode(url.username()).ok()?);
-        }
-        if let Some(p) = url.password() {
-            q.append_pair("password", &decode(p).ok()?);
-        }
-    }
-    Some(out.into())
+    let decode = |t: &str| {
+        percent_encoding::percent_decode_str(t)
+            .decode_utf8()
+            .map(|c| c.into_owned())
+            .ok()
+    };
+    let username = match url.username() {
+        "" => None,
+        u => Some(decode(u)?),
+    };
+    let password = match url.password() {
+        None => None,
+        Some(p) => Some(decode(p)?),
+    };
+    crate::target::drivers_unix_url(
+        path,
+        if db.is_empty() { "0" } else { db },
+        username.as_deref(),
+        password.as_deref(),
+    )
 }
 
 /// `url` with its host and port replaced by `addr` (user, password, database and options

@@ -186,30 +186,17 @@ impl Connector for RedisConnector {
             ConnectionAddr::Tcp(h, p) => ("redis", h.clone(), *p),
             ConnectionAddr::TcpTls { host, port, .. } => ("rediss", host.clone(), *port),
             ConnectionAddr::Unix(path) => {
-                // The drivers' form (redis-py's): the database and credentials in the query
-                // as `db=`, `username=`, `password=` (lockbench's own is redis-rs's `pass=`).
+                // The drivers' form (lockbench's own is redis-rs's `pass=`).
                 let r = info.redis_settings();
-                let Some(path) = path.to_str() else {
-                    return Err(crate::store::Unreachable(format!(
-                        "a lock library's driver takes a socket path in UTF-8, not {}",
-                        path.display()
-                    )));
-                };
-                let mut url = url::Url::parse("unix:///").map_err(|e| {
-                    crate::store::Unreachable(format!("a unix:// URL for the drivers: {e}"))
-                })?;
-                url.set_path(path);
-                {
-                    let mut q = url.query_pairs_mut();
-                    q.append_pair("db", &r.db().to_string());
-                    if let Some(u) = r.username() {
-                        q.append_pair("username", u);
-                    }
-                    if let Some(p) = r.password() {
-                        q.append_pair("password", p);
-                    }
-                }
-                return Ok(vec![url.into()]);
+                let db = r.db().to_string();
+                return crate::target::drivers_unix_url(path, &db, r.username(), r.password())
+                    .map(|url| vec![url])
+                    .ok_or_else(|| {
+                        crate::store::Unreachable(format!(
+                            "a lock library's driver takes a socket path in UTF-8, not {}",
+                            path.display()
+                        ))
+                    });
             }
             _ => {
                 return Err(crate::store::Unreachable(format!(
