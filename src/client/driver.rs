@@ -4,13 +4,14 @@
 //! happened and the last lines the process wrote on stderr.
 
 use super::clock;
+use super::outgoing::Outgoing;
 use crate::lines::{BoundedLines, LineError};
 use serde_json::{Value, json};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::io::BufReader;
+use tokio::process::{Child, ChildStdout};
 
 /// The protocol version lockbench speaks: 2, where every line names its holder, so that one
 /// process hosts many (protocol 1 is 2 without `holder`: one holder a process).
@@ -157,7 +158,7 @@ impl LastWords {
 /// kept for messages and for `hello`, read in full). A field present with `null` is present
 /// (`Some(Value::Null)`), as `m.get(..)` saw it.
 #[derive(Debug, Default, serde::Deserialize)]
-struct Msg {
+pub(super) struct Msg {
     #[serde(default, deserialize_with = "present")]
     holder: Option<Value>,
     #[serde(default, deserialize_with = "present")]
@@ -208,7 +209,7 @@ fn parse_msg(line: &str) -> Option<Msg> {
 }
 
 /// What the process's stdout gave one of its holders.
-enum Incoming {
+pub(super) enum Incoming {
     /// A reply or an event naming the holder.
     Line(Box<Msg>, String),
     /// What is not the protocol, for every holder awaiting a reply.
@@ -219,7 +220,8 @@ enum Incoming {
 
 /// Where a process's stdout lines go: each holder's inbox, by the `holder` its lines carry.
 /// `None` once stdout ended: a holder joining then finds the process gone.
-type Routes = Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
+pub(super) type Routes =
+    Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
 
 /// A running driver process and the holders it hosts (protocol 2: every line names its
 /// holder). One task reads its stdout and hands each line to its holder's inbox; another
@@ -247,85 +249,6 @@ impl Drop for Process {
         self.reader.abort();
         if let Some(w) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
             w.abort();
-        }
-    }
-}
-
-/// The request lines a process's holders queued and its writer has not written yet. A holder
-/// queues its line and goes on to wait for the reply; the writer takes everything queued
-/// once the runtime has run the other holders ready in the same turn, so that a hundred
-/// holders of one process leaving at the same moment cost one pipe write, not a hundred (and
-/// one wake-up of the driver: what lockbench's CPU per lock cycle went to after the watch).
-#[derive(Debug, Default)]
-struct Outgoing {
-    state: Mutex<OutState>,
-    ready: tokio::sync::Notify,
-}
-
-#[derive(Debug, Default)]
-struct OutState {
-    lines: Vec<u8>,
-    /// The input is closed (the process ends): nothing more is queued.
-    closed: bool,
-    /// Why the stdin could not be written: every later line fails with it.
-    failed: Option<String>,
-}
-
-impl Outgoing {
-    /// Queues `line` (ending in `\n`); `Err` says why it cannot go (closed, or a failed write).
-    fn queue(&self, line: &str) -> Result<(), String> {
-        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(why) = &s.failed {
-            return Err(why.clone());
-        }
-        if s.closed {
-            return Err("cannot be written to (its input was closed)".into());
-        }
-        let first = s.lines.is_empty();
-        s.lines.extend_from_slice(line.as_bytes());
-        drop(s);
-        if first {
-            self.ready.notify_one();
-        }
-        Ok(())
-    }
-
-    /// Closes the input once what is queued is written.
-    fn close(&self) {
-        self.state.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
-        self.ready.notify_one();
-    }
-
-    /// Writes what is queued to `stdin` until the input is closed or a write fails (the
-    /// failure is kept for the next line, and every holder waiting on a reply is told).
-    async fn write(self: Arc<Self>, mut stdin: ChildStdin, routes: Routes) {
-        let mut batch = Vec::new();
-        loop {
-            let closed = {
-                let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
-                std::mem::swap(&mut batch, &mut s.lines);
-                s.closed
-            };
-            if batch.is_empty() {
-                if closed {
-                    return;
-                }
-                self.ready.notified().await;
-                // The other holders ready in this turn queue theirs before the write.
-                tokio::task::yield_now().await;
-                continue;
-            }
-            let written = async {
-                stdin.write_all(&batch).await?;
-                stdin.flush().await
-            };
-            if let Err(e) = written.await {
-                let why = format!("cannot be written to ({e})");
-                self.state.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why.clone());
-                tell(&routes, || Incoming::Unwritable(why.clone()));
-                return;
-            }
-            batch.clear();
         }
     }
 }
@@ -458,7 +381,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
 }
 
 /// Tells every holder of a process what went wrong with it.
-fn tell(routes: &Routes, what: impl Fn() -> Incoming) {
+pub(super) fn tell(routes: &Routes, what: impl Fn() -> Incoming) {
     if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
         for tx in r.values() {
             let _ = tx.send(what());
@@ -850,78 +773,6 @@ fn cut(line: &str, chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// What many holders queue reaches the process once each, every holder's lines in its
-    /// order, and closing the input writes what is queued before the writer ends.
-    #[tokio::test]
-    async fn queued_lines_reach_the_process_once_and_in_each_holder_s_order() {
-        use tokio::io::AsyncReadExt;
-        let mut cat = tokio::process::Command::new("cat")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::new())));
-        let out = Arc::new(Outgoing::default());
-        let writer = tokio::spawn(out.clone().write(cat.stdin.take().unwrap(), routes));
-        let mut holders = Vec::new();
-        for h in 0..20 {
-            let out = out.clone();
-            holders.push(tokio::spawn(async move {
-                for n in 0..50 {
-                    out.queue(&format!("{h} {n}\n")).unwrap();
-                    if n % 7 == 0 {
-                        tokio::task::yield_now().await;
-                    }
-                }
-            }));
-        }
-        for h in holders {
-            h.await.unwrap();
-        }
-        out.close();
-        writer.await.unwrap();
-        assert!(out.queue("late\n").is_err(), "a line queued after close");
-        let mut text = String::new();
-        cat.stdout
-            .take()
-            .unwrap()
-            .read_to_string(&mut text)
-            .await
-            .unwrap();
-        let mut next = [0u32; 20];
-        for line in text.lines() {
-            let (h, n) = line.split_once(' ').unwrap();
-            let (h, n): (usize, u32) = (h.parse().unwrap(), n.parse().unwrap());
-            assert_eq!(n, next[h], "holder {h}'s lines out of order: {text}");
-            next[h] += 1;
-        }
-        assert_eq!(next, [50; 20], "lines lost or repeated");
-    }
-
-    /// A process that no longer reads its input: the holders awaiting replies are told it
-    /// cannot be written to, and every later line is refused with the same reason.
-    #[tokio::test]
-    async fn a_process_that_cannot_be_written_to_fails_its_holders() {
-        let mut gone = tokio::process::Command::new("true")
-            .stdin(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdin = gone.stdin.take().unwrap();
-        gone.wait().await.unwrap();
-        let (tx, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::from([(0, tx)]))));
-        let out = Arc::new(Outgoing::default());
-        let writer = tokio::spawn(out.clone().write(stdin, routes));
-        out.queue("{}\n").unwrap();
-        writer.await.unwrap();
-        match inbox.recv().await {
-            Some(Incoming::Unwritable(why)) => assert!(why.contains("cannot be written"), "{why}"),
-            _ => panic!("the holder was not told"),
-        }
-        let later = out.queue("{}\n").unwrap_err();
-        assert!(later.contains("cannot be written"), "{later}");
-    }
 
     /// A line is read as `Value` read it: an object only (an array is not the protocol), a
     /// field given as `null` is there, a field of another type than a string has no text,
