@@ -158,7 +158,7 @@ impl LastWords {
 /// kept for messages and for `hello`, read in full). A field present with `null` is present
 /// (`Some(Value::Null)`), as `m.get(..)` saw it.
 #[derive(Debug, Default, serde::Deserialize)]
-pub(super) struct Msg {
+struct Msg {
     #[serde(default, deserialize_with = "present")]
     holder: Option<Value>,
     #[serde(default, deserialize_with = "present")]
@@ -209,7 +209,7 @@ fn parse_msg(line: &str) -> Option<Msg> {
 }
 
 /// What the process's stdout gave one of its holders.
-pub(super) enum Incoming {
+enum Incoming {
     /// A reply or an event naming the holder.
     Line(Box<Msg>, String),
     /// What is not the protocol, for every holder awaiting a reply.
@@ -220,8 +220,7 @@ pub(super) enum Incoming {
 
 /// Where a process's stdout lines go: each holder's inbox, by the `holder` its lines carry.
 /// `None` once stdout ended: a holder joining then finds the process gone.
-pub(super) type Routes =
-    Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
+type Routes = Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
 
 /// A running driver process and the holders it hosts (protocol 2: every line names its
 /// holder). One task reads its stdout and hands each line to its holder's inbox; another
@@ -302,7 +301,9 @@ impl Process {
             routes.clone(),
         ));
         let out = Arc::new(Outgoing::default());
-        let writer = tokio::spawn(out.clone().write(stdin, routes.clone()));
+        let tell_holders = routes.clone();
+        let failed = move |why: &str| tell(&tell_holders, || Incoming::Unwritable(why.into()));
+        let writer = tokio::spawn(out.clone().write(stdin, failed));
         Ok(Arc::new(Process {
             pid: child.id(),
             child: tokio::sync::Mutex::new(child),
@@ -381,7 +382,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
 }
 
 /// Tells every holder of a process what went wrong with it.
-pub(super) fn tell(routes: &Routes, what: impl Fn() -> Incoming) {
+fn tell(routes: &Routes, what: impl Fn() -> Incoming) {
     if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
         for tx in r.values() {
             let _ = tx.send(what());

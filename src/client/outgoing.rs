@@ -1,7 +1,6 @@
 //! A driver process's stdin: the request lines its holders queue, written by one task a turn
 //! of the runtime at a time ([`super::driver::Process`] owns one).
 
-use super::driver::{Incoming, Routes, tell};
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncWriteExt;
 use tokio::process::ChildStdin;
@@ -52,8 +51,13 @@ impl Outgoing {
     }
 
     /// Writes what is queued to `stdin` until the input is closed or a write fails (the
-    /// failure is kept for the next line, and every holder waiting on a reply is told).
-    pub(super) async fn write(self: Arc<Self>, mut stdin: ChildStdin, routes: Routes) {
+    /// failure is kept for the next line, and `failed` is told why: the process tells every
+    /// holder waiting on a reply).
+    pub(super) async fn write(
+        self: Arc<Self>,
+        mut stdin: ChildStdin,
+        failed: impl FnOnce(&str) + Send + 'static,
+    ) {
         let mut batch = Vec::new();
         loop {
             let closed = {
@@ -77,7 +81,7 @@ impl Outgoing {
             if let Err(e) = written.await {
                 let why = format!("cannot be written to ({e})");
                 self.state.lock().unwrap_or_else(|p| p.into_inner()).failed = Some(why.clone());
-                tell(&routes, || Incoming::Unwritable(why.clone()));
+                failed(&why);
                 return;
             }
             batch.clear();
@@ -88,7 +92,6 @@ impl Outgoing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
 
     /// What many holders queue reaches the process once each, every holder's lines in its
     /// order, and closing the input writes what is queued before the writer ends.
@@ -100,9 +103,9 @@ mod tests {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::new())));
+        let failed = |why: &str| panic!("cat cannot be written to: {why}");
         let out = Arc::new(Outgoing::default());
-        let writer = tokio::spawn(out.clone().write(cat.stdin.take().unwrap(), routes));
+        let writer = tokio::spawn(out.clone().write(cat.stdin.take().unwrap(), failed));
         let mut holders = Vec::new();
         for h in 0..20 {
             let out = out.clone();
@@ -149,9 +152,11 @@ mod tests {
         let stdin = gone.stdin.take().unwrap();
         gone.wait().await.unwrap();
         let (tx, mut inbox) = tokio::sync::mpsc::unbounded_channel();
-        let routes: Routes = Arc::new(Mutex::new(Some(HashMap::from([(0, tx)]))));
+        let failed = move |why: &str| {
+            let _ = tx.send(why.to_string());
+        };
         let out = Arc::new(Outgoing::default());
-        let writer = tokio::spawn(out.clone().write(stdin, routes));
+        let writer = tokio::spawn(out.clone().write(stdin, failed));
         // A line is queued until the holder is told. The first write can succeed: a process
         // another test starts at the same moment holds a copy of the pipe's read end between
         // its fork and its exec, and a write then finds a reader (1 run in 20 hung on it).
@@ -169,8 +174,8 @@ mod tests {
         .await
         .expect("the holder was told within 10 s");
         match told {
-            Some(Incoming::Unwritable(why)) => assert!(why.contains("cannot be written"), "{why}"),
-            _ => panic!("the holder was not told"),
+            Some(why) => assert!(why.contains("cannot be written"), "{why}"),
+            None => panic!("the holder was not told"),
         }
         writer.await.unwrap();
         let later = out.queue("{}\n").unwrap_err();
