@@ -578,6 +578,45 @@ class Run:
             d.close()
         return f"A {what}; {key_state}" + ("; lost" if lost else "")
 
+    def t_tap(self):
+        """The vanish case again with the tap on (`options.tap`): the library sees what it saw
+        without it (the same outcomes as `vanish`); B's `held` line tells the value its SET NX
+        set, which is the server's; A's release tells what its DEL removed — B's value for the
+        plain DEL of redis-lock (the negative control), nothing for a compare-and-delete — and
+        the server then holds no key A's DEL would have left."""
+        tap = {"tap": {"prefix": f"conf:{self.lib}:", "getdel": True}}
+        a, ra_hello = self.spawn(tap)
+        b, _ = self.spawn(tap)
+        check(ra_hello.get("tap") is True, f"hello did not confirm the tap: {ra_hello}")
+        key = self.key("tap")
+        rk = self.rkey(key)
+        rid, held, early = a.section_start(key, 1000, 1000)
+        check(held is not None, f"A not held: {early}")
+        for c in self.servers.clients[: self.n]:
+            c.cmd("DEL", rk)
+        b_id, bh, bearly = b.section_start(key, 10000, 2000)
+        check(bh is not None, f"B not held after the key vanished: {bearly}")
+        b_sets = [v for what, k, v in bh.get("seen", []) if what == "set" and k == rk]
+        b_value = self.majority_value(rk)
+        for v in b_sets:
+            check(v == b_value, f"B's tap told {v!r}, the server holds {b_value!r}")
+        time.sleep((100 if self.lib == "redis-lock" else 1200) / 1000)
+        ra = a.leave(rid, timeout=60)
+        removed = [v for what, k, v in ra.get("seen", []) if what == "del" and k == rk]
+        after = self.majority_value(rk)
+        exp = EXPECT_VANISH[self.lib]
+        check(ra["outcome"] == exp[0], f"A's release {ra['outcome']}, {exp[0]} without the tap")
+        if self.lib == "redis-lock":
+            check(removed == [b_value], f"A's tap told it removed {removed}, B's value was {b_value!r}")
+            check(after is None, "B's key left after A's DEL")
+        else:
+            check(removed == [], f"a compare-and-delete library's tap told a DEL: {removed}")
+        b.leave(b_id)
+        for d in (a, b):
+            d.send({"op": "bye"})
+            d.close()
+        return f"ok, B set {len(b_sets)}, A removed {len(removed)}"
+
     def t_pause(self):
         """SIGSTOP a renewing holder past its TTL (a GC pause); B takes the lock meanwhile; after
         SIGCONT the library must say the lock was lost (redis-semaphore #175 was a silent
@@ -682,7 +721,7 @@ class Run:
         if "hello" in self.cells and self.cells["hello"] == "FAIL":
             return
         for name, fn in (("section", self.t_section), ("unix", self.t_unix), ("held lag", self.t_held_lag), ("holders", self.t_holders), ("contend", self.t_contend), ("expiry", self.t_expiry),
-                         ("vanish", self.t_vanish), ("pause", self.t_pause), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
+                         ("vanish", self.t_vanish), ("tap", self.t_tap), ("pause", self.t_pause), ("refuse+ops", self.t_refuse), ("garbage/bye", self.t_garbage)):
             self.step(name, fn)
         for d in self.procs:
             if d.p.poll() is None:
@@ -765,7 +804,7 @@ def main():
             print(f"conformance: {lib} done in {time.time() - t:.1f}s", file=sys.stderr)
     finally:
         servers.stop()
-    cols = ["hello", "section", "held lag", "holders", "contend", "expiry", "vanish", "pause", "refuse+ops", "garbage/bye"]
+    cols = ["hello", "section", "unix", "held lag", "holders", "contend", "expiry", "vanish", "tap", "pause", "refuse+ops", "garbage/bye"]
     print(table(rows, cols))
     print()
     print("What the libraries said:")

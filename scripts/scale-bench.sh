@@ -16,14 +16,17 @@
 #   what matter. Targets: 1,000 shared holders started in < 10 s, in < 2 GiB, lockbench's CPU
 #   < 10 % of the drivers'.
 #
-#   The shared runs go once per way the holders reach their watches (SOCKETS, default
-#   "unix tcp": a Unix socket each, lockbench's default for driver processes, against loopback
-#   TCP, LOCKBENCH_WATCH_SOCKET=tcp); the `watch` column says what lockbench reported.
+#   The shared runs go once per way the holders' deletes are watched (WATCHES, default
+#   "tap unix"): tap — each driver process taps its holders' own connections, lockbench's
+#   default; unix — on the wire, a forwarder per holder connection on a Unix socket
+#   (LOCKBENCH_WATCH=wire); tcp — the same on loopback TCP; off — not watched
+#   (LOCKBENCH_WATCH=off). ROUNDS (1) repeats them, interleaved; the `watch` column says
+#   what lockbench reported.
 #
 #   LOCKBENCH names the binary (default: target/release/lockbench, built when missing). A
 #   debug binary measures lockbench's CPU several times too high: say so with its figures.
 #
-# Usage: bash scripts/scale-bench.sh   (env: HOLDERS PEER_HOLDERS SHARED DURATION_S LIBS SOCKETS LOCKBENCH)
+# Usage: bash scripts/scale-bench.sh   (env: HOLDERS PEER_HOLDERS SHARED DURATION_S LIBS WATCHES ROUNDS LOCKBENCH)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z ${LOCKBENCH:-} ]]; then

@@ -79,13 +79,23 @@ def is_driver(pid):
     return "drivers/python/driver.py" in cmd or "drivers/node/driver.js" in cmd
 
 
-def run(lockbench, lib, holders, per_process, duration_s, keys, socket="unix"):
+# How the holders' deletes are watched, by the name WATCHES gives it: the environment it runs in.
+WATCH_ENVS = {
+    "tap": {},  # the drivers' taps, lockbench's default for driver processes
+    "unix": {"LOCKBENCH_WATCH": "wire", "LOCKBENCH_WATCH_SOCKET": "unix"},  # on the wire, Unix sockets
+    "tcp": {"LOCKBENCH_WATCH": "wire", "LOCKBENCH_WATCH_SOCKET": "tcp"},  # on the wire, loopback TCP
+    "off": {"LOCKBENCH_WATCH": "off"},  # not watched: the timeline
+}
+
+
+def run(lockbench, lib, holders, per_process, duration_s, keys, watch="tap"):
     out = tempfile.mkdtemp(prefix="scale-bench-")
     argv = [lockbench, "run", "--backend", "spawn", "--release", lib,
             "--workers", str(holders), "--keys", str(keys), "--duration", f"{duration_s}s",
             "--holders-per-process", str(per_process), "--out", f"{out}/run"]
     t0 = time.monotonic()
-    env = dict(os.environ, LOCKBENCH_WATCH_SOCKET=socket)
+    env = {k: v for k, v in os.environ.items() if k not in ("LOCKBENCH_WATCH", "LOCKBENCH_WATCH_SOCKET")}
+    env.update(WATCH_ENVS[watch])
     p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     started = {}
     err_lines = []
@@ -142,16 +152,20 @@ def main():
     shared = int(os.environ.get("SHARED", "100"))
     duration = int(os.environ.get("DURATION_S", "10"))
     libs = os.environ.get("LIBS", "redis-py redis-semaphore").split()
-    # The shared runs once per way of reaching the watches (LOCKBENCH_WATCH_SOCKET): what the
-    # Unix sockets save against loopback TCP, in the same invocation.
-    sockets = os.environ.get("SOCKETS", "unix tcp").split()
+    # The shared runs once per way of watching the holders' deletes (WATCHES, of WATCH_ENVS):
+    # what each costs, in the same invocation.
+    watches = os.environ.get("WATCHES", "tap unix").split()
+    unknown = [w for w in watches if w not in WATCH_ENVS]
+    if unknown:
+        sys.exit(f"WATCHES: {' '.join(unknown)} unknown; each is one of {', '.join(WATCH_ENVS)}")
+    rounds = int(os.environ.get("ROUNDS", "1"))
     rows = []
     for lib in libs:
-        plan = [(holders, shared, s) for s in sockets] + [(peer, 1, sockets[0])]
-        for n, per, sock in plan:
+        plan = [(holders, shared, w) for _ in range(rounds) for w in watches] + [(peer, 1, watches[0])]
+        for n, per, watch in plan:
             if n == 0:
                 continue  # PEER_HOLDERS=0: the shared runs alone
-            r = run(lockbench, lib, n, per, duration, keys=n, socket=sock)
+            r = run(lockbench, lib, n, per, duration, keys=n, watch=watch)
             rows.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
     print(f"{'library':<16} {'watch':<12} {'holders':>7} {'per proc':>8} {'procs':>5} {'start-up s':>10} {'peak RSS MB':>11} "

@@ -143,6 +143,7 @@ class Adapter {
       this.clients = this.servers.map((u) => ioredisClient(Redis, u, Object.assign({ lazyConnect: true }, timeouts)));
     }
     for (const c of this.clients) c.on('error', (e) => warn(`driver: redis client: ${errText(e)}\n`));
+    if (this.tap) for (const c of this.clients) tapIoredis(c, this.tap);
     try {
       for (const c of this.clients) { await c.connect(); await c.ping(); }
     } catch (e) {
@@ -162,6 +163,86 @@ class Adapter {
   emitExtended() {
     if (this.current !== null) this.emit({ id: this.current, event: 'extended', t_ns: now() });
   }
+}
+
+// The tap (`options.tap` at hello: { prefix, getdel }): lockbench's attribution of deletes, inside
+// this process instead of through a forwarder on the wire (docs/src/reference/driver-protocol.md).
+// On a holder's own connections, and only on keys containing the run's prefix: a single-key
+// `DEL k` / `UNLINK k` goes out as `GETDEL k` (where the server has it) and the library gets
+// DEL's reply back (1 when a value came back, 0 for nil); a `SET k v … NX` answered OK is noted.
+// Inside MULTI nothing is rewritten (the replies come in EXEC's array). What was set and removed
+// leaves on the holder's next line (`seen`), the server's word on whose lock a delete removed.
+class Tap {
+  constructor(spec) {
+    if (spec === null || typeof spec !== 'object' || typeof spec.prefix !== 'string' || !spec.prefix || typeof spec.getdel !== 'boolean') {
+      throw new Refused(`options.tap must be {"prefix": a non-empty string, "getdel": true or false}, got ${JSON.stringify(spec)}`);
+    }
+    this.prefix = spec.prefix;
+    this.getdel = spec.getdel;
+    this.seen = [];
+  }
+  ours(key) { return key !== undefined && key !== null && tapText(key).includes(this.prefix); }
+  // The command `args` (name first) as the tap sends it: `{ args, removed }` for a rewritten
+  // delete, `{ args, set }` for a SET … NX of the run, null for anything else.
+  judge(name, args) {
+    const n = String(name).toUpperCase();
+    if ((n === 'DEL' || n === 'UNLINK') && args.length === 1 && this.getdel && this.ours(args[0])) {
+      return { name: 'getdel', key: tapText(args[0]) };
+    }
+    if (n === 'SET' && args.length >= 3 && this.ours(args[0])) {
+      const opts = args.slice(2).map((o) => tapText(o).toUpperCase());
+      if (opts.includes('NX') && !opts.includes('GET')) return { name: null, key: tapText(args[0]), value: tapText(args[1]) };
+    }
+    return null;
+  }
+  // A GETDEL's reply as DEL's, the value removed noted.
+  removed(key, v) { this.seen.push(['del', key, v === null || v === undefined ? null : tapText(v)]); return v === null || v === undefined ? 0 : 1; }
+  set(key, value, v) { if (v !== null && v !== undefined && tapText(v) === 'OK') this.seen.push(['set', key, value]); }
+  take() { const s = this.seen; this.seen = []; return s; }
+}
+const tapText = (v) => (Buffer.isBuffer(v) ? v.toString('utf8') : String(v));
+
+// ioredis: every command of a client goes through its sendCommand (a pipeline's too; a
+// transaction's are marked inTransaction), whose Command resolves with the raw reply.
+function tapIoredis(client, tap) {
+  const sendCommand = client.sendCommand;
+  client.sendCommand = function (command, ...rest) {
+    if (!command.tapped && !command.inTransaction) {
+      command.tapped = true;
+      const j = tap.judge(command.name, command.args);
+      if (j) {
+        const resolve = command.resolve;
+        if (j.name === 'getdel') {
+          command.name = 'getdel';
+          command.resolve = (v) => resolve(tap.removed(j.key, v));
+        } else {
+          command.resolve = (v) => { tap.set(j.key, j.value, v); return resolve(v); };
+        }
+      }
+    }
+    return sendCommand.call(this, command, ...rest);
+  };
+}
+
+// node-redis 4: a client's commands reach its private queue's addCommand (args with the name
+// first; a transaction's carry a chainId). The queue is private, so its class is tapped once,
+// and a command finds its holder's tap by the holder whose code sent it (HOLDER).
+const NODE_REDIS_TAPS = new Map(); // holder (null: protocol 1's one holder) -> Tap
+function tapNodeRedis(tap, holder) {
+  if (!tapNodeRedis.done) {
+    tapNodeRedis.done = true;
+    const Queue = require('@redis/client/dist/lib/client/commands-queue').default;
+    const addCommand = Queue.prototype.addCommand;
+    Queue.prototype.addCommand = function (args, options) {
+      const h = HOLDER.getStore();
+      const t = NODE_REDIS_TAPS.get(h === undefined ? null : h);
+      const j = t && !(options && options.chainId) ? t.judge(args[0], args.slice(1)) : null;
+      if (!j) return addCommand.call(this, args, options);
+      if (j.name === 'getdel') return addCommand.call(this, ['GETDEL', args[1]], options).then((v) => t.removed(j.key, v));
+      return addCommand.call(this, args, options).then((v) => { t.set(j.key, j.value, v); return v; });
+    };
+  }
+  NODE_REDIS_TAPS.set(holder, tap);
 }
 
 // A server's Unix socket, from a `unix:///path/to.sock` URL (`?db=N`, `username=`, `password=`
@@ -427,6 +508,7 @@ class RedisLock extends Adapter {
       this.client = createClient({ url: this.servers[0], socket });
     }
     this.client.on('error', (e) => warn(`driver: redis client: ${errText(e)}\n`));
+    if (this.tap) tapNodeRedis(this.tap, this.holder);
     await this.client.connect();
     await this.client.ping();
     ready = true;
@@ -505,6 +587,9 @@ class Driver {
   send(obj) {
     if (this.quiet) return;
     if (this.holder !== null) obj.holder = this.holder;
+    // What the tap saw leaves on the holder's next line (before the reply it led to).
+    const seen = this.adapter && this.adapter.tap ? this.adapter.tap.take() : [];
+    if (seen.length) obj.seen = seen;
     send(obj);
   }
   needAdapter() { if (!this.adapter) throw new Refused('no hello yet'); return this.adapter; }
@@ -526,6 +611,11 @@ class Driver {
     this.adapter = null;
     const a = new cls(servers, options);
     a.emit = (o) => this.send(o);
+    a.holder = this.holder;
+    if (options.tap !== undefined) {
+      if (cluster) throw new Refused('options.tap: a cluster client follows the nodes\' own addresses; the tap is for one server or independent ones');
+      a.tap = new Tap(options.tap);
+    }
     await a.init();
     if (options.ttl_ms !== undefined) {
       for (const t of [].concat(options.ttl_ms)) {
@@ -536,8 +626,8 @@ class Driver {
       }
     }
     this.adapter = a;
-    const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && k !== 'ttl_ms' && k !== 'cluster').sort();
-    return Object.assign({ id: req.id, outcome: 'ok', protocol: req.protocol }, a.hello(), { pid: process.pid, ignored_options: ignored });
+    const ignored = Object.keys(options).filter((k) => !cls.optionNames.includes(k) && !['ttl_ms', 'cluster', 'tap'].includes(k)).sort();
+    return Object.assign({ id: req.id, outcome: 'ok', protocol: req.protocol }, a.hello(), { pid: process.pid, ignored_options: ignored, tap: !!a.tap });
   }
 
   async section(req) {

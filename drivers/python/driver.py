@@ -156,6 +156,65 @@ def need_key(req: dict) -> str:
     return k
 
 
+class Tap:
+    """The tap (`options.tap` at hello: {prefix, getdel}): lockbench's attribution of deletes, inside
+    this process instead of through a forwarder on the wire (docs/src/reference/driver-protocol.md).
+    On a holder's own clients, and only on keys containing the run's prefix: a single-key `DEL k` /
+    `UNLINK k` goes out as `GETDEL k` (where the server has it) and the library gets DEL's reply
+    back (1 when a value came back, 0 for nil); a `SET k v … NX` answered OK is noted. A pipeline's
+    commands do not pass here (their replies come as one list): they go out as they are. What was
+    set and removed leaves on the holder's next line (`seen`): the server's word on whose lock a
+    delete removed."""
+
+    def __init__(self, spec):
+        if (not isinstance(spec, dict) or not isinstance(spec.get("prefix"), str) or not spec["prefix"]
+                or not isinstance(spec.get("getdel"), bool)):
+            raise Refused(f'options.tap must be {{"prefix": a non-empty string, "getdel": true or false}}, got {spec!r}')
+        self.prefix = spec["prefix"]
+        self.getdel = spec["getdel"]
+        self._seen = []
+        self._lock = threading.Lock()  # a library's renewal thread sends commands too
+
+    def ours(self, key) -> bool:
+        return self.prefix in tap_text(key)
+
+    def take(self) -> list:
+        with self._lock:
+            seen, self._seen = self._seen, []
+        return seen
+
+    def _note(self, item) -> None:
+        with self._lock:
+            self._seen.append(item)
+
+    def wrap(self, client) -> None:
+        """Routes `client`'s commands (redis-py's execute_command, which every command method
+        calls) through the tap."""
+        run = client.execute_command
+
+        def execute_command(*args, **options):
+            name = tap_text(args[0]).upper() if args else ""
+            if name in ("DEL", "UNLINK") and len(args) == 2 and self.getdel and self.ours(args[1]):
+                value = run("GETDEL", args[1], **options)
+                self._note(["del", tap_text(args[1]), None if value is None else tap_text(value)])
+                return 0 if value is None else 1
+            reply = run(*args, **options)
+            if name == "SET" and len(args) >= 4 and reply and self.ours(args[1]):
+                opts = {tap_text(o).upper() for o in args[3:]}
+                if "NX" in opts and "GET" not in opts:
+                    self._note(["set", tap_text(args[1]), tap_text(args[2])])
+            return reply
+
+        client.execute_command = execute_command
+
+
+def tap_text(v) -> str:
+    """A command argument or reply as the tap writes it: bytes read as UTF-8, as a Node driver does."""
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v).decode("utf-8", errors="replace")
+    return str(v)
+
+
 # --------------------------------------------------------------------------------------------
 # Adapters: one per library. Each builds a lock object for (key, ttl_ms, wait_ms) and knows how
 # to enter/leave the library's own idiom and how to name the outcome of what the library said.
@@ -196,10 +255,17 @@ class Adapter:
         if timeout is not None:
             kw["socket_timeout"] = timeout / 1000
             kw["socket_connect_timeout"] = timeout / 1000
+        self.tap = None
+        if options.get("tap") is not None:
+            if cluster:
+                raise Refused("options.tap: a cluster client follows the nodes' own addresses; the tap is for one server or independent ones")
+            self.tap = Tap(options["tap"])
         if cluster:
             self.clients = [cluster_client(servers, kw)]
         else:
             self.clients = [redis.Redis.from_url(u, **kw) for u in servers]
+        for c in self.clients if self.tap else ():
+            self.tap.wrap(c)
         for c in self.clients:
             c.ping()  # a server that is not there fails hello, not the first section
         self.current = None  # id of the open section, for events from library threads
@@ -519,6 +585,11 @@ class Driver:
     def send(self, obj: dict) -> None:
         if self.holder is not None:
             obj["holder"] = self.holder
+        # What the tap saw leaves on the holder's next line (before the reply it led to).
+        tap = self.adapter.tap if self.adapter is not None else None
+        seen = tap.take() if tap is not None else None
+        if seen:
+            obj["seen"] = seen
         send(obj)
 
     def busy_outcome(self, wait_ms):
@@ -542,7 +613,7 @@ class Driver:
             self.adapter.close()
             self.adapter = None  # a failed hello leaves no connection behind
         cls = ADAPTERS[self.lib]
-        ignored = sorted(k for k in options if k not in cls.option_names and k not in ("ttl_ms", "command_timeout_ms", "cluster"))
+        ignored = sorted(k for k in options if k not in cls.option_names and k not in ("ttl_ms", "command_timeout_ms", "cluster", "tap"))
         adapter = cls(servers, options)
         adapter.emit = self.send
         ttls = options.get("ttl_ms")
@@ -559,6 +630,7 @@ class Driver:
         r.update(adapter.hello_fields())
         r["pid"] = os.getpid()
         r["ignored_options"] = ignored
+        r["tap"] = adapter.tap is not None
         return r
 
     def need_adapter(self):

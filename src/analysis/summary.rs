@@ -169,7 +169,8 @@ pub struct Summary {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub library: Option<String>,
     /// A lock library's variant: where its wrongful deletes (and its releases' outcomes) come
-    /// from — the server, through lockbench's watch of each holder (`server (GETDEL through
+    /// from — the server, through each holder's driver's tap (`server (GETDEL through the
+    /// driver's tap)`) or lockbench's watch of each holder on the wire (`server (GETDEL through
     /// lockbench's watch)`), or the timeline (`timeline (why)`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wrongful_deletes_source: Option<String>,
@@ -199,9 +200,11 @@ pub struct WatchFigures {
     pub removals_outside_releases: u64,
     /// Wrongful deletes, whose lock was deleted by whom (the first 1000).
     pub attributed: Vec<AttributedDelete>,
-    /// How the library's holders reached their watches: `unix socket` (a driver process's,
-    /// unless `LOCKBENCH_WATCH_SOCKET=tcp` or the temporary directory's path is too long for
-    /// one) or `loopback tcp`; absent for `lockbench observe`.
+    /// How the library's holders were watched: `driver tap` (inside each driver process, the
+    /// default for driver processes), or on the wire through `unix socket` (a driver
+    /// process's with `LOCKBENCH_WATCH=wire`, unless `LOCKBENCH_WATCH_SOCKET=tcp` or the
+    /// temporary directory's path is too long for one) or `loopback tcp` (rslock); absent for
+    /// `lockbench observe`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reached_by: Option<String>,
 }

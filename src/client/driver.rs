@@ -65,6 +65,8 @@ pub(crate) enum Entered {
         /// [`crate::client::clock::DRIVER_TIMES_ENV`] is `off`): the section starts as the
         /// `held` line arrives.
         held_at: Option<std::time::Instant>,
+        /// What the holder's tap saw up to the acquisition: the lock's `SET`.
+        seen: Vec<Tapped>,
     },
     /// Not acquired: `timeout` (the wait budget ran out), `fail` (busy, no wait) or `error`.
     NotAcquired {
@@ -94,6 +96,8 @@ pub(crate) struct Left {
     /// `leave_ns`), on lockbench's clock: the section's end from the holder's side. `None`:
     /// the driver gave none, or the stamps are not read.
     pub(crate) leave_at: Option<std::time::Instant>,
+    /// What the holder's tap saw since the section was held: its release's removal.
+    pub(crate) seen: Vec<Tapped>,
 }
 
 /// How to start a driver process: the same for every holder of a variant, and for a holder
@@ -116,7 +120,31 @@ pub(crate) struct Recipe {
     pub(crate) command_timeout: Duration,
     /// How long a reply may take beyond the request's own wait.
     pub(crate) patience: Duration,
+    /// The driver's tap, where its holders' deletes are attributed inside the process
+    /// (`None`: through a watch on the wire, or not at all).
+    pub(crate) tap: Option<TapSpec>,
 }
+
+/// What a driver's tap is told at `hello` (`options.tap`): on the holder's own connections, a
+/// single-key `DEL`/`UNLINK` of a key containing `prefix` goes out as `GETDEL` (where `getdel`:
+/// the server has it and the user may run it), the library given `DEL`'s reply; a `SET … NX`
+/// of such a key answered `OK` is noted. What it saw comes back on the holder's lines
+/// ([`Tapped`]).
+#[derive(Debug, Clone)]
+pub(crate) struct TapSpec {
+    pub(crate) prefix: String,
+    pub(crate) getdel: bool,
+}
+
+/// One thing a holder's tap saw, as its line's `seen` lists it: `["set", key, value]` (the
+/// holder's `SET … NX` set `value`) or `["del", key, value]` (its `DEL`, sent as `GETDEL`,
+/// removed `value`; `null`: there was no key).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub(crate) struct Tapped(
+    pub(crate) String,
+    pub(crate) String,
+    pub(crate) Option<String>,
+);
 
 /// The last lines a driver process wrote on stderr: each holder's own (the lines its driver
 /// prefixed `[holder N] `, written while serving it) apart from the process's other lines (a
@@ -181,6 +209,9 @@ struct Msg {
     /// A section's reply: when the driver read its `leave`, CLOCK_MONOTONIC ns.
     #[serde(default, deserialize_with = "present")]
     leave_ns: Option<Value>,
+    /// What the holder's tap saw since its last line.
+    #[serde(default)]
+    seen: Option<Vec<Tapped>>,
 }
 
 /// A field that is there, `null` included.
@@ -408,6 +439,8 @@ pub(crate) struct Driver {
     /// Events of the open section so far.
     lost: u32,
     extended: u32,
+    /// What the holder's tap saw, not yet handed on.
+    seen: Vec<Tapped>,
 }
 
 impl Driver {
@@ -465,15 +498,20 @@ impl Driver {
             hello: Value::Null,
             lost: 0,
             extended: 0,
+            seen: Vec::new(),
         };
         if !joined {
             return Err(d.died("closed its stdout").await);
         }
+        let mut options = json!({"ttl_ms": ttl_ms, "cluster": cluster,
+                                 "command_timeout_ms": command_timeout.as_millis() as u64});
+        if let Some(t) = &recipe.tap {
+            options["tap"] = json!({"prefix": t.prefix, "getdel": t.getdel});
+        }
         let id = d
             .send(
                 json!({"op": "hello", "protocol": PROTOCOL, "servers": servers,
-                          "options": {"ttl_ms": ttl_ms, "cluster": cluster,
-                                      "command_timeout_ms": command_timeout.as_millis() as u64}}),
+                         "options": options}),
             )
             .await?;
         let (reply, line) = d.reply(id, Duration::from_secs(30)).await?;
@@ -488,6 +526,13 @@ impl Driver {
         }
         // The greeting is read in full (library, version, capabilities, key format).
         d.hello = serde_json::from_str(&line).unwrap_or_default();
+        // A driver that left its tap out would leave every delete unattributed, unseen.
+        if recipe.tap.is_some() && d.hello.get("tap") != Some(&Value::Bool(true)) {
+            return Err(d.error(
+                "did not install the tap it was asked for at hello (`\"tap\": true` in its reply)"
+                    .into(),
+            ));
+        }
         Ok(d)
     }
 
@@ -576,6 +621,7 @@ impl Driver {
                 id,
                 token: owned(&m.token),
                 held_at,
+                seen: std::mem::take(&mut self.seen),
             });
         }
         Ok(Entered::NotAcquired {
@@ -609,6 +655,7 @@ impl Driver {
             detail: owned(&m.detail),
             lost: self.lost,
             extended: self.extended,
+            seen: std::mem::take(&mut self.seen),
         })
     }
 
@@ -683,6 +730,11 @@ impl Driver {
                 Ok(None) => return Err(self.died("closed its stdout").await),
                 Ok(Some(Incoming::Line(m, line))) => (m, line),
             };
+            let mut m = m;
+            // What the tap saw is the holder's, whichever request or event the line is.
+            if let Some(seen) = m.seen.take() {
+                self.seen.extend(seen);
+            }
             if m.id.as_ref().and_then(Value::as_u64) != Some(id) {
                 // An event of a section already left, from a library timer: not this request's.
                 if m.event.is_some() {
@@ -794,5 +846,23 @@ mod tests {
         let m = parse_msg(r#"{"id": 1, "outcome": "ok", "detail": "DEL returned 1"}"#).unwrap();
         assert_eq!(text(&m.outcome), Some("ok"));
         assert_eq!(owned(&m.detail).as_deref(), Some("DEL returned 1"));
+    }
+
+    /// What a holder's tap saw rides on its line: a set with its value, a delete with the value
+    /// it removed or `null` (nothing was there).
+    #[test]
+    fn a_line_carries_what_the_tap_saw() {
+        let m = parse_msg(
+            r#"{"id":1,"outcome":"ok","seen":[["set","lock.k","t1"],["del","lock.k",null]]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            m.seen,
+            Some(vec![
+                Tapped("set".into(), "lock.k".into(), Some("t1".into())),
+                Tapped("del".into(), "lock.k".into(), None),
+            ])
+        );
+        assert_eq!(parse_msg(r#"{"id":1,"outcome":"ok"}"#).unwrap().seen, None);
     }
 }

@@ -121,6 +121,8 @@ impl Rslock {
                     token: Some(token),
                     // In process: its acquire's return is the reply's arrival.
                     held_at: None,
+                    // Watched on the wire (its connections are redis-rs's, in this process).
+                    seen: Vec::new(),
                 })
             }
             Err(LockError::Unavailable) => Ok(Entered::NotAcquired {
@@ -197,6 +199,7 @@ mod tests {
             ttl_ms: 1,
             command_timeout: Duration::from_secs(1),
             patience: Duration::from_secs(1),
+            tap: None,
         };
         let e = Rslock::start(&recipe, 0)
             .err()

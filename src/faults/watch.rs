@@ -124,6 +124,9 @@ impl Drop for UnixLoopback {
 pub(crate) const BY_UNIX_SOCKET: &str = "unix socket";
 /// See [`BY_UNIX_SOCKET`].
 pub(crate) const BY_LOOPBACK_TCP: &str = "loopback tcp";
+/// No watch on the wire: the holders' driver processes tap their own connections
+/// ([`crate::client::driver::TapSpec`]).
+pub(crate) const BY_DRIVER_TAP: &str = "driver tap";
 
 /// The ways a watch's holder reaches it ([`Watch::start`]).
 pub(crate) enum Listen {
@@ -312,6 +315,11 @@ struct Book {
     /// Removals outside any release (taken with a later one of another key).
     outside: u64,
     getdels: u64,
+    /// Wrongful deletes of a value no holder was known to have set when the release was
+    /// judged, by index in `attributed`, with the value: a driver's tap tells a victim's `SET`
+    /// on its own line, which can reach lockbench after the deleter's (two processes, or two
+    /// connections of one), so the victim is named at the tally.
+    unnamed: Vec<(usize, Vec<u8>)>,
 }
 
 /// What the watches of a variant counted.
@@ -345,6 +353,24 @@ impl Ledger {
             vals.pop_front();
         }
         vals.push_back((value.to_vec(), holder));
+    }
+
+    /// What holder `holder`'s tap saw, in its driver process ([`crate::client::driver::Tapped`]),
+    /// as its watch would have seen it on the wire.
+    pub(crate) fn tapped(&self, holder: usize, seen: &[crate::client::driver::Tapped]) {
+        for crate::client::driver::Tapped(what, key, value) in seen {
+            match what.as_str() {
+                "set" => self.set(holder, key, value.as_deref().unwrap_or("").as_bytes()),
+                "del" => self.seen(
+                    holder,
+                    Seen::Removed {
+                        key: key.clone(),
+                        value: value.as_ref().map(|v| v.as_bytes().to_vec()),
+                    },
+                ),
+                _ => {}
+            }
+        }
     }
 
     fn seen(&self, holder: usize, s: Seen) {
@@ -393,6 +419,10 @@ impl Ledger {
             None => Removed::Unknown,
         };
         if b.attributed.len() < KEPT {
+            if matches!(removed, Removed::Unknown) {
+                let at = b.attributed.len();
+                b.unnamed.push((at, value));
+            }
             b.attributed.push(Attributed {
                 deleter: holder,
                 victim: match removed {
@@ -408,7 +438,17 @@ impl Ledger {
 
     /// What the watches counted; removals no release took count as outside.
     pub(crate) fn tally(&self) -> Tally {
-        let b = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
+        let book = &mut *b;
+        for (at, value) in std::mem::take(&mut book.unnamed) {
+            let a = &mut book.attributed[at];
+            a.victim = book
+                .owners
+                .get(&a.key)
+                .and_then(|vals| vals.iter().rev().find(|(v, _)| *v == value))
+                .map(|&(_, h)| h)
+                .filter(|&h| h != a.deleter);
+        }
         Tally {
             getdels: b.getdels,
             attributed: b.attributed.clone(),
@@ -768,5 +808,33 @@ mod tests {
         );
         assert_eq!(t.outside, 0);
         drop(watches);
+    }
+
+    /// A driver's tap tells what its holder set and removed on the holder's own lines, which
+    /// can reach lockbench in another order than the server ran them: holder 1's delete of
+    /// holder 0's value, told before holder 0's `SET` was, is a wrongful delete at once (the
+    /// value is not holder 1's), its victim named at the tally; a holder's removal of its own
+    /// value is its release, and a delete that found nothing deleted nothing.
+    #[test]
+    fn a_tap_s_removals_are_judged_whatever_order_the_lines_come_in() {
+        use crate::client::driver::Tapped;
+        let t = |what: &str, value: Option<&str>| {
+            Tapped(what.into(), "lb:k".into(), value.map(str::to_string))
+        };
+        let ledger = Ledger::default();
+        ledger.tapped(1, &[t("set", Some("v1")), t("del", Some("v0"))]);
+        assert!(matches!(ledger.release(1, "lb:k"), Some(Removed::Unknown)));
+        ledger.tapped(0, &[t("set", Some("v0"))]);
+        ledger.tapped(0, &[t("del", None)]);
+        assert!(matches!(ledger.release(0, "lb:k"), Some(Removed::Nothing)));
+        ledger.tapped(2, &[t("set", Some("v2")), t("del", Some("v2"))]);
+        assert!(matches!(ledger.release(2, "lb:k"), Some(Removed::Own)));
+        // A holder that sent no DEL (a compare-and-delete script): nothing to judge.
+        assert!(ledger.release(3, "lb:k").is_none());
+        let tally = ledger.tally();
+        assert_eq!(tally.getdels, 3);
+        assert_eq!(tally.attributed.len(), 1);
+        let a = &tally.attributed[0];
+        assert_eq!((a.deleter, a.victim), (1, Some(0)));
     }
 }

@@ -39,6 +39,7 @@ pub(super) fn driver_recipe<K: Connector>(
         ttl_ms: plan.workload.ttl_ms,
         command_timeout: Duration::from_micros(plan.timeouts.command_timeout_us),
         patience,
+        tap: None,
     })
 }
 
@@ -122,11 +123,36 @@ fn watch_shares() -> bool {
     !std::env::var(WATCH_ENV).is_ok_and(|v| v == WATCH_PER_HOLDER)
 }
 
+/// `LOCKBENCH_WATCH=wire`: a driver process's holders are watched on the wire (a forwarder
+/// per holder connection, [`crate::faults::watch`]) rather than by their driver's tap — what
+/// every library's holders had before the tap, kept as the control the tap is checked against.
+pub(crate) const WATCH_WIRE: &str = "wire";
+
+/// Whether `client`'s holders are watched by their driver's tap, inside the driver process: a
+/// driver process's are, unless `LOCKBENCH_WATCH` asks for the wire (`wire`, `per-holder`).
+/// The same `GETDEL` reaches the server either way, and the same removals the ledger; the tap
+/// spares every command a hop through lockbench — at a thousand redis-semaphore holders the
+/// watch on the wire was two thirds of lockbench's CPU (`scripts/scale-bench.sh`). rslock runs
+/// in lockbench's own process, on the wire.
+fn watched_by_tap(client: crate::model::client::Client) -> bool {
+    !client.in_process()
+        && !std::env::var(WATCH_ENV).is_ok_and(|v| v == WATCH_WIRE || v == WATCH_PER_HOLDER)
+}
+
 /// The source of a library variant's wrongful deletes when its holders are watched.
 pub(crate) const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
 
-/// Why the holders cannot be watched (`None`: they can).
-fn unwatched<'a>(urls: &[String], cluster: bool, watch: &'a Watching) -> Option<&'a str> {
+/// The source of a library variant's wrongful deletes when its drivers' taps watch.
+pub(crate) const FROM_TAP: &str = "server (GETDEL through the driver's tap)";
+
+/// Why the holders cannot be watched (`None`: they can); `tap`: by their driver's tap, which
+/// needs no address to forward to (a Unix socket server, TLS).
+fn unwatched<'a>(
+    urls: &[String],
+    cluster: bool,
+    watch: &'a Watching,
+    tap: bool,
+) -> Option<&'a str> {
     if std::env::var(WATCH_ENV).is_ok_and(|v| v == "off") {
         Some("timeline (the watch turned off by LOCKBENCH_WATCH=off)")
     } else if !watch.getdel {
@@ -137,6 +163,8 @@ fn unwatched<'a>(urls: &[String], cluster: bool, watch: &'a Watching) -> Option<
         // A cluster client follows the nodes' own addresses (`MOVED`, `CLUSTER SLOTS`), past
         // any watch in front of its seeds.
         Some("timeline (a Redis Cluster: its clients reach the nodes past a watch)")
+    } else if tap {
+        None
     } else if urls.iter().any(|u| u.starts_with("unix:")) {
         Some("timeline (a Unix socket server: the watch forwards to TCP addresses)")
     } else if !urls.iter().all(|u| u.starts_with("redis://")) {
@@ -164,10 +192,17 @@ pub(super) async fn start_drivers<K: Connector>(
     use crate::faults::mux::Mux;
     use crate::faults::watch::{Ledger, Listen, Watch, upstream_of};
     let name = client.name();
-    let recipe = driver_recipe(connector, plan, client)?;
-    let mut source = unwatched(&recipe.servers, recipe.cluster, &watch).map(str::to_string);
+    let mut recipe = driver_recipe(connector, plan, client)?;
+    let tap = watched_by_tap(client);
+    let mut source = unwatched(&recipe.servers, recipe.cluster, &watch, tap).map(str::to_string);
+    if tap && source.is_none() {
+        recipe.tap = Some(crate::client::driver::TapSpec {
+            prefix: watch.prefix.clone(),
+            getdel: watch.getdel,
+        });
+    }
     let mut upstreams = Vec::new();
-    if source.is_none() {
+    if source.is_none() && !tap {
         for url in &recipe.servers {
             match upstream_of(url).await {
                 Some(a) => upstreams.push(a),
@@ -179,6 +214,8 @@ pub(super) async fn start_drivers<K: Connector>(
         }
     }
     let ledger = source.is_none().then(|| Arc::new(Ledger::default()));
+    // The wire's watches: none where the drivers' taps watch.
+    let wire = ledger.clone().filter(|_| !tap);
     // One shared line per server and protocol for every holder of the variant (`None` per
     // server: each holder's connection its own).
     let mut muxes = Vec::with_capacity(upstreams.len());
@@ -198,18 +235,19 @@ pub(super) async fn start_drivers<K: Connector>(
     };
     let shared = Arc::new(recipe.clone());
     // The variant's watch sockets, where its holders reach them that way.
-    let dir = match (&ledger, watch_on_unix(client)) {
+    let dir = match (&wire, watch_on_unix(client)) {
         (Some(_), true) => crate::faults::watch::SocketDir::new(),
         _ => None,
     };
-    let watch_reached_by = ledger.as_ref().map(|_| match dir {
-        Some(_) => crate::faults::watch::BY_UNIX_SOCKET,
-        None => crate::faults::watch::BY_LOOPBACK_TCP,
+    let watch_reached_by = ledger.as_ref().map(|_| match (tap, &dir) {
+        (true, _) => crate::faults::watch::BY_DRIVER_TAP,
+        (false, Some(_)) => crate::faults::watch::BY_UNIX_SOCKET,
+        (false, None) => crate::faults::watch::BY_LOOPBACK_TCP,
     });
     // Each holder's recipe: its own watches' addresses where it is watched.
     let mut recipes = Vec::with_capacity(slots);
     for holder in 0..slots {
-        recipes.push(match &ledger {
+        recipes.push(match &wire {
             Some(ledger) => {
                 let mut watches = Vec::with_capacity(upstreams.len());
                 let mut servers = Vec::with_capacity(upstreams.len());
@@ -278,7 +316,10 @@ pub(super) async fn start_drivers<K: Connector>(
             auto_renewal,
             library,
             ledger,
-            wrongful_source: source.unwrap_or_else(|| FROM_SERVER.to_string()),
+            wrongful_source: source.unwrap_or_else(|| match tap {
+                true => FROM_TAP.to_string(),
+                false => FROM_SERVER.to_string(),
+            }),
             watch_reached_by,
             ..Default::default()
         },

@@ -299,6 +299,8 @@ fn sigkill_leaves_no_driver_behind() {
             .args(["--workers", "2", "--holders-per-process", "1"])
             .args(["--duration", "60s", "--quiet"])
             .env("TMPDIR", tmp.path())
+            // Watched on the wire: a SIGKILL leaves the watches' socket directories behind.
+            .env("LOCKBENCH_WATCH", "wire")
             .out(&out)
             .stderr(Stdio::null())
             .spawn();

@@ -102,8 +102,20 @@ fn replay(commands: &[(String, Vec<String>)]) -> (u64, u64) {
 
 /// Each holder's watch on a server connection of its own.
 const PER_HOLDER: (&str, &str) = ("LOCKBENCH_WATCH", "per-holder");
+/// The holders watched on the wire (a forwarder each), not by their drivers' taps.
+const WIRE: (&str, &str) = ("LOCKBENCH_WATCH", "wire");
 /// Where the watches' wrongful deletes come from.
 const FROM_SERVER: &str = "server (GETDEL through lockbench's watch)";
+/// Where the drivers' taps' wrongful deletes come from (the default for driver processes).
+const FROM_TAP: &str = "server (GETDEL through the driver's tap)";
+
+/// The source a run's summary must give, by how its holders were watched.
+fn source_of(env: &[(&str, &str)]) -> &'static str {
+    match env.iter().any(|(k, _)| *k == "LOCKBENCH_WATCH") {
+        true => FROM_SERVER,
+        false => FROM_TAP,
+    }
+}
 
 /// The client addresses whose `SET`s the server executed: the connections the holders' locks
 /// came on.
@@ -118,8 +130,8 @@ fn setters(commands: &[(String, Vec<String>)]) -> std::collections::BTreeSet<&st
 /// The watch's figures of a run, checked against each other and the server's commands: every
 /// wrongful delete attributed to a deleter and a victim that differ, the server saw exactly the
 /// watch's GETDELs, and each section's release is its own lock's, another's, or nothing.
-fn consistent(s: &serde_json::Value, commands: &[(String, Vec<String>)]) {
-    assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
+fn consistent(s: &serde_json::Value, commands: &[(String, Vec<String>)], source: &str) {
+    assert_eq!(s["wrongful_deletes_source"], source, "{s}");
     let of = |f: &str| s[f].as_u64().unwrap();
     let watch = &s["watch"];
     let attributed = watch["attributed"].as_array().unwrap();
@@ -140,12 +152,14 @@ fn consistent(s: &serde_json::Value, commands: &[(String, Vec<String>)]) {
     );
 }
 
-/// The holders' watches share one line to the server by default, and the figures are the
-/// watch's as with a connection each. Without faults, npm `redis-lock` (4 holders on one key,
-/// 40 sections) gives the same figures both ways — every section released, one GETDEL each,
-/// no wrongful delete — with every lock set on one server connection shared, on 4 per holder.
-/// Under the evictions of the negative control (same seed), its plain `DEL`s' wrongful deletes
-/// are still caught on the shared line, attributed between different holders.
+/// The holders' watches on the wire share one line to the server, and the figures are the
+/// watch's as with a connection each — and as the drivers' taps give them, with no watch on
+/// the wire (the default). Without faults, npm `redis-lock` (4 holders on one key, 40
+/// sections) gives the same figures every way — every section released, one GETDEL each, no
+/// wrongful delete — with every lock set on one server connection shared, on 4 per holder
+/// (per-holder, and the taps: each holder's own connections). Under the evictions of the
+/// negative control (same seed), its plain `DEL`s' wrongful deletes are still caught on the
+/// shared line, attributed between different holders.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shared_lines_keep_the_watch_s_figures() {
     let _cpu = common::shared();
@@ -158,15 +172,13 @@ async fn shared_lines_keep_the_watch_s_figures() {
     // for a socket's: the figures are the same every way.
     let long_tmp = tmp.path().join("t".repeat(100));
     std::fs::create_dir_all(&long_tmp).unwrap();
+    let tcp = ("LOCKBENCH_WATCH_SOCKET", "tcp");
     for (name, env, by) in [
-        ("shared", None, "unix socket"),
-        ("per-holder", Some(PER_HOLDER), "unix socket"),
-        (
-            "tcp",
-            Some(("LOCKBENCH_WATCH_SOCKET", "tcp")),
-            "loopback tcp",
-        ),
-        ("long-tmpdir", None, "loopback tcp"),
+        ("tap", &[][..], "driver tap"),
+        ("shared", &[WIRE][..], "unix socket"),
+        ("per-holder", &[PER_HOLDER][..], "unix socket"),
+        ("tcp", &[WIRE, tcp][..], "loopback tcp"),
+        ("long-tmpdir", &[WIRE][..], "loopback tcp"),
     ] {
         let dir = tmp.path().join(name);
         let tmpdir = match name {
@@ -181,14 +193,14 @@ async fn shared_lines_keep_the_watch_s_figures() {
             .args(["--sections", "40", "--seed", "5"])
             .env("TMPDIR", tmpdir.to_str().unwrap())
             .out(&dir);
-        if let Some((k, v)) = env {
+        for (k, v) in env {
             cmd = cmd.env(k, v);
         }
         let o = cmd.output();
         assert_eq!(o.status.code(), Some(0), "{name}: {}", common::text_of(&o));
         let commands = monitor.until(&mut admin, &format!("end of {name}"));
         let s = common::summaries(&dir)[0].clone();
-        consistent(&s, &commands);
+        consistent(&s, &commands, source_of(env));
         assert_eq!(s["watch"]["reached_by"], by, "{name}: {s}");
         let left: Vec<_> = std::fs::read_dir(&tmpdir)
             .unwrap()
@@ -211,7 +223,7 @@ async fn shared_lines_keep_the_watch_s_figures() {
         ));
         let connections = setters(&commands).len();
         match name {
-            "per-holder" => assert!(connections >= 4, "{name}: {connections}: {s}"),
+            "per-holder" | "tap" => assert!(connections >= 4, "{name}: {connections}: {s}"),
             _ => assert_eq!(connections, 1, "{name}: {s}"),
         }
     }
@@ -225,9 +237,9 @@ async fn shared_lines_keep_the_watch_s_figures() {
         &mut admin,
         "redis-lock",
         &tmp.path().join("ev"),
-        &[],
+        &[WIRE],
     );
-    consistent(&s, &commands);
+    consistent(&s, &commands, FROM_SERVER);
     assert!(s["wrongful_deletes"].as_u64().unwrap() > 0, "{s}");
     assert_eq!(setters(&commands).len(), 1, "{s}");
     server.stop().await;
@@ -289,8 +301,10 @@ fn evicted(
 /// stream (`MONITOR`); the server saw exactly the watches' GETDELs. redis-py's `Lock`
 /// (compare-and-delete) under the same seed and faults: overlap, but no wrongful delete and
 /// no GETDEL. With the watch off, the source is the timeline and the server sees no GETDEL.
-/// (redis-lock's holders on server connections of their own, `LOCKBENCH_WATCH=per-holder`,
-/// so that the server's stream tells them apart by address.)
+/// redis-lock's are counted both ways: by its drivers' taps (the default) and on the wire,
+/// each holder on server connections of its own (the taps' are, and `LOCKBENCH_WATCH=per-holder`),
+/// so that the server's stream tells them apart by address. (redis-py on the wire's shared
+/// line, which its HELLO 3 must not leave.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plain_del_s_wrongful_deletes_are_attributed_at_the_server() {
     let _cpu = common::shared();
@@ -298,46 +312,55 @@ async fn a_plain_del_s_wrongful_deletes_are_attributed_at_the_server() {
     let mut admin = common::sync_conn(&server);
     let tmp = tempfile::tempdir().unwrap();
 
+    // By the drivers' taps (the default), and on the wire.
+    for (name, env) in [("tap", &[][..]), ("wire", &[PER_HOLDER][..])] {
+        let (s, commands) = evicted(
+            &server,
+            &mut admin,
+            "redis-lock",
+            &tmp.path().join(format!("rl-{name}")),
+            env,
+        );
+        assert_eq!(s["wrongful_deletes_source"], source_of(env), "{s}");
+        let wrongful = s["wrongful_deletes"].as_u64().unwrap();
+        assert!(
+            wrongful > 0,
+            "the negative control deletes others' locks: {s}"
+        );
+        let watch = &s["watch"];
+        let attributed = watch["attributed"].as_array().unwrap();
+        assert_eq!(attributed.len() as u64, wrongful, "{watch}");
+        for a in attributed {
+            let victim = a["victim"]
+                .as_u64()
+                .expect("every lock of the run is a holder's");
+            assert_ne!(a["deleter"].as_u64().unwrap(), victim, "{a}");
+            assert!(a["key"].as_str().unwrap().starts_with("lock."), "{a}");
+        }
+        let (getdels, of_others) = replay(&commands);
+        assert_eq!(watch["getdels"].as_u64().unwrap(), getdels, "{watch}");
+        assert_eq!(
+            wrongful + watch["removals_outside_releases"].as_u64().unwrap(),
+            of_others,
+            "{s}"
+        );
+        // Each section's release is its own lock's, another's, or nothing: the vanished lock
+        // lets the next holder in, whose lock the release then deletes, and so on.
+        let of = |f: &str| s[f].as_u64().unwrap();
+        assert_eq!(
+            of("released") + wrongful + of("nothing_deleted"),
+            of("sections"),
+            "{s}"
+        );
+    }
+
     let (s, commands) = evicted(
         &server,
         &mut admin,
-        "redis-lock",
-        &tmp.path().join("rl"),
-        &[PER_HOLDER],
+        "redis-py",
+        &tmp.path().join("py"),
+        &[WIRE],
     );
-    assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
-    let wrongful = s["wrongful_deletes"].as_u64().unwrap();
-    assert!(
-        wrongful > 0,
-        "the negative control deletes others' locks: {s}"
-    );
-    let watch = &s["watch"];
-    let attributed = watch["attributed"].as_array().unwrap();
-    assert_eq!(attributed.len() as u64, wrongful, "{watch}");
-    for a in attributed {
-        let victim = a["victim"]
-            .as_u64()
-            .expect("every lock of the run is a holder's");
-        assert_ne!(a["deleter"].as_u64().unwrap(), victim, "{a}");
-        assert!(a["key"].as_str().unwrap().starts_with("lock."), "{a}");
-    }
-    let (getdels, of_others) = replay(&commands);
-    assert_eq!(watch["getdels"].as_u64().unwrap(), getdels, "{watch}");
-    assert_eq!(
-        wrongful + watch["removals_outside_releases"].as_u64().unwrap(),
-        of_others,
-        "{s}"
-    );
-    // Each section's release is its own lock's, another's, or nothing: the vanished lock
-    // lets the next holder in, whose lock the release then deletes, and so on.
-    let of = |f: &str| s[f].as_u64().unwrap();
-    assert_eq!(
-        of("released") + wrongful + of("nothing_deleted"),
-        of("sections"),
-        "{s}"
-    );
-
-    let (s, commands) = evicted(&server, &mut admin, "redis-py", &tmp.path().join("py"), &[]);
     assert_eq!(s["wrongful_deletes_source"], FROM_SERVER, "{s}");
     // redis-py 8 (HELLO 3, CLIENT MAINT_NOTIFICATIONS that Redis 7 refuses) stays on the line.
     assert_eq!(setters(&commands).len(), 1, "{s}");
@@ -418,17 +441,15 @@ async fn a_user_who_may_not_run_getdel_keeps_its_library_s_dels() {
 
     let (s, commands) = run("all");
     assert_eq!(s["errors"], 0, "{s}");
-    assert_eq!(
-        s["wrongful_deletes_source"], "server (GETDEL through lockbench's watch)",
-        "{s}"
-    );
+    assert_eq!(s["wrongful_deletes_source"], FROM_TAP, "{s}");
     assert!(replay(&commands).0 > 0, "the watch's GETDELs: {s}");
     server.stop().await;
 }
 
 /// A server given as a Unix socket (`--redis unix://…?db=N&pass=…`, redis-rs's form) reaches a
 /// Python and a Node library in the drivers' form (`password=`): the run works, its wrongful
-/// deletes come from the timeline (the watch forwards to TCP addresses, and says so), and the
+/// deletes come from the server through the drivers' taps (a watch on the wire would forward
+/// to TCP addresses only), and the
 /// password is printed and written nowhere (that each driver honours `db=` is
 /// drivers/conformance.py's `unix` check).
 #[tokio::test]
@@ -463,8 +484,8 @@ async fn a_library_reaches_a_server_given_as_a_unix_socket() {
         let s = common::summaries(&dir)[0].clone();
         assert_eq!(s["sections"], 20, "{lib}: {s}");
         assert_eq!(s["errors"], 0, "{lib}: {s}");
-        let source = s["wrongful_deletes_source"].as_str().unwrap();
-        assert!(source.contains("Unix socket"), "{lib}: {source}");
+        // The drivers' taps need no address to forward to: the server's own word.
+        assert_eq!(s["wrongful_deletes_source"], FROM_TAP, "{lib}: {s}");
         for f in std::fs::read_dir(&dir).unwrap() {
             let f = f.unwrap().path();
             if f.is_file() {

@@ -130,13 +130,18 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
             return None;
         };
         let replied_us = rec.now_us();
-        let (id, token, held_at) = match entered {
+        let (id, token, held_at, seen) = match entered {
             Err(e) => {
                 client.fail(e.to_string());
                 self.name_buf = name;
                 return None;
             }
-            Ok(Entered::Held { id, token, held_at }) => (id, token, held_at),
+            Ok(Entered::Held {
+                id,
+                token,
+                held_at,
+                seen,
+            }) => (id, token, held_at, seen),
             Ok(Entered::NotAcquired {
                 outcome,
                 error,
@@ -180,10 +185,13 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         rec.ok();
         self.failures = 0;
         lib.open = Some(id);
-        // A token the library reports (a script's acquire the watch cannot read) is the
-        // holder's value too.
-        if let (Some(ledger), Some(t)) = (&client.ledger, &token) {
-            ledger.set(lib.holder, &client.lock_key(&name), t.as_bytes());
+        // What the driver's tap saw (the lock's `SET`), and a token the library reports (a
+        // script's acquire neither the tap nor the watch can read), are the holder's values.
+        if let Some(ledger) = &client.ledger {
+            ledger.tapped(lib.holder, &seen);
+            if let Some(t) = &token {
+                ledger.set(lib.holder, &client.lock_key(&name), t.as_bytes());
+            }
         }
         // The tracker opens it in arrival order (at the stamp, or just after the key's last
         // event); the row has the stamp, and the summary's overlap the rows' intervals.
@@ -258,8 +266,12 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         self.lib_events = (left.extended, left.lost);
         // The driver read the `leave` after lockbench wrote it; the lock was held until then.
         lib.left_us = left.leave_at.map(|at| rec.us_at(at));
-        // The watch noted the removal before the library had its reply.
-        let removed = client.ledger.as_ref().map(|l| l.release(lib.holder, key));
+        // The watch noted the removal before the library had its reply; the driver's tap
+        // tells it on the reply.
+        let removed = client.ledger.as_ref().map(|l| {
+            l.tapped(lib.holder, &left.seen);
+            l.release(lib.holder, key)
+        });
         let no_del = left
             .detail
             .as_deref()
