@@ -231,7 +231,10 @@ const NODE_REDIS_TAPS = new Map(); // holder (null: protocol 1's one holder) -> 
 function tapNodeRedis(tap, holder) {
   if (!tapNodeRedis.done) {
     tapNodeRedis.done = true;
-    const Queue = require('@redis/client/dist/lib/client/commands-queue').default;
+    // The copy `redis` itself loads (a second copy elsewhere in node_modules would be tapped
+    // for nothing).
+    const from = { paths: [path.dirname(require.resolve('redis'))] };
+    const Queue = require(require.resolve('@redis/client/dist/lib/client/commands-queue', from)).default;
     const addCommand = Queue.prototype.addCommand;
     Queue.prototype.addCommand = function (args, options) {
       const h = HOLDER.getStore();
@@ -641,7 +644,8 @@ class Driver {
     let heldSignal;
     s.heldPromise = new Promise((resolve) => { heldSignal = resolve; });
     this.sections.set(id, s);
-    s.done = this.sectionRun(a, id, key, ttl, wait, s, heldSignal).then((r) => this.send(r));
+    // A section its holder's goodbye leaves has no reply: the goodbye's is the last line.
+    s.done = this.sectionRun(a, id, key, ttl, wait, s, heldSignal).then((r) => { if (!this.closing) this.send(r); });
     // The next request is served once the section is held (or over): a section stays open
     // while block, acquire, ... are served, until its leave.
     await Promise.race([s.heldPromise, s.done]);
@@ -771,6 +775,7 @@ class Driver {
   }
 
   async shutdown() {
+    this.closing = true;
     const open = [...this.sections.values()];
     for (const s of open) if (s.leave) s.leave();
     await Promise.allSettled(open.map((s) => s.done));
@@ -869,10 +874,12 @@ async function main() {
     const o = { driver: new Driver(lib, h), inbox: new Inbox() };
     o.done = HOLDER.run(h, async () => {
       const bye = await serve(o.driver, o.inbox);
+      if (hosted.get(h) === o) hosted.delete(h);
+      // Sections left, locks released and connections closed before the reply, which carries
+      // what the tap saw of those releases: after it, nothing more is read.
+      await o.driver.shutdown();
       if (bye !== null) o.driver.send({ id: bye, outcome: 'ok' });
       o.driver.quiet = true;
-      if (hosted.get(h) === o) hosted.delete(h);
-      await o.driver.shutdown();
     });
     hosted.set(h, o);
     return o;
@@ -891,11 +898,13 @@ async function main() {
 
   const byeId = await serve(d, inbox);
   rl.close();
-  if (byeId !== null) d.send({ id: byeId, outcome: 'ok' });
-  quiet = true; // open sections are left and held locks released without further replies
+  // Open sections left and held locks released before the reply (it carries what the tap saw
+  // of them); then nothing more is written.
   const rest = [...hosted.values()];
   for (const o of rest) o.inbox.end();
   await Promise.allSettled([d.shutdown(), ...rest.map((o) => o.done)]);
+  if (byeId !== null) d.send({ id: byeId, outcome: 'ok' });
+  quiet = true;
   process.exit(0);
 }
 

@@ -256,7 +256,7 @@ class Adapter:
             kw["socket_timeout"] = timeout / 1000
             kw["socket_connect_timeout"] = timeout / 1000
         self.tap = None
-        if options.get("tap") is not None:
+        if "tap" in options:
             if cluster:
                 raise Refused("options.tap: a cluster client follows the nodes' own addresses; the tap is for one server or independent ones")
             self.tap = Tap(options["tap"])
@@ -581,16 +581,20 @@ class Driver:
         self.adapter = None
         self.sections = {}  # id -> dict(lock, t0, held, lost)
         self.held = {}  # key -> lock (explicit acquire)
+        self._send_lock = threading.Lock()
 
     def send(self, obj: dict) -> None:
         if self.holder is not None:
             obj["holder"] = self.holder
-        # What the tap saw leaves on the holder's next line (before the reply it led to).
+        # What the tap saw leaves on the holder's next line (before the reply it led to). Taken
+        # and written under one lock: a library thread's event must not take a release's
+        # removal and be written after that release's reply.
         tap = self.adapter.tap if self.adapter is not None else None
-        seen = tap.take() if tap is not None else None
-        if seen:
-            obj["seen"] = seen
-        send(obj)
+        with self._send_lock:
+            seen = tap.take() if tap is not None else None
+            if seen:
+                obj["seen"] = seen
+            send(obj)
 
     def busy_outcome(self, wait_ms):
         return "timeout" if wait_ms > 0 else "fail"
@@ -775,23 +779,35 @@ class Driver:
         return {"id": req["id"], "outcome": "ok", "t0_ns": t0, "t1_ns": now()}
 
     def op_bye(self, req):
+        # Sections left and locks released before the reply, which carries what the tap saw of
+        # those releases: after it, nothing more is read.
+        self.let_go()
         return {"id": req["id"], "outcome": "ok"}
 
     def shutdown(self):
         a = self.adapter
         if a is None:
             return
-        for s in list(self.sections.values()):
+        self.let_go()
+        a.close()
+
+    def let_go(self):
+        """Leaves the open sections and releases the held locks (each once)."""
+        a = self.adapter
+        if a is None:
+            return
+        sections, held = list(self.sections.values()), list(self.held.values())
+        self.sections, self.held = {}, {}
+        for s in sections:
             try:
                 a.leave(s["lock"])
             except Exception as e:  # noqa: BLE001
                 print(f"driver: leaving an open section at exit: {err_text(e)}", file=sys.stderr)
-        for lock in list(self.held.values()):
+        for lock in held:
             try:
                 a.release(lock)
             except Exception as e:  # noqa: BLE001
                 print(f"driver: releasing at exit: {err_text(e)}", file=sys.stderr)
-        a.close()
 
     def handle(self, line: str) -> bool:
         """Handles one line; returns False when the driver should exit."""

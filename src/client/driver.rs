@@ -661,8 +661,8 @@ impl Driver {
 
     /// Says goodbye (the driver releases what the holder holds and closes its connections);
     /// the last holder of a process to leave ends it (its stdin closed, then killed after a
-    /// second).
-    pub(crate) async fn bye(mut self) {
+    /// second). What the holder's tap saw last (those releases') is returned.
+    pub(crate) async fn bye(mut self) -> Vec<Tapped> {
         // A driver answers `bye` in milliseconds; one that does not (hung, or the one that
         // failed the variant) is not waited for past a second. A holder given up is not asked.
         if !self.inbox.is_closed()
@@ -679,6 +679,7 @@ impl Driver {
         if last {
             self.process.end().await;
         }
+        std::mem::take(&mut self.seen)
     }
 
     async fn send(&mut self, mut request: Value) -> Result<u64, DriverError> {

@@ -116,10 +116,13 @@ impl Holder {
 
     /// Says goodbye: a process releases what it holds and exits; rslock releases what it
     /// holds.
-    pub(crate) async fn bye(self) {
+    pub(crate) async fn bye(self) -> Vec<super::driver::Tapped> {
         match self {
             Holder::Process(d) => d.bye().await,
-            Holder::Rslock(mut r) => r.bye().await,
+            Holder::Rslock(mut r) => {
+                r.bye().await;
+                Vec::new()
+            }
         }
     }
 }

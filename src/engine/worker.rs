@@ -542,7 +542,8 @@ pub(crate) fn run_worker<C: LockConn, P: Pacer>(
             w.closed_loop().await;
         }
         if let Some(lib) = w.lib.take() {
-            lib.close().await;
+            let ledger = w.ctx.client.as_ref().and_then(|c| c.ledger.clone());
+            lib.close(ledger.as_deref()).await;
         }
     }
 }

@@ -318,7 +318,8 @@ struct Book {
     /// Wrongful deletes of a value no holder was known to have set when the release was
     /// judged, by index in `attributed`, with the value: a driver's tap tells a victim's `SET`
     /// on its own line, which can reach lockbench after the deleter's (two processes, or two
-    /// connections of one), so the victim is named at the tally.
+    /// connections of one), so the victim is named when that `SET` is told (or, failing that,
+    /// from the key's last values at the tally).
     unnamed: Vec<(usize, Vec<u8>)>,
 }
 
@@ -353,6 +354,19 @@ impl Ledger {
             vals.pop_front();
         }
         vals.push_back((value.to_vec(), holder));
+        // A wrongful delete of this value, judged before its setter's line came: named now,
+        // while the key's values still hold it.
+        if !b.unnamed.is_empty() {
+            let book = &mut *b;
+            book.unnamed.retain(|(at, v)| {
+                let a = &mut book.attributed[*at];
+                let named = v == value && a.key == key && a.deleter != holder;
+                if named {
+                    a.victim = Some(holder);
+                }
+                !named
+            });
+        }
     }
 
     /// What holder `holder`'s tap saw, in its driver process ([`crate::client::driver::Tapped`]),
@@ -813,8 +827,9 @@ mod tests {
     /// A driver's tap tells what its holder set and removed on the holder's own lines, which
     /// can reach lockbench in another order than the server ran them: holder 1's delete of
     /// holder 0's value, told before holder 0's `SET` was, is a wrongful delete at once (the
-    /// value is not holder 1's), its victim named at the tally; a holder's removal of its own
-    /// value is its release, and a delete that found nothing deleted nothing.
+    /// value is not holder 1's), its victim named when holder 0's `SET` is told — however many
+    /// values the key took since; a holder's removal of its own value is its release, and a
+    /// delete that found nothing deleted nothing.
     #[test]
     fn a_tap_s_removals_are_judged_whatever_order_the_lines_come_in() {
         use crate::client::driver::Tapped;
@@ -825,6 +840,11 @@ mod tests {
         ledger.tapped(1, &[t("set", Some("v1")), t("del", Some("v0"))]);
         assert!(matches!(ledger.release(1, "lb:k"), Some(Removed::Unknown)));
         ledger.tapped(0, &[t("set", Some("v0"))]);
+        // A busy key: more values set since than the key remembers (the victim is named as
+        // its value is told, not looked for at the tally).
+        for i in 0..=VALUES_PER_KEY {
+            ledger.tapped(5, &[t("set", Some(&format!("w{i}")))]);
+        }
         ledger.tapped(0, &[t("del", None)]);
         assert!(matches!(ledger.release(0, "lb:k"), Some(Removed::Nothing)));
         ledger.tapped(2, &[t("set", Some("v2")), t("del", Some("v2"))]);

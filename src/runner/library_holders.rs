@@ -296,7 +296,7 @@ pub(super) async fn start_drivers<K: Connector>(
     };
     if connector.hash_tags() && !keeps_hash_tag(&wrap) {
         for l in libs {
-            l.close().await;
+            l.close(None).await;
         }
         return Err(crate::exit::BadInput(format!(
             "client {name}: its key format `{format}` takes the lock's key out of the hash tag lockbench gives it on a cluster (`…:{{17}}`), so the lock and the protected resource's keys would not share a slot"

@@ -65,9 +65,13 @@ impl Library {
         &self.driver
     }
 
-    /// Says goodbye to the driver process.
-    pub(crate) async fn close(self) {
-        self.driver.bye().await;
+    /// Says goodbye to the driver process; what its tap saw of the holder's last releases
+    /// goes to `ledger`.
+    pub(crate) async fn close(self, ledger: Option<&crate::faults::watch::Ledger>) {
+        let seen = self.driver.bye().await;
+        if let Some(ledger) = ledger {
+            ledger.tapped(self.holder, &seen);
+        }
     }
 }
 
