@@ -100,16 +100,15 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         // the run's own end the reply is awaited: a driver that hangs is found by its patience.
         // Once the run's end has stopped the workers, a later Ctrl-C is looked for every
         // 100 ms (the stop's wake-up comes once).
-        let far = rec.now_us() + 86_400_000_000;
         let outcome = {
             let mut section = Box::pin(lib.driver.section(&name, ctx.ttl_ms, client.wait_ms));
             let mut halted = false;
             loop {
                 tokio::select! {
                     r = &mut section => break Some(r),
-                    // A halted pacer's sleep returns at once: after the stop, the real clock's
+                    // A halted pacer's wait returns at once: after the stop, the real clock's
                     // (a library runs only in real time).
-                    _ = self.pacer.sleep_until(far), if !halted => halted = true,
+                    () = self.pacer.until_halt(), if !halted => halted = true,
                     _ = tokio::time::sleep(std::time::Duration::from_millis(100)), if halted => {}
                 }
                 if halted && client.interrupted.load(Relaxed) {
@@ -180,10 +179,11 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         rec.ok();
         self.failures = 0;
         lib.open = Some(id);
+        client.to_lock_key(&mut name);
         // A token the library reports (a script's acquire the watch cannot read) is the
         // holder's value too.
         if let (Some(ledger), Some(t)) = (&client.ledger, &token) {
-            ledger.set(lib.holder, &client.lock_key(&name), t.as_bytes());
+            ledger.set(lib.holder, &name, t.as_bytes());
         }
         // The tracker opens it in arrival order (at the stamp, or just after the key's last
         // event); the row has the stamp, and the summary's overlap the rows' intervals.
@@ -195,7 +195,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         };
         Some(Held {
             key,
-            name: client.lock_key(&name),
+            name,
             token: token.unwrap_or_default(),
             first_attempt_us,
             set_sent_us,
