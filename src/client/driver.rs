@@ -363,8 +363,12 @@ fn parse_routing(line: &str) -> Option<Routing> {
 }
 
 fn parse<'a, T: serde::Deserialize<'a>>(line: &'a str) -> Option<T> {
-    // A struct would also take an array; the protocol's lines are objects.
-    if !line.trim_start().starts_with('{') {
+    // A struct would also take an array; the protocol's lines are objects. (JSON's own
+    // whitespace: a line led by other whitespace is refused by the parse anyway.)
+    if !line
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
         return None;
     }
     serde_json::from_str(line).ok()
@@ -429,17 +433,16 @@ impl Inbox {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a copy of `line` for the holder, unless the inbox is closed.
-    fn send_line(&self, line: &str) {
+    /// Queues `line` for the holder, unless the inbox is closed: the string itself, which
+    /// the reader swaps for the inbox's spare one to read its next line into (no copy).
+    fn send_line(&self, line: &mut String) {
         let waker = {
             let mut s = self.lock();
             if s.closed {
                 return;
             }
-            let mut text = s.spare.take().unwrap_or_default();
-            text.clear();
-            text.push_str(line);
-            s.push(Incoming::Line(text));
+            let spare = s.spare.take().unwrap_or_default();
+            s.push(Incoming::Line(std::mem::replace(line, spare)));
             s.waker.take()
         };
         if let Some(w) = waker {
@@ -628,7 +631,7 @@ impl Process {
 /// stdout closes every inbox.
 async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
     let broadcast = |what: String| tell(&routes, || Incoming::Broken(what.clone()));
-    // One string for every line: the inbox copies it to one of its own.
+    // The string the next line is read into: a line routed is swapped for its inbox's spare.
     let mut line = String::new();
     loop {
         match out.next_line_into(&mut line).await {
@@ -661,7 +664,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
         // A holder that left (or was given up) no longer reads its inbox.
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(inbox) = routes.as_ref().and_then(|r| r.get(&h)) {
-            inbox.send_line(&line);
+            inbox.send_line(&mut line);
         }
     }
     let ended = routes.lock().unwrap_or_else(|p| p.into_inner()).take();
