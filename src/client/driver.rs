@@ -153,15 +153,14 @@ impl LastWords {
     }
 }
 
-/// A line of the driver protocol as its holder reads it: the fields it looks at (not a whole
-/// `Value` tree: no map, no key strings — the line itself is kept for messages and for
-/// `hello`, read in full). A field present with `null` is present
-/// (`Some(Field::Other(Value::Null))`), as `m.get(..)` saw it.
+/// A line of the driver protocol as lockbench reads it: the fields it looks at, parsed once
+/// as the line arrives, by the reader of the process's stdout (not a whole `Value` tree: no
+/// map, no key strings — the line itself is kept for messages and for `hello`, read in full).
+/// A field present with `null` is present (`Some(Field::Null)`), as `m.get(..)` saw it.
 #[derive(Debug, Default, serde::Deserialize)]
 struct Msg {
-    /// Read by the router ([`Routing`]); declared here so that both refuse the same lines.
-    #[serde(default, rename = "holder", deserialize_with = "seen")]
-    _holder: Option<IgnoredAny>,
+    #[serde(default, deserialize_with = "present")]
+    holder: Option<Field>,
     #[serde(default, deserialize_with = "present")]
     id: Option<Field>,
     #[serde(default, deserialize_with = "present")]
@@ -185,18 +184,21 @@ struct Msg {
 }
 
 /// One field of a protocol line: a number or a text, the forms the protocol's fields take,
-/// read without a `Value` (whose strings are each an allocation: a line a holder a cycle,
-/// a thousand holders); anything else kept as the `Value` it is, for messages. What it says
-/// is what the `Value` said: [`Field::as_u64`], [`Field::as_str`] and [`Field::value`] are
-/// `Value`'s.
+/// read without a `Value` (whose strings are each an allocation: a line a holder a cycle, a
+/// thousand holders). Anything else is only noted (a message that shows it reads it from the
+/// line again: [`Field::value`]), so that a line is small on its way to its holder. What it
+/// says is what the `Value` said: [`Field::as_u64`], [`Field::as_str`] and [`Field::value`]
+/// are `Value`'s.
 #[derive(Debug, Clone, PartialEq)]
 enum Field {
     /// A JSON integer >= 0 that fits a `u64`.
     U64(u64),
     /// A JSON string; the protocol's words (`held`, `ok`…) without an allocation.
     Text(std::borrow::Cow<'static, str>),
-    /// Any other JSON value (`null` included), as a `Value` reads it.
-    Other(Value),
+    /// `null`.
+    Null,
+    /// Any other JSON value: a negative or fractional number, a boolean, an array, an object.
+    Other,
 }
 
 /// The words of the protocol's `event`, `outcome` and `kind`: read as `'static` text, not
@@ -217,8 +219,7 @@ impl Field {
     fn as_u64(&self) -> Option<u64> {
         match self {
             Field::U64(n) => Some(*n),
-            Field::Text(_) => None,
-            Field::Other(v) => v.as_u64(),
+            _ => None,
         }
     }
 
@@ -229,12 +230,17 @@ impl Field {
         }
     }
 
-    /// The field as the `Value` it is (for messages and the stamps' check).
-    fn value(&self) -> Value {
+    /// The field `name` of `line` (where it was read) as the `Value` it is, for messages and
+    /// the stamps' check; [`Field::Other`] is read from the line again.
+    fn value(&self, line: &str, name: &str) -> Value {
         match self {
             Field::U64(n) => Value::from(*n),
             Field::Text(t) => Value::from(t.as_ref()),
-            Field::Other(v) => v.clone(),
+            Field::Null => Value::Null,
+            Field::Other => serde_json::from_str::<Value>(line)
+                .ok()
+                .and_then(|mut v| v.get_mut(name).map(Value::take))
+                .unwrap_or_default(),
         }
     }
 
@@ -248,7 +254,7 @@ impl Field {
 
 impl<'de> serde::Deserialize<'de> for Field {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        use serde::de::IgnoredAny;
         struct Visit;
         impl<'de> serde::de::Visitor<'de> for Visit {
             type Value = Field;
@@ -258,16 +264,14 @@ impl<'de> serde::Deserialize<'de> for Field {
             fn visit_u64<E>(self, n: u64) -> Result<Field, E> {
                 Ok(Field::U64(n))
             }
-            fn visit_i64<E>(self, n: i64) -> Result<Field, E> {
-                Ok(Field::Other(Value::from(n)))
+            fn visit_i64<E>(self, _: i64) -> Result<Field, E> {
+                Ok(Field::Other)
             }
-            fn visit_f64<E>(self, n: f64) -> Result<Field, E> {
-                // As `Value` reads it: a float JSON cannot hold is `null`.
-                let n = serde_json::Number::from_f64(n);
-                Ok(Field::Other(n.map_or(Value::Null, Value::Number)))
+            fn visit_f64<E>(self, _: f64) -> Result<Field, E> {
+                Ok(Field::Other)
             }
-            fn visit_bool<E>(self, b: bool) -> Result<Field, E> {
-                Ok(Field::Other(Value::Bool(b)))
+            fn visit_bool<E>(self, _: bool) -> Result<Field, E> {
+                Ok(Field::Other)
             }
             fn visit_str<E>(self, t: &str) -> Result<Field, E> {
                 Ok(Field::text(t))
@@ -276,21 +280,21 @@ impl<'de> serde::Deserialize<'de> for Field {
                 Ok(Field::Text(std::borrow::Cow::Owned(t)))
             }
             fn visit_unit<E>(self) -> Result<Field, E> {
-                Ok(Field::Other(Value::Null))
+                Ok(Field::Null)
             }
             fn visit_none<E>(self) -> Result<Field, E> {
-                Ok(Field::Other(Value::Null))
+                Ok(Field::Null)
             }
             fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Field, D::Error> {
                 serde::Deserialize::deserialize(d)
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, a: A) -> Result<Field, A::Error> {
-                <Value as serde::Deserialize>::deserialize(SeqAccessDeserializer::new(a))
-                    .map(Field::Other)
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Field, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Field::Other)
             }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, a: A) -> Result<Field, A::Error> {
-                <Value as serde::Deserialize>::deserialize(MapAccessDeserializer::new(a))
-                    .map(Field::Other)
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Field, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Field::Other)
             }
         }
         d.deserialize_any(Visit)
@@ -315,54 +319,9 @@ fn take_text(v: &mut Option<Field>) -> Option<String> {
     }
 }
 
-/// A field that is there, whatever it holds (`null` included).
-fn seen<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<IgnoredAny>, D::Error> {
-    <IgnoredAny as serde::Deserialize>::deserialize(d).map(Some)
-}
-
-use serde::de::IgnoredAny;
-
-/// What the reader of a process's stdout reads of a line to route it: whose it is, and
-/// whether it is an event. Every field [`Msg`] reads is declared, so that a line is refused
-/// here exactly when [`Msg`] would refuse it (a field repeated); its holder reads the rest,
-/// into a [`Msg`] of its own. A line goes through the inbox as its text alone: a `Msg` a line
-/// moved through a thousand holders' queues (400 bytes each) cost more than its parse.
-#[derive(Debug, serde::Deserialize)]
-struct Routing {
-    #[serde(default, deserialize_with = "present")]
-    holder: Option<Field>,
-    #[serde(default, deserialize_with = "seen")]
-    event: Option<IgnoredAny>,
-    #[serde(default, rename = "id", deserialize_with = "seen")]
-    _id: Option<IgnoredAny>,
-    #[serde(default, rename = "outcome", deserialize_with = "seen")]
-    _outcome: Option<IgnoredAny>,
-    #[serde(default, rename = "token", deserialize_with = "seen")]
-    _token: Option<IgnoredAny>,
-    #[serde(default, rename = "error", deserialize_with = "seen")]
-    _error: Option<IgnoredAny>,
-    #[serde(default, rename = "kind", deserialize_with = "seen")]
-    _kind: Option<IgnoredAny>,
-    #[serde(default, rename = "detail", deserialize_with = "seen")]
-    _detail: Option<IgnoredAny>,
-    #[serde(default, rename = "t_ns", deserialize_with = "seen")]
-    _t_ns: Option<IgnoredAny>,
-    #[serde(default, rename = "leave_ns", deserialize_with = "seen")]
-    _leave_ns: Option<IgnoredAny>,
-}
-
 /// `line` read as one JSON object of the protocol (`None`: it is not one; a line whose object
 /// repeats a field lockbench reads is not one either).
 fn parse_msg(line: &str) -> Option<Msg> {
-    parse(line)
-}
-
-/// `line` read for its routing, refused as [`parse_msg`] refuses it.
-fn parse_routing(line: &str) -> Option<Routing> {
-    parse(line)
-}
-
-fn parse<'a, T: serde::Deserialize<'a>>(line: &'a str) -> Option<T> {
     // A struct would also take an array; the protocol's lines are objects. (JSON's own
     // whitespace: a line led by other whitespace is refused by the parse anyway.)
     if !line
@@ -375,10 +334,13 @@ fn parse<'a, T: serde::Deserialize<'a>>(line: &'a str) -> Option<T> {
 }
 
 /// What the process's stdout gave one of its holders.
+// `Line` is nearly every message, kept in place in its inbox: boxed, it would be an
+// allocation a line, which is what reading a line into a `Msg` saves.
+#[allow(clippy::large_enum_variant)]
 enum Incoming {
-    /// A reply or an event naming the holder: its line (in a string the holder gives back to
-    /// its inbox once read: [`Inbox::recycle`]), a protocol object (the reader checked).
-    Line(String),
+    /// A reply or an event naming the holder, and its line (in a string the holder gives back
+    /// to its inbox once read: [`Inbox::recycle`]).
+    Line(Msg, String),
     /// What is not the protocol, for every holder awaiting a reply.
     Broken(String),
     /// Its stdin could not be written (the process is gone, or closed it): how.
@@ -435,14 +397,14 @@ impl Inbox {
 
     /// Queues `line` for the holder, unless the inbox is closed: the string itself, which
     /// the reader swaps for the inbox's spare one to read its next line into (no copy).
-    fn send_line(&self, line: &mut String) {
+    fn send_line(&self, m: Msg, line: &mut String) {
         let waker = {
             let mut s = self.lock();
             if s.closed {
                 return;
             }
             let spare = s.spare.take().unwrap_or_default();
-            s.push(Incoming::Line(std::mem::replace(line, spare)));
+            s.push(Incoming::Line(m, std::mem::replace(line, spare)));
             s.waker.take()
         };
         if let Some(w) = waker {
@@ -642,7 +604,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
                 continue;
             }
         };
-        let m = match parse_routing(&line) {
+        let m = match parse_msg(&line) {
             Some(m) => m,
             None => {
                 broadcast(format!(
@@ -664,7 +626,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
         // A holder that left (or was given up) no longer reads its inbox.
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(inbox) = routes.as_ref().and_then(|r| r.get(&h)) {
-            inbox.send_line(&mut line);
+            inbox.send_line(m, &mut line);
         }
     }
     let ended = routes.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -868,7 +830,7 @@ impl Driver {
         if text(&m.event) == Some("held") {
             // A stamp outside the request and its reply is another clock's, or none at all: a
             // section timed by it would be wrong by an unknown amount, so the driver fails.
-            let t_ns = m.t_ns.as_ref().map(Field::value);
+            let t_ns = m.t_ns.as_ref().map(|f| f.value(&self.line, "t_ns"));
             let held_at =
                 clock::stamp_between(t_ns.as_ref(), "t_ns", asked, std::time::Instant::now())
                     .map_err(|why| {
@@ -897,7 +859,7 @@ impl Driver {
         })
         .await?;
         let mut m = self.reply(id, self.patience).await?;
-        let leave_ns = m.leave_ns.as_ref().map(Field::value);
+        let leave_ns = m.leave_ns.as_ref().map(|f| f.value(&self.line, "leave_ns"));
         let leave_at = clock::stamp_between(
             leave_ns.as_ref(),
             "leave_ns",
@@ -991,18 +953,10 @@ impl Driver {
                 Ok(Some(Incoming::Broken(what))) => return Err(self.error(what)),
                 Ok(Some(Incoming::Unwritable(how))) => return Err(self.died(&how).await),
                 Ok(None) => return Err(self.died("closed its stdout").await),
-                Ok(Some(Incoming::Line(line))) => {
+                Ok(Some(Incoming::Line(m, line))) => {
                     let read = std::mem::replace(&mut self.line, line);
                     self.inbox.recycle(read);
-                    // The reader read it as the protocol: this is that reading's twin.
-                    match parse_msg(&self.line) {
-                        Some(m) => m,
-                        None => {
-                            let what =
-                                format!("wrote what is not the protocol: {}", shorten(&self.line));
-                            return Err(self.error(what));
-                        }
-                    }
+                    m
                 }
             };
             let line = &self.line;
@@ -1013,7 +967,7 @@ impl Driver {
                 }
                 return Err(self.error(format!(
                     "answered request {} while request {id} was awaited: {}",
-                    m.id.as_ref().map_or(Value::Null, Field::value),
+                    m.id.as_ref().map_or(Value::Null, |f| f.value(line, "id")),
                     shorten(line)
                 )));
             }
@@ -1108,11 +1062,8 @@ mod tests {
         assert!(parse_msg(" {\"holder\": 3").is_none());
         let m = parse_msg(r#" {"holder": 3, "id": 7, "event": null, "token": 5, "x": [1]}"#)
             .expect("an object");
-        let r = parse_routing(r#" {"holder": 3, "id": 7, "event": null}"#).expect("an object");
-        assert_eq!(r.holder.as_ref().and_then(Field::as_u64), Some(3));
-        assert!(r.event.is_some(), "`null` is present");
+        assert_eq!(m.holder.as_ref().and_then(Field::as_u64), Some(3));
         for refused in ["[1, 2]", r#"{"holder": 1, "id": 2, "id": 3}"#, "{} x"] {
-            assert!(parse_routing(refused).is_none(), "{refused}");
             assert!(parse_msg(refused).is_none(), "{refused}");
         }
         assert_eq!(m.id.as_ref().and_then(Field::as_u64), Some(7));
@@ -1152,7 +1103,7 @@ mod tests {
                 continue;
             };
             let got = parse_msg(&line).expect(json).id.expect("present");
-            assert_eq!(got.value(), want, "{json}");
+            assert_eq!(got.value(&line, "id"), want, "{json}");
             assert_eq!(got.as_u64(), want.as_u64(), "{json}");
             assert_eq!(got.as_str(), want.as_str(), "{json}");
         }
