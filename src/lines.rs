@@ -60,15 +60,24 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
     /// of the stream. Cancel-safe, as `Lines::next_line` is: the line read so far is kept
     /// here, so a call dropped at its `await` (a timeout) loses nothing.
     pub(crate) async fn next_line(&mut self) -> Result<Option<String>, LineError> {
+        let mut line = String::new();
+        Ok(self.next_line_into(&mut line).await?.then_some(line))
+    }
+
+    /// [`Self::next_line`] into `out` (its text replaced; `false` at the end of the stream):
+    /// a reader of many lines reuses one string, not an allocation a line. Cancel-safe too:
+    /// `out` is written only once a line is whole.
+    pub(crate) async fn next_line_into(&mut self, out: &mut String) -> Result<bool, LineError> {
         loop {
             let buf = self.reader.fill_buf().await?;
             if buf.is_empty() {
                 if self.line.is_empty() || self.skipping {
                     self.skipping = false;
                     self.line.clear();
-                    return Ok(None);
+                    return Ok(false);
                 }
-                return Ok(Some(self.take()));
+                self.take(out);
+                return Ok(true);
             }
             let end = buf.iter().position(|&b| b == b'\n');
             let chunk = end.unwrap_or(buf.len());
@@ -90,18 +99,19 @@ impl<R: AsyncBufRead + Unpin> BoundedLines<R> {
             self.line.extend_from_slice(&buf[..chunk]);
             self.reader.consume(used);
             if end.is_some() {
-                return Ok(Some(self.take()));
+                self.take(out);
+                return Ok(true);
             }
         }
     }
 
-    fn take(&mut self) -> String {
+    fn take(&mut self, out: &mut String) {
         if self.line.last() == Some(&b'\r') {
             self.line.pop();
         }
-        let line = String::from_utf8_lossy(&self.line).into_owned();
+        out.clear();
+        out.push_str(&String::from_utf8_lossy(&self.line));
         self.line.clear();
-        line
     }
 }
 

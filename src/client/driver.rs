@@ -182,76 +182,325 @@ impl LastWords {
 }
 
 /// A line of the driver protocol as lockbench reads it: the fields it looks at, parsed once
-/// as the line arrives (not a whole `Value` tree: no map, no key strings — the line itself is
-/// kept for messages and for `hello`, read in full). A field present with `null` is present
-/// (`Some(Value::Null)`), as `m.get(..)` saw it.
+/// as the line arrives, by the reader of the process's stdout (not a whole `Value` tree: no
+/// map, no key strings — the line itself is kept for messages and for `hello`, read in full).
+/// A field present with `null` is present (`Some(Field::Null)`), as `m.get(..)` saw it.
 #[derive(Debug, Default, serde::Deserialize)]
 struct Msg {
     #[serde(default, deserialize_with = "present")]
-    holder: Option<Value>,
+    holder: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    id: Option<Value>,
+    id: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    event: Option<Value>,
+    event: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    outcome: Option<Value>,
+    outcome: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    token: Option<Value>,
+    token: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    error: Option<Value>,
+    error: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    kind: Option<Value>,
+    kind: Option<Field>,
     #[serde(default, deserialize_with = "present")]
-    detail: Option<Value>,
+    detail: Option<Field>,
     /// An event's stamp: CLOCK_MONOTONIC ns.
     #[serde(default, deserialize_with = "present")]
-    t_ns: Option<Value>,
+    t_ns: Option<Field>,
     /// A section's reply: when the driver read its `leave`, CLOCK_MONOTONIC ns.
     #[serde(default, deserialize_with = "present")]
-    leave_ns: Option<Value>,
+    leave_ns: Option<Field>,
     /// What the holder's tap saw since its last line.
     #[serde(default)]
     seen: Option<Vec<Tapped>>,
 }
 
+/// One field of a protocol line: a number or a text, the forms the protocol's fields take,
+/// read without a `Value` (whose strings are each an allocation: a line a holder a cycle, a
+/// thousand holders). Anything else is only noted (a message that shows it reads it from the
+/// line again: [`Field::value`]), so that a line is small on its way to its holder. What it
+/// says is what the `Value` said: [`Field::as_u64`], [`Field::as_str`] and [`Field::value`]
+/// are `Value`'s.
+#[derive(Debug, Clone, PartialEq)]
+enum Field {
+    /// A JSON integer >= 0 that fits a `u64`.
+    U64(u64),
+    /// A JSON string; the protocol's words (`held`, `ok`…) without an allocation.
+    Text(std::borrow::Cow<'static, str>),
+    /// `null`.
+    Null,
+    /// Any other JSON value: a negative or fractional number, a boolean, an array, an object.
+    Other,
+}
+
+/// The words of the protocol's `event`, `outcome` and `kind`: read as `'static` text, not
+/// copied (they come with every reply).
+const WORDS: &[&str] = &[
+    "held",
+    "ok",
+    "lost",
+    "extended",
+    "timeout",
+    "fail",
+    "error",
+    "not_owned",
+    "connection",
+];
+
+impl Field {
+    fn as_u64(&self) -> Option<u64> {
+        match self {
+            Field::U64(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Field::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The field `name` of `line` (where it was read) as the `Value` it is, for messages and
+    /// the stamps' check; [`Field::Other`] is read from the line again.
+    fn value(&self, line: &str, name: &str) -> Value {
+        match self {
+            Field::U64(n) => Value::from(*n),
+            Field::Text(t) => Value::from(t.as_ref()),
+            Field::Null => Value::Null,
+            Field::Other => serde_json::from_str::<Value>(line)
+                .ok()
+                .and_then(|mut v| v.get_mut(name).map(Value::take))
+                .unwrap_or_default(),
+        }
+    }
+
+    fn text(t: &str) -> Field {
+        match WORDS.iter().find(|w| **w == t) {
+            Some(w) => Field::Text(std::borrow::Cow::Borrowed(w)),
+            None => Field::Text(std::borrow::Cow::Owned(t.to_string())),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Field {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::IgnoredAny;
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Field;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Field, E> {
+                Ok(Field::U64(n))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Field, E> {
+                Ok(Field::Other)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Field, E> {
+                Ok(Field::Other)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Field, E> {
+                Ok(Field::Other)
+            }
+            fn visit_str<E>(self, t: &str) -> Result<Field, E> {
+                Ok(Field::text(t))
+            }
+            fn visit_string<E>(self, t: String) -> Result<Field, E> {
+                Ok(Field::Text(std::borrow::Cow::Owned(t)))
+            }
+            fn visit_unit<E>(self) -> Result<Field, E> {
+                Ok(Field::Null)
+            }
+            fn visit_none<E>(self) -> Result<Field, E> {
+                Ok(Field::Null)
+            }
+            fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Field, D::Error> {
+                serde::Deserialize::deserialize(d)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Field, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Field::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Field, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Field::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 /// A field that is there, `null` included.
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
-    <Value as serde::Deserialize>::deserialize(d).map(Some)
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Field>, D::Error> {
+    <Field as serde::Deserialize>::deserialize(d).map(Some)
 }
 
 /// A field's text, where it is a string.
-fn text(v: &Option<Value>) -> Option<&str> {
-    v.as_ref().and_then(Value::as_str)
+fn text(v: &Option<Field>) -> Option<&str> {
+    v.as_ref().and_then(Field::as_str)
 }
 
-/// A field's text as owned, where it is a string.
-fn owned(v: &Option<Value>) -> Option<String> {
-    text(v).map(str::to_string)
+/// A field's text, taken out of the line, where it is a string.
+fn take_text(v: &mut Option<Field>) -> Option<String> {
+    match v.take() {
+        Some(Field::Text(t)) => Some(t.into_owned()),
+        _ => None,
+    }
 }
 
 /// `line` read as one JSON object of the protocol (`None`: it is not one; a line whose object
 /// repeats a field lockbench reads is not one either).
 fn parse_msg(line: &str) -> Option<Msg> {
-    // A struct would also take an array; the protocol's lines are objects.
-    if !line.trim_start().starts_with('{') {
+    // A struct would also take an array; the protocol's lines are objects. (JSON's own
+    // whitespace: a line led by other whitespace is refused by the parse anyway.)
+    if !line
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
         return None;
     }
     serde_json::from_str(line).ok()
 }
 
 /// What the process's stdout gave one of its holders.
+// `Line` is nearly every message, kept in place in its inbox: boxed, it would be an
+// allocation a line, which is what reading a line into a `Msg` saves.
+#[allow(clippy::large_enum_variant)]
 enum Incoming {
-    /// A reply or an event naming the holder.
-    Line(Box<Msg>, String),
+    /// A reply or an event naming the holder, and its line (in a string the holder gives back
+    /// to its inbox once read: [`Inbox::recycle`]).
+    Line(Msg, String),
     /// What is not the protocol, for every holder awaiting a reply.
     Broken(String),
     /// Its stdin could not be written (the process is gone, or closed it): how.
     Unwritable(String),
 }
 
+/// A holder's inbox: what its process's stdout gave it, in order, until it is closed (the
+/// holder left, or stdout ended). A queue under a lock and the waker of the holder awaiting
+/// it, not a tokio mpsc channel per holder: a channel's blocks of 32 slots, allocated and
+/// freed as a thousand holders' replies pass through them, were a sixth of lockbench's CPU
+/// per lock cycle (profiled at 1,000 holders); a holder has one request in flight, so its
+/// queue holds a line or two.
+#[derive(Default)]
+struct Inbox {
+    state: Mutex<InboxState>,
+}
+
+#[derive(Default)]
+struct InboxState {
+    /// The oldest message, kept in place: a holder's inbox holds one message nearly always,
+    /// and one cache line less a message matters at a thousand holders.
+    first: Option<Incoming>,
+    /// The messages after `first`.
+    more: VecDeque<Incoming>,
+    /// The holder awaiting its next line, woken when one comes (or the inbox closes).
+    waker: Option<std::task::Waker>,
+    /// Nothing more comes: what is queued is still read, then the end.
+    closed: bool,
+    /// The string of a line the holder has read, for the next line: a holder's lines cost
+    /// no allocation each (a hundred lines read in one go, allocated there and freed as their
+    /// holders run, took glibc's slow path).
+    spare: Option<String>,
+}
+
+impl InboxState {
+    fn push(&mut self, m: Incoming) {
+        if self.first.is_none() && self.more.is_empty() {
+            self.first = Some(m);
+        } else {
+            self.more.push_back(m);
+        }
+    }
+
+    fn pop(&mut self) -> Option<Incoming> {
+        self.first.take().or_else(|| self.more.pop_front())
+    }
+}
+
+impl Inbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, InboxState> {
+        // Nothing panics while holding it.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues `line` for the holder, unless the inbox is closed: the string itself, which
+    /// the reader swaps for the inbox's spare one to read its next line into (no copy).
+    fn send_line(&self, m: Msg, line: &mut String) {
+        let waker = {
+            let mut s = self.lock();
+            if s.closed {
+                return;
+            }
+            let spare = s.spare.take().unwrap_or_default();
+            s.push(Incoming::Line(m, std::mem::replace(line, spare)));
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// The string of a line the holder has read, for a later line.
+    fn recycle(&self, line: String) {
+        self.lock().spare.get_or_insert(line);
+    }
+
+    /// Queues `m` for the holder, unless the inbox is closed (a holder that left reads no more).
+    fn send(&self, m: Incoming) {
+        let waker = {
+            let mut s = self.lock();
+            if s.closed {
+                return;
+            }
+            s.push(m);
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Nothing more is queued; the holder reads what is, then the end.
+    fn close(&self) {
+        let waker = {
+            let mut s = self.lock();
+            s.closed = true;
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.lock().closed
+    }
+
+    /// The next message; `None` once the inbox is closed and read. Cancel-safe: a message is
+    /// taken only when it is returned.
+    fn recv(&self) -> impl std::future::Future<Output = Option<Incoming>> + '_ {
+        std::future::poll_fn(|cx| {
+            let mut s = self.lock();
+            if let Some(m) = s.pop() {
+                return std::task::Poll::Ready(Some(m));
+            }
+            if s.closed {
+                return std::task::Poll::Ready(None);
+            }
+            if !s.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                s.waker = Some(cx.waker().clone());
+            }
+            std::task::Poll::Pending
+        })
+    }
+}
+
 /// Where a process's stdout lines go: each holder's inbox, by the `holder` its lines carry.
 /// `None` once stdout ended: a holder joining then finds the process gone.
-type Routes = Arc<Mutex<Option<HashMap<u64, tokio::sync::mpsc::UnboundedSender<Incoming>>>>>;
+type Routes = Arc<Mutex<Option<HashMap<u64, Arc<Inbox>>>>>;
 
 /// A running driver process and the holders it hosts (protocol 2: every line names its
 /// holder). One task reads its stdout and hands each line to its holder's inbox; another
@@ -375,10 +624,12 @@ impl Process {
 /// stdout closes every inbox.
 async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
     let broadcast = |what: String| tell(&routes, || Incoming::Broken(what.clone()));
+    // The string the next line is read into: a line routed is swapped for its inbox's spare.
+    let mut line = String::new();
     loop {
-        let line = match out.next_line().await {
-            Ok(Some(l)) => l,
-            Ok(None) | Err(LineError::Io(_)) => break,
+        match out.next_line_into(&mut line).await {
+            Ok(true) => {}
+            Ok(false) | Err(LineError::Io(_)) => break,
             Err(e @ LineError::TooLong(_)) => {
                 broadcast(format!("{e}: not the protocol"));
                 continue;
@@ -394,7 +645,7 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
                 continue;
             }
         };
-        let Some(h) = m.holder.as_ref().and_then(Value::as_u64) else {
+        let Some(h) = m.holder.as_ref().and_then(Field::as_u64) else {
             if m.event.is_none() {
                 broadcast(format!(
                     "answered without naming a holder: {}",
@@ -405,18 +656,21 @@ async fn route(mut out: BoundedLines<BufReader<ChildStdout>>, routes: Routes) {
         };
         // A holder that left (or was given up) no longer reads its inbox.
         let routes = routes.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = routes.as_ref().and_then(|r| r.get(&h)) {
-            let _ = tx.send(Incoming::Line(Box::new(m), line));
+        if let Some(inbox) = routes.as_ref().and_then(|r| r.get(&h)) {
+            inbox.send_line(m, &mut line);
         }
     }
-    routes.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let ended = routes.lock().unwrap_or_else(|p| p.into_inner()).take();
+    for inbox in ended.iter().flat_map(HashMap::values) {
+        inbox.close();
+    }
 }
 
 /// Tells every holder of a process what went wrong with it.
 fn tell(routes: &Routes, what: impl Fn() -> Incoming) {
     if let Some(r) = routes.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
-        for tx in r.values() {
-            let _ = tx.send(what());
+        for inbox in r.values() {
+            inbox.send(what());
         }
     }
 }
@@ -430,7 +684,9 @@ pub(crate) struct Driver {
     holder: u64,
     process: Arc<Process>,
     /// The lines of the process's stdout that name this holder.
-    inbox: tokio::sync::mpsc::UnboundedReceiver<Incoming>,
+    inbox: Arc<Inbox>,
+    /// The last line read from the inbox (for messages, and `hello`'s reply read in full).
+    line: String,
     next_id: u64,
     /// How long a reply may take beyond the request's own wait.
     patience: Duration,
@@ -477,13 +733,13 @@ impl Driver {
             Some(pid) => format!("{client} (holder {holder}, pid {pid})"),
             None => format!("{client} (holder {holder})"),
         };
-        let (tx, inbox) = tokio::sync::mpsc::unbounded_channel();
+        let inbox = Arc::new(Inbox::default());
         let joined = process
             .routes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .as_mut()
-            .map(|r| r.insert(holder as u64, tx))
+            .map(|r| r.insert(holder as u64, inbox.clone()))
             .is_some();
         process
             .live
@@ -493,6 +749,7 @@ impl Driver {
             holder: holder as u64,
             process,
             inbox,
+            line: String::new(),
             next_id: 0,
             patience,
             hello: Value::Null,
@@ -514,7 +771,7 @@ impl Driver {
                          "options": options}),
             )
             .await?;
-        let (reply, line) = d.reply(id, Duration::from_secs(30)).await?;
+        let reply = d.reply(id, Duration::from_secs(30)).await?;
         if text(&reply.outcome) != Some("ok") {
             return Err(DriverError {
                 refused: true,
@@ -525,7 +782,7 @@ impl Driver {
             });
         }
         // The greeting is read in full (library, version, capabilities, key format).
-        d.hello = serde_json::from_str(&line).unwrap_or_default();
+        d.hello = serde_json::from_str(&d.line).unwrap_or_default();
         // A driver that left its tap out would leave every delete unattributed, unseen.
         if recipe.tap.is_some() && d.hello.get("tap") != Some(&Value::Bool(true)) {
             return Err(d.error(
@@ -597,51 +854,60 @@ impl Driver {
         self.extended = 0;
         let id = self.next_id;
         self.next_id += 1;
-        // The line written directly (the fields in the order a `Value` writes them): a
-        // request a cycle is worth no map.
-        let line = format!(
-            "{{\"holder\":{},\"id\":{id},\"key\":{},\"op\":\"section\",\"ttl_ms\":{ttl_ms},\"wait_ms\":{wait_ms}}}\n",
-            self.holder,
-            Value::from(key)
-        );
+        let holder = self.holder;
         // Read before the line goes out: the driver may read it before the write returns.
         let asked = std::time::Instant::now();
-        self.write_line(line).await?;
+        // The line written directly into the process's queue (the fields in the order a
+        // `Value` writes them): a request a cycle is worth no map, and no string of its own.
+        self.write_with(|b| {
+            use std::io::Write;
+            // Writes to a `Vec` do not fail.
+            let _ = write!(b, "{{\"holder\":{holder},\"id\":{id},\"key\":");
+            let _ = serde_json::to_writer(&mut *b, key);
+            let _ = writeln!(
+                b,
+                ",\"op\":\"section\",\"ttl_ms\":{ttl_ms},\"wait_ms\":{wait_ms}}}"
+            );
+        })
+        .await?;
         let limit = Duration::from_millis(wait_ms) + self.patience;
-        let (m, _) = self.reply_or_event(id, limit, "held").await?;
+        let mut m = self.reply_or_event(id, limit, "held").await?;
         if text(&m.event) == Some("held") {
             // A stamp outside the request and its reply is another clock's, or none at all: a
             // section timed by it would be wrong by an unknown amount, so the driver fails.
+            let t_ns = m.t_ns.as_ref().map(|f| f.value(&self.line, "t_ns"));
             let held_at =
-                clock::stamp_between(m.t_ns.as_ref(), "t_ns", asked, std::time::Instant::now())
+                clock::stamp_between(t_ns.as_ref(), "t_ns", asked, std::time::Instant::now())
                     .map_err(|why| {
                         self.error(format!("its `held` event for request {id} {why}"))
                     })?;
             return Ok(Entered::Held {
                 id,
-                token: owned(&m.token),
+                token: take_text(&mut m.token),
                 held_at,
                 seen: std::mem::take(&mut self.seen),
             });
         }
         Ok(Entered::NotAcquired {
             outcome: text(&m.outcome).unwrap_or("error").to_string(),
-            error: owned(&m.error),
-            kind: owned(&m.kind),
+            error: take_text(&mut m.error),
+            kind: take_text(&mut m.kind),
         })
     }
 
     /// Leaves section `id`: the library releases.
     pub(crate) async fn leave(&mut self, id: u64) -> Result<Left, DriverError> {
-        let line = format!(
-            "{{\"holder\":{},\"id\":{id},\"op\":\"leave\"}}\n",
-            self.holder
-        );
+        let holder = self.holder;
         let asked = std::time::Instant::now();
-        self.write_line(line).await?;
-        let (m, _) = self.reply(id, self.patience).await?;
+        self.write_with(|b| {
+            use std::io::Write;
+            let _ = writeln!(b, "{{\"holder\":{holder},\"id\":{id},\"op\":\"leave\"}}");
+        })
+        .await?;
+        let mut m = self.reply(id, self.patience).await?;
+        let leave_ns = m.leave_ns.as_ref().map(|f| f.value(&self.line, "leave_ns"));
         let leave_at = clock::stamp_between(
-            m.leave_ns.as_ref(),
+            leave_ns.as_ref(),
             "leave_ns",
             asked,
             std::time::Instant::now(),
@@ -650,9 +916,9 @@ impl Driver {
         Ok(Left {
             leave_at,
             outcome: text(&m.outcome).unwrap_or("error").to_string(),
-            error: owned(&m.error),
-            kind: owned(&m.kind),
-            detail: owned(&m.detail),
+            error: take_text(&mut m.error),
+            kind: take_text(&mut m.kind),
+            detail: take_text(&mut m.detail),
             lost: self.lost,
             extended: self.extended,
             seen: std::mem::take(&mut self.seen),
@@ -699,14 +965,20 @@ impl Driver {
 
     /// Queues one request line (ending in `\n`) for the process's writer.
     async fn write_line(&mut self, line: String) -> Result<(), DriverError> {
-        match self.process.out.queue(&line) {
+        self.write_with(|b| b.extend_from_slice(line.as_bytes()))
+            .await
+    }
+
+    /// Queues the request line `write` appends (ending in `\n`) for the process's writer.
+    async fn write_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), DriverError> {
+        match self.process.out.queue_with(write) {
             Ok(()) => Ok(()),
             Err(why) => Err(self.died(&why).await),
         }
     }
 
     /// The reply to `id`, counting the events that come before it.
-    async fn reply(&mut self, id: u64, limit: Duration) -> Result<(Box<Msg>, String), DriverError> {
+    async fn reply(&mut self, id: u64, limit: Duration) -> Result<Msg, DriverError> {
         self.reply_or_event(id, limit, "").await
     }
 
@@ -716,10 +988,10 @@ impl Driver {
         id: u64,
         limit: Duration,
         event: &str,
-    ) -> Result<(Box<Msg>, String), DriverError> {
+    ) -> Result<Msg, DriverError> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let (m, line) = match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
+            let m = match tokio::time::timeout_at(deadline, self.inbox.recv()).await {
                 Err(_) => {
                     return Err(self.error(format!(
                         "stopped answering: no reply to request {id} within {} ms",
@@ -729,33 +1001,38 @@ impl Driver {
                 Ok(Some(Incoming::Broken(what))) => return Err(self.error(what)),
                 Ok(Some(Incoming::Unwritable(how))) => return Err(self.died(&how).await),
                 Ok(None) => return Err(self.died("closed its stdout").await),
-                Ok(Some(Incoming::Line(m, line))) => (m, line),
+                Ok(Some(Incoming::Line(m, line))) => {
+                    let read = std::mem::replace(&mut self.line, line);
+                    self.inbox.recycle(read);
+                    m
+                }
             };
             let mut m = m;
             // What the tap saw is the holder's, whichever request or event the line is.
             if let Some(seen) = m.seen.take() {
                 self.seen.extend(seen);
             }
-            if m.id.as_ref().and_then(Value::as_u64) != Some(id) {
+            let line = &self.line;
+            if m.id.as_ref().and_then(Field::as_u64) != Some(id) {
                 // An event of a section already left, from a library timer: not this request's.
                 if m.event.is_some() {
                     continue;
                 }
                 return Err(self.error(format!(
                     "answered request {} while request {id} was awaited: {}",
-                    m.id.as_ref().unwrap_or(&Value::Null),
-                    shorten(&line)
+                    m.id.as_ref().map_or(Value::Null, |f| f.value(line, "id")),
+                    shorten(line)
                 )));
             }
             match text(&m.event) {
-                Some(e) if e == event => return Ok((m, line)),
+                Some(e) if e == event => return Ok(m),
                 Some("lost") => self.lost += 1,
                 Some("extended") => self.extended += 1,
                 Some(_) => {}
-                None if m.outcome.is_some() => return Ok((m, line)),
+                None if m.outcome.is_some() => return Ok(m),
                 None => {
                     return Err(
-                        self.error(format!("replied without an outcome: {}", shorten(&line)))
+                        self.error(format!("replied without an outcome: {}", shorten(line)))
                     );
                 }
             }
@@ -838,15 +1115,51 @@ mod tests {
         assert!(parse_msg(" {\"holder\": 3").is_none());
         let m = parse_msg(r#" {"holder": 3, "id": 7, "event": null, "token": 5, "x": [1]}"#)
             .expect("an object");
-        assert_eq!(m.holder.as_ref().and_then(Value::as_u64), Some(3));
-        assert_eq!(m.id.as_ref().and_then(Value::as_u64), Some(7));
+        assert_eq!(m.holder.as_ref().and_then(Field::as_u64), Some(3));
+        for refused in ["[1, 2]", r#"{"holder": 1, "id": 2, "id": 3}"#, "{} x"] {
+            assert!(parse_msg(refused).is_none(), "{refused}");
+        }
+        assert_eq!(m.id.as_ref().and_then(Field::as_u64), Some(7));
         assert!(m.event.is_some(), "`null` is present");
         assert_eq!(text(&m.event), None);
         assert_eq!(text(&m.token), None, "a number is no token");
         assert!(m.outcome.is_none());
         let m = parse_msg(r#"{"id": 1, "outcome": "ok", "detail": "DEL returned 1"}"#).unwrap();
         assert_eq!(text(&m.outcome), Some("ok"));
-        assert_eq!(owned(&m.detail).as_deref(), Some("DEL returned 1"));
+        assert_eq!(text(&m.detail), Some("DEL returned 1"));
+    }
+
+    /// Every JSON value a field may hold reads as the `Value` it is: numbers of every kind,
+    /// texts with escapes and the protocol's words, `null`, booleans, arrays and objects.
+    #[test]
+    fn a_field_is_the_value_it_holds() {
+        for json in [
+            "7",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-3",
+            "1.5",
+            "1e400",
+            r#""held""#,
+            r#""ok""#,
+            r#""a \"quoted\" text\n""#,
+            r#""héllo""#,
+            "null",
+            "true",
+            "[1, \"two\", null]",
+            r#"{"a": {"b": [1.5]}}"#,
+        ] {
+            let line = format!(r#"{{"holder": 1, "id": {json}}}"#);
+            // A value `Value` refuses (a number past f64's range) makes no line either.
+            let Ok(want) = serde_json::from_str::<Value>(json) else {
+                assert!(parse_msg(&line).is_none(), "{json}");
+                continue;
+            };
+            let got = parse_msg(&line).expect(json).id.expect("present");
+            assert_eq!(got.value(&line, "id"), want, "{json}");
+            assert_eq!(got.as_u64(), want.as_u64(), "{json}");
+            assert_eq!(got.as_str(), want.as_str(), "{json}");
+        }
     }
 
     /// What a holder's tap saw rides on its line: a set with its value, a delete with the value

@@ -27,7 +27,15 @@ struct OutState {
 
 impl Outgoing {
     /// Queues `line` (ending in `\n`); `Err` says why it cannot go (closed, or a failed write).
+    #[cfg(test)]
     pub(super) fn queue(&self, line: &str) -> Result<(), String> {
+        self.queue_with(|lines| lines.extend_from_slice(line.as_bytes()))
+    }
+
+    /// Queues the line `write` appends to the queued bytes (ending in `\n`): a request written
+    /// in place, not formatted into a string of its own first (two a lock cycle a holder).
+    /// `Err` says why it cannot go (closed, or a failed write).
+    pub(super) fn queue_with(&self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), String> {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(why) = &s.failed {
             return Err(why.clone());
@@ -36,7 +44,7 @@ impl Outgoing {
             return Err("cannot be written to (its input was closed)".into());
         }
         let first = s.lines.is_empty();
-        s.lines.extend_from_slice(line.as_bytes());
+        write(&mut s.lines);
         drop(s);
         if first {
             self.ready.notify_one();

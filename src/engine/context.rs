@@ -133,6 +133,13 @@ impl ClientCtx {
         format!("{}{name}{}", self.wrap.0, self.wrap.1)
     }
 
+    /// [`Self::lock_key`] in place: `name` becomes the key the library writes (a worker's
+    /// reused string, no allocation a section).
+    pub(crate) fn to_lock_key(&self, name: &mut String) {
+        name.insert_str(0, &self.wrap.0);
+        name.push_str(&self.wrap.1);
+    }
+
     /// Records a driver's failure (the first one is kept) and stops the variant's workers.
     pub(crate) fn fail(&self, why: String) {
         let mut f = self.failed.lock().unwrap_or_else(|p| p.into_inner());

@@ -36,6 +36,13 @@ pub(crate) trait Pacer: Send + 'static {
     fn halt(&self) -> Halt;
     /// Sleeps until `t_us`; `false` when the run stops first.
     fn sleep_until(&mut self, t_us: u64) -> impl Future<Output = bool> + Send;
+    /// Returns once the run stops (at once when it has): what a wait on something else than
+    /// the pacer's clock races (a library's reply). By default a sleep far past any run.
+    fn until_halt(&mut self) -> impl Future<Output = ()> + Send {
+        async {
+            self.sleep_until(u64::MAX / 2).await;
+        }
+    }
     /// As [`Pacer::sleep_until`], for a section's end: as close to `t_us` as the pacer can.
     fn sleep_until_precise(&mut self, t_us: u64) -> impl Future<Output = bool> + Send;
     /// Lets the other workers run.
@@ -150,6 +157,16 @@ impl Pacer for RealPacer {
     /// the task [`super::precise::SPIN_LAST`] before `t` too (run next: it spins out the rest).
     /// Either way the task wakes within tens of µs of `t` on a quiet machine (measured in the
     /// book: docs/src/measurements/section-precision.md), at a CPU cost.
+    /// The stop signal alone, without a timer: a library's holder races it with every
+    /// acquisition (a timer a day away, set and cleared a lock cycle, was a few per cent of
+    /// lockbench's CPU per cycle at 1,000 holders).
+    async fn until_halt(&mut self) {
+        // A closed signal never stops the run, as [`sleep_until_or_halt`] reads it.
+        if self.halt.wait_for(|h| *h != Halt::Run).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     async fn sleep_until_precise(&mut self, t_us: u64) -> bool {
         let t = self.at(t_us);
         if !self.precise {

@@ -132,7 +132,7 @@ pub(crate) const WATCH_WIRE: &str = "wire";
 /// driver process's are, unless `LOCKBENCH_WATCH` asks for the wire (`wire`, `per-holder`).
 /// The same `GETDEL` reaches the server either way, and the same removals the ledger; the tap
 /// spares every command a hop through lockbench — at a thousand redis-semaphore holders the
-/// watch on the wire was two thirds of lockbench's CPU (`scripts/scale-bench.sh`). rslock runs
+/// watch on the wire was ~60 % of lockbench's CPU a cycle (`scripts/scale-bench.sh`). rslock runs
 /// in lockbench's own process, on the wire.
 fn watched_by_tap(client: crate::model::client::Client) -> bool {
     !client.in_process()

@@ -104,16 +104,15 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         // the run's own end the reply is awaited: a driver that hangs is found by its patience.
         // Once the run's end has stopped the workers, a later Ctrl-C is looked for every
         // 100 ms (the stop's wake-up comes once).
-        let far = rec.now_us() + 86_400_000_000;
         let outcome = {
             let mut section = Box::pin(lib.driver.section(&name, ctx.ttl_ms, client.wait_ms));
             let mut halted = false;
             loop {
                 tokio::select! {
                     r = &mut section => break Some(r),
-                    // A halted pacer's sleep returns at once: after the stop, the real clock's
+                    // A halted pacer's wait returns at once: after the stop, the real clock's
                     // (a library runs only in real time).
-                    _ = self.pacer.sleep_until(far), if !halted => halted = true,
+                    () = self.pacer.until_halt(), if !halted => halted = true,
                     _ = tokio::time::sleep(std::time::Duration::from_millis(100)), if halted => {}
                 }
                 if halted && client.interrupted.load(Relaxed) {
@@ -189,12 +188,18 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         rec.ok();
         self.failures = 0;
         lib.open = Some(id);
+        client.to_lock_key(&mut name);
         // What the driver's tap saw (the lock's `SET`), and a token the library reports (a
         // script's acquire neither the tap nor the watch can read), are the holder's values.
         if let Some(ledger) = &client.ledger {
             ledger.tapped(lib.holder, &seen);
-            if let Some(t) = &token {
-                ledger.set(lib.holder, &client.lock_key(&name), t.as_bytes());
+            let told = |t: &str| {
+                (seen.iter()).any(|s| s.0 == "set" && s.1 == name && s.2.as_deref() == Some(t))
+            };
+            if let Some(t) = &token
+                && !told(t)
+            {
+                ledger.set(lib.holder, &name, t.as_bytes());
             }
         }
         // The tracker opens it in arrival order (at the stamp, or just after the key's last
@@ -207,7 +212,7 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         };
         Some(Held {
             key,
-            name: client.lock_key(&name),
+            name,
             token: token.unwrap_or_default(),
             first_attempt_us,
             set_sent_us,
