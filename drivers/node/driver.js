@@ -590,8 +590,12 @@ class Driver {
   send(obj) {
     if (this.quiet) return;
     if (this.holder !== null) obj.holder = this.holder;
-    // What the tap saw leaves on the holder's next line (before the reply it led to).
-    const seen = this.adapter && this.adapter.tap ? this.adapter.tap.take() : [];
+    // What the tap saw leaves on the holder's next line (before the reply it led to); a `held`
+    // line's token already tells the SET of that value on its key.
+    let seen = this.adapter && this.adapter.tap ? this.adapter.tap.take() : [];
+    if (obj.event === 'held' && typeof obj.token === 'string') {
+      seen = seen.filter(([what, k, v]) => !(what === 'set' && k === obj.redis_key && v === obj.token));
+    }
     if (seen.length) obj.seen = seen;
     send(obj);
   }

@@ -592,6 +592,10 @@ class Driver:
         tap = self.adapter.tap if self.adapter is not None else None
         with self._send_lock:
             seen = tap.take() if tap is not None else None
+            # A `held` line's token already tells the SET of that value on its key.
+            if seen and obj.get("event") == "held" and isinstance(obj.get("token"), str):
+                told = ["set", obj.get("redis_key"), obj["token"]]
+                seen = [s for s in seen if s != told]
             if seen:
                 obj["seen"] = seen
             send(obj)

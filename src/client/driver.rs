@@ -137,14 +137,26 @@ pub(crate) struct TapSpec {
 }
 
 /// One thing a holder's tap saw, as its line's `seen` lists it: `["set", key, value]` (the
-/// holder's `SET … NX` set `value`) or `["del", key, value]` (its `DEL`, sent as `GETDEL`,
-/// removed `value`; `null`: there was no key).
+/// holder's `SET … NX` set `value`; a `held` line whose token is that value does not repeat
+/// it) or `["del", key, value]` (its `DEL`, sent as `GETDEL`, removed `value`; `null`: there
+/// was no key).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 pub(crate) struct Tapped(
-    pub(crate) String,
+    pub(crate) TapKind,
     pub(crate) String,
     pub(crate) Option<String>,
 );
+
+/// What a tap saw: the first word of a [`Tapped`] (read without an allocation: one a cycle).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum TapKind {
+    Set,
+    Del,
+    /// A word of a newer driver: not read.
+    #[serde(other)]
+    Other,
+}
 
 /// The last lines a driver process wrote on stderr: each holder's own (the lines its driver
 /// prefixed `[holder N] `, written while serving it) apart from the process's other lines (a
@@ -1173,8 +1185,8 @@ mod tests {
         assert_eq!(
             m.seen,
             Some(vec![
-                Tapped("set".into(), "lock.k".into(), Some("t1".into())),
-                Tapped("del".into(), "lock.k".into(), None),
+                Tapped(TapKind::Set, "lock.k".into(), Some("t1".into())),
+                Tapped(TapKind::Del, "lock.k".into(), None),
             ])
         );
         assert_eq!(parse_msg(r#"{"id":1,"outcome":"ok"}"#).unwrap().seen, None);

@@ -372,17 +372,18 @@ impl Ledger {
     /// What holder `holder`'s tap saw, in its driver process ([`crate::client::driver::Tapped`]),
     /// as its watch would have seen it on the wire.
     pub(crate) fn tapped(&self, holder: usize, seen: &[crate::client::driver::Tapped]) {
-        for crate::client::driver::Tapped(what, key, value) in seen {
-            match what.as_str() {
-                "set" => self.set(holder, key, value.as_deref().unwrap_or("").as_bytes()),
-                "del" => self.seen(
+        use crate::client::driver::{TapKind, Tapped};
+        for Tapped(what, key, value) in seen {
+            match what {
+                TapKind::Set => self.set(holder, key, value.as_deref().unwrap_or("").as_bytes()),
+                TapKind::Del => self.seen(
                     holder,
                     Seen::Removed {
                         key: key.clone(),
                         value: value.as_ref().map(|v| v.as_bytes().to_vec()),
                     },
                 ),
-                _ => {}
+                TapKind::Other => {}
             }
         }
     }
@@ -832,9 +833,14 @@ mod tests {
     /// delete that found nothing deleted nothing.
     #[test]
     fn a_tap_s_removals_are_judged_whatever_order_the_lines_come_in() {
-        use crate::client::driver::Tapped;
+        use crate::client::driver::{TapKind, Tapped};
         let t = |what: &str, value: Option<&str>| {
-            Tapped(what.into(), "lb:k".into(), value.map(str::to_string))
+            let what = if what == "set" {
+                TapKind::Set
+            } else {
+                TapKind::Del
+            };
+            Tapped(what, "lb:k".into(), value.map(str::to_string))
         };
         let ledger = Ledger::default();
         ledger.tapped(1, &[t("set", Some("v1")), t("del", Some("v0"))]);

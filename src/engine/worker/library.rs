@@ -2,7 +2,7 @@
 //! acquisition and the release of [`Worker`] for a library's variant.
 
 use super::{Held, Worker, busy};
-use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
+use crate::client::driver::{DriverError, Entered, Recipe, TapKind, error_kind};
 use crate::client::holder::Holder;
 use crate::engine::pacer::Pacer;
 use crate::faults::watch::{Removed, Watch};
@@ -194,7 +194,8 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         if let Some(ledger) = &client.ledger {
             ledger.tapped(lib.holder, &seen);
             let told = |t: &str| {
-                (seen.iter()).any(|s| s.0 == "set" && s.1 == name && s.2.as_deref() == Some(t))
+                (seen.iter())
+                    .any(|s| s.0 == TapKind::Set && s.1 == name && s.2.as_deref() == Some(t))
             };
             if let Some(t) = &token
                 && !told(t)
