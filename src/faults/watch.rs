@@ -290,7 +290,7 @@ pub(crate) struct Attributed {
     pub(crate) victim: Option<usize>,
     /// The lock's key.
     pub(crate) key: String,
-    /// When the watch saw the reply.
+    /// When the watch saw the reply (a tap: when lockbench read the driver's line that told it).
     pub(crate) at: Instant,
 }
 
