@@ -116,7 +116,7 @@ impl Holder {
 
     /// Says goodbye: a process releases what it holds and exits; rslock releases what it
     /// holds.
-    pub(crate) async fn bye(self) -> Vec<super::driver::Tapped> {
+    pub(crate) async fn bye(self) -> Vec<super::line::Tapped> {
         match self {
             Holder::Process(d) => d.bye().await,
             Holder::Rslock(mut r) => {

@@ -369,10 +369,10 @@ impl Ledger {
         }
     }
 
-    /// What holder `holder`'s tap saw, in its driver process ([`crate::client::driver::Tapped`]),
+    /// What holder `holder`'s tap saw, in its driver process ([`crate::client::line::Tapped`]),
     /// as its watch would have seen it on the wire.
-    pub(crate) fn tapped(&self, holder: usize, seen: &[crate::client::driver::Tapped]) {
-        use crate::client::driver::{TapKind, Tapped};
+    pub(crate) fn tapped(&self, holder: usize, seen: &[crate::client::line::Tapped]) {
+        use crate::client::line::{TapKind, Tapped};
         for Tapped(what, key, value) in seen {
             match what {
                 TapKind::Set => self.set(holder, key, value.as_deref().unwrap_or("").as_bytes()),
@@ -833,7 +833,7 @@ mod tests {
     /// delete that found nothing deleted nothing.
     #[test]
     fn a_tap_s_removals_are_judged_whatever_order_the_lines_come_in() {
-        use crate::client::driver::{TapKind, Tapped};
+        use crate::client::line::{TapKind, Tapped};
         let t = |what: &str, value: Option<&str>| {
             let what = if what == "set" {
                 TapKind::Set

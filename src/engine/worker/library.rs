@@ -2,8 +2,9 @@
 //! acquisition and the release of [`Worker`] for a library's variant.
 
 use super::{Held, Worker, busy};
-use crate::client::driver::{DriverError, Entered, Recipe, TapKind, error_kind};
+use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
 use crate::client::holder::Holder;
+use crate::client::line::TapKind;
 use crate::engine::pacer::Pacer;
 use crate::faults::watch::{Removed, Watch};
 use crate::model::error::{CmdError, ErrorKind};
