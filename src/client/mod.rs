@@ -11,6 +11,7 @@
 pub(crate) mod clock;
 pub(crate) mod driver;
 pub(crate) mod holder;
+mod inbox;
 pub(crate) mod line;
 mod outgoing;
 pub(crate) mod rslock;
