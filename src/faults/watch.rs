@@ -323,6 +323,14 @@ struct Book {
     unnamed: Vec<(usize, Vec<u8>)>,
 }
 
+impl Book {
+    /// The holder that last set `value` on `key`, among the key's remembered values.
+    fn setter(&self, key: &str, value: &[u8]) -> Option<usize> {
+        let vals = self.owners.get(key)?;
+        vals.iter().rev().find(|(v, _)| v == value).map(|&(_, h)| h)
+    }
+}
+
 /// What the watches of a variant counted.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Tally {
@@ -423,12 +431,7 @@ impl Ledger {
         let Some(value) = value else {
             return Some(Removed::Nothing);
         };
-        let owner = b
-            .owners
-            .get(key)
-            .and_then(|vals| vals.iter().rev().find(|(v, _)| *v == value))
-            .map(|&(_, h)| h);
-        let removed = match owner {
+        let removed = match b.setter(key, &value) {
             Some(h) if h == holder => return Some(Removed::Own),
             Some(h) => Removed::Other(h),
             None => Removed::Unknown,
@@ -456,13 +459,9 @@ impl Ledger {
         let mut b = self.book.lock().unwrap_or_else(|p| p.into_inner());
         let book = &mut *b;
         for (at, value) in std::mem::take(&mut book.unnamed) {
+            let victim = book.setter(&book.attributed[at].key, &value);
             let a = &mut book.attributed[at];
-            a.victim = book
-                .owners
-                .get(&a.key)
-                .and_then(|vals| vals.iter().rev().find(|(v, _)| *v == value))
-                .map(|&(_, h)| h)
-                .filter(|&h| h != a.deleter);
+            a.victim = victim.filter(|&h| h != a.deleter);
         }
         Tally {
             getdels: b.getdels,
