@@ -4,7 +4,6 @@
 use super::{Held, Worker, busy};
 use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
 use crate::client::holder::Holder;
-use crate::client::line::TapKind;
 use crate::engine::pacer::Pacer;
 use crate::faults::watch::{Removed, Watch};
 use crate::model::error::{CmdError, ErrorKind};
@@ -192,15 +191,10 @@ impl<C: LockConn, P: Pacer> Worker<C, P> {
         client.to_lock_key(&mut name);
         // What the driver's tap saw (the lock's `SET`), and a token the library reports (a
         // script's acquire neither the tap nor the watch can read), are the holder's values.
+        // (The drivers do not repeat a token's `SET`, and the ledger keeps a value once.)
         if let Some(ledger) = &client.ledger {
             ledger.tapped(lib.holder, &seen);
-            let told = |t: &str| {
-                (seen.iter())
-                    .any(|s| s.0 == TapKind::Set && s.1 == name && s.2.as_deref() == Some(t))
-            };
-            if let Some(t) = &token
-                && !told(t)
-            {
+            if let Some(t) = &token {
                 ledger.set(lib.holder, &name, t.as_bytes());
             }
         }
