@@ -120,7 +120,7 @@ pub(crate) struct ClientCtx {
     pub interrupted: std::sync::atomic::AtomicBool,
     /// What the holders' watches saw, when they are watched: a release's outcome is then the
     /// server's (what its `GETDEL` removed), not the timeline's.
-    pub ledger: Option<std::sync::Arc<crate::faults::watch::Ledger>>,
+    pub ledger: Option<std::sync::Arc<crate::faults::attribution::Ledger>>,
     /// Where its wrongful deletes come from (`wrongful_deletes_source` in the summary).
     pub wrongful_source: String,
     /// How its holders reach their watches (`watch.reached_by` in the summary).

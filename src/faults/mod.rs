@@ -9,6 +9,7 @@
 //! needs one. The holders' watches ([`watch`]) and `lockbench observe` carry many client
 //! connections on one server connection where their requests allow ([`mux`]).
 
+pub(crate) mod attribution;
 pub(crate) mod failover;
 pub(crate) mod mux;
 pub(crate) mod proxy;

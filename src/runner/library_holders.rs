@@ -189,8 +189,9 @@ pub(super) async fn start_drivers<K: Connector>(
     Vec<crate::engine::worker::Library>,
     crate::engine::context::ClientCtx,
 )> {
+    use crate::faults::attribution::Ledger;
     use crate::faults::mux::Mux;
-    use crate::faults::watch::{Ledger, Listen, Watch, upstream_of};
+    use crate::faults::watch::{Listen, Watch, upstream_of};
     let name = client.name();
     let mut recipe = driver_recipe(connector, plan, client)?;
     let tap = watched_by_tap(client);

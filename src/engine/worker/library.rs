@@ -5,7 +5,8 @@ use super::{Held, Worker, busy};
 use crate::client::driver::{DriverError, Entered, Recipe, error_kind};
 use crate::client::holder::Holder;
 use crate::engine::pacer::Pacer;
-use crate::faults::watch::{Removed, Watch};
+use crate::faults::attribution::Removed;
+use crate::faults::watch::Watch;
 use crate::model::error::{CmdError, ErrorKind};
 use crate::model::release::ReleaseOutcome::*;
 use crate::record::{Metric, SectionOutcome};
@@ -67,7 +68,7 @@ impl Library {
 
     /// Says goodbye to the driver process; what its tap saw of the holder's last releases
     /// goes to `ledger`.
-    pub(crate) async fn close(self, ledger: Option<&crate::faults::watch::Ledger>) {
+    pub(crate) async fn close(self, ledger: Option<&crate::faults::attribution::Ledger>) {
         let seen = self.driver.bye().await;
         if let Some(ledger) = ledger {
             ledger.tapped(self.holder, &seen);
